@@ -1,0 +1,9 @@
+// Package event defines the session event row that every seglog layer speaks:
+// [Event] mirrors one line of the reference harness's JSONL log (type, seq,
+// time, data, ignorable, sourceEventSeqs, surfaceOp), so a reference log
+// converts to it and back without loss.
+//
+// event is a leaf package: it imports nothing from seglog and does no I/O.
+// The storage layers (segment, engine), the pure layers (recovery, plan) and
+// hosts all use the same type; engine re-exports it as engine.Event.
+package event

@@ -1,0 +1,86 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Event is one entry of a session log.
+//
+// Data is the event payload and must be a JSON object. SurfaceOp, when set,
+// is a JSON value ("append" or a replace object, see the event catalog).
+// Seq is dense from 0 within a session.
+type Event struct {
+	Seq             uint64          `json:"seq"`
+	Type            string          `json:"type"`
+	Time            int64           `json:"time"` // milliseconds since the Unix epoch
+	Data            json.RawMessage `json:"data"`
+	Ignorable       bool            `json:"ignorable,omitempty"`
+	SourceEventSeqs []uint64        `json:"sourceEventSeqs,omitempty"`
+	SurfaceOp       json.RawMessage `json:"surfaceOp,omitempty"`
+}
+
+// Limits on one event. They bound what a hostile or buggy caller can make
+// the store hold in one row; the on-disk format allows more.
+const (
+	MaxTypeLen = 256      // bytes of Type
+	MaxDataLen = 16 << 20 // bytes of Data
+)
+
+// ErrInvalid is the kind of every *InvalidError.
+var ErrInvalid = errors.New("event: invalid")
+
+// InvalidError names the event that failed validation and why.
+// errors.Is(err, ErrInvalid) is true for every InvalidError.
+type InvalidError struct {
+	Index  int    // position in the batch
+	Seq    uint64 // the event's Seq
+	Type   string // the event's Type (may be empty: that can be the reason)
+	Reason string
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("event: invalid event at index %d (seq %d, type %q): %s", e.Index, e.Seq, e.Type, e.Reason)
+}
+
+// Is reports whether target is ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Validate checks the shape of e: a non-empty Type of at most MaxTypeLen
+// bytes, Data a JSON object of at most MaxDataLen bytes, SurfaceOp empty or
+// valid JSON. It does not check the Type against a catalog. index is
+// reported in the error.
+func (e *Event) Validate(index int) error {
+	bad := func(reason string) error {
+		return &InvalidError{Index: index, Seq: e.Seq, Type: e.Type, Reason: reason}
+	}
+	switch {
+	case e.Type == "":
+		return bad("missing type")
+	case len(e.Type) > MaxTypeLen:
+		return bad(fmt.Sprintf("type is %d bytes, more than %d", len(e.Type), MaxTypeLen))
+	case len(e.Data) > MaxDataLen:
+		return bad(fmt.Sprintf("data is %d bytes, more than %d", len(e.Data), MaxDataLen))
+	case !isObject(e.Data):
+		return bad("data is not a JSON object")
+	case len(e.SurfaceOp) > 0 && !json.Valid(e.SurfaceOp):
+		return bad("surfaceOp is not valid JSON")
+	}
+	return nil
+}
+
+func isObject(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+}
+
+// Clone returns a deep copy of e that shares no memory with it.
+func (e Event) Clone() Event {
+	e.Data = bytes.Clone(e.Data)
+	e.SurfaceOp = bytes.Clone(e.SurfaceOp)
+	e.SourceEventSeqs = slices.Clone(e.SourceEventSeqs)
+	return e
+}

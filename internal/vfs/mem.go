@@ -1,0 +1,560 @@
+package vfs
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// MemFS is an in-memory FS that records what has been made durable, so that
+// tests can ask what a power cut would leave behind (CrashClone).
+//
+// The durability model, which is what seglog assumes of a real disk:
+//   - File.Sync makes every byte and the size of that file durable.
+//   - Bytes written since the file's last Sync are volatile. After a crash
+//     each unsynced write (and truncate) independently survives whole,
+//     survives as a prefix (a torn write), or is lost; the last surviving
+//     write of a file may also be garbled.
+//   - Create, Rename, Remove and MkdirAll are volatile until SyncDir of the
+//     directories they touch. After a crash every synced directory operation
+//     survives, and of the unsynced ones a prefix (in the order they were
+//     made) survives.
+//
+// The zero value is not usable; call NewMem.
+type MemFS struct {
+	mu    sync.Mutex
+	nodes map[string]*memNode // current namespace, clean absolute-ish paths
+	base  map[string]*memNode // namespace at creation (or at the crash it was cloned from)
+	ops   []*dirOp            // namespace operations since base, in order
+	locks map[string]bool
+}
+
+type memNode struct {
+	dir     bool
+	data    []byte   // current contents
+	synced  []byte   // contents as of the last Sync
+	pending []fileOp // writes and truncates since the last Sync, in order
+}
+
+type fileOp struct {
+	off      int64
+	data     []byte // nil for a truncate
+	truncate bool
+	size     int64 // for a truncate
+}
+
+type dirOpKind uint8
+
+const (
+	opMkdir dirOpKind = iota + 1
+	opCreate
+	opRename
+	opRemove
+)
+
+type dirOp struct {
+	kind     dirOpKind
+	name     string
+	newname  string // rename only
+	node     *memNode
+	unsynced []string // directories whose SyncDir the op still waits for
+}
+
+// NewMem returns an empty in-memory file system whose root directory exists.
+func NewMem() *MemFS {
+	root := &memNode{dir: true}
+	return &MemFS{
+		nodes: map[string]*memNode{"/": root},
+		base:  map[string]*memNode{"/": root},
+		locks: map[string]bool{},
+	}
+}
+
+func clean(name string) string {
+	p := path.Clean("/" + name)
+	return p
+}
+
+func (m *MemFS) parentExists(p string) bool {
+	n := m.nodes[path.Dir(p)]
+	return n != nil && n.dir
+}
+
+func (m *MemFS) record(op *dirOp) {
+	dirs := []string{path.Dir(op.name)}
+	if op.kind == opRename && path.Dir(op.newname) != dirs[0] {
+		dirs = append(dirs, path.Dir(op.newname))
+	}
+	op.unsynced = dirs
+	m.ops = append(m.ops, op)
+}
+
+// Create implements FS.
+func (m *MemFS) Create(name string) (File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := clean(name)
+	if !m.parentExists(p) {
+		return nil, &os.PathError{Op: "create", Path: name, Err: fs.ErrNotExist}
+	}
+	if m.nodes[p] != nil {
+		return nil, &os.PathError{Op: "create", Path: name, Err: fs.ErrExist}
+	}
+	n := &memNode{}
+	m.nodes[p] = n
+	m.record(&dirOp{kind: opCreate, name: p, node: n})
+	return &memFile{fs: m, node: n, name: name}, nil
+}
+
+func (m *MemFS) open(name string, readOnly bool) (File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nodes[clean(name)]
+	if n == nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	if n.dir && !readOnly {
+		return nil, &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("is a directory")}
+	}
+	return &memFile{fs: m, node: n, name: name, readOnly: readOnly}, nil
+}
+
+// Open implements FS.
+func (m *MemFS) Open(name string) (File, error) { return m.open(name, true) }
+
+// OpenReadWrite implements FS.
+func (m *MemFS) OpenReadWrite(name string) (File, error) { return m.open(name, false) }
+
+// Remove implements FS.
+func (m *MemFS) Remove(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := clean(name)
+	n := m.nodes[p]
+	if n == nil {
+		return &os.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
+	}
+	if n.dir && len(m.children(p)) > 0 {
+		return &os.PathError{Op: "remove", Path: name, Err: fmt.Errorf("directory not empty")}
+	}
+	delete(m.nodes, p)
+	m.record(&dirOp{kind: opRemove, name: p, node: n})
+	return nil
+}
+
+// Rename implements FS.
+func (m *MemFS) Rename(oldname, newname string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	op, np := clean(oldname), clean(newname)
+	n := m.nodes[op]
+	if n == nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrNotExist}
+	}
+	if !m.parentExists(np) {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrNotExist}
+	}
+	if n.dir {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fmt.Errorf("renaming directories is not supported")}
+	}
+	if old := m.nodes[np]; old != nil && old.dir {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fmt.Errorf("target is a directory")}
+	}
+	if op == np {
+		return nil
+	}
+	delete(m.nodes, op)
+	m.nodes[np] = n
+	m.record(&dirOp{kind: opRename, name: op, newname: np, node: n})
+	return nil
+}
+
+// MkdirAll implements FS.
+func (m *MemFS) MkdirAll(dir string, _ os.FileMode) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := clean(dir)
+	var missing []string
+	for q := p; q != "/"; q = path.Dir(q) {
+		if n := m.nodes[q]; n != nil {
+			if !n.dir {
+				return &os.PathError{Op: "mkdir", Path: q, Err: fmt.Errorf("not a directory")}
+			}
+			break
+		}
+		missing = append(missing, q)
+	}
+	for _, q := range slices.Backward(missing) {
+		n := &memNode{dir: true}
+		m.nodes[q] = n
+		m.record(&dirOp{kind: opMkdir, name: q, node: n})
+	}
+	return nil
+}
+
+func (m *MemFS) children(dir string) []string {
+	var out []string
+	for p := range m.nodes {
+		if p != "/" && path.Dir(p) == dir {
+			out = append(out, path.Base(p))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// List implements FS.
+func (m *MemFS) List(dir string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := clean(dir)
+	if n := m.nodes[p]; n == nil || !n.dir {
+		return nil, &os.PathError{Op: "list", Path: dir, Err: fs.ErrNotExist}
+	}
+	return m.children(p), nil
+}
+
+// SyncDir implements FS.
+func (m *MemFS) SyncDir(dir string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := clean(dir)
+	if n := m.nodes[p]; n == nil || !n.dir {
+		return &os.PathError{Op: "syncdir", Path: dir, Err: fs.ErrNotExist}
+	}
+	for _, op := range m.ops {
+		op.unsynced = slices.DeleteFunc(op.unsynced, func(d string) bool { return d == p })
+	}
+	return nil
+}
+
+// Lock implements FS. Locks are held per MemFS; a crash clone starts with none.
+func (m *MemFS) Lock(name string) (io.Closer, error) {
+	m.mu.Lock()
+	p := clean(name)
+	if m.locks[p] {
+		m.mu.Unlock()
+		return nil, &LockError{Path: name, PID: os.Getpid()}
+	}
+	if m.nodes[p] == nil {
+		if !m.parentExists(p) {
+			m.mu.Unlock()
+			return nil, &os.PathError{Op: "lock", Path: name, Err: fs.ErrNotExist}
+		}
+		n := &memNode{}
+		m.nodes[p] = n
+		m.record(&dirOp{kind: opCreate, name: p, node: n})
+	}
+	m.locks[p] = true
+	m.mu.Unlock()
+	return closerFunc(func() error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.locks, p)
+		return nil
+	}), nil
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// CrashConfig chooses what a simulated power cut keeps of unsynced state.
+type CrashConfig struct {
+	// Rand drives every choice. If nil, nothing unsynced survives: every
+	// unsynced write and directory operation is lost (the page cache is
+	// dropped whole), unless KeepAll is set.
+	Rand *rand.Rand
+	// KeepAll keeps every unsynced write and directory operation (the
+	// cache reached the disk just before the cut). It ignores Rand.
+	KeepAll bool
+	// Garble lets the last surviving unsynced write of each file have part
+	// of its surviving bytes replaced by random bytes. Needs Rand.
+	Garble bool
+}
+
+// CrashClone returns the file system as a power cut at this moment could
+// leave it, chosen by cfg. The receiver is not changed and may go on being
+// used; the clone shares no memory with it, holds no locks, and treats all
+// of its contents as synced.
+func (m *MemFS) CrashClone(cfg CrashConfig) *MemFS {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keepOp := func() bool { return cfg.KeepAll || (cfg.Rand != nil && cfg.Rand.IntN(2) == 0) }
+
+	// Namespace: replay synced operations always, unsynced ones up to the
+	// first that is dropped.
+	ns := make(map[string]*memNode, len(m.base))
+	for p, n := range m.base {
+		ns[p] = n
+	}
+	cut := false
+	for _, op := range m.ops {
+		if len(op.unsynced) > 0 {
+			if cut || !keepOp() {
+				cut = true
+				continue
+			}
+		}
+		parent := ns[path.Dir(op.name)]
+		switch op.kind {
+		case opMkdir, opCreate:
+			if parent != nil && parent.dir {
+				ns[op.name] = op.node
+			}
+		case opRemove:
+			if ns[op.name] == op.node {
+				delete(ns, op.name)
+			}
+		case opRename:
+			np := ns[path.Dir(op.newname)]
+			if ns[op.name] == op.node && np != nil && np.dir {
+				delete(ns, op.name)
+				ns[op.newname] = op.node
+			}
+		}
+	}
+	// Drop entries whose parent directory did not survive.
+	for changed := true; changed; {
+		changed = false
+		for p := range ns {
+			if p == "/" {
+				continue
+			}
+			if d := ns[path.Dir(p)]; d == nil || !d.dir {
+				delete(ns, p)
+				changed = true
+			}
+		}
+	}
+
+	clones := map[*memNode]*memNode{}
+	out := &MemFS{nodes: map[string]*memNode{}, base: map[string]*memNode{}, locks: map[string]bool{}}
+	for p, n := range ns {
+		c := clones[n]
+		if c == nil {
+			c = &memNode{dir: n.dir}
+			if !n.dir {
+				c.data = crashContents(n, cfg)
+				c.synced = slices.Clone(c.data)
+			}
+			clones[n] = c
+		}
+		out.nodes[p] = c
+		out.base[p] = c
+	}
+	return out
+}
+
+// crashContents applies to a file's synced bytes what survives of its
+// unsynced writes.
+func crashContents(n *memNode, cfg CrashConfig) []byte {
+	data := slices.Clone(n.synced)
+	lastKept, lastOff, lastLen := -1, int64(0), 0
+	for i, op := range n.pending {
+		if op.truncate {
+			if cfg.KeepAll || (cfg.Rand != nil && cfg.Rand.IntN(2) == 0) {
+				data = resize(data, op.size)
+			}
+			continue
+		}
+		keep := 0
+		switch {
+		case cfg.KeepAll:
+			keep = len(op.data)
+		case cfg.Rand != nil:
+			switch cfg.Rand.IntN(3) {
+			case 0: // lost
+			case 1:
+				keep = len(op.data)
+			default:
+				keep = cfg.Rand.IntN(len(op.data) + 1)
+			}
+		}
+		if keep == 0 {
+			continue
+		}
+		data = writeAt(data, op.data[:keep], op.off)
+		lastKept, lastOff, lastLen = i, op.off, keep
+	}
+	if cfg.Garble && cfg.Rand != nil && lastKept >= 0 && cfg.Rand.IntN(2) == 0 {
+		from := cfg.Rand.IntN(lastLen)
+		for i := from; i < lastLen; i++ {
+			data[lastOff+int64(i)] = byte(cfg.Rand.Uint32())
+		}
+	}
+	return data
+}
+
+func resize(b []byte, size int64) []byte {
+	if size <= int64(len(b)) {
+		return b[:size]
+	}
+	return append(b, make([]byte, size-int64(len(b)))...)
+}
+
+func writeAt(b, p []byte, off int64) []byte {
+	if end := off + int64(len(p)); end > int64(len(b)) {
+		b = resize(b, end)
+	}
+	copy(b[off:], p)
+	return b
+}
+
+// UnsyncedWrites reports how many writes and truncates across all files are
+// not yet durable. Tests use it to tell whether a cut can lose anything.
+func (m *MemFS) UnsyncedWrites() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[*memNode]bool{}
+	total := 0
+	for _, n := range m.nodes {
+		if !seen[n] {
+			seen[n] = true
+			total += len(n.pending)
+		}
+	}
+	return total
+}
+
+// String lists the files and their sizes, for test failure messages.
+func (m *MemFS) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var b strings.Builder
+	names := make([]string, 0, len(m.nodes))
+	for p := range m.nodes {
+		names = append(names, p)
+	}
+	slices.Sort(names)
+	for _, p := range names {
+		n := m.nodes[p]
+		if n.dir {
+			fmt.Fprintf(&b, "%s/\n", p)
+		} else {
+			fmt.Fprintf(&b, "%s %d bytes (%d unsynced ops)\n", p, len(n.data), len(n.pending))
+		}
+	}
+	return b.String()
+}
+
+type memFile struct {
+	fs       *MemFS
+	node     *memNode
+	name     string
+	readOnly bool
+	closed   bool
+}
+
+func (f *memFile) check(op string, write bool) error {
+	if f.closed {
+		return &os.PathError{Op: op, Path: f.name, Err: os.ErrClosed}
+	}
+	if write && f.readOnly {
+		return &os.PathError{Op: op, Path: f.name, Err: fmt.Errorf("file opened read-only")}
+	}
+	return nil
+}
+
+func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("read", false); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, &os.PathError{Op: "read", Path: f.name, Err: fmt.Errorf("negative offset")}
+	}
+	if off >= int64(len(f.node.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.node.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("write", true); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, &os.PathError{Op: "write", Path: f.name, Err: fmt.Errorf("negative offset")}
+	}
+	f.node.data = writeAt(f.node.data, p, off)
+	f.node.pending = append(f.node.pending, fileOp{off: off, data: slices.Clone(p)})
+	return len(p), nil
+}
+
+func (f *memFile) Truncate(size int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("truncate", true); err != nil {
+		return err
+	}
+	if size < 0 {
+		return &os.PathError{Op: "truncate", Path: f.name, Err: fmt.Errorf("negative size")}
+	}
+	if size < int64(len(f.node.data)) {
+		// Shrink by copy so that earlier Mappings keep their bytes, as a
+		// real mapping would keep the old pages until unmapped.
+		f.node.data = slices.Clone(f.node.data[:size])
+	} else {
+		f.node.data = resize(f.node.data, size)
+	}
+	f.node.pending = append(f.node.pending, fileOp{truncate: true, size: size})
+	return nil
+}
+
+func (f *memFile) Sync() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("sync", false); err != nil {
+		return err
+	}
+	f.node.synced = slices.Clone(f.node.data)
+	f.node.pending = nil
+	return nil
+}
+
+func (f *memFile) Size() (int64, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("stat", false); err != nil {
+		return 0, err
+	}
+	return int64(len(f.node.data)), nil
+}
+
+// Map returns a view that shares the file's current backing array: writes
+// in place within size are visible through it, as with a shared mmap.
+func (f *memFile) Map(size int64) (*Mapping, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("mmap", false); err != nil {
+		return nil, err
+	}
+	if size < 0 || size > int64(len(f.node.data)) {
+		return nil, &os.PathError{Op: "mmap", Path: f.name, Err: fmt.Errorf("size %d outside file of %d bytes", size, len(f.node.data))}
+	}
+	return &Mapping{data: f.node.data[:size:size]}, nil
+}
+
+func (f *memFile) Close() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.closed {
+		return &os.PathError{Op: "close", Path: f.name, Err: os.ErrClosed}
+	}
+	f.closed = true
+	return nil
+}
