@@ -6,3 +6,8 @@ require (
 	github.com/google/go-cmp v0.7.0
 	golang.org/x/sys v0.50.0
 )
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+)

@@ -1,0 +1,129 @@
+package lint
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/seglog/seglog"
+
+// mustNotDepend lists, per package (relative to the module), the module
+// packages it must not depend on, directly or transitively. The table is
+// docs/DESIGN.md#layering.
+var mustNotDepend = map[string][]string{
+	"event":         {"*"},
+	"internal/base": {"*"},
+	"internal/vfs":  {"*"},
+	"segment":       {"index", "handle", "engine", "recovery", "plan", "bench", "fuzz"},
+	"index":         {"segment", "handle", "engine", "recovery", "plan", "bench", "fuzz", "internal/vfs"},
+	"handle":        {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "internal/vfs"},
+	"recovery":      {"segment", "index", "handle", "engine", "plan", "bench", "fuzz", "internal/vfs"},
+	"plan":          {"segment", "index", "engine", "bench", "fuzz", "internal/vfs"},
+	"engine":        {"bench", "fuzz", "cmd/seglog"},
+	"bench":         {"fuzz", "cmd/seglog"},
+}
+
+// pure packages may not import these directly (their transitive closure
+// includes os through fmt, so only direct imports are checked).
+var pure = []string{"recovery", "plan"}
+var ioPackages = []string{"os", "os/exec", "os/signal", "syscall", "net", "net/http", "io/fs", "io/ioutil", "time", "golang.org/x/sys/unix", "go.etcd.io/bbolt"}
+
+type pkgInfo struct {
+	path    string   // relative to mod
+	deps    []string // transitive, full import paths
+	imports []string // direct, full import paths
+}
+
+func goList(t *testing.T) []pkgInfo {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Deps " "}}|{{join .Imports " "}}`, mod+"/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list: %v\n%s", err, stderr)
+	}
+	var pkgs []pkgInfo
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "|")
+		if len(f) != 3 {
+			t.Fatalf("go list line %q", sc.Text())
+		}
+		pkgs = append(pkgs, pkgInfo{
+			path:    strings.TrimPrefix(strings.TrimPrefix(f[0], mod), "/"),
+			deps:    strings.Fields(f[1]),
+			imports: strings.Fields(f[2]),
+		})
+	}
+	return pkgs
+}
+
+// violations returns one message per broken rule.
+func violations(pkgs []pkgInfo) []string {
+	var out []string
+	for _, p := range pkgs {
+		for _, banned := range mustNotDepend[p.path] {
+			for _, d := range p.deps {
+				rel, ok := strings.CutPrefix(d, mod+"/")
+				if !ok {
+					continue
+				}
+				if banned == "*" || rel == banned || strings.HasPrefix(rel, banned+"/") {
+					out = append(out, fmt.Sprintf("%s depends on %s (docs/DESIGN.md#layering)", p.path, rel))
+				}
+			}
+		}
+		if slices.Contains(pure, p.path) {
+			for _, imp := range p.imports {
+				if slices.Contains(ioPackages, imp) {
+					out = append(out, fmt.Sprintf("pure package %s imports %s", p.path, imp))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestLayering(t *testing.T) {
+	pkgs := goList(t)
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		seen[p.path] = true
+	}
+	for p := range mustNotDepend {
+		if !seen[p] {
+			t.Errorf("layering table names %s, which go list does not know", p)
+		}
+	}
+	for _, v := range violations(pkgs) {
+		t.Error(v)
+	}
+}
+
+// The checker itself must catch a violation.
+func TestLayeringCatchesViolations(t *testing.T) {
+	fake := []pkgInfo{
+		{path: "segment", deps: []string{"fmt", mod + "/engine"}},
+		{path: "event", deps: []string{mod + "/internal/base"}},
+		{path: "recovery", imports: []string{"os"}},
+		{path: "engine", deps: []string{mod + "/segment"}},
+	}
+	got := violations(fake)
+	want := []string{
+		"segment depends on engine (docs/DESIGN.md#layering)",
+		"event depends on internal/base (docs/DESIGN.md#layering)",
+		"pure package recovery imports os",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("violations = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,29 @@
+// Package segment reads and writes segment files, the shared append-only
+// files that hold the events of every session: a 64-byte header followed
+// by 8-byte-aligned frames, each one batch of events of one session,
+// optionally zstd-compressed and covered by an xxhash64 checksum. Frames are
+// self-describing, so a segment can be scanned and re-indexed without the
+// index. The format is specified in docs/DESIGN.md#segment-format and
+// summarized in format.go.
+//
+// A [Writer] appends frames to the active segment and seals it; [Scan]
+// walks frames, stops at the first bad one and tells a torn tail (cut it
+// off; nothing synced is lost) from damage in synced data (a
+// [*CorruptionError] with the offset); a [Reader] maps a segment with mmap
+// and decodes frames into events that never alias the mapping.
+//
+// segment imports only event, internal/base and internal/vfs: it knows
+// nothing of the index, handles, recovery, plan or the engine, and starts no
+// goroutines.
+//
+// Concurrency: a Writer and a Reader are safe for concurrent use (Close
+// excepted). Writer locks: ioMu (held across a write and its fdatasync) is
+// taken before mu (the in-memory buffer); Append takes only mu, so appends
+// proceed while a sync is in flight.
+//
+//	w, _ := segment.Create(vfs.Default, "db/00000001.seg", 1, segment.WriterOptions{})
+//	loc, _ := w.Append("session-1", 0, events)
+//	_ = w.Sync() // durable from here
+//	r, _ := segment.OpenReader(vfs.Default, "db/00000001.seg")
+//	f, _ := r.ReadFrame(loc.Offset)
+package segment

@@ -1,0 +1,33 @@
+package segment
+
+import (
+	"errors"
+
+	"github.com/seglog/seglog/internal/base"
+)
+
+// ErrCorrupt is the kind of every *CorruptionError; it is base.ErrCorrupt,
+// so errors.Is works across layers.
+var ErrCorrupt = base.ErrCorrupt
+
+// CorruptionError reports damaged data with its file and offset.
+type CorruptionError = base.CorruptionError
+
+// FormatError reports a segment written in a format version this build does
+// not read; Newer tells the direction.
+type FormatError = base.FormatError
+
+// Errors returned by a Writer.
+var (
+	// ErrFull is returned by Writer.Append when the frame would take the
+	// segment past its size limit. Seal the segment and append to the next.
+	ErrFull = errors.New("segment: full")
+	// ErrSealed is returned by Writer.Append after Seal, and by OpenWriter
+	// for a segment that carries a seal frame.
+	ErrSealed = errors.New("segment: sealed")
+	// ErrTooLarge is returned by Writer.Append for a batch whose encoding
+	// exceeds MaxFrameRaw, or a session key longer than MaxKeyLen.
+	ErrTooLarge = errors.New("segment: frame too large")
+	// ErrClosed is returned after Close.
+	ErrClosed = base.ErrClosed
+)

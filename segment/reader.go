@@ -1,0 +1,304 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// ScanOptions configures Scan.
+type ScanOptions struct {
+	// From is the offset of the first frame to read; default HeaderSize.
+	// It must be a frame boundary.
+	From int64
+	// Durable is an offset known, by other means (an index checkpoint, a
+	// later segment), to have been synced: damage below it is corruption,
+	// never a torn tail.
+	Durable int64
+	// MaxFrameRaw caps the decoded size a frame may claim; default and
+	// upper bound DefaultMaxFrameRaw.
+	MaxFrameRaw int
+}
+
+// ScanResult is what Scan found.
+type ScanResult struct {
+	// End is the offset just past the last valid frame: where the next
+	// frame goes, and the length to cut a torn segment back to.
+	End int64
+	// Frames counts the event frames from From to End.
+	Frames uint32
+	// Sealed reports that a seal frame ends the segment.
+	Sealed bool
+	// Torn reports bytes past End that are not zero and hold no frame
+	// written after End was durable: the remains of an unsynced write.
+	// TornReason says what was wrong at End.
+	Torn       bool
+	TornReason string
+	// DirtyEnd is the offset just past the last non-zero byte of the file
+	// (at least End): the range to zero when a preallocated file is reused.
+	DirtyEnd int64
+}
+
+// Scan walks the frames of a segment's bytes (data, starting with the
+// header) and calls fn, if not nil, for each valid frame; fn's FrameInfo
+// aliases data and is valid only during the call. An error from fn stops
+// the scan and is returned as is.
+//
+// Scan verifies every frame's checksum but does not decode payloads. It
+// stops at the first frame that is incomplete, fails its checksum or is an
+// all-zero header, and classifies what follows:
+//
+//   - Only zeros follow: the clean end of the log.
+//   - No valid frame follows that was written after the bad offset had been
+//     synced (its base is past the bad offset), and opts.Durable does not
+//     reach it: a torn tail. ScanResult.Torn is set and End is the offset to
+//     cut back to. Nothing before End is lost.
+//   - Otherwise: the damage is in synced data, in the middle of the log.
+//     Scan returns a *CorruptionError with the offset; it never truncates
+//     past acknowledged data.
+//
+// A frame whose checksum matches but whose content is invalid is always a
+// *CorruptionError, as is anything but zeros after a seal frame.
+func Scan(path string, data []byte, opts ScanOptions, fn func(*FrameInfo) error) (ScanResult, error) {
+	maxRaw := opts.MaxFrameRaw
+	if maxRaw <= 0 || maxRaw > DefaultMaxFrameRaw {
+		maxRaw = DefaultMaxFrameRaw
+	}
+	off := opts.From
+	if off == 0 {
+		off = HeaderSize
+	}
+	var res ScanResult
+	if off < HeaderSize || off%frameAlign != 0 || off > int64(len(data)) {
+		return res, fmt.Errorf("segment: scan %s: start offset %d is not a frame boundary", path, off)
+	}
+	corrupt := func(at int64, reason string) (ScanResult, error) {
+		res.End = at
+		return res, &CorruptionError{Path: path, Offset: at, Reason: reason}
+	}
+	for {
+		fi, st, reason := parseFrame(data, off, maxRaw)
+		switch st {
+		case frameOK:
+			if fn != nil {
+				if err := fn(&fi); err != nil {
+					res.End = off
+					return res, err
+				}
+			}
+			off = fi.End()
+			if fi.Kind == KindSeal {
+				res.Sealed = true
+				res.End, res.DirtyEnd = off, off
+				if !allZero(data[off:]) {
+					return corrupt(off, "data after the seal frame")
+				}
+				return res, nil
+			}
+			res.Frames++
+			continue
+		case frameWrong:
+			return corrupt(off, reason)
+		case frameZero:
+			if allZero(data[off:]) {
+				res.End, res.DirtyEnd = off, off
+				return res, nil
+			}
+			reason = "zeroed frame header with data after it"
+		}
+		// A bad frame at off: torn tail or damage in synced data?
+		if opts.Durable > off {
+			return corrupt(off, fmt.Sprintf("%s, below the durable offset %d", reason, opts.Durable))
+		}
+		dirty := dirtyEnd(data, off)
+		if y, ok := laterWrite(data, off, dirty, maxRaw); ok {
+			return corrupt(off, fmt.Sprintf("%s, and the valid frame at %d was written after this offset had been synced", reason, y))
+		} else if y < 0 {
+			return corrupt(off, reason+", and the bytes after it are too dense with frame headers to tell a torn write from damage")
+		}
+		res.End, res.DirtyEnd = off, dirty
+		res.Torn, res.TornReason = true, reason
+		return res, nil
+	}
+}
+
+// laterWrite looks in data[bad+8:dirty] for a valid frame that was part of
+// a write issued after bad had been synced (base > bad). It returns its
+// offset and true if there is one. The search hashes each candidate, so it
+// has a budget proportional to the range searched: a file crafted to be
+// dense with plausible headers makes it give up and return -1, false, which
+// the caller reports as corruption (refuse, never truncate on a guess).
+func laterWrite(data []byte, bad, dirty int64, maxRaw int) (int64, bool) {
+	budget := 4*(dirty-bad) + 1<<20
+	for y := bad + frameAlign; y+frameHeaderSize <= dirty; y += frameAlign {
+		h := data[y : y+frameHeaderSize]
+		if binary.LittleEndian.Uint32(h) != frameMagic {
+			continue
+		}
+		base := int64(binary.LittleEndian.Uint32(h[28:]))
+		if base <= bad || base > y {
+			continue // not from a later write: proves nothing
+		}
+		size := frameSize(int(binary.LittleEndian.Uint16(h[6:])), int(binary.LittleEndian.Uint32(h[8:])))
+		if size > dirty-y+frameAlign {
+			continue
+		}
+		if budget -= size; budget < 0 {
+			return -1, false
+		}
+		if _, st, _ := parseFrame(data, y, maxRaw); st == frameOK {
+			return y, true
+		}
+	}
+	return 0, false
+}
+
+// dirtyEnd returns the offset just past the last non-zero byte at or after
+// from, or from if there is none.
+func dirtyEnd(data []byte, from int64) int64 {
+	end := int64(len(data))
+	for end > from && data[end-1] == 0 {
+		end--
+	}
+	return end
+}
+
+// Frame is one decoded frame. It shares no memory with the segment.
+type Frame struct {
+	Offset   int64
+	Size     int64
+	Session  string
+	FirstSeq uint64
+	Codec    Codec
+	RawLen   int
+	Events   []event.Event
+}
+
+// DecodeFrame decodes and verifies the events frame at off in data (the
+// whole segment, header first). Any failure is a *CorruptionError: the
+// caller was told a frame is there.
+func DecodeFrame(path string, data []byte, off int64, maxRaw int) (*Frame, error) {
+	if maxRaw <= 0 || maxRaw > DefaultMaxFrameRaw {
+		maxRaw = DefaultMaxFrameRaw
+	}
+	bad := func(reason string) (*Frame, error) {
+		return nil, &CorruptionError{Path: path, Offset: off, Reason: reason}
+	}
+	if off < HeaderSize || off%frameAlign != 0 || off >= int64(len(data)) {
+		return bad(fmt.Sprintf("no frame boundary at offset %d of %d bytes", off, len(data)))
+	}
+	fi, st, reason := parseFrame(data, off, maxRaw)
+	switch {
+	case st == frameZero:
+		return bad("no frame here (zero bytes)")
+	case st != frameOK:
+		return bad(reason)
+	case fi.Kind != KindEvents:
+		return bad(fmt.Sprintf("expected an events frame, found %s", fi.Kind))
+	}
+	stored := data[off+frameHeaderSize+int64(len(fi.Key)):][:fi.StoredLen]
+	var raw []byte
+	if fi.Codec == CodecZstd {
+		var err error
+		if raw, err = decompress(stored, int(fi.RawLen)); err != nil {
+			return bad("zstd: " + err.Error())
+		}
+	} else {
+		raw = bytes.Clone(stored)
+	}
+	evs, reason := decodeEvents(raw, fi.FirstSeq, fi.Count)
+	if reason != "" {
+		return bad(reason)
+	}
+	return &Frame{
+		Offset:   off,
+		Size:     fi.Size,
+		Session:  string(fi.Key),
+		FirstSeq: fi.FirstSeq,
+		Codec:    fi.Codec,
+		RawLen:   int(fi.RawLen),
+		Events:   evs,
+	}, nil
+}
+
+// Reader reads a segment file through a read-only mmap of it.
+//
+// A Reader is safe for concurrent use, except that Close must not run
+// while other calls are in progress. Frames and events it returns are
+// copies: they stay valid after Close.
+type Reader struct {
+	path   string
+	f      vfs.File
+	m      *vfs.Mapping
+	data   []byte
+	hdr    Header
+	closed atomic.Bool
+}
+
+// OpenReader opens and maps the segment file path and validates its
+// header. It returns a *FormatError for a version this build does not read
+// and a *CorruptionError for a damaged header.
+func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	m, err := f.Map(size)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r := &Reader{path: path, f: f, m: m, data: m.Bytes()}
+	if r.hdr, err = DecodeHeader(path, r.data); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Path returns the file name.
+func (r *Reader) Path() string { return r.path }
+
+// Header returns the segment header.
+func (r *Reader) Header() Header { return r.hdr }
+
+// Size returns the number of mapped bytes.
+func (r *Reader) Size() int64 { return int64(len(r.data)) }
+
+// Scan runs Scan over the mapped file.
+func (r *Reader) Scan(opts ScanOptions, fn func(*FrameInfo) error) (ScanResult, error) {
+	if r.closed.Load() {
+		return ScanResult{}, ErrClosed
+	}
+	return Scan(r.path, r.data, opts, fn)
+}
+
+// ReadFrame decodes the events frame at off. See DecodeFrame.
+func (r *Reader) ReadFrame(off int64) (*Frame, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	return DecodeFrame(r.path, r.data, off, DefaultMaxFrameRaw)
+}
+
+// Close unmaps and closes the file. It is idempotent.
+func (r *Reader) Close() error {
+	if !r.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	r.data = nil
+	err := r.m.Close()
+	if cerr := r.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,454 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// WriterOptions configures a Writer. The zero value is valid: 64 MiB
+// segments, zstd, no preallocation, 1 MiB write buffer.
+type WriterOptions struct {
+	// Size is the soft size limit: Append returns ErrFull rather than start
+	// a frame that would end past it (unless the segment holds no frame
+	// yet). Default 64 MiB, at most MaxSegmentSize.
+	Size int64
+	// Codec is how payloads are stored. With CodecZstd a payload that does
+	// not shrink is stored uncompressed. Default CodecZstd; set Uncompressed
+	// to store everything as is.
+	Codec        Codec
+	Uncompressed bool
+	// Preallocate fills the file with zeros up to Size when it is created
+	// (and synced), so that later data syncs overwrite allocated blocks and
+	// need not commit a new file size. Seal trims the unused tail.
+	Preallocate bool
+	// BufferSize is how many bytes of frames Append gathers before it
+	// writes them without waiting for Sync. Default 1 MiB.
+	BufferSize int
+	// MaxFrameRaw caps the encoded payload of one frame. Default and upper
+	// bound DefaultMaxFrameRaw.
+	MaxFrameRaw int
+	// Now is the clock for the header's creation time; default time.Now.
+	Now func() time.Time
+}
+
+const (
+	defaultSegmentSize = 64 << 20
+	defaultBufferSize  = 1 << 20
+	zeroChunk          = 1 << 20
+)
+
+func (o WriterOptions) withDefaults() (WriterOptions, error) {
+	if o.Size == 0 {
+		o.Size = defaultSegmentSize
+	}
+	if o.Uncompressed {
+		o.Codec = CodecNone
+	} else if o.Codec == CodecNone {
+		o.Codec = CodecZstd
+	}
+	if o.BufferSize == 0 {
+		o.BufferSize = defaultBufferSize
+	}
+	if o.MaxFrameRaw == 0 {
+		o.MaxFrameRaw = DefaultMaxFrameRaw
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	var errs []error
+	if o.Size < HeaderSize+frameHeaderSize || o.Size > MaxSegmentSize {
+		errs = append(errs, fmt.Errorf("segment: Size %d outside [%d, %d]", o.Size, HeaderSize+frameHeaderSize, MaxSegmentSize))
+	}
+	if o.Codec != CodecNone && o.Codec != CodecZstd {
+		errs = append(errs, fmt.Errorf("segment: unknown Codec %d", o.Codec))
+	}
+	if o.BufferSize < 0 {
+		errs = append(errs, fmt.Errorf("segment: negative BufferSize %d", o.BufferSize))
+	}
+	if o.MaxFrameRaw < 0 || o.MaxFrameRaw > DefaultMaxFrameRaw {
+		errs = append(errs, fmt.Errorf("segment: MaxFrameRaw %d outside [0, %d]", o.MaxFrameRaw, DefaultMaxFrameRaw))
+	}
+	return o, errors.Join(errs...)
+}
+
+// Writer appends frames to one segment file.
+//
+// Append only encodes into memory (and, past BufferSize, writes without
+// syncing); Sync is the durability barrier. A Writer is safe for concurrent
+// use, and concurrent Syncs share work: a Sync that finds its frames already
+// made durable by another returns at once, which is group commit.
+//
+// Write discipline, on which Scan's torn-tail rule rests: a write of
+// buffered frames is issued only after every earlier write of the file has
+// been fdatasynced, and every frame records the offset of the write it is
+// part of (its base). So at most one write is ever in flight unsynced.
+//
+// After a write or sync error the Writer is failed: every later Append and
+// Sync returns that error, and the caller must treat the segment's unsynced
+// tail as lost (an fsync error is never retried).
+type Writer struct {
+	path string
+	f    vfs.File
+	opts WriterOptions
+	hdr  Header
+
+	ioMu sync.Mutex // serializes writes and syncs; taken before mu
+
+	mu       sync.Mutex
+	buf      []byte // encoded frames at [bufStart, end) not yet written
+	spare    []byte
+	bufStart int64
+	end      int64
+	frames   uint32 // event frames appended
+	sealed   bool
+	closed   bool
+	err      error // sticky I/O error
+
+	written atomic.Int64 // bytes [0, written) issued to the file
+	durable atomic.Int64 // bytes [0, durable) fdatasynced
+}
+
+// Create creates the segment file path with the given ID, writes and syncs
+// its header (and the zero fill, with Preallocate), and syncs the directory.
+func Create(fsys vfs.FS, path string, id uint64, opts WriterOptions) (*Writer, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	f, err := fsys.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	hdr := Header{Version: Version, ID: id, CreatedNs: o.Now().UnixNano()}
+	w := &Writer{path: path, f: f, opts: o, hdr: hdr, bufStart: HeaderSize, end: HeaderSize}
+	if err := w.initFile(fsys); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("segment: create %s: %w", path, err)
+	}
+	return w, nil
+}
+
+func (w *Writer) initFile(fsys vfs.FS) error {
+	if _, err := w.f.WriteAt(appendHeader(nil, w.hdr), 0); err != nil {
+		return err
+	}
+	if w.opts.Preallocate {
+		if err := zeroFill(w.f, HeaderSize, w.opts.Size); err != nil {
+			return err
+		}
+	}
+	if err := w.f.Sync(); err != nil {
+		return err
+	}
+	w.written.Store(HeaderSize)
+	w.durable.Store(HeaderSize)
+	return fsys.SyncDir(filepath.Dir(w.path))
+}
+
+func zeroFill(f vfs.File, from, to int64) error {
+	zeros := make([]byte, min(zeroChunk, max(to-from, 0)))
+	for off := from; off < to; {
+		n := min(int64(len(zeros)), to-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
+}
+
+// OpenWriter reopens an unsealed segment to append after the end found by a
+// Scan of it (res). Bytes past res.End are zeroed (up to res.DirtyEnd) or
+// cut off, and the file is synced before the Writer is returned, so that
+// what Scan saw counts as durable. It returns ErrSealed for a sealed segment.
+func OpenWriter(fsys vfs.FS, path string, res ScanResult, opts WriterOptions) (*Writer, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if res.Sealed {
+		return nil, fmt.Errorf("segment: open %s for append: %w", path, ErrSealed)
+	}
+	f, err := fsys.OpenReadWrite(path)
+	if err != nil {
+		return nil, err
+	}
+	w, err := resume(f, path, res, o)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("segment: open %s for append: %w", path, err)
+	}
+	return w, nil
+}
+
+func resume(f vfs.File, path string, res ScanResult, o WriterOptions) (*Writer, error) {
+	var hb [HeaderSize]byte
+	if _, err := f.ReadAt(hb[:], 0); err != nil {
+		return nil, err
+	}
+	hdr, err := DecodeHeader(path, hb[:])
+	if err != nil {
+		return nil, err
+	}
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if res.End < HeaderSize || res.End > size || res.End%frameAlign != 0 {
+		return nil, fmt.Errorf("scan end %d invalid for a file of %d bytes", res.End, size)
+	}
+	if size > res.End {
+		if o.Preallocate && size >= o.Size {
+			if err := zeroFill(f, res.End, min(max(res.DirtyEnd, res.End), size)); err != nil {
+				return nil, err
+			}
+		} else if err := f.Truncate(res.End); err != nil {
+			return nil, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	w := &Writer{path: path, f: f, opts: o, hdr: hdr, bufStart: res.End, end: res.End, frames: res.Frames}
+	w.written.Store(res.End)
+	w.durable.Store(res.End)
+	return w, nil
+}
+
+// Path returns the segment's file name.
+func (w *Writer) Path() string { return w.path }
+
+// Header returns the segment header.
+func (w *Writer) Header() Header { return w.hdr }
+
+// Size returns the offset just past the last appended frame.
+func (w *Writer) Size() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.end
+}
+
+// Durable returns the offset below which every byte has been fdatasynced.
+func (w *Writer) Durable() int64 { return w.durable.Load() }
+
+// Written returns the offset below which every byte has been written to
+// the file (synced or not). Readers of the file may read up to it.
+func (w *Writer) Written() int64 { return w.written.Load() }
+
+// Err returns the error that failed the Writer, or nil.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Location is where an appended frame lives.
+type Location struct {
+	Offset int64 // frame start in the segment
+	Size   int64 // frame bytes on disk
+}
+
+// Append encodes the events (seqs firstSeq, firstSeq+1, ...) of session
+// key into one frame. The frame is durable once a later Sync returns nil.
+//
+// Append does not validate the events beyond what the format needs (see
+// event.Event.Validate). It returns ErrTooLarge if the key or the encoded
+// batch exceeds the format's limits, ErrFull if the frame does not fit the
+// size limit, ErrSealed after Seal, ErrClosed after Close, and the sticky
+// I/O error once one happened.
+func (w *Writer) Append(key string, firstSeq uint64, evs []event.Event) (Location, error) {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return Location{}, fmt.Errorf("%w: session key of %d bytes (want 1..%d)", ErrTooLarge, len(key), MaxKeyLen)
+	}
+	if len(evs) == 0 {
+		return Location{}, errors.New("segment: empty batch")
+	}
+	if uint64(len(evs)) > 1<<31 {
+		return Location{}, fmt.Errorf("%w: %d events in one frame", ErrTooLarge, len(evs))
+	}
+	if encodedLen(evs) > 2*w.opts.MaxFrameRaw+1<<20 {
+		return Location{}, fmt.Errorf("%w: batch encodes to more than %d bytes", ErrTooLarge, w.opts.MaxFrameRaw)
+	}
+	raw := appendEvents(make([]byte, 0, encodedLen(evs)), evs)
+	if len(raw) > w.opts.MaxFrameRaw {
+		return Location{}, fmt.Errorf("%w: batch encodes to %d bytes, limit %d", ErrTooLarge, len(raw), w.opts.MaxFrameRaw)
+	}
+	stored, codec := raw, CodecNone
+	if w.opts.Codec == CodecZstd {
+		if z := compress(nil, raw); len(z) < len(raw) {
+			stored, codec = z, CodecZstd
+		}
+	}
+	return w.appendFrame(KindEvents, codec, []byte(key), stored, len(raw), firstSeq, uint32(len(evs)))
+}
+
+func (w *Writer) appendFrame(kind Kind, codec Codec, key, stored []byte, rawLen int, firstSeq uint64, count uint32) (Location, error) {
+	size := frameSize(len(key), len(stored))
+	w.mu.Lock()
+	switch {
+	case w.closed:
+		w.mu.Unlock()
+		return Location{}, ErrClosed
+	case w.err != nil:
+		err := w.err
+		w.mu.Unlock()
+		return Location{}, err
+	case w.sealed:
+		w.mu.Unlock()
+		return Location{}, ErrSealed
+	case kind == KindEvents && w.end > HeaderSize && w.end+size > w.opts.Size:
+		w.mu.Unlock()
+		return Location{}, ErrFull
+	case w.end+size > MaxSegmentSize:
+		w.mu.Unlock()
+		return Location{}, fmt.Errorf("%w: segment would exceed %d bytes", ErrTooLarge, MaxSegmentSize)
+	}
+	if kind == KindSeal {
+		w.sealed = true
+		count = w.frames
+	}
+	off := w.end
+	n := len(w.buf)
+	w.buf = append(w.buf, make([]byte, size)...)
+	putFrame(w.buf[n:], kind, codec, key, stored, rawLen, firstSeq, count, w.bufStart)
+	w.end += size
+	if kind == KindEvents {
+		w.frames++
+	}
+	spill := len(w.buf) >= w.opts.BufferSize
+	w.mu.Unlock()
+	if spill {
+		if err := w.writeOut(false); err != nil {
+			return Location{}, err
+		}
+	}
+	return Location{Offset: off, Size: size}, nil
+}
+
+// Sync writes every frame appended so far and fdatasyncs the file. When it
+// returns nil, those frames survive a crash. Concurrent callers share one
+// write and one fdatasync.
+func (w *Writer) Sync() error { return w.writeOut(true) }
+
+// writeOut hands the buffer to the file. With sync it also fdatasyncs, so
+// that every frame appended before the call is durable.
+func (w *Writer) writeOut(sync bool) error {
+	w.mu.Lock()
+	target := w.end
+	w.mu.Unlock()
+
+	w.ioMu.Lock()
+	defer w.ioMu.Unlock()
+	if sync && w.durable.Load() >= target {
+		return w.Err() // another Sync covered us (group commit)
+	}
+	w.mu.Lock()
+	if w.err != nil || w.closed {
+		err := w.err
+		if err == nil {
+			err = ErrClosed
+		}
+		w.mu.Unlock()
+		return err
+	}
+	buf, start := w.buf, w.bufStart
+	w.buf, w.spare = w.spare[:0], nil
+	w.bufStart = w.end
+	w.mu.Unlock()
+
+	err := w.write(buf, start, sync)
+	w.mu.Lock()
+	if err != nil && w.err == nil {
+		w.err = fmt.Errorf("segment: %s: %w", w.path, err)
+	}
+	if w.spare == nil && cap(buf) <= 4*w.opts.BufferSize {
+		w.spare = buf[:0]
+	}
+	err = w.err
+	w.mu.Unlock()
+	return err
+}
+
+// write is called with ioMu held.
+func (w *Writer) write(buf []byte, start int64, sync bool) error {
+	if len(buf) > 0 {
+		// The discipline: no write while an earlier one is unsynced.
+		if w.written.Load() > w.durable.Load() {
+			if err := w.f.Sync(); err != nil {
+				return err
+			}
+			w.durable.Store(w.written.Load())
+		}
+		if _, err := w.f.WriteAt(buf, start); err != nil {
+			return err
+		}
+		w.written.Store(start + int64(len(buf)))
+	}
+	if sync && w.written.Load() > w.durable.Load() {
+		if err := w.f.Sync(); err != nil {
+			return err
+		}
+		w.durable.Store(w.written.Load())
+	}
+	return nil
+}
+
+// Seal makes the segment immutable: it syncs every frame, appends and syncs
+// a seal frame, and trims a preallocated file to its used length. After
+// Seal, Append returns ErrSealed; the Writer still has to be closed.
+func (w *Writer) Seal() error {
+	w.mu.Lock()
+	sealed := w.sealed
+	w.mu.Unlock()
+	if sealed {
+		return nil
+	}
+	loc, err := w.appendFrame(KindSeal, CodecNone, nil, nil, 0, 0, 0)
+	if err != nil {
+		return err
+	}
+	end := loc.Offset + loc.Size
+	if err := w.Sync(); err != nil {
+		return err
+	}
+	if !w.opts.Preallocate {
+		return nil
+	}
+	w.ioMu.Lock()
+	defer w.ioMu.Unlock()
+	err = w.f.Truncate(end)
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = fmt.Errorf("segment: %s: trim after seal: %w", w.path, err)
+		}
+		err = w.err
+		w.mu.Unlock()
+	}
+	return err
+}
+
+// Close closes the file without syncing: frames not yet synced may be
+// lost. It is idempotent.
+func (w *Writer) Close() error {
+	w.ioMu.Lock()
+	defer w.ioMu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	w.buf = nil
+	return w.f.Close()
+}
