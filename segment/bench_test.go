@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/internal/vfs"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkEncode(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/codec=%s", bc.name, codec), func(b *testing.B) {
 				evs := batchOf(bc.size, bc.total)
 				raw := appendEvents(nil, evs)
-				b.SetBytes(int64(rawBytes(evs)))
+				b.SetBytes(int64(testgen.Size(evs)))
 				b.ReportAllocs()
 				buf := make([]byte, 0, 2*len(raw)+1024)
 				key := []byte("session-0123456789")
@@ -69,7 +70,7 @@ func BenchmarkDecode(b *testing.B) {
 				data := make([]byte, HeaderSize+frameSize(len(key), len(s)))
 				copy(data, appendHeader(nil, Header{Version: Version, ID: 1}))
 				putFrame(data[HeaderSize:], KindEvents, codec, key, s, len(raw), 0, uint32(len(evs)), HeaderSize)
-				b.SetBytes(int64(rawBytes(evs)))
+				b.SetBytes(int64(testgen.Size(evs)))
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := DecodeFrame("b", data, HeaderSize, 0); err != nil {
@@ -80,15 +81,6 @@ func BenchmarkDecode(b *testing.B) {
 			})
 		}
 	}
-}
-
-// rawBytes is the JSON-ish size of the events: what a user hands over.
-func rawBytes(evs []event.Event) int {
-	n := 0
-	for _, e := range evs {
-		n += len(e.Type) + len(e.Data) + len(e.SurfaceOp) + 8*len(e.SourceEventSeqs) + 16
-	}
-	return n
 }
 
 // BenchmarkDurableAppend measures one 300-byte event appended and synced,

@@ -17,9 +17,10 @@
 // goroutines.
 //
 // Concurrency: a Writer and a Reader are safe for concurrent use (Close
-// excepted). Writer locks: ioMu (held across a write and its fdatasync) is
-// taken before mu (the in-memory buffer); Append takes only mu, so appends
-// proceed while a sync is in flight.
+// excepted). A Writer has one mutex over its buffer; one goroutine at a time
+// owns the file for a write and its fdatasync, without holding the mutex,
+// so appends proceed while a sync is in flight and the next sync carries
+// everything they appended (group commit).
 //
 //	w, _ := segment.Create(vfs.Default, "db/00000001.seg", 1, segment.WriterOptions{})
 //	loc, _ := w.Append("session-1", 0, events)

@@ -2,59 +2,19 @@ package segment
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/internal/vfs"
 )
 
-// words is a vocabulary for text that compresses like prose, not like a
-// repeated string.
-var words = strings.Fields(`the a of to and in is it that for on with as was at by this be from or
-have an are not but which they you we his her can all there their will one would what so if out up
-about into when who them more some could time no like other than then its our only new just two also
-tool call result file read write error step turn model user message assistant function return value
-session event log index segment frame flush sync append offset batch token stream chunk delta text
-reasoning plan mode header request context provider config path line code test build run go json
-struct field type string number array object null true false key map list set get put delete open
-close lock lease handle writer reader buffer cache page disk memory thread core process signal`)
-
-// makeEvents returns n events from seq first, each with a JSON object of
-// about size bytes of word-salad text, exercising every optional field.
-// The text is a deterministic function of the seq.
-func makeEvents(first uint64, n, size int) []event.Event {
-	evs := make([]event.Event, n)
-	for i := range evs {
-		seq := first + uint64(i)
-		r := rand.New(rand.NewPCG(seq, 99))
-		var text strings.Builder
-		for text.Len() < size-60 {
-			text.WriteString(words[r.IntN(len(words))])
-			text.WriteByte(' ')
-		}
-		e := event.Event{
-			Seq:  seq,
-			Type: []string{"turn/start", "assistant/message", "tool/result", "step/end"}[seq%4],
-			Time: 1_700_000_000_000 + int64(seq)*7 - int64(seq%3)*11, // not monotonic
-			Data: json.RawMessage(fmt.Sprintf(`{"turn":%d,"text":%q}`, seq, text.String())),
-		}
-		if seq%5 == 1 {
-			e.Ignorable = true
-		}
-		if seq%4 == 2 && seq > 0 {
-			e.SourceEventSeqs = []uint64{seq - 1}
-			e.SurfaceOp = json.RawMessage(`"append"`)
-		}
-		evs[i] = e
-	}
-	return evs
-}
+// makeEvents returns n deterministic events from seq first, each about
+// size bytes.
+func makeEvents(first uint64, n, size int) []event.Event { return testgen.Events(first, n, size) }
 
 // smallOpts are writer options for tests: small segments, tiny buffers so
 // that spills happen.

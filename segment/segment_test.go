@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -350,5 +352,47 @@ func TestCreatedTimeFromClock(t *testing.T) {
 	w := mustCreate(t, vfs.NewMem(), "/1.seg", WriterOptions{Now: func() time.Time { return at }})
 	if w.Header().CreatedNs != at.UnixNano() {
 		t.Errorf("CreatedNs = %d", w.Header().CreatedNs)
+	}
+}
+
+// Concurrent Syncs share fdatasyncs (group commit), and every frame a Sync
+// acknowledged is in the file.
+func TestGroupCommitSharesSyncs(t *testing.T) {
+	mem := vfs.NewMem()
+	ff := vfs.NewFault(mem)
+	w := mustCreate(t, ff, "/1.seg", WriterOptions{Size: 16 << 20})
+	ff.SetLatency(vfs.OpSync, time.Millisecond)
+	const writers, per = 16, 20
+	before := ff.Count(vfs.OpSync)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for g := range writers {
+		wg.Go(func() {
+			key := fmt.Sprintf("s%d", g)
+			for i := range per {
+				if _, err := w.Append(key, uint64(i), makeEvents(uint64(i), 1, 100)); err != nil {
+					errs <- err
+					return
+				}
+				if err := w.Sync(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	syncs := ff.Count(vfs.OpSync) - before
+	if syncs >= writers*per {
+		t.Errorf("%d Syncs issued %d fdatasyncs: none were shared", writers*per, syncs)
+	}
+	t.Logf("%d Syncs, %d fdatasyncs", writers*per, syncs)
+	res, err := Scan("1.seg", readAll(t, mem, "/1.seg"), ScanOptions{}, nil)
+	if err != nil || res.Frames != writers*per || res.Torn {
+		t.Fatalf("scan = %+v, %v; want %d frames", res, err, writers*per)
 	}
 }

@@ -99,10 +99,10 @@ type Writer struct {
 	opts WriterOptions
 	hdr  Header
 
-	ioMu sync.Mutex // serializes writes and syncs; taken before mu
-
 	mu       sync.Mutex
-	buf      []byte // encoded frames at [bufStart, end) not yet written
+	ioBusy   bool       // one goroutine owns the file for a write or sync
+	ioDone   *sync.Cond // signalled (on mu) when ioBusy clears
+	buf      []byte     // encoded frames at [bufStart, end) not yet written
 	spare    []byte
 	bufStart int64
 	end      int64
@@ -127,12 +127,18 @@ func Create(fsys vfs.FS, path string, id uint64, opts WriterOptions) (*Writer, e
 		return nil, err
 	}
 	hdr := Header{Version: Version, ID: id, CreatedNs: o.Now().UnixNano()}
-	w := &Writer{path: path, f: f, opts: o, hdr: hdr, bufStart: HeaderSize, end: HeaderSize}
+	w := newWriter(path, f, o, hdr, HeaderSize, 0)
 	if err := w.initFile(fsys); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("segment: create %s: %w", path, err)
 	}
 	return w, nil
+}
+
+func newWriter(path string, f vfs.File, o WriterOptions, hdr Header, end int64, frames uint32) *Writer {
+	w := &Writer{path: path, f: f, opts: o, hdr: hdr, bufStart: end, end: end, frames: frames}
+	w.ioDone = sync.NewCond(&w.mu)
+	return w
 }
 
 func (w *Writer) initFile(fsys vfs.FS) error {
@@ -216,7 +222,7 @@ func resume(f vfs.File, path string, res ScanResult, o WriterOptions) (*Writer, 
 	if err := f.Sync(); err != nil {
 		return nil, err
 	}
-	w := &Writer{path: path, f: f, opts: o, hdr: hdr, bufStart: res.End, end: res.End, frames: res.Frames}
+	w := newWriter(path, f, o, hdr, res.End, res.Frames)
 	w.written.Store(res.End)
 	w.durable.Store(res.End)
 	return w, nil
@@ -339,44 +345,66 @@ func (w *Writer) Sync() error { return w.writeOut(true) }
 
 // writeOut hands the buffer to the file. With sync it also fdatasyncs, so
 // that every frame appended before the call is durable.
+//
+// Group commit: one goroutine at a time owns the file (ioBusy). A caller
+// that finds it busy waits for the owner to finish, then either finds its
+// frames already durable (another sync covered them) or becomes the owner
+// and writes everything appended so far, for all waiters at once.
 func (w *Writer) writeOut(sync bool) error {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	target := w.end
-	w.mu.Unlock()
-
-	w.ioMu.Lock()
-	defer w.ioMu.Unlock()
-	if sync && w.durable.Load() >= target {
-		return w.Err() // another Sync covered us (group commit)
-	}
-	w.mu.Lock()
-	if w.err != nil || w.closed {
-		err := w.err
-		if err == nil {
-			err = ErrClosed
+	for {
+		switch {
+		case w.err != nil:
+			return w.err
+		case w.closed:
+			return ErrClosed
+		case sync && w.durable.Load() >= target:
+			return nil
+		case !sync && w.bufStart >= target:
+			return nil // another owner already wrote these frames out
 		}
-		w.mu.Unlock()
-		return err
+		if !w.ioBusy {
+			break
+		}
+		w.ioDone.Wait()
 	}
+	w.ioBusy = true
 	buf, start := w.buf, w.bufStart
 	w.buf, w.spare = w.spare[:0], nil
 	w.bufStart = w.end
 	w.mu.Unlock()
 
 	err := w.write(buf, start, sync)
+
 	w.mu.Lock()
+	w.ioBusy = false
+	w.ioDone.Broadcast()
 	if err != nil && w.err == nil {
 		w.err = fmt.Errorf("segment: %s: %w", w.path, err)
 	}
 	if w.spare == nil && cap(buf) <= 4*w.opts.BufferSize {
 		w.spare = buf[:0]
 	}
-	err = w.err
-	w.mu.Unlock()
-	return err
+	return w.err
 }
 
-// write is called with ioMu held.
+// acquireIO waits until no goroutine owns the file and takes ownership.
+// Called and returns with mu held.
+func (w *Writer) acquireIO() {
+	for w.ioBusy {
+		w.ioDone.Wait()
+	}
+	w.ioBusy = true
+}
+
+func (w *Writer) releaseIO() {
+	w.ioBusy = false
+	w.ioDone.Broadcast()
+}
+
+// write is called by the owner of the file (ioBusy), without mu.
 func (w *Writer) write(buf []byte, start int64, sync bool) error {
 	if len(buf) > 0 {
 		// The discipline: no write while an earlier one is unsynced.
@@ -421,33 +449,38 @@ func (w *Writer) Seal() error {
 	if !w.opts.Preallocate {
 		return nil
 	}
-	w.ioMu.Lock()
-	defer w.ioMu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return ErrClosed
+	}
+	w.acquireIO()
+	w.mu.Unlock()
 	err = w.f.Truncate(end)
 	if err == nil {
 		err = w.f.Sync()
 	}
-	if err != nil {
-		w.mu.Lock()
-		if w.err == nil {
-			w.err = fmt.Errorf("segment: %s: trim after seal: %w", w.path, err)
-		}
-		err = w.err
-		w.mu.Unlock()
+	w.mu.Lock()
+	w.releaseIO()
+	if err != nil && w.err == nil {
+		w.err = fmt.Errorf("segment: %s: trim after seal: %w", w.path, err)
 	}
-	return err
+	return w.err
 }
 
 // Close closes the file without syncing: frames not yet synced may be
 // lost. It is idempotent.
 func (w *Writer) Close() error {
-	w.ioMu.Lock()
-	defer w.ioMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil
 	}
+	w.acquireIO() // wait for a write or sync in flight
+	defer w.releaseIO()
 	w.closed = true
 	w.buf = nil
 	return w.f.Close()

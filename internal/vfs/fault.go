@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ErrInjected is the error a FaultFS returns when a Rule has no Err of its own.
@@ -70,9 +71,18 @@ type Rule struct {
 type FaultFS struct {
 	inner FS
 
-	mu     sync.Mutex
-	rules  []*Rule
-	counts [numOps]int
+	mu      sync.Mutex
+	rules   []*Rule
+	counts  [numOps]int
+	latency [numOps]time.Duration
+}
+
+// SetLatency makes every later operation of kind op take at least d (a slow
+// device), so that tests can make concurrent operations overlap.
+func (f *FaultFS) SetLatency(op Op, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.latency[op] = d
 }
 
 // NewFault wraps fs with the given rules.
@@ -113,6 +123,11 @@ func (f *FaultFS) check(op Op, name string) *Rule {
 	defer f.mu.Unlock()
 	f.counts[op]++
 	f.counts[OpAny]++
+	if d := f.latency[op]; d > 0 {
+		f.mu.Unlock()
+		time.Sleep(d)
+		f.mu.Lock()
+	}
 	var hit *Rule
 	for _, r := range f.rules {
 		if r.Op != OpAny && r.Op != op {

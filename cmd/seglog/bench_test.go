@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestBenchSmall(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "-dir", t.TempDir(), "-events", "3000", "-durable", "20", "-sessions", "4"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"raw write+fdatasync", "durable append+sync, 1 session", "4 sessions", "bulk load", "replay", "compression"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// The replay row reports every bulk event back.
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "replay") && !strings.Contains(line, " 3000 ") {
+			t.Errorf("replay row does not show 3000 events: %q", line)
+		}
+	}
+}
+
+func TestBenchRejectsBadFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"bench", "-events", "0"}, &out, &errOut); code == 0 {
+		t.Error("bench -events 0 succeeded")
+	}
+	if code := run([]string{"nope"}, &out, &errOut); code != 2 {
+		t.Errorf("unknown command exit %d, want 2", code)
+	}
+}

@@ -1,0 +1,52 @@
+package event
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	ok := Event{Seq: 3, Type: "turn/start", Data: json.RawMessage(` {"turn":1}`)}
+	tests := []struct {
+		name   string
+		edit   func(*Event)
+		reason string // "" means valid
+	}{
+		{"valid", func(*Event) {}, ""},
+		{"missing type", func(e *Event) { e.Type = "" }, "missing type"},
+		{"long type", func(e *Event) { e.Type = strings.Repeat("x", MaxTypeLen+1) }, "type is"},
+		{"data not object", func(e *Event) { e.Data = json.RawMessage(`[1]`) }, "not a JSON object"},
+		{"data invalid", func(e *Event) { e.Data = json.RawMessage(`{"a":}`) }, "not a JSON object"},
+		{"data empty", func(e *Event) { e.Data = nil }, "not a JSON object"},
+		{"surfaceOp invalid", func(e *Event) { e.SurfaceOp = json.RawMessage(`{`) }, "surfaceOp"},
+		{"surfaceOp valid", func(e *Event) { e.SurfaceOp = json.RawMessage(`"append"`) }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := ok.Clone()
+			tt.edit(&e)
+			err := e.Validate(2)
+			if tt.reason == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			var ie *InvalidError
+			if !errors.As(err, &ie) || !errors.Is(err, ErrInvalid) || ie.Index != 2 || ie.Seq != 3 || !strings.Contains(ie.Reason, tt.reason) {
+				t.Fatalf("Validate = %v, want *InvalidError at index 2 with %q", err, tt.reason)
+			}
+		})
+	}
+}
+
+func TestCloneIsDeep(t *testing.T) {
+	e := Event{Type: "x", Data: json.RawMessage(`{}`), SourceEventSeqs: []uint64{1}, SurfaceOp: json.RawMessage(`"append"`)}
+	c := e.Clone()
+	c.Data[0], c.SourceEventSeqs[0], c.SurfaceOp[0] = 'X', 9, 'X'
+	if e.Data[0] != '{' || e.SourceEventSeqs[0] != 1 || e.SurfaceOp[0] != '"' {
+		t.Error("Clone shares memory")
+	}
+}

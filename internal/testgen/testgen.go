@@ -1,0 +1,73 @@
+// Package testgen makes deterministic session events for tests, benchmarks
+// and the bench command: JSON objects of word-salad text that compress like
+// prose (about 3x with zstd), not like a repeated string.
+//
+// testgen imports only event; it does no I/O.
+package testgen
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/seglog/seglog/event"
+)
+
+var words = strings.Fields(`the a of to and in is it that for on with as was at by this be from or
+have an are not but which they you we his her can all there their will one would what so if out up
+about into when who them more some could time no like other than then its our only new just two also
+tool call result file read write error step turn model user message assistant function return value
+session event log index segment frame flush sync append offset batch token stream chunk delta text
+reasoning plan mode header request context provider config path line code test build run go json
+struct field type string number array object null true false key map list set get put delete open
+close lock lease handle writer reader buffer cache page disk memory thread core process signal`)
+
+var types = []string{"turn/start", "assistant/message", "tool/result", "step/end"}
+
+// Events returns n events with seqs first..first+n-1, each about size bytes
+// of JSON data. Every optional field occurs: some events are ignorable, some
+// carry sourceEventSeqs and a surfaceOp, and times are not monotonic. Each
+// event is a pure function of its seq.
+func Events(first uint64, n, size int) []event.Event {
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = Event(first+uint64(i), size)
+	}
+	return evs
+}
+
+// Event returns the event Events would put at seq.
+func Event(seq uint64, size int) event.Event {
+	r := rand.New(rand.NewPCG(seq, 99))
+	var text strings.Builder
+	for text.Len() < size-60 {
+		text.WriteString(words[r.IntN(len(words))])
+		text.WriteByte(' ')
+	}
+	e := event.Event{
+		Seq:  seq,
+		Type: types[seq%4],
+		Time: 1_700_000_000_000 + int64(seq)*7 - int64(seq%3)*11,
+		Data: json.RawMessage(fmt.Sprintf(`{"turn":%d,"text":%q}`, seq, text.String())),
+	}
+	if seq%5 == 1 {
+		e.Ignorable = true
+	}
+	if seq%4 == 2 && seq > 0 {
+		e.SourceEventSeqs = []uint64{seq - 1}
+		e.SurfaceOp = json.RawMessage(`"append"`)
+	}
+	return e
+}
+
+// Size returns the bytes a user hands over for evs: the JSON lengths of
+// type, data and surfaceOp plus 16 bytes of seq and time each, 8 per source
+// seq. Throughput figures divide by it.
+func Size(evs []event.Event) int {
+	n := 0
+	for _, e := range evs {
+		n += len(e.Type) + len(e.Data) + len(e.SurfaceOp) + 8*len(e.SourceEventSeqs) + 16
+	}
+	return n
+}
