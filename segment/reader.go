@@ -241,9 +241,10 @@ type Reader struct {
 
 // OpenReader opens and maps the segment file path and validates its
 // header. It returns a *FormatError for a version this build does not read
-// and a *CorruptionError for a damaged header.
+// and a *CorruptionError for a damaged header. A nil fsys means the
+// operating system's file system.
 func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
-	f, err := fsys.Open(path)
+	f, err := orDefault(fsys).Open(path)
 	if err != nil {
 		return nil, err
 	}

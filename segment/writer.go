@@ -117,7 +117,9 @@ type Writer struct {
 
 // Create creates the segment file path with the given ID, writes and syncs
 // its header (and the zero fill, with Preallocate), and syncs the directory.
+// A nil fsys means the operating system's file system.
 func Create(fsys vfs.FS, path string, id uint64, opts WriterOptions) (*Writer, error) {
+	fsys = orDefault(fsys)
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -133,6 +135,13 @@ func Create(fsys vfs.FS, path string, id uint64, opts WriterOptions) (*Writer, e
 		return nil, fmt.Errorf("segment: create %s: %w", path, err)
 	}
 	return w, nil
+}
+
+func orDefault(fsys vfs.FS) vfs.FS {
+	if fsys == nil {
+		return vfs.Default
+	}
+	return fsys
 }
 
 func newWriter(path string, f vfs.File, o WriterOptions, hdr Header, end int64, frames uint32) *Writer {
@@ -174,7 +183,9 @@ func zeroFill(f vfs.File, from, to int64) error {
 // Scan of it (res). Bytes past res.End are zeroed (up to res.DirtyEnd) or
 // cut off, and the file is synced before the Writer is returned, so that
 // what Scan saw counts as durable. It returns ErrSealed for a sealed segment.
+// A nil fsys means the operating system's file system.
 func OpenWriter(fsys vfs.FS, path string, res ScanResult, opts WriterOptions) (*Writer, error) {
+	fsys = orDefault(fsys)
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
