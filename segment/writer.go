@@ -310,9 +310,6 @@ func (w *Writer) appendFrame(kind Kind, codec Codec, key, stored []byte, rawLen 
 	size := frameSize(len(key), len(stored))
 	w.mu.Lock()
 	switch {
-	case w.closed:
-		w.mu.Unlock()
-		return Location{}, ErrClosed
 	case w.err != nil:
 		err := w.err
 		w.mu.Unlock()
@@ -320,6 +317,9 @@ func (w *Writer) appendFrame(kind Kind, codec Codec, key, stored []byte, rawLen 
 	case w.sealed:
 		w.mu.Unlock()
 		return Location{}, ErrSealed
+	case w.closed:
+		w.mu.Unlock()
+		return Location{}, ErrClosed
 	case kind == KindEvents && w.end > HeaderSize && w.end+size > w.opts.Size:
 		w.mu.Unlock()
 		return Location{}, ErrFull
@@ -369,12 +369,12 @@ func (w *Writer) writeOut(sync bool) error {
 		switch {
 		case w.err != nil:
 			return w.err
-		case w.closed:
-			return ErrClosed
 		case sync && w.durable.Load() >= target:
-			return nil
+			return nil // durable already, even if the writer was sealed and closed since
 		case !sync && w.bufStart >= target:
 			return nil // another owner already wrote these frames out
+		case w.closed:
+			return ErrClosed
 		}
 		if !w.ioBusy {
 			break

@@ -1,0 +1,146 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// Name returns the file name of segment id: 16 hex digits and ".seg", so
+// that names sort in ID order. Part of the on-disk format.
+func Name(id uint64) string { return fmt.Sprintf("%016x.seg", id) }
+
+// ParseName returns the ID in a segment file name made by Name.
+func ParseName(name string) (uint64, bool) {
+	hex, ok := strings.CutSuffix(name, ".seg")
+	if !ok || len(hex) != 16 || strings.ToLower(hex) != hex {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(hex, 16, 64)
+	return id, err == nil
+}
+
+// List returns the IDs of the segment files in dir, in increasing order.
+// Other files are ignored.
+func List(fsys vfs.FS, dir string) ([]uint64, error) {
+	names, err := orDefault(fsys).List(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint64
+	for _, n := range names {
+		if id, ok := ParseName(n); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil // List sorts names, and Name sorts like the IDs
+}
+
+// Roller appends to a sequence of segments in one directory: when a frame
+// does not fit the active segment, it seals that segment (which makes all
+// of it durable) and creates the next one, with the next ID.
+//
+// A Roller is safe for concurrent use. Its Sync covers every frame appended
+// before the call, in whatever segment: older segments were synced when
+// they were sealed. Any error while sealing or creating poisons the Roller.
+type Roller struct {
+	fsys vfs.FS
+	dir  string
+	opts WriterOptions
+
+	mu     sync.Mutex // serializes rolls; Append takes it shared via active
+	active *Writer
+	err    error
+}
+
+// NewRoller continues in dir with active as the active segment (created
+// with Create, or reopened with OpenWriter). The next segments get IDs
+// from active's ID + 1.
+func NewRoller(fsys vfs.FS, dir string, active *Writer, opts WriterOptions) *Roller {
+	return &Roller{fsys: orDefault(fsys), dir: dir, opts: opts, active: active}
+}
+
+// Active returns the active segment's writer.
+func (r *Roller) Active() *Writer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.active
+}
+
+// Append appends the batch to the active segment, rolling to a new one if
+// it is full. It returns the ID of the segment that holds the frame. The
+// errors are Writer.Append's, except that ErrFull never escapes.
+func (r *Roller) Append(key string, firstSeq uint64, evs []event.Event) (uint64, Location, error) {
+	for {
+		r.mu.Lock()
+		w, err := r.active, r.err
+		r.mu.Unlock()
+		if err != nil {
+			return 0, Location{}, err
+		}
+		loc, err := w.Append(key, firstSeq, evs)
+		if errors.Is(err, ErrFull) || errors.Is(err, ErrSealed) {
+			if err := r.roll(w); err != nil {
+				return 0, Location{}, err
+			}
+			continue
+		}
+		return w.Header().ID, loc, err
+	}
+}
+
+// roll seals full (if it is still the active segment) and creates the next.
+func (r *Roller) roll(full *Writer) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	if r.active != full {
+		return nil // another goroutine rolled already
+	}
+	if err := full.Seal(); err != nil {
+		r.err = err
+		return err
+	}
+	id := full.Header().ID + 1
+	next, err := Create(r.fsys, filepath.Join(r.dir, Name(id)), id, r.opts)
+	if err != nil {
+		r.err = fmt.Errorf("segment: roll to %s: %w", Name(id), err)
+		return r.err
+	}
+	if err := full.Close(); err != nil {
+		next.Close()
+		r.err = fmt.Errorf("segment: close sealed %s: %w", Name(full.Header().ID), err)
+		return r.err
+	}
+	r.active = next
+	return nil
+}
+
+// Sync makes every frame appended before the call durable.
+func (r *Roller) Sync() error {
+	r.mu.Lock()
+	w, err := r.active, r.err
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return w.Sync()
+}
+
+// Close closes the active segment without syncing it. It is idempotent.
+func (r *Roller) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		r.err = ErrClosed
+	}
+	return r.active.Close()
+}
