@@ -1,0 +1,116 @@
+package index
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/seglog/seglog/internal/base"
+)
+
+func openTemp(t *testing.T) (*Index, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "index.db")
+	x, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	return x, path
+}
+
+func sessions(t *testing.T, x *Index) []Session {
+	t.Helper()
+	var out []Session
+	if err := x.Sessions(func(s Session) error { out = append(out, s); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestApplyAndRead(t *testing.T) {
+	x, path := openTemp(t)
+	if cp, err := x.Checkpoint(); err != nil || cp != (Checkpoint{}) {
+		t.Fatalf("empty checkpoint = %+v, %v", cp, err)
+	}
+	a := Session{ID: "a", Header: json.RawMessage(`{"id":"a"}`), UID: 1, Events: 5, Size: 100}
+	ab := Session{ID: "ab", Header: json.RawMessage(`{"id":"ab"}`), UID: 2, Events: 1, Size: 10, Inherited: 1}
+	fa := []Frame{{FirstSeq: 0, Count: 2, Segment: 1, Offset: 64, Size: 56}, {FirstSeq: 2, Count: 3, Segment: 2, Offset: 64, Size: 80}}
+	fab := []Frame{{FirstSeq: 0, Count: 1, Segment: 1, Offset: 120, Size: 48}}
+	u := &Update{Sessions: []Session{a, ab}, Checkpoint: Checkpoint{Segment: 2, Offset: 144}}
+	for _, f := range fa {
+		u.Frames = append(u.Frames, SessionFrame{"a", f})
+	}
+	u.Frames = append(u.Frames, SessionFrame{"ab", fab[0]})
+	if err := x.Apply(u); err != nil {
+		t.Fatal(err)
+	}
+	// Reopen: everything survived.
+	x.Close()
+	x, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if diff := cmp.Diff([]Session{a, ab}, sessions(t, x)); diff != "" {
+		t.Errorf("Sessions mismatch (-want +got):\n%s", diff)
+	}
+	for id, want := range map[string][]Frame{"a": fa, "ab": fab, "b": nil} {
+		got, err := x.Frames(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Frames(%q) mismatch (-want +got):\n%s", id, diff)
+		}
+	}
+	if cp, _ := x.Checkpoint(); cp != (Checkpoint{2, 144}) {
+		t.Errorf("checkpoint = %+v", cp)
+	}
+	if err := x.Apply(&Update{Checkpoint: Checkpoint{Segment: 2, Offset: 100}}); err == nil {
+		t.Error("a checkpoint moving back was accepted")
+	}
+	// Deleting "a" leaves "ab" (a prefix of its key) alone.
+	if err := x.Apply(&Update{Deleted: []string{"a"}, Checkpoint: Checkpoint{Segment: 2, Offset: 144}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := x.Frames("a"); len(got) != 0 {
+		t.Errorf("frames of a deleted session remain: %+v", got)
+	}
+	if got, _ := x.Frames("ab"); len(got) != 1 {
+		t.Errorf("delete of a removed frames of ab: %+v", got)
+	}
+	if got := sessions(t, x); len(got) != 1 || got[0].ID != "ab" {
+		t.Errorf("sessions after delete: %+v", got)
+	}
+}
+
+func TestNewerFormatRefused(t *testing.T) {
+	x, path := openTemp(t)
+	x.Close()
+	db, err := bolt.Open(path, 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keyVersion, binary.LittleEndian.AppendUint16(nil, Version+1))
+	})
+	db.Close()
+	_, err = Open(path, nil)
+	var fe *base.FormatError
+	if !errors.As(err, &fe) || !fe.Newer() || fe.Path != path {
+		t.Errorf("Open of a newer index = %v, want *FormatError (newer) naming the path", err)
+	}
+}
+
+func TestLockedByAnotherOpen(t *testing.T) {
+	_, path := openTemp(t)
+	if _, err := Open(path, nil); !errors.Is(err, ErrLocked) {
+		t.Errorf("second Open = %v, want ErrLocked", err)
+	}
+}
