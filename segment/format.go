@@ -72,6 +72,7 @@ type Kind uint8
 const (
 	KindEvents Kind = 1 // a batch of events of one session
 	KindSeal   Kind = 2 // the last frame of a sealed segment
+	KindHeader Kind = 3 // a session's header record (the engine's JSON), written once per incarnation
 )
 
 func (k Kind) String() string {
@@ -80,6 +81,8 @@ func (k Kind) String() string {
 		return "events"
 	case KindSeal:
 		return "seal"
+	case KindHeader:
+		return "header"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -221,14 +224,20 @@ const (
 // parseFrame reads the frame header at off and verifies the checksum. For
 // frameBad and frameWrong it returns the reason.
 func parseFrame(data []byte, off int64, maxRaw int) (FrameInfo, frameStatus, string) {
-	rest := int64(len(data)) - off
+	return parseFrameAt(data[off:], off, maxRaw)
+}
+
+// parseFrameAt is parseFrame on buf, which starts at the frame's offset off
+// in its segment.
+func parseFrameAt(buf []byte, off int64, maxRaw int) (FrameInfo, frameStatus, string) {
+	rest := int64(len(buf))
 	if rest < frameHeaderSize {
-		if allZero(data[off:]) {
+		if allZero(buf) {
 			return FrameInfo{}, frameZero, ""
 		}
 		return FrameInfo{}, frameBad, "incomplete frame header"
 	}
-	h := data[off : off+frameHeaderSize]
+	h := buf[:frameHeaderSize]
 	if binary.LittleEndian.Uint32(h) != frameMagic {
 		if allZero(h) {
 			return FrameInfo{}, frameZero, ""
@@ -253,7 +262,7 @@ func parseFrame(data []byte, off int64, maxRaw int) (FrameInfo, frameStatus, str
 	if fi.Size > rest {
 		return fi, frameBad, fmt.Sprintf("incomplete frame: %d bytes, %d left in file", fi.Size, rest)
 	}
-	frame := data[off : off+fi.Size]
+	frame := buf[:fi.Size]
 	if binary.LittleEndian.Uint64(h[32:]) != frameSum(frame) {
 		return fi, frameBad, "frame checksum mismatch"
 	}
@@ -292,6 +301,10 @@ func parseFrame(data []byte, off int64, maxRaw int) (FrameInfo, frameStatus, str
 	case KindSeal:
 		if keyLen != 0 || fi.StoredLen != 0 || fi.FirstSeq != 0 || fi.Codec != CodecNone {
 			return wrong("malformed seal frame")
+		}
+	case KindHeader:
+		if keyLen == 0 || fi.Count != 0 || fi.FirstSeq != 0 || fi.RawLen == 0 {
+			return wrong("malformed header frame")
 		}
 	default:
 		return wrong("unknown frame kind %d", fi.Kind)

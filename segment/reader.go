@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/seglog/seglog/event"
@@ -171,36 +172,47 @@ func dirtyEnd(data []byte, from int64) int64 {
 type Frame struct {
 	Offset   int64
 	Size     int64
+	Kind     Kind // KindEvents or KindHeader
 	Session  string
 	FirstSeq uint64
 	Codec    Codec
 	RawLen   int
-	Events   []event.Event
+	Events   []event.Event // KindEvents
+	Payload  []byte        // KindHeader: the record the engine wrote
 }
 
-// DecodeFrame decodes and verifies the events frame at off in data (the
-// whole segment, header first). Any failure is a *CorruptionError: the
-// caller was told a frame is there.
+// DecodeFrame decodes and verifies the events or header frame at off in
+// data (the whole segment, header first). Any failure is a
+// *CorruptionError: the caller was told a frame is there.
 func DecodeFrame(path string, data []byte, off int64, maxRaw int) (*Frame, error) {
+	if off < HeaderSize || off%frameAlign != 0 || off >= int64(len(data)) {
+		return nil, &CorruptionError{Path: path, Offset: off, Reason: fmt.Sprintf("no frame boundary at offset %d of %d bytes", off, len(data))}
+	}
+	return DecodeFrameAt(path, data[off:], off, maxRaw)
+}
+
+// DecodeFrameAt is DecodeFrame on buf, which holds the frame that starts at
+// offset off of the segment (as Writer.ReadBuffered returns it).
+func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int) (*Frame, error) {
 	if maxRaw <= 0 || maxRaw > DefaultMaxFrameRaw {
 		maxRaw = DefaultMaxFrameRaw
 	}
 	bad := func(reason string) (*Frame, error) {
 		return nil, &CorruptionError{Path: path, Offset: off, Reason: reason}
 	}
-	if off < HeaderSize || off%frameAlign != 0 || off >= int64(len(data)) {
-		return bad(fmt.Sprintf("no frame boundary at offset %d of %d bytes", off, len(data)))
+	if off < HeaderSize || off%frameAlign != 0 {
+		return bad(fmt.Sprintf("no frame boundary at offset %d", off))
 	}
-	fi, st, reason := parseFrame(data, off, maxRaw)
+	fi, st, reason := parseFrameAt(buf, off, maxRaw)
 	switch {
 	case st == frameZero:
 		return bad("no frame here (zero bytes)")
 	case st != frameOK:
 		return bad(reason)
-	case fi.Kind != KindEvents:
-		return bad(fmt.Sprintf("expected an events frame, found %s", fi.Kind))
+	case fi.Kind != KindEvents && fi.Kind != KindHeader:
+		return bad(fmt.Sprintf("expected an events or header frame, found %s", fi.Kind))
 	}
-	stored := data[off+frameHeaderSize+int64(len(fi.Key)):][:fi.StoredLen]
+	stored := buf[frameHeaderSize+int64(len(fi.Key)):][:fi.StoredLen]
 	var raw []byte
 	if fi.Codec == CodecZstd {
 		var err error
@@ -210,19 +222,25 @@ func DecodeFrame(path string, data []byte, off int64, maxRaw int) (*Frame, error
 	} else {
 		raw = bytes.Clone(stored)
 	}
-	evs, reason := decodeEvents(raw, fi.FirstSeq, fi.Count)
-	if reason != "" {
-		return bad(reason)
-	}
-	return &Frame{
+	f := &Frame{
 		Offset:   off,
 		Size:     fi.Size,
+		Kind:     fi.Kind,
 		Session:  string(fi.Key),
 		FirstSeq: fi.FirstSeq,
 		Codec:    fi.Codec,
 		RawLen:   int(fi.RawLen),
-		Events:   evs,
-	}, nil
+	}
+	if fi.Kind == KindHeader {
+		f.Payload = raw
+		return f, nil
+	}
+	evs, reason := decodeEvents(raw, fi.FirstSeq, fi.Count)
+	if reason != "" {
+		return bad(reason)
+	}
+	f.Events = evs
+	return f, nil
 }
 
 // Reader reads a segment file through a read-only mmap of it.
@@ -233,10 +251,13 @@ func DecodeFrame(path string, data []byte, off int64, maxRaw int) (*Frame, error
 type Reader struct {
 	path   string
 	f      vfs.File
-	m      *vfs.Mapping
-	data   []byte
 	hdr    Header
 	closed atomic.Bool
+
+	mu   sync.RWMutex
+	m    *vfs.Mapping
+	data []byte
+	old  []*vfs.Mapping // replaced by Remap; unmapped at Close
 }
 
 // OpenReader opens and maps the segment file path and validates its
@@ -273,22 +294,79 @@ func (r *Reader) Path() string { return r.path }
 func (r *Reader) Header() Header { return r.hdr }
 
 // Size returns the number of mapped bytes.
-func (r *Reader) Size() int64 { return int64(len(r.data)) }
+func (r *Reader) Size() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return int64(len(r.data))
+}
+
+// Remap maps the file again if it has grown past the mapping (a segment
+// still being written without preallocation). Earlier mappings stay valid
+// until Close, so concurrent readers are never cut off.
+func (r *Reader) Remap() error {
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	size, err := r.f.Size()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if size <= int64(len(r.data)) {
+		return nil
+	}
+	m, err := r.f.Map(size)
+	if err != nil {
+		return err
+	}
+	r.old = append(r.old, r.m)
+	r.m, r.data = m, m.Bytes()
+	return nil
+}
 
 // Scan runs Scan over the mapped file.
 func (r *Reader) Scan(opts ScanOptions, fn func(*FrameInfo) error) (ScanResult, error) {
 	if r.closed.Load() {
 		return ScanResult{}, ErrClosed
 	}
-	return Scan(r.path, r.data, opts, fn)
+	r.mu.RLock()
+	data := r.data
+	r.mu.RUnlock()
+	return Scan(r.path, data, opts, fn)
 }
 
-// ReadFrame decodes the events frame at off. See DecodeFrame.
+// ReadFrame decodes the events or header frame at off. See DecodeFrame. If
+// off is past the mapping it remaps once (the file may have grown).
 func (r *Reader) ReadFrame(off int64) (*Frame, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	return DecodeFrame(r.path, r.data, off, DefaultMaxFrameRaw)
+	r.mu.RLock()
+	data := r.data
+	r.mu.RUnlock()
+	if off+frameHeaderSize > int64(len(data)) {
+		if err := r.Remap(); err != nil {
+			return nil, err
+		}
+		r.mu.RLock()
+		data = r.data
+		r.mu.RUnlock()
+	}
+	f, err := DecodeFrame(r.path, data, off, DefaultMaxFrameRaw)
+	if err != nil && !r.closed.Load() {
+		// The frame may end past the mapping of a growing file.
+		if size, serr := r.f.Size(); serr == nil && size > int64(len(data)) {
+			if err := r.Remap(); err != nil {
+				return nil, err
+			}
+			r.mu.RLock()
+			data = r.data
+			r.mu.RUnlock()
+			return DecodeFrame(r.path, data, off, DefaultMaxFrameRaw)
+		}
+	}
+	return f, err
 }
 
 // Close unmaps and closes the file. It is idempotent.
@@ -296,8 +374,16 @@ func (r *Reader) Close() error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.data = nil
 	err := r.m.Close()
+	for _, m := range r.old {
+		if cerr := m.Close(); err == nil {
+			err = cerr
+		}
+	}
+	r.old = nil
 	if cerr := r.f.Close(); err == nil {
 		err = cerr
 	}

@@ -77,6 +77,19 @@ func (r *Roller) Active() *Writer {
 // it is full. It returns the ID of the segment that holds the frame. The
 // errors are Writer.Append's, except that ErrFull never escapes.
 func (r *Roller) Append(key string, firstSeq uint64, evs []event.Event) (uint64, Location, error) {
+	e, err := r.Encoder().Events(key, firstSeq, evs)
+	if err != nil {
+		return 0, Location{}, err
+	}
+	return r.AppendEncoded(e)
+}
+
+// Encoder returns the encoder for this Roller's segments.
+func (r *Roller) Encoder() Encoder { return r.Active().Encoder() }
+
+// AppendEncoded appends an encoded frame to the active segment, rolling to
+// a new one if it is full, and returns the ID of the segment that holds it.
+func (r *Roller) AppendEncoded(e *Encoded) (uint64, Location, error) {
 	for {
 		r.mu.Lock()
 		w, err := r.active, r.err
@@ -84,7 +97,7 @@ func (r *Roller) Append(key string, firstSeq uint64, evs []event.Event) (uint64,
 		if err != nil {
 			return 0, Location{}, err
 		}
-		loc, err := w.Append(key, firstSeq, evs)
+		loc, err := w.AppendEncoded(e)
 		if errors.Is(err, ErrFull) || errors.Is(err, ErrSealed) {
 			if err := r.roll(w); err != nil {
 				return 0, Location{}, err

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -99,17 +100,19 @@ type Writer struct {
 	opts WriterOptions
 	hdr  Header
 
-	mu       sync.Mutex
-	ioBusy   bool       // one goroutine owns the file for a write or sync
-	ioDone   *sync.Cond // signalled (on mu) when ioBusy clears
-	buf      []byte     // encoded frames at [bufStart, end) not yet written
-	spare    []byte
-	bufStart int64
-	end      int64
-	frames   uint32 // event frames appended
-	sealed   bool
-	closed   bool
-	err      error // sticky I/O error
+	mu            sync.Mutex
+	ioBusy        bool       // one goroutine owns the file for a write or sync
+	ioDone        *sync.Cond // signalled (on mu) when ioBusy clears
+	buf           []byte     // encoded frames at [bufStart, end) not yet written
+	spare         []byte
+	bufStart      int64
+	end           int64
+	inflight      []byte // frames at [inflightStart, ...) being written by the file's owner
+	inflightStart int64
+	frames        uint32 // event frames appended
+	sealed        bool
+	closed        bool
+	err           error // sticky I/O error
 
 	written atomic.Int64 // bytes [0, written) issued to the file
 	durable atomic.Int64 // bytes [0, durable) fdatasynced
@@ -266,44 +269,148 @@ func (w *Writer) Err() error {
 	return w.err
 }
 
+// ReadBuffered copies the n bytes at off into dst if they are still in the
+// Writer's memory (appended but not yet written, or being written), and
+// reports whether they were. If not, they are in the file: every byte below
+// Written() may be read from it.
+func (w *Writer) ReadBuffered(dst []byte, off int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := int64(len(dst))
+	if off >= w.bufStart && off+n <= w.bufStart+int64(len(w.buf)) {
+		copy(dst, w.buf[off-w.bufStart:])
+		return true
+	}
+	if w.inflight != nil && off >= w.inflightStart && off+n <= w.inflightStart+int64(len(w.inflight)) {
+		copy(dst, w.inflight[off-w.inflightStart:])
+		return true
+	}
+	return false
+}
+
 // Location is where an appended frame lives.
 type Location struct {
 	Offset int64 // frame start in the segment
 	Size   int64 // frame bytes on disk
 }
 
-// Append encodes the events (seqs firstSeq, firstSeq+1, ...) of session
-// key into one frame. The frame is durable once a later Sync returns nil.
-//
-// Append does not validate the events beyond what the format needs (see
-// event.Event.Validate). It returns ErrTooLarge if the key or the encoded
-// batch exceeds the format's limits, ErrFull if the frame does not fit the
-// size limit, ErrSealed after Seal, ErrClosed after Close, and the sticky
-// I/O error once one happened.
-func (w *Writer) Append(key string, firstSeq uint64, evs []event.Event) (Location, error) {
+// Encoded is a frame encoded and compressed, ready for AppendEncoded.
+// Encoding is the CPU-heavy part of an append and needs no lock, so callers
+// encode concurrently and append in the order they choose.
+type Encoded struct {
+	kind     Kind
+	codec    Codec
+	key      []byte
+	stored   []byte
+	rawLen   int
+	firstSeq uint64
+	count    uint32
+}
+
+// Size returns the bytes the frame takes on disk.
+func (e *Encoded) Size() int64 { return frameSize(len(e.key), len(e.stored)) }
+
+// Encoder encodes frames with a writer's codec and limits. The zero value
+// encodes with the defaults. It is safe for concurrent use.
+type Encoder struct {
+	Codec        Codec // default CodecZstd
+	Uncompressed bool  // store as is
+	MaxFrameRaw  int   // default and upper bound DefaultMaxFrameRaw
+}
+
+// Encoder returns the Encoder matching w's options.
+func (w *Writer) Encoder() Encoder {
+	return Encoder{Codec: w.opts.Codec, Uncompressed: w.opts.Codec == CodecNone, MaxFrameRaw: w.opts.MaxFrameRaw}
+}
+
+func (c Encoder) limits() (Codec, int) {
+	codec := c.Codec
+	if c.Uncompressed {
+		codec = CodecNone
+	} else if codec == CodecNone {
+		codec = CodecZstd
+	}
+	maxRaw := c.MaxFrameRaw
+	if maxRaw <= 0 || maxRaw > DefaultMaxFrameRaw {
+		maxRaw = DefaultMaxFrameRaw
+	}
+	return codec, maxRaw
+}
+
+func checkKey(key string) error {
 	if len(key) == 0 || len(key) > MaxKeyLen {
-		return Location{}, fmt.Errorf("%w: session key of %d bytes (want 1..%d)", ErrTooLarge, len(key), MaxKeyLen)
+		return fmt.Errorf("%w: session key of %d bytes (want 1..%d)", ErrTooLarge, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// Events encodes the events (seqs firstSeq, firstSeq+1, ...) of session key
+// as one frame. It does not validate the events beyond what the format
+// needs (see event.Event.Validate). It returns ErrTooLarge if the key or
+// the encoded batch exceeds the format's limits.
+func (c Encoder) Events(key string, firstSeq uint64, evs []event.Event) (*Encoded, error) {
+	codec, maxRaw := c.limits()
+	if err := checkKey(key); err != nil {
+		return nil, err
 	}
 	if len(evs) == 0 {
-		return Location{}, errors.New("segment: empty batch")
+		return nil, errors.New("segment: empty batch")
 	}
 	if uint64(len(evs)) > 1<<31 {
-		return Location{}, fmt.Errorf("%w: %d events in one frame", ErrTooLarge, len(evs))
+		return nil, fmt.Errorf("%w: %d events in one frame", ErrTooLarge, len(evs))
 	}
-	if encodedLen(evs) > 2*w.opts.MaxFrameRaw+1<<20 {
-		return Location{}, fmt.Errorf("%w: batch encodes to more than %d bytes", ErrTooLarge, w.opts.MaxFrameRaw)
+	if firstSeq > math.MaxUint64-uint64(len(evs)) {
+		return nil, fmt.Errorf("%w: seq range overflows", ErrTooLarge)
+	}
+	if encodedLen(evs) > 2*maxRaw+1<<20 {
+		return nil, fmt.Errorf("%w: batch encodes to more than %d bytes", ErrTooLarge, maxRaw)
 	}
 	raw := appendEvents(make([]byte, 0, encodedLen(evs)), evs)
-	if len(raw) > w.opts.MaxFrameRaw {
-		return Location{}, fmt.Errorf("%w: batch encodes to %d bytes, limit %d", ErrTooLarge, len(raw), w.opts.MaxFrameRaw)
+	if len(raw) > maxRaw {
+		return nil, fmt.Errorf("%w: batch encodes to %d bytes, limit %d", ErrTooLarge, len(raw), maxRaw)
 	}
-	stored, codec := raw, CodecNone
-	if w.opts.Codec == CodecZstd {
+	return c.encode(KindEvents, codec, key, raw, firstSeq, uint32(len(evs))), nil
+}
+
+// Header encodes a header record of session key: an opaque, non-empty
+// payload the engine defines.
+func (c Encoder) Header(key string, payload []byte) (*Encoded, error) {
+	codec, maxRaw := c.limits()
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if len(payload) == 0 || len(payload) > maxRaw {
+		return nil, fmt.Errorf("%w: header payload of %d bytes (want 1..%d)", ErrTooLarge, len(payload), maxRaw)
+	}
+	return c.encode(KindHeader, codec, key, payload, 0, 0), nil
+}
+
+func (c Encoder) encode(kind Kind, codec Codec, key string, raw []byte, firstSeq uint64, count uint32) *Encoded {
+	e := &Encoded{kind: kind, codec: CodecNone, key: []byte(key), stored: raw, rawLen: len(raw), firstSeq: firstSeq, count: count}
+	if codec == CodecZstd {
 		if z := compress(nil, raw); len(z) < len(raw) {
-			stored, codec = z, CodecZstd
+			e.stored, e.codec = z, CodecZstd
 		}
 	}
-	return w.appendFrame(KindEvents, codec, []byte(key), stored, len(raw), firstSeq, uint32(len(evs)))
+	return e
+}
+
+// Append encodes the events of session key into one frame and appends it;
+// see Encoder.Events and AppendEncoded.
+func (w *Writer) Append(key string, firstSeq uint64, evs []event.Event) (Location, error) {
+	e, err := w.Encoder().Events(key, firstSeq, evs)
+	if err != nil {
+		return Location{}, err
+	}
+	return w.AppendEncoded(e)
+}
+
+// AppendEncoded appends an encoded frame. The frame is durable once a later
+// Sync returns nil. It returns ErrFull if the frame does not fit the size
+// limit (a segment always takes its first frame), ErrSealed after Seal,
+// ErrClosed after Close, and the sticky I/O error once one happened.
+func (w *Writer) AppendEncoded(e *Encoded) (Location, error) {
+	return w.appendFrame(e.kind, e.codec, e.key, e.stored, e.rawLen, e.firstSeq, e.count)
 }
 
 func (w *Writer) appendFrame(kind Kind, codec Codec, key, stored []byte, rawLen int, firstSeq uint64, count uint32) (Location, error) {
@@ -320,7 +427,7 @@ func (w *Writer) appendFrame(kind Kind, codec Codec, key, stored []byte, rawLen 
 	case w.closed:
 		w.mu.Unlock()
 		return Location{}, ErrClosed
-	case kind == KindEvents && w.end > HeaderSize && w.end+size > w.opts.Size:
+	case kind != KindSeal && w.end > HeaderSize && w.end+size > w.opts.Size:
 		w.mu.Unlock()
 		return Location{}, ErrFull
 	case w.end+size > MaxSegmentSize:
@@ -385,11 +492,13 @@ func (w *Writer) writeOut(sync bool) error {
 	buf, start := w.buf, w.bufStart
 	w.buf, w.spare = w.spare[:0], nil
 	w.bufStart = w.end
+	w.inflight, w.inflightStart = buf, start
 	w.mu.Unlock()
 
 	err := w.write(buf, start, sync)
 
 	w.mu.Lock()
+	w.inflight = nil
 	w.ioBusy = false
 	w.ioDone.Broadcast()
 	if err != nil && w.err == nil {
