@@ -1,8 +1,13 @@
 // Package handle is the client-side concurrency of a store, generic over the
-// storage below it: single-writer leases with fencing, the write-behind
-// buffer (a fixed batching window, retained events on failure) and flush
-// barriers. It talks to the engine through interfaces it defines.
+// storage below it: single-writer leases with fencing ([Owners], [Lease])
+// and the write-behind buffer ([WriteBehind]: a fixed batching window,
+// single-flight drains, failed batches retained in order). The engine
+// composes them with its flush barrier.
 //
-// handle imports event and internal/base only. It must not import segment,
-// index, engine, recovery or internal/vfs. See docs/DESIGN.md#layering.
+// handle imports nothing from seglog's storage: it must not import segment,
+// index, engine, recovery or internal/vfs. It talks to the storage through
+// the Write function it is given. See docs/DESIGN.md#layering.
+//
+// Everything here is safe for concurrent use. A WriteBehind owns at most
+// one timer goroutine at a time, stopped by Close.
 package handle
