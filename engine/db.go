@@ -1,0 +1,665 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/index"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/segment"
+)
+
+// DB is an open store directory. It is safe for concurrent use.
+type DB struct {
+	dir  string
+	opts Options
+	lock io.Closer
+	idx  *index.Index // nil with NoIndex
+	enc  segment.Encoder
+
+	owners handle.Owners
+
+	// appendMu orders frame appends with their registration in pend, so
+	// that pend is in file order (the index checkpoint relies on it).
+	appendMu sync.Mutex
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	roller   *segment.Roller
+	readers  map[uint64]*segment.Reader
+	pend     []pendFrame // appended frames not yet in the index, in file order
+	handles  map[*Handle]struct{}
+	closed   bool
+	poison   error // sticky write/sync error: nothing is acked after it
+	memRev   uint64
+
+	idxMu   sync.Mutex // serializes checkpoints
+	idxKick chan struct{}
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// session is the in-memory state of one session. Guarded by DB.mu.
+type session struct {
+	id        string
+	hdr       Header
+	inherited uint64
+	uid       uint64 // location of the header frame; 0 while pending
+	pending   bool   // created here, header frame not yet appended
+	memRev    uint64 // revision counter while pending
+	next      uint64 // next seq
+	size      int64
+	frames    []frameRef // every frame if loaded, else those after the index's
+	loaded    bool       // frames holds every frame
+	owner     *Handle    // the write handle holding the lease, if any
+	erased    bool       // a pending session its creator closed
+
+	idxNext uint64 // events the index holds (frames in pend are not counted)
+	idxSize int64
+}
+
+type frameRef struct {
+	first uint64
+	count uint32
+	seg   uint64
+	off   int64
+	size  uint32
+}
+
+type pendFrame struct {
+	s      *session
+	header bool
+	ref    frameRef
+}
+
+func uidOf(seg uint64, off int64) uint64 { return seg<<32 | uint64(off) }
+
+// Open opens the store in dir, creating it if needed, and recovers it: it
+// takes the directory lock (ErrLocked, with the holder's pid, if another
+// process has it), loads the index, re-reads the frames written after the
+// index's checkpoint, cuts off a torn tail of the newest segment, and
+// reports damage to synced data as a *CorruptionError.
+func Open(dir string, opts *Options) (*DB, error) {
+	o, err := opts.withDefaults(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+	}
+	lock, err := o.FS.Lock(filepath.Join(dir, "LOCK"))
+	if err != nil {
+		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+	}
+	db := &DB{
+		dir:      dir,
+		opts:     o,
+		lock:     lock,
+		enc:      segment.Encoder{Uncompressed: o.Uncompressed},
+		sessions: map[string]*session{},
+		readers:  map[uint64]*segment.Reader{},
+		handles:  map[*Handle]struct{}{},
+		idxKick:  make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+	}
+	if err := db.recover(); err != nil {
+		db.closeFiles()
+		return nil, err
+	}
+	db.wg.Add(1)
+	go db.indexLoop()
+	return db, nil
+}
+
+func (db *DB) segPath(id uint64) string { return filepath.Join(db.dir, segment.Name(id)) }
+
+// recover loads the index and replays the segments after its checkpoint.
+func (db *DB) recover() error {
+	fsys := db.opts.FS
+	var cp index.Checkpoint
+	if !db.opts.NoIndex {
+		idx, err := index.Open(db.opts.IndexPath, nil)
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		db.idx = idx
+		if cp, err = idx.Checkpoint(); err != nil {
+			return err
+		}
+		err = idx.Sessions(func(is index.Session) error {
+			var rec headerRecord
+			if err := json.Unmarshal(is.Header, &rec); err != nil {
+				return &CorruptionError{Path: db.opts.IndexPath, Reason: fmt.Sprintf("header of session %q", is.ID), Err: err}
+			}
+			db.sessions[is.ID] = &session{
+				id: is.ID, hdr: rec.Header, inherited: is.Inherited, uid: is.UID,
+				next: is.Events, size: is.Size, idxNext: is.Events, idxSize: is.Size,
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	ids, err := segment.List(fsys, db.dir)
+	if err != nil {
+		return fmt.Errorf("engine: list %s: %w", db.dir, err)
+	}
+	if cp.Segment != 0 && !slices.Contains(ids, cp.Segment) {
+		return &CorruptionError{Path: db.segPath(cp.Segment), Reason: "segment named by the index checkpoint is missing"}
+	}
+	// Sessions the index knows have their frames in the index; every
+	// session first met in the scan has all of them in memory.
+	for i, id := range ids {
+		last := i == len(ids)-1
+		if id < cp.Segment {
+			continue
+		}
+		path := db.segPath(id)
+		r, err := segment.OpenReader(fsys, path)
+		if err != nil {
+			if last && isUnfinishedSegment(fsys, path, err) {
+				// A crash while creating the newest segment: its header
+				// never became durable. Nothing in it was acknowledged.
+				if err := fsys.Remove(path); err != nil {
+					return err
+				}
+				if err := fsys.SyncDir(db.dir); err != nil {
+					return err
+				}
+				ids = ids[:i]
+				break
+			}
+			return fmt.Errorf("engine: %w", err)
+		}
+		db.readers[id] = r
+		opts := segment.ScanOptions{}
+		if id == cp.Segment {
+			opts.From, opts.Durable = cp.Offset, cp.Offset
+		}
+		res, err := r.Scan(opts, func(fi *segment.FrameInfo) error { return db.replayFrame(r, id, fi) })
+		if err != nil {
+			return err
+		}
+		if !last && (!res.Sealed || res.Torn) {
+			return &CorruptionError{Path: path, Offset: res.End, Reason: "segment before the newest is not sealed: " + res.TornReason}
+		}
+		if last {
+			if res.Torn {
+				db.opts.Logger.Warn("engine: recovered a torn tail; incomplete tail bytes were discarded",
+					"segment", path, "offset", res.End, "reason", res.TornReason)
+			}
+			if err := db.resumeActive(id, res); err != nil {
+				return err
+			}
+		}
+	}
+	if db.roller == nil {
+		next := uint64(1)
+		if len(ids) > 0 {
+			next = ids[len(ids)-1] + 1
+		}
+		w, err := segment.Create(fsys, db.segPath(next), next, db.opts.writerOptions())
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		db.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
+	}
+	return nil
+}
+
+// isUnfinishedSegment reports whether err from opening the newest segment
+// means its creation never completed: the header is bad and nothing but
+// zeros follows it. Create syncs the header (and the zero fill) before the
+// first frame is appended, so such a file never held acknowledged data;
+// a damaged header with frames after it is still corruption.
+func isUnfinishedSegment(fsys vfs.FS, path string, err error) bool {
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.Offset != 0 {
+		return false
+	}
+	b, rerr := vfs.ReadFile(fsys, path)
+	if rerr != nil {
+		return false
+	}
+	if len(b) <= segment.HeaderSize {
+		return true
+	}
+	for _, c := range b[segment.HeaderSize:] {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (db *DB) resumeActive(id uint64, res segment.ScanResult) error {
+	if res.Sealed {
+		return nil // a new segment is created after the loop
+	}
+	w, err := segment.OpenWriter(db.opts.FS, db.segPath(id), res, db.opts.writerOptions())
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	db.roller = segment.NewRoller(db.opts.FS, db.dir, w, db.opts.writerOptions())
+	return nil
+}
+
+// replayFrame applies one frame found by the open scan.
+func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) error {
+	corrupt := func(reason string) error {
+		return &CorruptionError{Path: r.Path(), Offset: fi.Offset, Reason: reason}
+	}
+	ref := frameRef{first: fi.FirstSeq, count: fi.Count, seg: seg, off: fi.Offset, size: uint32(fi.Size)}
+	switch fi.Kind {
+	case segment.KindHeader:
+		f, err := r.ReadFrame(fi.Offset)
+		if err != nil {
+			return err
+		}
+		var rec headerRecord
+		if err := json.Unmarshal(f.Payload, &rec); err != nil {
+			return corrupt("session header record: " + err.Error())
+		}
+		if rec.Header.ID != f.Session {
+			return corrupt(fmt.Sprintf("header of session %q stored under key %q", rec.Header.ID, f.Session))
+		}
+		if _, ok := db.sessions[f.Session]; ok {
+			return corrupt(fmt.Sprintf("second header for session %q", f.Session))
+		}
+		s := &session{id: f.Session, hdr: rec.Header, inherited: rec.Inherited, uid: uidOf(seg, fi.Offset), loaded: true, size: fi.Size}
+		db.sessions[s.id] = s
+		db.pend = append(db.pend, pendFrame{s: s, header: true, ref: ref})
+	case segment.KindEvents:
+		s, ok := db.sessions[string(fi.Key)]
+		if !ok {
+			return corrupt(fmt.Sprintf("events of session %q before its header", fi.Key))
+		}
+		if fi.FirstSeq != s.next {
+			return corrupt(fmt.Sprintf("session %q: frame starts at seq %d, expected %d", s.id, fi.FirstSeq, s.next))
+		}
+		s.next += uint64(fi.Count)
+		s.size += fi.Size
+		s.frames = append(s.frames, ref) // all of them, or those after the index's
+		db.pend = append(db.pend, pendFrame{s: s, ref: ref})
+	}
+	return nil
+}
+
+// reader returns the open reader of segment id, opening it if needed.
+func (db *DB) reader(id uint64) (*segment.Reader, error) {
+	db.mu.Lock()
+	r := db.readers[id]
+	db.mu.Unlock()
+	if r != nil {
+		return r, nil
+	}
+	r, err := segment.OpenReader(db.opts.FS, db.segPath(id))
+	if err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if old := db.readers[id]; old != nil {
+		r.Close()
+		return old, nil
+	}
+	if db.closed {
+		r.Close()
+		return nil, ErrClosed
+	}
+	db.readers[id] = r
+	return r, nil
+}
+
+// Create makes a new session and returns a write handle on it. The session
+// is visible to Stat, List and Open of this DB at once, and is written to
+// disk no later than its first Flush; closed without an append or a flush,
+// it vanishes. Create writes nothing and reserves nothing on failure.
+func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Handle, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var co createOptions
+	for _, f := range opts {
+		f(&co)
+	}
+	if h.Version == 0 {
+		h.Version = FormatVersion
+	}
+	if h.IsSeeded && !co.hasInherited {
+		return nil, fmt.Errorf("%w: session %q: seeded session header requires an inherited event count", ErrInvalidHeader, h.ID)
+	}
+	if err := h.validate(co.inherited); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil, ErrClosed
+	}
+	if s, ok := db.sessions[h.ID]; ok && !s.erased {
+		return nil, sessionErr(h.ID, "create", ErrSessionExists)
+	}
+	lease, err := db.owners.Acquire(h.ID)
+	if err != nil {
+		return nil, sessionErr(h.ID, "create", ErrSessionExists)
+	}
+	db.memRev++
+	s := &session{id: h.ID, hdr: h, inherited: co.inherited, pending: true, loaded: true, memRev: db.memRev}
+	db.sessions[h.ID] = s
+	hd := db.newHandle(s, Write, lease)
+	s.owner = hd
+	return hd, nil
+}
+
+// Access is what a handle may do.
+type Access int
+
+const (
+	// Read handles read; they take no ownership and coexist with a writer.
+	Read Access = iota
+	// Write handles also append and flush; one per session at a time.
+	Write
+)
+
+func (a Access) String() string {
+	if a == Write {
+		return "write"
+	}
+	return "read"
+}
+
+// Open returns a handle on an existing session: ErrSessionNotFound if it
+// does not exist, ErrAlreadyOwned for Write while another write handle (or
+// the creator) holds it.
+func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil, ErrClosed
+	}
+	s, ok := db.sessions[id]
+	if !ok || s.erased {
+		return nil, sessionErr(id, "open", ErrSessionNotFound)
+	}
+	if access != Write {
+		return db.newHandle(s, Read, nil), nil
+	}
+	lease, err := db.owners.Acquire(id)
+	if err != nil {
+		return nil, sessionErr(id, "open", ErrAlreadyOwned)
+	}
+	h := db.newHandle(s, Write, lease)
+	s.owner = h
+	return h, nil
+}
+
+// Stat describes a session; ErrSessionNotFound if it does not exist.
+func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return Snapshot{}, ErrClosed
+	}
+	s, ok := db.sessions[id]
+	if !ok || s.erased {
+		return Snapshot{}, sessionErr(id, "stat", ErrSessionNotFound)
+	}
+	return s.snapshot(), nil
+}
+
+func (s *session) snapshot() Snapshot {
+	snap := Snapshot{
+		Header:              s.hdr,
+		Revision:            revision(s.uid, s.next),
+		EventCount:          s.next,
+		SizeBytes:           s.size,
+		InheritedEventCount: s.inherited,
+	}
+	if s.pending {
+		snap.Revision = fmt.Sprintf("memory:seglog:%d", s.memRev)
+	}
+	if s.hdr.Version < FormatVersion {
+		snap.FormatStatus = FormatMigrationRequired
+	}
+	return snap
+}
+
+// List describes every session, sorted by ID.
+func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Snapshot, 0, len(db.sessions))
+	for _, s := range db.sessions {
+		if !s.erased {
+			out = append(out, s.snapshot())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Header.ID < out[j].Header.ID })
+	return out, nil
+}
+
+// Flush is the barrier over every open write handle: it drains each one's
+// write-behind buffer, writes each created-but-empty session, and makes
+// everything durable with one fdatasync. The error joins one error per
+// failing session, each naming it; the other sessions still flush.
+func (db *DB) Flush(ctx context.Context) error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	hs := make([]*Handle, 0, len(db.handles))
+	for h := range db.handles {
+		hs = append(hs, h)
+	}
+	db.mu.Unlock()
+	sort.Slice(hs, func(i, j int) bool { return hs[i].s.id < hs[j].s.id })
+	var errs []error
+	for _, h := range hs {
+		if err := h.prepareFlush(ctx); err != nil && !errors.Is(err, ErrHandleClosed) {
+			errs = append(errs, sessionErr(h.s.id, "flush", err))
+		}
+	}
+	if err := db.sync(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// sync makes every appended frame durable (group commit with concurrent
+// callers) and wakes the indexer.
+func (db *DB) sync() error {
+	db.mu.Lock()
+	if db.poison != nil {
+		err := db.poison
+		db.mu.Unlock()
+		return err
+	}
+	r := db.roller
+	db.mu.Unlock()
+	if err := r.Sync(); err != nil {
+		db.poisonWith(err)
+		return err
+	}
+	select {
+	case db.idxKick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (db *DB) poisonWith(err error) {
+	db.mu.Lock()
+	if db.poison == nil {
+		db.poison = fmt.Errorf("engine: store failed, nothing more is acknowledged: %w", err)
+	}
+	db.mu.Unlock()
+}
+
+// appendFrames appends encoded frames of s and registers them. Called with
+// no lock held; the caller holds s's lease.
+func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
+	db.appendMu.Lock()
+	defer db.appendMu.Unlock()
+	db.mu.Lock()
+	if err := db.poison; err != nil {
+		db.mu.Unlock()
+		return err
+	}
+	r := db.roller
+	db.mu.Unlock()
+	type placed struct {
+		seg uint64
+		loc segment.Location
+	}
+	var hp placed
+	if header != nil {
+		seg, loc, err := r.AppendEncoded(header)
+		if err != nil {
+			db.poisonWith(err)
+			return err
+		}
+		hp = placed{seg, loc}
+	}
+	ps := make([]placed, len(frames))
+	for i, e := range frames {
+		seg, loc, err := r.AppendEncoded(e)
+		if err != nil {
+			db.poisonWith(err)
+			return err
+		}
+		ps[i] = placed{seg, loc}
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if header != nil {
+		s.pending = false
+		s.uid = uidOf(hp.seg, hp.loc.Offset)
+		s.size += hp.loc.Size
+		db.pend = append(db.pend, pendFrame{s: s, header: true, ref: frameRef{seg: hp.seg, off: hp.loc.Offset, size: uint32(hp.loc.Size)}})
+	}
+	for i, p := range ps {
+		ref := frameRef{first: s.next, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}
+		s.next += uint64(counts[i])
+		s.size += p.loc.Size
+		s.frames = append(s.frames, ref)
+		db.pend = append(db.pend, pendFrame{s: s, ref: ref})
+	}
+	return nil
+}
+
+// encodeBatch splits evs into frames of about FrameBytes raw bytes.
+func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []uint32, error) {
+	var out []*segment.Encoded
+	var counts []uint32
+	start, bytes := 0, 0
+	flush := func(end int) error {
+		e, err := db.enc.Events(id, evs[start].Seq, evs[start:end])
+		if err != nil {
+			return err
+		}
+		out = append(out, e)
+		counts = append(counts, uint32(end-start))
+		start, bytes = end, 0
+		return nil
+	}
+	for i := range evs {
+		bytes += len(evs[i].Data) + len(evs[i].Type) + 16
+		if bytes >= db.opts.FrameBytes && i+1 > start {
+			if err := flush(i + 1); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if start < len(evs) {
+		if err := flush(len(evs)); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, counts, nil
+}
+
+// Close flushes what every open handle has buffered, makes all appended
+// events durable, checkpoints the index, revokes every lease (later writes
+// through old handles fail with ErrOwnershipLost) and releases the
+// directory. It is idempotent.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil
+	}
+	hs := make([]*Handle, 0, len(db.handles))
+	for h := range db.handles {
+		hs = append(hs, h)
+	}
+	db.mu.Unlock()
+	var errs []error
+	for _, h := range hs {
+		if h.wb != nil {
+			if err := h.wb.Drain(context.Background()); err != nil {
+				errs = append(errs, sessionErr(h.s.id, "close", err))
+			}
+		}
+	}
+	if err := db.sync(); err != nil {
+		errs = append(errs, err)
+	}
+	db.mu.Lock()
+	db.closed = true
+	db.mu.Unlock()
+	db.owners.RevokeAll()
+	close(db.stop)
+	db.wg.Wait()
+	if len(errs) == 0 {
+		if err := db.checkpoint(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, h := range hs {
+		if h.wb != nil {
+			h.wb.Close(context.Background())
+		}
+	}
+	errs = append(errs, db.closeFiles())
+	return errors.Join(errs...)
+}
+
+func (db *DB) closeFiles() error {
+	var errs []error
+	for _, r := range db.readers {
+		errs = append(errs, r.Close())
+	}
+	db.readers = nil
+	if db.roller != nil {
+		errs = append(errs, db.roller.Close())
+	}
+	if db.idx != nil {
+		errs = append(errs, db.idx.Close())
+	}
+	errs = append(errs, db.lock.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/internal/base"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// Errors returned by DB and Handle methods. Test with errors.Is; the
+// returned errors carry the session and operation (*SessionError,
+// *SeqError) around these kinds.
+var (
+	// ErrSessionExists: Create of an id that is pending, owned or stored.
+	ErrSessionExists = errors.New("already exists")
+	// ErrSessionNotFound: Open or Stat of an id that does not exist, or a
+	// read of a pending session its creator erased.
+	ErrSessionNotFound = errors.New("not found")
+	// ErrAlreadyOwned: Open(id, Write) while a write handle (or the
+	// creator) holds the session.
+	ErrAlreadyOwned = handle.ErrAlreadyOwned
+	// ErrOwnershipLost: a write through a handle whose lease was revoked
+	// (the store was closed). A stale handle can never write.
+	ErrOwnershipLost = handle.ErrOwnershipLost
+	// ErrReadOnly: Append, Enqueue or Flush on a read handle.
+	ErrReadOnly = errors.New("is not available on a read handle")
+	// ErrHandleClosed: any operation on a closed handle.
+	ErrHandleClosed = errors.New("on a closed handle")
+	// ErrClosed: an operation on a closed DB.
+	ErrClosed = base.ErrClosed
+	// ErrSeqMismatch: Append whose first seq is not the session's next seq,
+	// or whose seqs are not contiguous. See *SeqError.
+	ErrSeqMismatch = errors.New("append seq mismatch")
+	// ErrInvalidEvent: an event that fails validation (missing type, data
+	// not a JSON object, oversized, ...). See *event.InvalidError.
+	ErrInvalidEvent = event.ErrInvalid
+	// ErrInvalidHeader: Create with a header that fails validation, or
+	// with an inherited event count that does not fit it.
+	ErrInvalidHeader = errors.New("invalid session header")
+	// ErrLocked: Open of a directory another process owns. See *LockError.
+	ErrLocked = vfs.ErrLocked
+	// ErrCorrupt is the kind of every *CorruptionError.
+	ErrCorrupt = base.ErrCorrupt
+	// ErrFormat is the kind of every *FormatError.
+	ErrFormat = base.ErrFormat
+)
+
+// CorruptionError reports damaged stored data with its file and offset.
+type CorruptionError = base.CorruptionError
+
+// FormatError reports data written in a format this build does not read;
+// Newer tells the direction.
+type FormatError = base.FormatError
+
+// LockError reports the directory lock held by another process, with its pid.
+type LockError = vfs.LockError
+
+// SessionError is an error about one session and operation.
+type SessionError struct {
+	ID  string
+	Op  string // "create", "open", "read", "append", "flush", "close", "stat"
+	Err error  // the kind: ErrSessionNotFound, ErrReadOnly, ...
+}
+
+func (e *SessionError) Error() string {
+	switch e.Err {
+	case ErrSessionExists, ErrSessionNotFound, ErrAlreadyOwned:
+		return fmt.Sprintf("engine: session %q %v", e.ID, e.Err)
+	case ErrReadOnly:
+		return fmt.Sprintf("engine: session %q: %s is not available on a read handle", e.ID, e.Op)
+	case ErrHandleClosed:
+		return fmt.Sprintf("engine: session %q: %s on a closed handle", e.ID, e.Op)
+	}
+	return fmt.Sprintf("engine: session %q: %s: %v", e.ID, e.Op, e.Err)
+}
+
+func (e *SessionError) Unwrap() error { return e.Err }
+
+func sessionErr(id, op string, err error) error { return &SessionError{ID: id, Op: op, Err: err} }
+
+// SeqError reports an Append whose seqs do not continue the session.
+type SeqError struct {
+	ID       string
+	Index    int    // position in the batch
+	Expected uint64 // the seq that had to be there
+	Got      uint64
+}
+
+func (e *SeqError) Error() string {
+	return fmt.Sprintf("engine: append seq mismatch for %q: expected %d at index %d, got %d", e.ID, e.Expected, e.Index, e.Got)
+}
+
+// Is reports whether target is ErrSeqMismatch.
+func (e *SeqError) Is(target error) bool { return target == ErrSeqMismatch }

@@ -1,0 +1,413 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/segment"
+)
+
+// ErrInvalidArgument: a negative offset given to Read.
+var ErrInvalidArgument = errors.New("engine: offset must be a non-negative integer")
+
+// Handle is one open channel onto a session: a read handle, or the single
+// write handle. It is safe for concurrent use; appends through one handle
+// are applied in call order.
+type Handle struct {
+	db     *DB
+	s      *session
+	id     string
+	hdr    Header
+	inh    uint64
+	access Access
+	lease  *handle.Lease
+
+	mu       sync.Mutex
+	closed   bool
+	closeErr error
+	wb       *handle.WriteBehind[event.Event]
+	enqNext  uint64
+	seen     uint64 // longest log this handle has observed
+}
+
+// newHandle is called with db.mu held.
+func (db *DB) newHandle(s *session, access Access, lease *handle.Lease) *Handle {
+	h := &Handle{db: db, s: s, id: s.id, hdr: s.hdr, inh: s.inherited, access: access, lease: lease}
+	if access == Write {
+		db.handles[h] = struct{}{}
+	}
+	return h
+}
+
+// ID returns the session ID.
+func (h *Handle) ID() string { return h.id }
+
+// Header returns the session header, fixed when the handle opened.
+func (h *Handle) Header() Header { return h.hdr }
+
+// InheritedEventCount returns the length of a seeded session's inherited
+// prefix (0 for an unseeded one).
+func (h *Handle) InheritedEventCount() uint64 { return h.inh }
+
+// Access returns Read or Write.
+func (h *Handle) Access() Access { return h.access }
+
+func (h *Handle) usable(op string) error {
+	if h.closed {
+		return sessionErr(h.id, op, ErrHandleClosed)
+	}
+	return nil
+}
+
+// writable is called with h.mu held.
+func (h *Handle) writable(op string) error {
+	if err := h.usable(op); err != nil {
+		return err
+	}
+	if h.access != Write {
+		return sessionErr(h.id, op, ErrReadOnly)
+	}
+	if err := h.lease.Check(); err != nil {
+		return sessionErr(h.id, op, ErrOwnershipLost)
+	}
+	return nil
+}
+
+// Read returns the events at offset..offset+limit-1 (limit < 0: to the
+// end). An offset at or past the end gives an empty slice and no error.
+// The events are the caller's: they share no memory with the store or with
+// other reads. Reads started after an Append returned see its events.
+func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, error) {
+	h.mu.Lock()
+	err := h.usable("read")
+	h.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if offset < 0 {
+		return nil, sessionErr(h.id, "read", ErrInvalidArgument)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	db := h.db
+	refs, n, active, err := db.snapshotFrames(h.s)
+	if err != nil {
+		return nil, sessionErr(h.id, "read", err)
+	}
+	h.mu.Lock()
+	if n < h.seen {
+		h.mu.Unlock()
+		return nil, sessionErr(h.id, "read", fmt.Errorf("stored log shrank below a previously observed prefix (%d < %d events)", n, h.seen))
+	}
+	h.seen = n
+	h.mu.Unlock()
+	end := n
+	if limit >= 0 && uint64(offset)+uint64(limit) < end {
+		end = uint64(offset) + uint64(limit)
+	}
+	if uint64(offset) >= end {
+		return []event.Event{}, nil
+	}
+	off := uint64(offset)
+	i := sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
+	out := make([]event.Event, 0, end-off)
+	for ; i < len(refs) && refs[i].first < end; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		f, err := db.readFrame(refs[i], active)
+		if err != nil {
+			return nil, sessionErr(h.id, "read", err)
+		}
+		evs := f.Events
+		if lo := off; lo > refs[i].first {
+			evs = evs[lo-refs[i].first:]
+		}
+		if last := refs[i].first + uint64(refs[i].count); last > end {
+			evs = evs[:uint64(len(evs))-(last-end)]
+		}
+		out = append(out, evs...)
+	}
+	if uint64(len(out)) != end-off {
+		return nil, sessionErr(h.id, "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.id, len(out), off, end)})
+	}
+	return out, nil
+}
+
+// snapshotFrames returns s's frames, its event count and the active
+// writer, loading the frame list from the index on first use.
+func (db *DB) snapshotFrames(s *session) ([]frameRef, uint64, *segment.Writer, error) {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil, 0, nil, ErrClosed
+	}
+	if s.erased {
+		db.mu.Unlock()
+		return nil, 0, nil, ErrSessionNotFound
+	}
+	if !s.loaded && db.idx != nil {
+		db.mu.Unlock()
+		fromIdx, err := db.idx.Frames(s.id)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		db.mu.Lock()
+		if !s.loaded {
+			limit := s.next
+			if len(s.frames) > 0 {
+				limit = s.frames[0].first
+			}
+			all := make([]frameRef, 0, len(fromIdx)+len(s.frames))
+			for _, f := range fromIdx {
+				if f.FirstSeq < limit {
+					all = append(all, frameRef{first: f.FirstSeq, count: f.Count, seg: f.Segment, off: f.Offset, size: f.Size})
+				}
+			}
+			s.frames = append(all, s.frames...)
+			s.loaded = true
+		}
+	}
+	refs, n, active := s.frames, s.next, db.roller.Active()
+	db.mu.Unlock()
+	return refs, n, active, nil
+}
+
+func (db *DB) readFrame(ref frameRef, active *segment.Writer) (*segment.Frame, error) {
+	if active != nil && ref.seg == active.Header().ID {
+		buf := make([]byte, ref.size)
+		if active.ReadBuffered(buf, ref.off) {
+			return segment.DecodeFrameAt(active.Path(), buf, ref.off, 0)
+		}
+	}
+	r, err := db.reader(ref.seg)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.ReadFrame(ref.off)
+	if err != nil {
+		return nil, err
+	}
+	if f.Kind != segment.KindEvents || f.FirstSeq != ref.first || len(f.Events) != int(ref.count) {
+		return nil, &CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d", ref.first, ref.first+uint64(ref.count))}
+	}
+	return f, nil
+}
+
+// Append adds events to the session. The first seq must be the session's
+// next seq and the seqs contiguous (*SeqError); every event must be valid
+// (*event.InvalidError). A bad batch fails whole and writes nothing.
+//
+// Append is best-effort: when it returns, the events are ordered and
+// visible to every read started afterwards on this DB; only Flush promises
+// they survive a crash. An empty batch does nothing.
+func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable("append"); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	db := h.db
+	db.mu.Lock()
+	next, pending, poison := h.s.next, h.s.pending, db.poison
+	db.mu.Unlock()
+	if poison != nil {
+		return sessionErr(h.id, "append", poison)
+	}
+	if err := h.validate(evs, next); err != nil {
+		return err
+	}
+	frames, counts, err := db.encodeBatch(h.id, evs)
+	if err != nil {
+		return sessionErr(h.id, "append", err)
+	}
+	var hdr *segment.Encoded
+	if pending {
+		if hdr, err = db.enc.Header(h.id, marshalHeader(h.s.hdr, h.s.inherited)); err != nil {
+			return sessionErr(h.id, "append", err)
+		}
+	}
+	if err := db.appendFrames(h.s, hdr, frames, counts); err != nil {
+		return sessionErr(h.id, "append", err)
+	}
+	return nil
+}
+
+func (h *Handle) validate(evs []event.Event, next uint64) error {
+	for i := range evs {
+		if evs[i].Seq != next+uint64(i) {
+			return &SeqError{ID: h.id, Index: i, Expected: next + uint64(i), Got: evs[i].Seq}
+		}
+		if err := evs[i].Validate(i); err != nil {
+			return sessionErr(h.id, "append", err)
+		}
+	}
+	return nil
+}
+
+// Enqueue hands events to the write-behind buffer without waiting for
+// I/O: the first pending event opens a batching window (Options.
+// WriteBehindWindow) that later events do not extend; then the batch is
+// appended in the background. Seqs and shapes are checked here, so a
+// background write fails only on I/O; such a failure keeps the events in
+// order, pauses the automatic path and logs a warning, and the next Flush
+// retries and returns the error. Do not mix Enqueue and Append on one
+// handle without a Flush between them.
+func (h *Handle) Enqueue(evs ...event.Event) error {
+	h.mu.Lock()
+	if err := h.writable("enqueue"); err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	if len(evs) == 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	db := h.db
+	db.mu.Lock()
+	if h.enqNext < h.s.next {
+		h.enqNext = h.s.next
+	}
+	db.mu.Unlock()
+	if err := h.validate(evs, h.enqNext); err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	if h.wb == nil {
+		h.wb = handle.NewWriteBehind(handle.WriteBehindConfig[event.Event]{
+			Write:  func(ctx context.Context, batch []event.Event) error { return h.Append(ctx, batch...) },
+			Window: db.opts.WriteBehindWindow,
+			Name:   h.id,
+			Logger: db.opts.Logger,
+		})
+	}
+	h.enqNext += uint64(len(evs))
+	wb := h.wb
+	h.mu.Unlock()
+	cl := make([]event.Event, len(evs))
+	for i := range evs {
+		cl[i] = evs[i].Clone()
+	}
+	return wb.Enqueue(cl...)
+}
+
+// Flush is the durability barrier: it appends what Enqueue buffered,
+// writes a created-but-empty session, and returns once everything this
+// handle appended is on stable storage. Flushes of many sessions at the
+// same time share one fdatasync.
+func (h *Handle) Flush(ctx context.Context) error {
+	if err := h.prepareFlush(ctx); err != nil {
+		return err
+	}
+	if err := h.db.sync(); err != nil {
+		return sessionErr(h.id, "flush", err)
+	}
+	return nil
+}
+
+// prepareFlush drains the write-behind buffer and materializes a pending
+// session, without syncing.
+func (h *Handle) prepareFlush(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if err := h.writable("flush"); err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	wb := h.wb
+	h.mu.Unlock()
+	if wb != nil {
+		if err := wb.Drain(ctx); err != nil {
+			return sessionErr(h.id, "flush", err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable("flush"); err != nil {
+		return err
+	}
+	db := h.db
+	db.mu.Lock()
+	pending := h.s.pending
+	db.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	hdr, err := db.enc.Header(h.id, marshalHeader(h.s.hdr, h.s.inherited))
+	if err != nil {
+		return sessionErr(h.id, "flush", err)
+	}
+	if err := db.appendFrames(h.s, hdr, nil, nil); err != nil {
+		return sessionErr(h.id, "flush", err)
+	}
+	return nil
+}
+
+// Close ends the handle. A write handle first appends what Enqueue
+// buffered and makes the session's appends durable, then releases its
+// lease; a creator that never appended or flushed erases the session, as
+// if it never existed. Later calls on the handle fail with
+// ErrHandleClosed. Close is idempotent and returns the first call's error;
+// the lease is released even when draining fails.
+func (h *Handle) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		err := h.closeErr
+		h.mu.Unlock()
+		return err
+	}
+	wb := h.wb
+	h.mu.Unlock()
+	var errs []error
+	if wb != nil {
+		if err := wb.Close(context.Background()); err != nil {
+			errs = append(errs, sessionErr(h.id, "close", fmt.Errorf("close failed to drain: %w", err)))
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return h.closeErr
+	}
+	h.closed = true
+	if h.access == Write {
+		db := h.db
+		db.mu.Lock()
+		delete(db.handles, h)
+		s := h.s
+		if s.owner == h {
+			s.owner = nil
+		}
+		erase := s.pending && !s.erased
+		if erase {
+			s.erased = true
+			if db.sessions[s.id] == s {
+				delete(db.sessions, s.id)
+			}
+		}
+		dbClosed := db.closed
+		db.mu.Unlock()
+		if !erase && !dbClosed && h.lease.Check() == nil {
+			if err := db.sync(); err != nil {
+				errs = append(errs, sessionErr(h.id, "close", err))
+			}
+		}
+		h.lease.Release()
+	}
+	h.closeErr = errors.Join(errs...)
+	return h.closeErr
+}

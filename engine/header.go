@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"strconv"
+)
+
+// FormatVersion is the session format version this build writes (the
+// reference harness's v3 event catalog).
+const FormatVersion = 3
+
+// maxSafeInt is JavaScript's Number.MAX_SAFE_INTEGER: reference logs keep
+// times and counts within it.
+const maxSafeInt = 1<<53 - 1
+
+// Header is the metadata stored with a session (REFERENCE.md §(b)).
+type Header struct {
+	Version         int    `json:"version"` // 0 in Create means FormatVersion
+	ID              string `json:"id"`
+	CreatedAt       int64  `json:"createdAt"` // milliseconds since the Unix epoch
+	Cwd             string `json:"cwd,omitempty"`
+	ParentSession   string `json:"parentSession,omitempty"`
+	IsSeeded        bool   `json:"isSeeded"`
+	Origin          string `json:"origin,omitempty"` // "" or "subagent"
+	DelegationDepth int    `json:"delegationDepth"`
+	AgentPreset     string `json:"agentPreset,omitempty"`
+}
+
+// MaxIDLen is the longest session ID.
+const MaxIDLen = 1024
+
+func (h *Header) validate(inherited uint64) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: session %q: %s", ErrInvalidHeader, h.ID, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case h.ID == "":
+		return bad("empty id")
+	case len(h.ID) > MaxIDLen:
+		return bad("id of %d bytes, more than %d", len(h.ID), MaxIDLen)
+	case h.Version != FormatVersion:
+		return bad("version %d, this build writes %d", h.Version, FormatVersion)
+	case h.CreatedAt < 0 || h.CreatedAt > maxSafeInt:
+		return bad("createdAt %d is not a non-negative safe integer", h.CreatedAt)
+	case h.Cwd != "" && !path.IsAbs(h.Cwd):
+		return bad("cwd %q is not absolute", h.Cwd)
+	case h.Origin != "" && h.Origin != "subagent":
+		return bad("origin %q (only \"subagent\")", h.Origin)
+	case h.DelegationDepth < 0 || h.DelegationDepth > maxSafeInt:
+		return bad("delegationDepth %d is not a non-negative safe integer", h.DelegationDepth)
+	case !h.IsSeeded && inherited != 0:
+		return bad("unseeded session header requires an inherited event count of 0, got %d", inherited)
+	}
+	return nil
+}
+
+// FormatStatus says whether a stored session is in the current format.
+type FormatStatus int
+
+const (
+	// FormatCurrent: written in FormatVersion.
+	FormatCurrent FormatStatus = iota
+	// FormatMigrationRequired: an older supported version, readable;
+	// an explicit migration upgrades it.
+	FormatMigrationRequired
+)
+
+func (s FormatStatus) String() string {
+	if s == FormatMigrationRequired {
+		return "migration-required"
+	}
+	return "current"
+}
+
+// Snapshot describes a session as Stat and List see it.
+type Snapshot struct {
+	Header              Header
+	FormatStatus        FormatStatus
+	Revision            string // opaque; equal means the stored log is unchanged
+	EventCount          uint64
+	SizeBytes           int64 // bytes of the session's frames on disk
+	InheritedEventCount uint64
+}
+
+// headerRecord is the payload of a session's header frame.
+type headerRecord struct {
+	Header    Header `json:"header"`
+	Inherited uint64 `json:"inherited,omitempty"`
+}
+
+// CreateOption configures Create.
+type CreateOption func(*createOptions)
+
+type createOptions struct {
+	inherited    uint64
+	hasInherited bool
+}
+
+// Inherited declares a seeded session's inherited prefix: the parent's
+// first n events, which the creator appends verbatim as seqs 0..n-1,
+// followed by a session/end-seed event with data {"inherited": true} at seq
+// n. A seeded header (IsSeeded) requires it; an unseeded one allows only 0.
+func Inherited(n uint64) CreateOption {
+	return func(o *createOptions) { o.inherited, o.hasInherited = n, true }
+}
+
+func revision(uid, events uint64) string {
+	return "r" + strconv.FormatUint(uid, 36) + "." + strconv.FormatUint(events, 10)
+}
+
+func marshalHeader(h Header, inherited uint64) []byte {
+	b, err := json.Marshal(headerRecord{Header: h, Inherited: inherited})
+	if err != nil {
+		panic(err) // Header has only plain fields
+	}
+	return b
+}

@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"slices"
+	"time"
+
+	"github.com/seglog/seglog/index"
+)
+
+// indexLoop checkpoints durable frames into the index: after a flush (the
+// kick) or every IndexInterval. The index's bbolt commit and its fsyncs
+// are never on the flush path.
+func (db *DB) indexLoop() {
+	defer db.wg.Done()
+	t := time.NewTicker(db.opts.IndexInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.stop:
+			return
+		case <-t.C:
+		case <-db.idxKick:
+		}
+		if err := db.checkpoint(); err != nil {
+			db.opts.Logger.Warn("engine: index checkpoint failed; the next open re-reads more of the segments", "error", err)
+		}
+	}
+}
+
+// checkpoint moves every durable frame from pend into the index, with the
+// sessions they touch and the new checkpoint, in one bbolt transaction.
+func (db *DB) checkpoint() error {
+	db.idxMu.Lock()
+	defer db.idxMu.Unlock()
+	db.mu.Lock()
+	w := db.roller.Active()
+	aid, dur := w.Header().ID, w.Durable()
+	n := 0
+	for n < len(db.pend) {
+		ref := db.pend[n].ref
+		if ref.seg > aid || (ref.seg == aid && ref.off+int64(ref.size) > dur) {
+			break
+		}
+		n++
+	}
+	batch := db.pend[:n:n]
+	db.pend = slices.Clone(db.pend[n:])
+	if db.idx == nil || n == 0 {
+		db.mu.Unlock()
+		return nil
+	}
+	u := &index.Update{Checkpoint: index.Checkpoint{Segment: aid, Offset: dur}}
+	type was struct {
+		next uint64
+		size int64
+	}
+	touched := map[*session]was{}
+	for _, p := range batch {
+		s := p.s
+		if _, ok := touched[s]; !ok {
+			touched[s] = was{s.idxNext, s.idxSize}
+		}
+		s.idxSize += int64(p.ref.size)
+		if !p.header {
+			s.idxNext = p.ref.first + uint64(p.ref.count)
+			u.Frames = append(u.Frames, index.SessionFrame{ID: s.id, Frame: index.Frame{
+				FirstSeq: p.ref.first, Count: p.ref.count, Segment: p.ref.seg, Offset: p.ref.off, Size: p.ref.size,
+			}})
+		}
+	}
+	for s := range touched {
+		u.Sessions = append(u.Sessions, index.Session{
+			ID: s.id, Header: marshalHeader(s.hdr, s.inherited), UID: s.uid,
+			Events: s.idxNext, Size: s.idxSize, Inherited: s.inherited,
+		})
+	}
+	db.mu.Unlock()
+	if err := db.idx.Apply(u); err != nil {
+		db.mu.Lock() // undo: these frames are still unindexed
+		for s, w := range touched {
+			s.idxNext, s.idxSize = w.next, w.size
+		}
+		db.pend = append(batch, db.pend...)
+		db.mu.Unlock()
+		return err
+	}
+	return nil
+}

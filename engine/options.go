@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/segment"
+)
+
+// Options configures Open. A nil *Options means every default. Open copies
+// the value; changing it afterwards has no effect.
+type Options struct {
+	// FS is the file system of the segments; default the OS. Tests pass a
+	// crashable in-memory FS.
+	FS vfs.FS
+	// SegmentSize is the size at which a segment is sealed and the next one
+	// started; default 64 MiB.
+	SegmentSize int64
+	// NoPreallocate turns off zero-filling new segments to SegmentSize.
+	// Preallocation makes a durable flush cheaper (no file-size commit).
+	NoPreallocate bool
+	// Uncompressed stores frames without zstd.
+	Uncompressed bool
+	// FrameBytes is the target raw size of one frame: larger appends are
+	// split, so a random read decodes little. Default 32 KiB.
+	FrameBytes int
+	// IndexPath is the bbolt index file. Default <dir>/index.db when FS is
+	// the OS; with another FS the default is no persistent index.
+	IndexPath string
+	// NoIndex keeps no persistent index: every Open re-reads all segments.
+	NoIndex bool
+	// IndexInterval is how often durable frames are checkpointed into the
+	// index (off the flush path). Default 1s.
+	IndexInterval time.Duration
+	// WriteBehindWindow is the batching window of Handle.Enqueue; default
+	// handle.DefaultWindow (200ms).
+	WriteBehindWindow time.Duration
+	// Logger receives warnings (background write failures, recovered torn
+	// tails); default discards.
+	Logger *slog.Logger
+}
+
+const (
+	defaultFrameBytes    = 32 << 10
+	defaultIndexInterval = time.Second
+)
+
+func (o *Options) withDefaults(dir string) (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	osFS := c.FS == nil
+	if osFS {
+		c.FS = vfs.Default
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = 64 << 20
+	}
+	if c.FrameBytes == 0 {
+		c.FrameBytes = defaultFrameBytes
+	}
+	if c.IndexInterval == 0 {
+		c.IndexInterval = defaultIndexInterval
+	}
+	if c.WriteBehindWindow == 0 {
+		c.WriteBehindWindow = handle.DefaultWindow
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.IndexPath == "" && !c.NoIndex {
+		if osFS {
+			c.IndexPath = dir + "/index.db"
+		} else {
+			c.NoIndex = true
+		}
+	}
+	var errs []error
+	if c.SegmentSize < 4096 || c.SegmentSize > segment.MaxSegmentSize {
+		errs = append(errs, fmt.Errorf("engine: SegmentSize %d outside [4096, %d]", c.SegmentSize, segment.MaxSegmentSize))
+	}
+	if c.FrameBytes < 0 || c.FrameBytes > segment.DefaultMaxFrameRaw/2 {
+		errs = append(errs, fmt.Errorf("engine: FrameBytes %d outside [0, %d]", c.FrameBytes, segment.DefaultMaxFrameRaw/2))
+	}
+	if c.IndexInterval < 0 || c.WriteBehindWindow < 0 {
+		errs = append(errs, errors.New("engine: negative IndexInterval or WriteBehindWindow"))
+	}
+	return c, errors.Join(errs...)
+}
+
+func (o *Options) writerOptions() segment.WriterOptions {
+	return segment.WriterOptions{Size: o.SegmentSize, Preallocate: !o.NoPreallocate, Uncompressed: o.Uncompressed}
+}
