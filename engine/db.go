@@ -96,6 +96,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
+	// The directory's own entry must be durable before anything in it is.
+	if err := o.FS.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+	}
 	lock, err := o.FS.Lock(filepath.Join(dir, "LOCK"))
 	if err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)

@@ -287,10 +287,11 @@ func (h *Handle) Enqueue(evs ...event.Event) error {
 	}
 	if h.wb == nil {
 		h.wb = handle.NewWriteBehind(handle.WriteBehindConfig[event.Event]{
-			Write:  func(ctx context.Context, batch []event.Event) error { return h.Append(ctx, batch...) },
-			Window: db.opts.WriteBehindWindow,
-			Name:   h.id,
-			Logger: db.opts.Logger,
+			Write:     func(ctx context.Context, batch []event.Event) error { return h.Append(ctx, batch...) },
+			Window:    db.opts.WriteBehindWindow,
+			Name:      h.id,
+			Logger:    db.opts.Logger,
+			AfterFunc: db.opts.AfterFunc,
 		})
 	}
 	h.enqNext += uint64(len(evs))

@@ -42,6 +42,9 @@ type Options struct {
 	// Logger receives warnings (background write failures, recovered torn
 	// tails); default discards.
 	Logger *slog.Logger
+	// AfterFunc arms write-behind windows; default time.AfterFunc. Tests
+	// pass a fake clock.
+	AfterFunc func(d time.Duration, f func()) handle.Timer
 }
 
 const (

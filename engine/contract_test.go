@@ -1,0 +1,122 @@
+package engine_test
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/segment"
+)
+
+// memBackend runs the engine on a crashable in-memory FS: Restart is a
+// power cut that keeps only what was synced.
+type memBackend struct {
+	t     *testing.T
+	clock *enginetest.Clock
+	mem   *vfs.MemFS
+	fault *vfs.FaultFS
+}
+
+func (b *memBackend) options() *engine.Options {
+	return &engine.Options{FS: b.fault, SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc}
+}
+
+func (b *memBackend) Open() (enginetest.Store, error) {
+	db, err := engine.Open("/db", b.options())
+	if err != nil {
+		return nil, err
+	}
+	return enginetest.Local(db), nil
+}
+
+func (b *memBackend) Restart(s enginetest.Store, torn bool) (enginetest.Store, error) {
+	crashed := b.mem.CrashClone(vfs.CrashConfig{}) // nothing unsynced survives
+	s.Close()                                      // the old instance writes to the old FS only
+	b.mem, b.fault = crashed, vfs.NewFault(crashed)
+	if torn {
+		if err := tearTail(b.mem, "/db"); err != nil {
+			return nil, err
+		}
+	}
+	return b.Open()
+}
+
+func (b *memBackend) FailWrites(on bool) {
+	if on {
+		b.fault.Add(vfs.Rule{Op: vfs.OpWrite, Nth: 1, Sticky: true})
+	} else {
+		b.fault.Clear()
+	}
+}
+
+// osBackend runs the engine on the OS with its bbolt index: Restart closes
+// the instance cleanly and reopens the directory.
+type osBackend struct {
+	t     *testing.T
+	clock *enginetest.Clock
+	dir   string
+}
+
+func (b *osBackend) Open() (enginetest.Store, error) {
+	db, err := engine.Open(b.dir, &engine.Options{SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc})
+	if err != nil {
+		return nil, err
+	}
+	return enginetest.Local(db), nil
+}
+
+func (b *osBackend) Restart(s enginetest.Store, torn bool) (enginetest.Store, error) {
+	if err := s.Close(); err != nil {
+		return nil, err
+	}
+	if torn {
+		if err := tearTail(vfs.Default, b.dir); err != nil {
+			return nil, err
+		}
+	}
+	return b.Open()
+}
+
+// tearTail writes a torn frame after the last frame of the newest segment.
+func tearTail(fsys vfs.FS, dir string) error {
+	ids, err := segment.List(fsys, dir)
+	if err != nil || len(ids) == 0 {
+		return errors.Join(err, errors.New("no segment to tear"))
+	}
+	path := filepath.Join(dir, segment.Name(ids[len(ids)-1]))
+	data, err := vfs.ReadFile(fsys, path)
+	if err != nil {
+		return err
+	}
+	res, err := segment.Scan(path, data, segment.ScanOptions{}, nil)
+	if err != nil {
+		return err
+	}
+	f, err := fsys.OpenReadWrite(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// The start of a frame header whose length runs past what was written.
+	torn := []byte{0x46, 0x52, 0xA7, 0x5E, 1, 0, 1, 0, 0xff, 0xff, 0, 0, 'g', 'a', 'r', 'b'}
+	if _, err := f.WriteAt(torn, res.End); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+func TestContractMem(t *testing.T) {
+	enginetest.Run(t, func(t *testing.T, clock *enginetest.Clock) enginetest.Backend {
+		mem := vfs.NewMem()
+		return &memBackend{t: t, clock: clock, mem: mem, fault: vfs.NewFault(mem)}
+	})
+}
+
+func TestContractOS(t *testing.T) {
+	enginetest.Run(t, func(t *testing.T, clock *enginetest.Clock) enginetest.Backend {
+		return &osBackend{t: t, clock: clock, dir: t.TempDir()}
+	})
+}

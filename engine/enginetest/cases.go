@@ -1,0 +1,587 @@
+package enginetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/handle"
+)
+
+// Meta is the reference fixture meta(id).
+func Meta(id string) engine.Header {
+	return engine.Header{Version: engine.FormatVersion, ID: id, CreatedAt: 1000}
+}
+
+func ev(seq uint64, typ, data string) event.Event {
+	return event.Event{Seq: seq, Type: typ, Time: 1000 + int64(seq), Data: json.RawMessage(data)}
+}
+
+// OneTurn is the reference fixture oneTurn: seqs 0..5, one complete turn.
+func OneTurn() []event.Event {
+	user := ev(1, "user/message", `{"turn":0,"step":0,"message":{"id":"u1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}}}`)
+	user.SurfaceOp = json.RawMessage(`"append"`)
+	asst := ev(3, "assistant/message", `{"turn":0,"step":0,"message":{"id":"a1","role":"assistant","content":[{"type":"text","text":"hi"}],"source":{"kind":"model","provider":"p","model":"m"}},"stream":[{"type":"text-chunks","time0":1003,"index":0,"dt":[1],"texts":["h","i"]}]}`)
+	asst.SurfaceOp = json.RawMessage(`"append"`)
+	return []event.Event{
+		ev(0, "turn/start", `{"turn":0}`),
+		user,
+		ev(2, "step/start", `{"turn":0,"step":0}`),
+		asst,
+		ev(4, "step/end", `{"turn":0,"step":0}`),
+		ev(5, "turn/end", `{"turn":0,"reason":{"kind":"completed"}}`),
+	}
+}
+
+// Turn2 is the reference fixture turn2: seqs 6..7.
+func Turn2() []event.Event {
+	return []event.Event{
+		ev(6, "turn/start", `{"turn":1}`),
+		ev(7, "turn/end", `{"turn":1,"reason":{"kind":"aborted","source":"user"}}`),
+	}
+}
+
+// Run runs every contract case against stores newBackend makes; each case
+// gets a fresh, empty backend. clock drives write-behind windows: the
+// backend must pass clock.AfterFunc to its stores.
+func Run(t *testing.T, newBackend func(t *testing.T, clock *Clock) Backend) {
+	for _, c := range contractCases {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &Clock{}
+			b := newBackend(t, clock)
+			s, err := b.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := &env{t: t, b: b, s: s, clock: clock, ctx: context.Background()}
+			t.Cleanup(func() { env.s.Close() })
+			c.run(env)
+		})
+	}
+}
+
+type env struct {
+	t     *testing.T
+	b     Backend
+	s     Store
+	clock *Clock
+	ctx   context.Context
+}
+
+func (e *env) restart(torn bool) {
+	e.t.Helper()
+	s, err := e.b.Restart(e.s, torn)
+	if err != nil {
+		e.t.Fatalf("restart: %v", err)
+	}
+	e.s = s
+}
+
+func (e *env) create(id string) Session {
+	e.t.Helper()
+	h, err := e.s.Create(e.ctx, Meta(id))
+	if err != nil {
+		e.t.Fatalf("Create(%q): %v", id, err)
+	}
+	return h
+}
+
+func (e *env) open(id string, a engine.Access) Session {
+	e.t.Helper()
+	h, err := e.s.Open(e.ctx, id, a)
+	if err != nil {
+		e.t.Fatalf("Open(%q, %v): %v", id, a, err)
+	}
+	return h
+}
+
+func (e *env) append(h Session, evs ...event.Event) {
+	e.t.Helper()
+	if err := h.Append(e.ctx, evs...); err != nil {
+		e.t.Fatalf("Append: %v", err)
+	}
+}
+
+func (e *env) read(h Session, off, limit int) []event.Event {
+	e.t.Helper()
+	evs, err := h.Read(e.ctx, off, limit)
+	if err != nil {
+		e.t.Fatalf("Read(%d, %d): %v", off, limit, err)
+	}
+	return evs
+}
+
+func (e *env) wantEvents(what string, want, got []event.Event) {
+	e.t.Helper()
+	if want == nil {
+		want = []event.Event{}
+	}
+	if got == nil {
+		e.t.Errorf("%s: nil slice, want an empty one", what)
+		got = []event.Event{}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		e.t.Errorf("%s mismatch (-want +got):\n%s", what, diff)
+	}
+}
+
+func (e *env) wantErr(what string, err, kind error) {
+	e.t.Helper()
+	if !errors.Is(err, kind) {
+		e.t.Errorf("%s: err = %v, want %v", what, err, kind)
+	}
+}
+
+func (e *env) listed(id string) bool {
+	e.t.Helper()
+	snaps, err := e.s.List(e.ctx)
+	if err != nil {
+		e.t.Fatalf("List: %v", err)
+	}
+	for _, s := range snaps {
+		if s.Header.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+type contractCase struct {
+	name string
+	run  func(e *env)
+}
+
+func seqs(evs []event.Event) []uint64 {
+	out := make([]uint64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+var contractCases = []contractCase{
+	{"C1/create-append-read-slices", func(e *env) {
+		h := e.create("s")
+		if h.Access() != engine.Write || h.ID() != "s" || h.Header() != Meta("s") {
+			e.t.Errorf("handle = %v %q %+v", h.Access(), h.ID(), h.Header())
+		}
+		e.append(h, OneTurn()...)
+		e.append(h)
+		all := OneTurn()
+		e.wantEvents("read()", all, e.read(h, 0, -1))
+		e.wantEvents("read(3)", all[3:], e.read(h, 3, -1))
+		e.wantEvents("read(0,2)", all[0:2], e.read(h, 0, 2))
+		e.wantEvents("read(1,3)", all[1:4], e.read(h, 1, 3))
+		e.wantEvents("read(len)", nil, e.read(h, len(all), -1))
+		e.wantEvents("read(len+100)", nil, e.read(h, len(all)+100, -1))
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+	}},
+	{"C2/negative-offset-rejected", func(e *env) {
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		_, err := h.Read(e.ctx, -1, -1)
+		e.wantErr("read(-1)", err, engine.ErrInvalidArgument)
+	}},
+	{"C3/pending-id-twice-then-free-after-close", func(e *env) {
+		h := e.create("s")
+		_, err := e.s.Create(e.ctx, Meta("s"))
+		e.wantErr("second create", err, engine.ErrSessionExists)
+		if err := h.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		h2 := e.create("s") // the id is free again
+		h2.Close()
+	}},
+	{"C4/concurrent-creates-one-wins", func(e *env) {
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Go(func() {
+				h, err := e.s.Create(e.ctx, Meta("s"))
+				errs[i] = err
+				_ = h
+			})
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			if err == nil {
+				won++
+			} else if !errors.Is(err, engine.ErrSessionExists) {
+				e.t.Errorf("losing create: %v, want ErrSessionExists", err)
+			}
+		}
+		if won != 1 {
+			e.t.Errorf("%d creates won, want 1", won)
+		}
+	}},
+	{"C5/materialized-id-exists-in-fresh-instance", func(e *env) {
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		e.restart(false)
+		_, err := e.s.Create(e.ctx, Meta("s"))
+		e.wantErr("create in fresh instance", err, engine.ErrSessionExists)
+	}},
+	{"C6/open-absent-id", func(e *env) {
+		for _, a := range []engine.Access{engine.Read, engine.Write} {
+			_, err := e.s.Open(e.ctx, "nope", a)
+			e.wantErr("open "+a.String(), err, engine.ErrSessionNotFound)
+		}
+	}},
+	{"C7/creator-owns-until-close", func(e *env) {
+		h := e.create("s")
+		_, err := e.s.Open(e.ctx, "s", engine.Write)
+		e.wantErr("open(write) before append", err, engine.ErrAlreadyOwned)
+		e.append(h, OneTurn()...)
+		_, err = e.s.Open(e.ctx, "s", engine.Write)
+		e.wantErr("open(write) after append", err, engine.ErrAlreadyOwned)
+		if err := h.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		w := e.open("s", engine.Write)
+		e.append(w, Turn2()...)
+		if got := seqs(e.read(w, 0, -1)); !cmp.Equal(got, []uint64{0, 1, 2, 3, 4, 5, 6, 7}) {
+			e.t.Errorf("seqs %v", got)
+		}
+	}},
+	{"C8/read-handle-is-read-only", func(e *env) {
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		r := e.open("s", engine.Read)
+		e.wantErr("append on read handle", r.Append(e.ctx, Turn2()...), engine.ErrReadOnly)
+		e.wantErr("flush on read handle", r.Flush(e.ctx), engine.ErrReadOnly)
+		e.wantErr("enqueue on read handle", r.Enqueue(Turn2()...), engine.ErrReadOnly)
+		e.wantEvents("log unchanged", OneTurn(), e.read(r, 0, -1))
+	}},
+	{"C9/closed-handle", func(e *env) {
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		if err := h.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		if err := h.Close(); err != nil {
+			e.t.Errorf("second close: %v", err)
+		}
+		_, err := h.Read(e.ctx, 0, -1)
+		e.wantErr("read after close", err, engine.ErrHandleClosed)
+		e.wantErr("append after close", h.Append(e.ctx, Turn2()...), engine.ErrHandleClosed)
+		e.wantErr("flush after close", h.Flush(e.ctx), engine.ErrHandleClosed)
+		w := e.open("s", engine.Write) // closing freed ownership
+		w.Close()
+	}},
+	{"C10/service-flush-durable-closing-creator-not", func(e *env) {
+		e.create("A")
+		b := e.create("B")
+		if err := b.Close(); err != nil { // B's close comes before the service flush
+			e.t.Fatal(err)
+		}
+		if err := e.s.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		e.restart(false)
+		if _, err := e.s.Stat(e.ctx, "A"); err != nil {
+			e.t.Errorf("A after restart: %v", err)
+		}
+		r := e.open("A", engine.Read)
+		e.wantEvents("A is empty", nil, e.read(r, 0, -1))
+		_, err := e.s.Stat(e.ctx, "B")
+		e.wantErr("B after restart", err, engine.ErrSessionNotFound)
+	}},
+	{"C11/created-never-appended", func(e *env) {
+		h := e.create("s")
+		e.wantEvents("creator reads", nil, e.read(h, 0, -1))
+		snap, err := e.s.Stat(e.ctx, "s")
+		if err != nil || snap.Header != Meta("s") {
+			e.t.Errorf("stat = %+v, %v", snap, err)
+		}
+		if !e.listed("s") {
+			e.t.Error("not listed")
+		}
+		e.wantEvents("reader reads", nil, e.read(e.open("s", engine.Read), 0, -1))
+		e.restart(false)
+		_, err = e.s.Stat(e.ctx, "s")
+		e.wantErr("stat in fresh instance", err, engine.ErrSessionNotFound)
+		if e.listed("s") {
+			e.t.Error("listed in fresh instance")
+		}
+		_, err = e.s.Open(e.ctx, "s", engine.Read)
+		e.wantErr("open in fresh instance", err, engine.ErrSessionNotFound)
+	}},
+	{"C12/close-without-append-erases", func(e *env) {
+		h := e.create("s")
+		r := e.open("s", engine.Read)
+		if err := h.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		_, err := e.s.Stat(e.ctx, "s")
+		e.wantErr("stat", err, engine.ErrSessionNotFound)
+		if e.listed("s") {
+			e.t.Error("still listed")
+		}
+		_, err = e.s.Open(e.ctx, "s", engine.Read)
+		e.wantErr("open(read)", err, engine.ErrSessionNotFound)
+		_, err = r.Read(e.ctx, 0, -1)
+		e.wantErr("read through an earlier reader", err, engine.ErrSessionNotFound)
+	}},
+	{"C13/flush-of-empty-session-is-durable", func(e *env) {
+		h := e.create("s")
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		e.restart(false)
+		if !e.listed("s") {
+			e.t.Error("not listed after restart")
+		}
+		snap, err := e.s.Stat(e.ctx, "s")
+		if err != nil || snap.Header != Meta("s") || snap.EventCount != 0 {
+			e.t.Errorf("stat = %+v, %v", snap, err)
+		}
+		e.wantEvents("read", nil, e.read(e.open("s", engine.Read), 0, -1))
+	}},
+	{"C14/readers-see-appends", func(e *env) {
+		h := e.create("s")
+		early := e.open("s", engine.Read)
+		e.append(h, OneTurn()...)
+		late := e.open("s", engine.Read)
+		e.wantEvents("early reader", OneTurn(), e.read(early, 0, -1))
+		e.wantEvents("late reader", OneTurn(), e.read(late, 0, -1))
+	}},
+	{"C15/fresh-instance-continues-seqs", func(e *env) {
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		e.restart(false)
+		w := e.open("s", engine.Write)
+		e.append(w, Turn2()...)
+		e.wantEvents("0-7", append(OneTurn(), Turn2()...), e.read(w, 0, -1))
+	}},
+	{"C16/seq-mismatch", func(e *env) {
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		err := h.Append(e.ctx, OneTurn()...)
+		var se *engine.SeqError
+		if !errors.As(err, &se) || se.Expected != 6 || se.Index != 0 || se.Got != 0 {
+			e.t.Errorf("re-append: %v, want *SeqError expected 6", err)
+		}
+		gap := []event.Event{ev(6, "turn/start", `{"turn":1}`), ev(8, "turn/end", `{"turn":1,"reason":{"kind":"completed"}}`)}
+		err = h.Append(e.ctx, gap...)
+		if !errors.As(err, &se) || se.Expected != 7 || se.Index != 1 {
+			e.t.Errorf("gap: %v, want *SeqError expected 7 at index 1", err)
+		}
+		e.wantEvents("store stays 0-5", OneTurn(), e.read(h, 0, -1))
+	}},
+	{"C17/invalid-event-writes-nothing", func(e *env) {
+		h := e.create("s")
+		bad := []event.Event{ev(0, "turn/start", `{"turn":0}`), ev(1, "user/message", `[1,2]`)}
+		err := h.Append(e.ctx, bad...)
+		var ie *event.InvalidError
+		if !errors.Is(err, engine.ErrInvalidEvent) || !errors.As(err, &ie) || ie.Index != 1 {
+			e.t.Errorf("append: %v, want ErrInvalidEvent naming index 1", err)
+		}
+		e.wantEvents("nothing stored", nil, e.read(h, 0, -1))
+		e.append(h, OneTurn()...) // seq 0 still free
+	}},
+	{"C19/torn-tail", func(e *env) {
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		e.restart(true)
+		e.wantEvents("reader", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
+		w := e.open("s", engine.Write)
+		e.append(w, Turn2()...)
+		if err := w.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		e.restart(false)
+		e.wantEvents("next instance", append(OneTurn(), Turn2()...), e.read(e.open("s", engine.Read), 0, -1))
+	}},
+	{"C20/revisions", func(e *env) {
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		s1, err1 := e.s.Stat(e.ctx, "s")
+		s2, err2 := e.s.Stat(e.ctx, "s")
+		if err1 != nil || err2 != nil || s1.Revision != s2.Revision || s1.Revision == "" {
+			e.t.Fatalf("stats %+v %v, %+v %v", s1, err1, s2, err2)
+		}
+		find := func() engine.Snapshot {
+			snaps, _ := e.s.List(e.ctx)
+			for _, s := range snaps {
+				if s.Header.ID == "s" {
+					return s
+				}
+			}
+			return engine.Snapshot{}
+		}
+		if find().Revision != s1.Revision {
+			e.t.Error("list revision differs from stat")
+		}
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		if s3, _ := e.s.Stat(e.ctx, "s"); s3.Revision != s1.Revision {
+			e.t.Error("flush changed the revision")
+		}
+		e.append(h, Turn2()...)
+		s4, _ := e.s.Stat(e.ctx, "s")
+		if s4.Revision == s1.Revision || s4.EventCount != 8 {
+			e.t.Errorf("after append: %+v", s4)
+		}
+		if find().Revision != s4.Revision {
+			e.t.Error("list revision differs from stat after append")
+		}
+		if s4.Header != h.Header() {
+			e.t.Error("snapshot header differs from handle header")
+		}
+		h.Close()
+		w := e.open("s", engine.Write) // a change of owner keeps the revision
+		if s5, _ := e.s.Stat(e.ctx, "s"); s5.Revision != s4.Revision {
+			e.t.Error("a new owner changed the revision")
+		}
+		w.Close()
+		_, err := e.s.Stat(e.ctx, "absent")
+		e.wantErr("stat absent", err, engine.ErrSessionNotFound)
+	}},
+	{"L1/window-200ms", func(e *env) {
+		h := e.create("s")
+		r := e.open("s", engine.Read)
+		if err := h.Enqueue(OneTurn()[:2]...); err != nil {
+			e.t.Fatal(err)
+		}
+		e.clock.Advance(handle.DefaultWindow - time.Millisecond)
+		e.wantEvents("at 199ms", nil, e.read(r, 0, -1))
+		e.clock.Advance(time.Millisecond)
+		e.wantEvents("at 200ms", OneTurn()[:2], e.read(r, 0, -1))
+	}},
+	{"L3/background-failure-is-never-acked", func(e *env) {
+		// The local engine's I/O errors poison the store (an fsync error is
+		// never retried), so recovery happens across a restart: what was
+		// never acknowledged may be gone, and nothing is duplicated.
+		fi, ok := e.b.(FaultInjector)
+		if !ok {
+			e.t.Skip("backend cannot inject write failures")
+		}
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		fi.FailWrites(true)
+		if err := h.Enqueue(Turn2()...); err != nil {
+			e.t.Fatal(err)
+		}
+		e.clock.Advance(handle.DefaultWindow)
+		if err := e.s.Flush(e.ctx); err == nil {
+			e.t.Fatal("service flush succeeded after a failed background write")
+		}
+		if err := h.Flush(e.ctx); err == nil {
+			e.t.Fatal("second flush succeeded: a failed write must never be acknowledged")
+		}
+		fi.FailWrites(false)
+		e.restart(false)
+		got := e.read(e.open("s", engine.Read), 0, -1)
+		if len(got) != 6 && len(got) != 8 {
+			e.t.Fatalf("after restart %d events, want the flushed 6 (or 8 if the failed write reached the disk)", len(got))
+		}
+		e.wantEvents("prefix", append(OneTurn(), Turn2()...)[:len(got)], got)
+	}},
+	{"L5/close-drains-buffer", func(e *env) {
+		h := e.create("s")
+		if err := h.Enqueue(OneTurn()...); err != nil {
+			e.t.Fatal(err)
+		}
+		if err := h.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		e.wantEvents("after close", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
+		e.wantErr("enqueue after close", h.Enqueue(Turn2()...), engine.ErrHandleClosed)
+	}},
+	{"L7/store-close-drains-buffer", func(e *env) {
+		h := e.create("s")
+		if err := h.Enqueue(OneTurn()...); err != nil {
+			e.t.Fatal(err)
+		}
+		if err := e.s.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		e.restart(false)
+		e.wantEvents("remount", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
+	}},
+	{"L11/second-write-handle-after-close", func(e *env) {
+		h := e.create("s")
+		if err := h.Enqueue(OneTurn()...); err != nil {
+			e.t.Fatal(err)
+		}
+		if err := h.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		w := e.open("s", engine.Write)
+		if err := w.Enqueue(Turn2()...); err != nil {
+			e.t.Fatal(err)
+		}
+		e.clock.Advance(handle.DefaultWindow)
+		e.wantEvents("both batches", append(OneTurn(), Turn2()...), e.read(w, 0, -1))
+	}},
+	{"store/closed", func(e *env) {
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		if err := e.s.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		if err := e.s.Close(); err != nil {
+			e.t.Errorf("second close: %v", err)
+		}
+		e.wantErr("append through a handle of a closed store", h.Append(e.ctx, Turn2()...), engine.ErrOwnershipLost)
+		_, err := e.s.Stat(e.ctx, "s")
+		e.wantErr("stat on a closed store", err, engine.ErrClosed)
+		e.restart(false)
+		e.wantEvents("close made appends durable", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
+	}},
+	{"store/seeded-create-rules", func(e *env) {
+		seeded := Meta("child")
+		seeded.IsSeeded, seeded.ParentSession = true, "parent"
+		_, err := e.s.Create(e.ctx, seeded)
+		e.wantErr("seeded without count", err, engine.ErrInvalidHeader)
+		_, err = e.s.Create(e.ctx, Meta("u"), engine.Inherited(1))
+		e.wantErr("unseeded with count 1", err, engine.ErrInvalidHeader)
+		h, err := e.s.Create(e.ctx, seeded, engine.Inherited(3))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if h.InheritedEventCount() != 3 {
+			e.t.Errorf("InheritedEventCount = %d", h.InheritedEventCount())
+		}
+		evs := OneTurn()[:3]
+		evs = append(evs, ev(3, "session/end-seed", `{"inherited":true}`))
+		e.append(h, evs...)
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		e.restart(false)
+		snap, err := e.s.Stat(e.ctx, "child")
+		if err != nil || snap.InheritedEventCount != 3 || !snap.Header.IsSeeded || snap.Header.ParentSession != "parent" {
+			e.t.Errorf("stat after restart = %+v, %v", snap, err)
+		}
+	}},
+}
+
+// FaultInjector is implemented by backends that can make their storage
+// fail writes, for the failure cases.
+type FaultInjector interface {
+	FailWrites(on bool)
+}
