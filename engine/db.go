@@ -222,28 +222,18 @@ func (db *DB) recover() error {
 }
 
 // isUnfinishedSegment reports whether err from opening the newest segment
-// means its creation never completed: the header is bad and nothing but
-// zeros follows it. Create syncs the header (and the zero fill) before the
-// first frame is appended, so such a file never held acknowledged data;
-// a damaged header with frames after it is still corruption.
+// means its creation never completed: the header is bad and the file holds
+// no valid frame. Create syncs the header before the first frame is
+// appended, and an acknowledged frame is a valid frame, so such a file
+// never held acknowledged data. A bad header with a frame after it is
+// corruption.
 func isUnfinishedSegment(fsys vfs.FS, path string, err error) bool {
 	var ce *CorruptionError
 	if !errors.As(err, &ce) || ce.Offset != 0 {
 		return false
 	}
 	b, rerr := vfs.ReadFile(fsys, path)
-	if rerr != nil {
-		return false
-	}
-	if len(b) <= segment.HeaderSize {
-		return true
-	}
-	for _, c := range b[segment.HeaderSize:] {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
+	return rerr == nil && !segment.MayHoldFrames(b)
 }
 
 func (db *DB) resumeActive(id uint64, res segment.ScanResult) error {

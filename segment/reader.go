@@ -158,6 +158,19 @@ func laterWrite(data []byte, bad, dirty int64, maxRaw int) (int64, bool) {
 	return 0, false
 }
 
+// MayHoldFrames reports whether data (a whole segment file, whose header
+// may be damaged) could hold a valid frame: it looks for one at every frame
+// boundary. A segment whose header is bad and that holds no frame never
+// held acknowledged data (its creation did not finish). If the search
+// cannot decide within its budget it answers true, the safe answer.
+func MayHoldFrames(data []byte) bool {
+	if int64(len(data)) <= HeaderSize {
+		return false
+	}
+	y, ok := laterWrite(data, 0, dirtyEnd(data, HeaderSize), DefaultMaxFrameRaw)
+	return ok || y < 0
+}
+
 // dirtyEnd returns the offset just past the last non-zero byte at or after
 // from, or from if there is none.
 func dirtyEnd(data []byte, from int64) int64 {

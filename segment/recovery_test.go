@@ -275,3 +275,19 @@ func TestCrashLeavesSyncedPrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestMayHoldFrames(t *testing.T) {
+	sep, _ := fixture(t, true)
+	damaged := bytes.Clone(sep)
+	clear(damaged[:HeaderSize]) // the header is gone, the frames are not
+	if !MayHoldFrames(damaged) {
+		t.Error("frames after a damaged header not found")
+	}
+	empty := append(make([]byte, HeaderSize), bytes.Repeat([]byte{0xA5}, 4096)...)
+	if MayHoldFrames(empty) {
+		t.Error("garbage taken for a frame")
+	}
+	if MayHoldFrames(sep[:HeaderSize]) {
+		t.Error("a bare header holds frames")
+	}
+}
