@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,7 +42,6 @@ type DB struct {
 	handles  map[*Handle]struct{}
 	closed   bool
 	poison   error // sticky write/sync error: nothing is acked after it
-	memRev   uint64
 
 	idxMu   sync.Mutex // serializes checkpoints
 	idxKick chan struct{}
@@ -53,10 +54,13 @@ type session struct {
 	id        string
 	hdr       Header
 	inherited uint64
-	uid       uint64 // location of the header frame; 0 while pending
-	pending   bool   // created here, header frame not yet appended
-	memRev    uint64 // revision counter while pending
-	next      uint64 // next seq
+	uid       uint64        // location of the header frame; 0 while pending
+	pending   bool          // created here, header frame not yet appended
+	memRev    uint64        // revision counter while pending
+	next      uint64        // next seq: framed + len(open)
+	framed    uint64        // events already in frames
+	open      []event.Event // appended, not yet encoded into a frame (the caller's copies)
+	openBytes int
 	size      int64
 	frames    []frameRef // every frame if loaded, else those after the index's
 	loaded    bool       // frames holds every frame
@@ -81,7 +85,15 @@ type pendFrame struct {
 	ref    frameRef
 }
 
-func uidOf(seg uint64, off int64) uint64 { return seg<<32 | uint64(off) }
+// newUID returns a random incarnation id: revisions of a recreated session
+// never repeat those of an earlier one.
+func newUID() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
 
 // Open opens the store in dir, creating it if needed, and recovers it: it
 // takes the directory lock (ErrLocked, with the holder's pid, if another
@@ -146,7 +158,7 @@ func (db *DB) recover() error {
 			}
 			db.sessions[is.ID] = &session{
 				id: is.ID, hdr: rec.Header, inherited: is.Inherited, uid: is.UID,
-				next: is.Events, size: is.Size, idxNext: is.Events, idxSize: is.Size,
+				next: is.Events, framed: is.Events, size: is.Size, idxNext: is.Events, idxSize: is.Size,
 			}
 			return nil
 		})
@@ -227,13 +239,27 @@ func (db *DB) recover() error {
 // appended, and an acknowledged frame is a valid frame, so such a file
 // never held acknowledged data. A bad header with a frame after it is
 // corruption.
+//
+// A garbled header may also read as another format version; that counts
+// only if the header's checksum does not match (a real header of another
+// version is refused, never removed).
 func isUnfinishedSegment(fsys vfs.FS, path string, err error) bool {
 	var ce *CorruptionError
-	if !errors.As(err, &ce) || ce.Offset != 0 {
+	var fe *FormatError
+	switch {
+	case errors.As(err, &ce) && ce.Offset == 0:
+	case errors.As(err, &fe):
+	default:
 		return false
 	}
 	b, rerr := vfs.ReadFile(fsys, path)
-	return rerr == nil && !segment.MayHoldFrames(b)
+	if rerr != nil {
+		return false
+	}
+	if fe != nil && segment.HeaderChecksumOK(b) {
+		return false
+	}
+	return !segment.MayHoldFrames(b)
 }
 
 func (db *DB) resumeActive(id uint64, res segment.ScanResult) error {
@@ -270,7 +296,10 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		if _, ok := db.sessions[f.Session]; ok {
 			return corrupt(fmt.Sprintf("second header for session %q", f.Session))
 		}
-		s := &session{id: f.Session, hdr: rec.Header, inherited: rec.Inherited, uid: uidOf(seg, fi.Offset), loaded: true, size: fi.Size}
+		if rec.UID == 0 {
+			return corrupt(fmt.Sprintf("header of session %q has no incarnation id", f.Session))
+		}
+		s := &session{id: f.Session, hdr: rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size}
 		db.sessions[s.id] = s
 		db.pend = append(db.pend, pendFrame{s: s, header: true, ref: ref})
 	case segment.KindEvents:
@@ -282,6 +311,7 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 			return corrupt(fmt.Sprintf("session %q: frame starts at seq %d, expected %d", s.id, fi.FirstSeq, s.next))
 		}
 		s.next += uint64(fi.Count)
+		s.framed = s.next
 		s.size += fi.Size
 		s.frames = append(s.frames, ref) // all of them, or those after the index's
 		db.pend = append(db.pend, pendFrame{s: s, ref: ref})
@@ -348,8 +378,7 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	if err != nil {
 		return nil, sessionErr(h.ID, "create", ErrSessionExists)
 	}
-	db.memRev++
-	s := &session{id: h.ID, hdr: h, inherited: co.inherited, pending: true, loaded: true, memRev: db.memRev}
+	s := &session{id: h.ID, hdr: h, inherited: co.inherited, pending: true, loaded: true, uid: newUID()}
 	db.sessions[h.ID] = s
 	hd := db.newHandle(s, Write, lease)
 	s.owner = hd
@@ -425,9 +454,6 @@ func (s *session) snapshot() Snapshot {
 		EventCount:          s.next,
 		SizeBytes:           s.size,
 		InheritedEventCount: s.inherited,
-	}
-	if s.pending {
-		snap.Revision = fmt.Sprintf("memory:seglog:%d", s.memRev)
 	}
 	if s.hdr.Version < FormatVersion {
 		snap.FormatStatus = FormatMigrationRequired
@@ -513,8 +539,8 @@ func (db *DB) poisonWith(err error) {
 	db.mu.Unlock()
 }
 
-// appendFrames appends encoded frames of s and registers them. Called with
-// no lock held; the caller holds s's lease.
+// appendFrames appends encoded frames of s (made from the head of s.open)
+// and registers them. Called with no lock held; the caller holds s's lease.
 func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
 	db.appendMu.Lock()
 	defer db.appendMu.Unlock()
@@ -551,13 +577,13 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 	defer db.mu.Unlock()
 	if header != nil {
 		s.pending = false
-		s.uid = uidOf(hp.seg, hp.loc.Offset)
 		s.size += hp.loc.Size
 		db.pend = append(db.pend, pendFrame{s: s, header: true, ref: frameRef{seg: hp.seg, off: hp.loc.Offset, size: uint32(hp.loc.Size)}})
 	}
 	for i, p := range ps {
-		ref := frameRef{first: s.next, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}
-		s.next += uint64(counts[i])
+		ref := frameRef{first: s.framed, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}
+		s.framed += uint64(counts[i])
+		s.open = s.open[counts[i]:]
 		s.size += p.loc.Size
 		s.frames = append(s.frames, ref)
 		db.pend = append(db.pend, pendFrame{s: s, ref: ref})
@@ -613,10 +639,8 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	var errs []error
 	for _, h := range hs {
-		if h.wb != nil {
-			if err := h.wb.Drain(context.Background()); err != nil {
-				errs = append(errs, sessionErr(h.s.id, "close", err))
-			}
+		if err := h.closeFlush(); err != nil && !errors.Is(err, ErrHandleClosed) {
+			errs = append(errs, sessionErr(h.s.id, "close", err))
 		}
 	}
 	if err := db.sync(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -96,10 +97,11 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 		return nil, err
 	}
 	db := h.db
-	refs, n, active, err := db.snapshotFrames(h.s)
+	v, err := db.snapshot(h.s)
 	if err != nil {
 		return nil, sessionErr(h.id, "read", err)
 	}
+	n := v.len()
 	h.mu.Lock()
 	if n < h.seen {
 		h.mu.Unlock()
@@ -115,13 +117,14 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 		return []event.Event{}, nil
 	}
 	off := uint64(offset)
+	refs := v.refs
 	i := sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
 	out := make([]event.Event, 0, end-off)
 	for ; i < len(refs) && refs[i].first < end; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		f, err := db.readFrame(refs[i], active)
+		f, err := db.readFrame(refs[i], v.active)
 		if err != nil {
 			return nil, sessionErr(h.id, "read", err)
 		}
@@ -134,6 +137,9 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 		}
 		out = append(out, evs...)
 	}
+	for seq := max(off, v.framed); seq < end; seq++ {
+		out = append(out, v.open[seq-v.framed].Clone())
+	}
 	if uint64(len(out)) != end-off {
 		return nil, sessionErr(h.id, "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.id, len(out), off, end)})
 	}
@@ -142,25 +148,36 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 
 // snapshotFrames returns s's frames, its event count and the active
 // writer, loading the frame list from the index on first use.
-func (db *DB) snapshotFrames(s *session) ([]frameRef, uint64, *segment.Writer, error) {
+type view struct {
+	refs   []frameRef    // frames covering [0, framed)
+	framed uint64        //
+	open   []event.Event // events [framed, framed+len(open)), not yet framed
+	active *segment.Writer
+}
+
+func (v *view) len() uint64 { return v.framed + uint64(len(v.open)) }
+
+// snapshot returns a consistent view of s's events, loading the frame
+// list from the index on first use.
+func (db *DB) snapshot(s *session) (view, error) {
 	db.mu.Lock()
 	if db.closed {
 		db.mu.Unlock()
-		return nil, 0, nil, ErrClosed
+		return view{}, ErrClosed
 	}
 	if s.erased {
 		db.mu.Unlock()
-		return nil, 0, nil, ErrSessionNotFound
+		return view{}, ErrSessionNotFound
 	}
 	if !s.loaded && db.idx != nil {
 		db.mu.Unlock()
 		fromIdx, err := db.idx.Frames(s.id)
 		if err != nil {
-			return nil, 0, nil, err
+			return view{}, err
 		}
 		db.mu.Lock()
 		if !s.loaded {
-			limit := s.next
+			limit := s.framed
 			if len(s.frames) > 0 {
 				limit = s.frames[0].first
 			}
@@ -174,9 +191,9 @@ func (db *DB) snapshotFrames(s *session) ([]frameRef, uint64, *segment.Writer, e
 			s.loaded = true
 		}
 	}
-	refs, n, active := s.frames, s.next, db.roller.Active()
+	v := view{refs: s.frames, framed: s.framed, open: s.open, active: db.roller.Active()}
 	db.mu.Unlock()
-	return refs, n, active, nil
+	return v, nil
 }
 
 func (db *DB) readFrame(ref frameRef, active *segment.Writer) (*segment.Frame, error) {
@@ -221,7 +238,7 @@ func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 	}
 	db := h.db
 	db.mu.Lock()
-	next, pending, poison := h.s.next, h.s.pending, db.poison
+	next, poison := h.s.next, db.poison
 	db.mu.Unlock()
 	if poison != nil {
 		return sessionErr(h.id, "append", poison)
@@ -229,20 +246,77 @@ func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 	if err := h.validate(evs, next); err != nil {
 		return err
 	}
-	frames, counts, err := db.encodeBatch(h.id, evs)
-	if err != nil {
-		return sessionErr(h.id, "append", err)
-	}
-	var hdr *segment.Encoded
-	if pending {
-		if hdr, err = db.enc.Header(h.id, marshalHeader(h.s.hdr, h.s.inherited)); err != nil {
+	cl, size := cloneBatch(evs)
+	db.mu.Lock()
+	h.s.open = append(h.s.open, cl...)
+	h.s.openBytes += size
+	h.s.next += uint64(len(cl))
+	full := h.s.openBytes >= db.opts.FrameBytes
+	db.mu.Unlock()
+	if full {
+		if err := h.cut(); err != nil {
 			return sessionErr(h.id, "append", err)
 		}
 	}
-	if err := db.appendFrames(h.s, hdr, frames, counts); err != nil {
-		return sessionErr(h.id, "append", err)
-	}
 	return nil
+}
+
+// cloneBatch copies events into one allocation for their bytes, so that
+// the store's copy shares nothing with the caller's.
+func cloneBatch(evs []event.Event) ([]event.Event, int) {
+	n := 0
+	for i := range evs {
+		n += len(evs[i].Data) + len(evs[i].SurfaceOp)
+	}
+	arena := make([]byte, 0, n)
+	out := make([]event.Event, len(evs))
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		start := len(arena)
+		arena = append(arena, b...)
+		return arena[start:len(arena):len(arena)]
+	}
+	for i, e := range evs {
+		e.Data = take(e.Data)
+		e.SurfaceOp = take(e.SurfaceOp)
+		if e.SourceEventSeqs != nil {
+			e.SourceEventSeqs = slices.Clone(e.SourceEventSeqs)
+		}
+		out[i] = e
+	}
+	return out, n + 64*len(evs)
+}
+
+// cut encodes the session's open events into frames and appends them (with
+// the header frame first if the session is not yet written). Called with
+// h.mu held by the owner.
+func (h *Handle) cut() error {
+	db := h.db
+	db.mu.Lock()
+	batch, pending := h.s.open, h.s.pending
+	h.s.openBytes = 0
+	db.mu.Unlock()
+	if len(batch) == 0 && !pending {
+		return nil
+	}
+	var frames []*segment.Encoded
+	var counts []uint32
+	if len(batch) > 0 {
+		var err error
+		if frames, counts, err = db.encodeBatch(h.id, batch); err != nil {
+			return err
+		}
+	}
+	var hdr *segment.Encoded
+	if pending {
+		var err error
+		if hdr, err = db.enc.Header(h.id, marshalHeader(h.s)); err != nil {
+			return err
+		}
+	}
+	return db.appendFrames(h.s, hdr, frames, counts)
 }
 
 func (h *Handle) validate(evs []event.Event, next uint64) error {
@@ -341,21 +415,38 @@ func (h *Handle) prepareFlush(ctx context.Context) error {
 	if err := h.writable("flush"); err != nil {
 		return err
 	}
-	db := h.db
-	db.mu.Lock()
-	pending := h.s.pending
-	db.mu.Unlock()
-	if !pending {
-		return nil
-	}
-	hdr, err := db.enc.Header(h.id, marshalHeader(h.s.hdr, h.s.inherited))
-	if err != nil {
-		return sessionErr(h.id, "flush", err)
-	}
-	if err := db.appendFrames(h.s, hdr, nil, nil); err != nil {
+	if err := h.cut(); err != nil {
 		return sessionErr(h.id, "flush", err)
 	}
 	return nil
+}
+
+// closeFlush is DB.Close's flush of one write handle: drain the
+// write-behind buffer and frame the open events, except that a creator
+// that never appended is left unwritten (its session vanishes, as when the
+// handle is closed).
+func (h *Handle) closeFlush() error {
+	h.mu.Lock()
+	wb := h.wb
+	h.mu.Unlock()
+	if wb != nil {
+		if err := wb.Drain(context.Background()); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable("close"); err != nil {
+		return err
+	}
+	db := h.db
+	db.mu.Lock()
+	untouched := h.s.pending && h.s.next == 0
+	db.mu.Unlock()
+	if untouched {
+		return nil
+	}
+	return h.cut()
 }
 
 // Close ends the handle. A write handle first appends what Enqueue
@@ -393,7 +484,7 @@ func (h *Handle) Close() error {
 		if s.owner == h {
 			s.owner = nil
 		}
-		erase := s.pending && !s.erased
+		erase := s.pending && s.next == 0 && !s.erased // never appended, never flushed
 		if erase {
 			s.erased = true
 			if db.sessions[s.id] == s {
@@ -403,7 +494,11 @@ func (h *Handle) Close() error {
 		dbClosed := db.closed
 		db.mu.Unlock()
 		if !erase && !dbClosed && h.lease.Check() == nil {
-			if err := db.sync(); err != nil {
+			err := h.cut()
+			if err == nil {
+				err = db.sync()
+			}
+			if err != nil {
 				errs = append(errs, sessionErr(h.id, "close", err))
 			}
 		}

@@ -87,6 +87,7 @@ type Snapshot struct {
 // headerRecord is the payload of a session's header frame.
 type headerRecord struct {
 	Header    Header `json:"header"`
+	UID       uint64 `json:"uid"`
 	Inherited uint64 `json:"inherited,omitempty"`
 }
 
@@ -110,8 +111,8 @@ func revision(uid, events uint64) string {
 	return "r" + strconv.FormatUint(uid, 36) + "." + strconv.FormatUint(events, 10)
 }
 
-func marshalHeader(h Header, inherited uint64) []byte {
-	b, err := json.Marshal(headerRecord{Header: h, Inherited: inherited})
+func marshalHeader(s *session) []byte {
+	b, err := json.Marshal(headerRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited})
 	if err != nil {
 		panic(err) // Header has only plain fields
 	}

@@ -70,7 +70,7 @@ func (db *DB) checkpoint() error {
 	}
 	for s := range touched {
 		u.Sessions = append(u.Sessions, index.Session{
-			ID: s.id, Header: marshalHeader(s.hdr, s.inherited), UID: s.uid,
+			ID: s.id, Header: marshalHeader(s), UID: s.uid,
 			Events: s.idxNext, Size: s.idxSize, Inherited: s.inherited,
 		})
 	}

@@ -161,6 +161,12 @@ func DecodeHeader(path string, b []byte) (Header, error) {
 	}, nil
 }
 
+// HeaderChecksumOK reports whether b starts with a header whose checksum
+// (in this version's layout) matches.
+func HeaderChecksumOK(b []byte) bool {
+	return len(b) >= HeaderSize && binary.LittleEndian.Uint64(b[56:]) == xxhash.Sum64(b[:56])
+}
+
 // FrameInfo describes one frame as found in a segment.
 type FrameInfo struct {
 	Offset    int64  // where the frame starts in the segment file
