@@ -43,10 +43,11 @@ type DB struct {
 	closed   bool
 	poison   error // sticky write/sync error: nothing is acked after it
 
-	idxMu   sync.Mutex // serializes checkpoints
-	idxKick chan struct{}
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	idxMu    sync.Mutex // serializes checkpoints
+	idxKick  chan struct{}
+	prepKick chan struct{} // the active segment is half full: create the next
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // session is the in-memory state of one session. Guarded by DB.mu.
@@ -125,14 +126,16 @@ func Open(dir string, opts *Options) (*DB, error) {
 		readers:  map[uint64]*segment.Reader{},
 		handles:  map[*Handle]struct{}{},
 		idxKick:  make(chan struct{}, 1),
+		prepKick: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
 	if err := db.recover(); err != nil {
 		db.closeFiles()
 		return nil, err
 	}
-	db.wg.Add(1)
+	db.wg.Add(2)
 	go db.indexLoop()
+	go db.prepareLoop()
 	return db, nil
 }
 
@@ -170,6 +173,9 @@ func (db *DB) recover() error {
 	if err != nil {
 		return fmt.Errorf("engine: list %s: %w", db.dir, err)
 	}
+	if ids, err = db.dropUnusedTail(ids); err != nil {
+		return err
+	}
 	if cp.Segment != 0 && !slices.Contains(ids, cp.Segment) {
 		return &CorruptionError{Path: db.segPath(cp.Segment), Reason: "segment named by the index checkpoint is missing"}
 	}
@@ -183,18 +189,6 @@ func (db *DB) recover() error {
 		path := db.segPath(id)
 		r, err := segment.OpenReader(fsys, path)
 		if err != nil {
-			if last && isUnfinishedSegment(fsys, path, err) {
-				// A crash while creating the newest segment: its header
-				// never became durable. Nothing in it was acknowledged.
-				if err := fsys.Remove(path); err != nil {
-					return err
-				}
-				if err := fsys.SyncDir(db.dir); err != nil {
-					return err
-				}
-				ids = ids[:i]
-				break
-			}
 			return fmt.Errorf("engine: %w", err)
 		}
 		db.readers[id] = r
@@ -231,6 +225,49 @@ func (db *DB) recover() error {
 		db.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
 	}
 	return nil
+}
+
+// dropUnusedTail removes, from the end of the segment list, segments that
+// never held data: a newest segment whose creation did not finish (see
+// isUnfinishedSegment), and a newest segment prepared ahead of a roll that
+// never came (a valid header, no frame, after an unsealed segment).
+// Removing them is safe: no acknowledged frame was ever in them.
+func (db *DB) dropUnusedTail(ids []uint64) ([]uint64, error) {
+	fsys := db.opts.FS
+	for len(ids) > 0 {
+		path := db.segPath(ids[len(ids)-1])
+		data, err := vfs.ReadFile(fsys, path)
+		if err != nil {
+			return nil, err
+		}
+		_, herr := segment.DecodeHeader(path, data)
+		drop := herr != nil && isUnfinishedSegment(fsys, path, herr)
+		if herr == nil && len(ids) > 1 {
+			res, err := segment.Scan(path, data, segment.ScanOptions{}, nil)
+			// Torn is allowed: garbage from its unsynced zero fill. The
+			// previous segment unsealed proves no roll ever made this one
+			// active (a roll syncs the seal first).
+			if err == nil && res.Frames == 0 && !res.Sealed {
+				prev, err := vfs.ReadFile(fsys, db.segPath(ids[len(ids)-2]))
+				if err != nil {
+					return nil, err
+				}
+				pres, perr := segment.Scan(db.segPath(ids[len(ids)-2]), prev, segment.ScanOptions{}, nil)
+				drop = perr == nil && !pres.Sealed
+			}
+		}
+		if !drop {
+			return ids, nil
+		}
+		if err := fsys.Remove(path); err != nil {
+			return nil, err
+		}
+		if err := fsys.SyncDir(db.dir); err != nil {
+			return nil, err
+		}
+		ids = ids[:len(ids)-1]
+	}
+	return ids, nil
 }
 
 // isUnfinishedSegment reports whether err from opening the newest segment
@@ -573,6 +610,12 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 		}
 		ps[i] = placed{seg, loc}
 	}
+	if w := r.Active(); !db.opts.NoPreallocate && w.Size() > db.opts.SegmentSize/2 && !r.Prepared() {
+		select {
+		case db.prepKick <- struct{}{}:
+		default:
+		}
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if header != nil {
@@ -589,6 +632,26 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 		db.pend = append(db.pend, pendFrame{s: s, ref: ref})
 	}
 	return nil
+}
+
+// prepareLoop creates the next segment in the background once the active
+// one is half full, so that rolling does not stall appends on creating and
+// zero-filling a file.
+func (db *DB) prepareLoop() {
+	defer db.wg.Done()
+	for {
+		select {
+		case <-db.stop:
+			return
+		case <-db.prepKick:
+		}
+		db.mu.Lock()
+		r := db.roller
+		db.mu.Unlock()
+		if err := r.PrepareNext(); err != nil {
+			db.opts.Logger.Warn("engine: preparing the next segment failed; the roll will create it", "error", err)
+		}
+	}
 }
 
 // encodeBatch splits evs into frames of about FrameBytes raw bytes.

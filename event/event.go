@@ -66,7 +66,7 @@ func (e *Event) Validate(index int) error {
 		return bad(fmt.Sprintf("data is %d bytes, more than %d", len(e.Data), MaxDataLen))
 	case !isObject(e.Data):
 		return bad("data is not a JSON object")
-	case len(e.SurfaceOp) > 0 && !json.Valid(e.SurfaceOp):
+	case len(e.SurfaceOp) > 0 && !validJSON(e.SurfaceOp):
 		return bad("surfaceOp is not valid JSON")
 	}
 	return nil
@@ -74,7 +74,7 @@ func (e *Event) Validate(index int) error {
 
 func isObject(b []byte) bool {
 	b = bytes.TrimLeft(b, " \t\r\n")
-	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+	return len(b) > 0 && b[0] == '{' && validJSON(b)
 }
 
 // Clone returns a deep copy of e that shares no memory with it.

@@ -54,9 +54,12 @@ type Roller struct {
 	dir  string
 	opts WriterOptions
 
-	mu     sync.Mutex // serializes rolls; Append takes it shared via active
+	mu     sync.Mutex // serializes rolls
 	active *Writer
+	spare  *Writer // the next segment, created ahead by PrepareNext
 	err    error
+
+	prepMu sync.Mutex // serializes creating segments; taken before mu
 }
 
 // NewRoller continues in dir with active as the active segment (created
@@ -110,6 +113,8 @@ func (r *Roller) AppendEncoded(e *Encoded) (uint64, Location, error) {
 
 // roll seals full (if it is still the active segment) and creates the next.
 func (r *Roller) roll(full *Writer) error {
+	r.prepMu.Lock() // a PrepareNext in progress finishes the file first
+	defer r.prepMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
@@ -123,10 +128,17 @@ func (r *Roller) roll(full *Writer) error {
 		return err
 	}
 	id := full.Header().ID + 1
-	next, err := Create(r.fsys, filepath.Join(r.dir, Name(id)), id, r.opts)
-	if err != nil {
-		r.err = fmt.Errorf("segment: roll to %s: %w", Name(id), err)
-		return r.err
+	next := r.spare
+	r.spare = nil
+	if next == nil || next.Header().ID != id {
+		if next != nil {
+			next.Close()
+		}
+		var err error
+		if next, err = Create(r.fsys, filepath.Join(r.dir, Name(id)), id, r.opts); err != nil {
+			r.err = fmt.Errorf("segment: roll to %s: %w", Name(id), err)
+			return r.err
+		}
 	}
 	if err := full.Close(); err != nil {
 		next.Close()
@@ -135,6 +147,46 @@ func (r *Roller) roll(full *Writer) error {
 	}
 	r.active = next
 	return nil
+}
+
+// PrepareNext creates the segment that the next roll will use, if it does
+// not exist yet, so that the roll (and the appends waiting on it) need not
+// pay for creating and zero-filling it. It does not block appends. A
+// prepared segment holds no frame; after a crash, recovery removes it.
+func (r *Roller) PrepareNext() error {
+	r.prepMu.Lock()
+	defer r.prepMu.Unlock()
+	r.mu.Lock()
+	if r.err != nil {
+		err := r.err
+		r.mu.Unlock()
+		return err
+	}
+	id := r.active.Header().ID + 1
+	if r.spare != nil {
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	w, err := Create(r.fsys, filepath.Join(r.dir, Name(id)), id, r.opts)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil || r.spare != nil || r.active.Header().ID+1 != id {
+		w.Close() // rolled meanwhile; the file stays empty and is reused or removed
+		return nil
+	}
+	r.spare = w
+	return nil
+}
+
+// Prepared reports whether the next segment is ready.
+func (r *Roller) Prepared() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.spare != nil
 }
 
 // Sync makes every frame appended before the call durable.
@@ -154,6 +206,10 @@ func (r *Roller) Close() error {
 	defer r.mu.Unlock()
 	if r.err == nil {
 		r.err = ErrClosed
+	}
+	if r.spare != nil {
+		r.spare.Close()
+		r.spare = nil
 	}
 	return r.active.Close()
 }

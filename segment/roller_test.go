@@ -108,3 +108,42 @@ func TestRollerConcurrent(t *testing.T) {
 		t.Errorf("sessions %v", keys)
 	}
 }
+
+// PrepareNext creates the next segment ahead; the roll uses it, and
+// concurrent prepares and rolls never collide on a file name.
+func TestRollerPrepareNext(t *testing.T) {
+	mem := vfs.NewMem()
+	mem.MkdirAll("/db", 0o755)
+	o := WriterOptions{Size: 8 << 10}
+	first, err := Create(mem, filepath.Join("/db", Name(1)), 1, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRoller(mem, "/db", first, o)
+	defer r.Close()
+	if err := r.PrepareNext(); err != nil || !r.Prepared() {
+		t.Fatalf("PrepareNext: %v, prepared %v", err, r.Prepared())
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 50 {
+			if err := r.PrepareNext(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	for i := range 200 {
+		if _, _, err := r.Append("s", uint64(i), makeEvents(uint64(i), 1, 300)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := List(mem, "/db")
+	if len(ids) < 5 {
+		t.Fatalf("segments %v", ids)
+	}
+}

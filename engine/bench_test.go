@@ -1,0 +1,301 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+func benchDB(b *testing.B, opts *engine.Options) *engine.DB {
+	b.Helper()
+	db, err := engine.Open(b.TempDir(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	return db
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkFlush: one 300-byte event appended and flushed per operation,
+// by 1..256 sessions at once (each its own goroutine and session), beside
+// the physical limit measured in the same run: a raw write + fdatasync of
+// a frame's worth of bytes into a preallocated file.
+func BenchmarkFlush(b *testing.B) {
+	ctx := context.Background()
+	b.Run("mode=raw-fdatasync", func(b *testing.B) {
+		f, err := vfs.Default.Create(filepath.Join(b.TempDir(), "raw"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		const size = 64 << 20
+		if _, err := f.WriteAt(make([]byte, size), 0); err != nil {
+			b.Fatal(err)
+		}
+		f.Sync()
+		buf := make([]byte, 360)
+		var lat []time.Duration
+		off := int64(0)
+		for b.Loop() {
+			t := time.Now()
+			if _, err := f.WriteAt(buf, off); err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t))
+			off = (off + 360) % (size - 360)
+		}
+		reportLatency(b, lat)
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+	for _, n := range []int{1, 8, 64, 256} {
+		b.Run(fmt.Sprintf("mode=engine/sessions=%d", n), func(b *testing.B) {
+			db := benchDB(b, nil)
+			hs := make([]*engine.Handle, n)
+			for i := range hs {
+				h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s-%d", i), CreatedAt: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				hs[i] = h
+			}
+			evs := testgen.Events(0, 1, 300)
+			b.SetBytes(int64(testgen.Size(evs)))
+			b.ReportAllocs()
+			var mu sync.Mutex
+			var lat []time.Duration
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			per := (b.N + n - 1) / n
+			for i := range hs {
+				wg.Go(func() {
+					h := hs[i]
+					my := make([]time.Duration, 0, per)
+					for seq := range uint64(per) {
+						e := testgen.Event(seq, 300)
+						t := time.Now()
+						if err := h.Append(ctx, e); err != nil {
+							b.Error(err)
+							return
+						}
+						if err := h.Flush(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+						my = append(my, time.Since(t))
+					}
+					mu.Lock()
+					lat = append(lat, my...)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			reportLatency(b, lat)
+			b.ReportMetric(float64(per*n)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkAppend: best-effort appends (no flush) of 300-byte events.
+func BenchmarkAppend(b *testing.B) {
+	ctx := context.Background()
+	for _, batch := range []int{1, 1000} {
+		for _, codec := range []string{"zstd", "none"} {
+			b.Run(fmt.Sprintf("batch=%d/codec=%s", batch, codec), func(b *testing.B) {
+				db := benchDB(b, &engine.Options{Uncompressed: codec == "none"})
+				h, err := db.Create(ctx, engine.Header{ID: "bulk", CreatedAt: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				pool := testgen.Events(0, 4096, 300)
+				b.SetBytes(int64(testgen.Size(pool[:batch])))
+				b.ReportAllocs()
+				seq := uint64(0)
+				evs := make([]event.Event, batch)
+				for b.Loop() {
+					for i := range evs {
+						evs[i] = pool[(int(seq)+i)%len(pool)]
+						evs[i].Seq = seq + uint64(i)
+					}
+					if err := h.Append(ctx, evs...); err != nil {
+						b.Fatal(err)
+					}
+					seq += uint64(batch)
+				}
+				b.ReportMetric(float64(seq)/b.Elapsed().Seconds(), "events/s")
+				b.StopTimer()
+				if err := h.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				snap, _ := db.Stat(ctx, "bulk")
+				b.ReportMetric(float64(snap.SizeBytes)/float64(seq), "disk-B/event")
+			})
+		}
+	}
+}
+
+// loadSession writes n 300-byte events to one session and flushes.
+func loadSession(b *testing.B, db *engine.DB, id string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < n; i += 1000 {
+		if err := h.Append(ctx, testgen.Events(uint64(i), min(1000, n-i), 300)...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := h.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkReplay reads a 100k-event session from start to end.
+func BenchmarkReplay(b *testing.B) {
+	ctx := context.Background()
+	const n = 100_000
+	dir := b.TempDir()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	loadSession(b, db, "s", n)
+	db.Close()
+	db, err = engine.Open(dir, nil) // cold in-memory state, warm page cache
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Open(ctx, "s", engine.Read)
+	if err != nil {
+		b.Fatal(err)
+	}
+	first, _ := h.Read(ctx, 0, -1)
+	b.SetBytes(int64(testgen.Size(first)))
+	b.ReportAllocs()
+	for b.Loop() {
+		evs, err := h.Read(ctx, 0, -1)
+		if err != nil || len(evs) != n {
+			b.Fatalf("read %d events, %v", len(evs), err)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkRandomRead: Read(off, 100) at random offsets of a 100k-event
+// session (index seek plus one or two frame decodes).
+func BenchmarkRandomRead(b *testing.B) {
+	ctx := context.Background()
+	db := benchDB(b, nil)
+	loadSession(b, db, "s", 100_000)
+	h, err := db.Open(ctx, "s", engine.Read)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	off := 0
+	for b.Loop() {
+		off = (off*7919 + 104729) % (100_000 - 100)
+		t := time.Now()
+		evs, err := h.Read(ctx, off, 100)
+		if err != nil || len(evs) != 100 {
+			b.Fatalf("read %d, %v", len(evs), err)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	reportLatency(b, lat)
+}
+
+// BenchmarkOpen measures Open of a store after a clean close and after a
+// crash that left the tail unindexed (no index checkpoint since).
+func BenchmarkOpen(b *testing.B) {
+	ctx := context.Background()
+	const sessions, perSession = 10_000, 100
+	dir := b.TempDir()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range sessions {
+		h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s-%05d", i), CreatedAt: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := h.Append(ctx, testgen.Events(0, perSession, 300)...); err != nil {
+			b.Fatal(err)
+		}
+		h.Close()
+	}
+	db.Close()
+	b.Run(fmt.Sprintf("state=clean/sessions=%d", sessions), func(b *testing.B) {
+		for b.Loop() {
+			db, err := engine.Open(dir, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			db.Close()
+		}
+	})
+	b.Run(fmt.Sprintf("state=no-index/sessions=%d", sessions), func(b *testing.B) {
+		for b.Loop() {
+			db, err := engine.Open(dir, &engine.Options{NoIndex: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			db.Close()
+		}
+	})
+}
+
+// BenchmarkIdleHandle reports the heap an open, idle read handle costs.
+func BenchmarkIdleHandle(b *testing.B) {
+	ctx := context.Background()
+	db := benchDB(b, nil)
+	loadSession(b, db, "s", 10)
+	const n = 10_000
+	hs := make([]*engine.Handle, 0, n)
+	var before, after runtime.MemStats
+	for b.Loop() {
+		hs = hs[:0]
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for range n {
+			h, err := db.Open(ctx, "s", engine.Read)
+			if err != nil {
+				b.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		for _, h := range hs {
+			h.Close()
+		}
+	}
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/handle")
+	runtime.KeepAlive(hs)
+}
