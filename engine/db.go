@@ -561,10 +561,6 @@ func (db *DB) sync() error {
 		db.poisonWith(err)
 		return err
 	}
-	select {
-	case db.idxKick <- struct{}{}:
-	default:
-	}
 	return nil
 }
 
@@ -623,6 +619,12 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 		s.size += hp.loc.Size
 		db.pend = append(db.pend, pendFrame{s: s, header: true, ref: frameRef{seg: hp.seg, off: hp.loc.Offset, size: uint32(hp.loc.Size)}})
 	}
+	if len(db.pend) >= indexBatchFrames {
+		select { // enough for a checkpoint before the next tick
+		case db.idxKick <- struct{}{}:
+		default:
+		}
+	}
 	for i, p := range ps {
 		ref := frameRef{first: s.framed, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}
 		s.framed += uint64(counts[i])
@@ -633,6 +635,10 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 	}
 	return nil
 }
+
+// indexBatchFrames is how many unindexed frames wake the indexer before
+// its interval: index commits stay batched and off the flush path.
+const indexBatchFrames = 8192
 
 // prepareLoop creates the next segment in the background once the active
 // one is half full, so that rolling does not stall appends on creating and

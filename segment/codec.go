@@ -52,13 +52,19 @@ func decoder() *zstd.Decoder {
 	return dec
 }
 
+// decodeSlack is extra output capacity for the zstd decoder's fast path.
+const decodeSlack = 64
+
 // compress appends the zstd encoding of src to dst.
 func compress(dst, src []byte) []byte { return encoder().EncodeAll(src, dst) }
 
 // decompress decodes src, which must decode to exactly rawLen bytes, into a
 // new buffer.
 func decompress(src []byte, rawLen int) ([]byte, error) {
-	out, err := decoder().DecodeAll(src, make([]byte, 0, rawLen))
+	// The slack lets the decoder use its fast block copies (it needs room
+	// to overrun a literal or match by a few bytes); output past rawLen is
+	// still refused below and bounded by the capacity.
+	out, err := decoder().DecodeAll(src, make([]byte, 0, rawLen+decodeSlack))
 	if err != nil {
 		return nil, err
 	}

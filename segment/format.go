@@ -449,6 +449,7 @@ func decodeEvents(payload []byte, firstSeq uint64, count uint32) ([]event.Event,
 	// as records really decode, so a forged count costs nothing up front.
 	evs := make([]event.Event, 0, min(int(count), 1024))
 	d := payloadDecoder{b: payload}
+	var types typeCache
 	var prev int64
 	for i := range int(count) {
 		evs = append(evs, event.Event{})
@@ -465,7 +466,7 @@ func decodeEvents(payload []byte, firstSeq uint64, count uint32) ([]event.Event,
 			return nil, fmt.Sprintf("event %d: time overflows", i)
 		}
 		e.Time, prev = t, t
-		e.Type = string(d.bytes("type", 1))
+		e.Type = types.intern(d.bytes("type", 1))
 		e.Data = d.bytes("data", 2)
 		e.Ignorable = flags&flagIgnorable != 0
 		if flags&flagSources != 0 {
@@ -491,6 +492,25 @@ func decodeEvents(payload []byte, firstSeq uint64, count uint32) ([]event.Event,
 		return nil, fmt.Sprintf("%d bytes after the last event", len(d.b))
 	}
 	return evs, ""
+}
+
+// typeCache reuses the strings of the few event types a frame repeats, so
+// decoding allocates one string per distinct type, not per event.
+type typeCache struct {
+	s [8]string
+	n int
+}
+
+func (c *typeCache) intern(b []byte) string {
+	for i := range min(c.n, len(c.s)) {
+		if c.s[i] == string(b) { // no allocation for the comparison
+			return c.s[i]
+		}
+	}
+	t := string(b)
+	c.s[c.n%len(c.s)] = t
+	c.n++
+	return t
 }
 
 func addInt64(a, b int64) (int64, bool) {
