@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/segment"
 )
 
 func benchDB(b *testing.B, opts *engine.Options) *engine.DB {
@@ -233,11 +235,14 @@ func BenchmarkRandomRead(b *testing.B) {
 	reportLatency(b, lat)
 }
 
+var openPerSession = flag.Int("open-per-session", 100, "events per session in BenchmarkOpen's store (1000 gives about 1 GB of segments)")
+
 // BenchmarkOpen measures Open of a store after a clean close and after a
 // crash that left the tail unindexed (no index checkpoint since).
 func BenchmarkOpen(b *testing.B) {
 	ctx := context.Background()
-	const sessions, perSession = 10_000, 100
+	const sessions = 10_000
+	perSession := *openPerSession
 	dir := b.TempDir()
 	db, err := engine.Open(dir, nil)
 	if err != nil {
@@ -254,6 +259,14 @@ func BenchmarkOpen(b *testing.B) {
 		h.Close()
 	}
 	db.Close()
+	var segBytes int64
+	ids, _ := segment.List(nil, dir)
+	for _, id := range ids {
+		if b, err := vfs.ReadFile(vfs.Default, filepath.Join(dir, segment.Name(id))); err == nil {
+			segBytes += int64(len(b))
+		}
+	}
+	b.Logf("store: %d sessions, %d events, %d segments, %.0f MB of segments", sessions, sessions*perSession, len(ids), float64(segBytes)/1e6)
 	b.Run(fmt.Sprintf("state=clean/sessions=%d", sessions), func(b *testing.B) {
 		for b.Loop() {
 			db, err := engine.Open(dir, nil)
@@ -283,6 +296,7 @@ func BenchmarkIdleHandle(b *testing.B) {
 	hs := make([]*engine.Handle, 0, n)
 	var before, after runtime.MemStats
 	for b.Loop() {
+		clear(hs[:cap(hs)]) // drop the last round's handles, or they count in before
 		hs = hs[:0]
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -299,6 +313,6 @@ func BenchmarkIdleHandle(b *testing.B) {
 			h.Close()
 		}
 	}
-	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/handle")
+	b.ReportMetric((float64(after.HeapAlloc)-float64(before.HeapAlloc))/n, "heap-B/handle")
 	runtime.KeepAlive(hs)
 }

@@ -54,6 +54,7 @@ type DB struct {
 type session struct {
 	id        string
 	hdr       Header
+	hdrRaw    []byte // the header record as the index holds it, decoded on first use
 	inherited uint64
 	uid       uint64        // location of the header frame; 0 while pending
 	pending   bool          // created here, header frame not yet appended
@@ -155,12 +156,8 @@ func (db *DB) recover() error {
 			return err
 		}
 		err = idx.Sessions(func(is index.Session) error {
-			var rec headerRecord
-			if err := json.Unmarshal(is.Header, &rec); err != nil {
-				return &CorruptionError{Path: db.opts.IndexPath, Reason: fmt.Sprintf("header of session %q", is.ID), Err: err}
-			}
 			db.sessions[is.ID] = &session{
-				id: is.ID, hdr: rec.Header, inherited: is.Inherited, uid: is.UID,
+				id: is.ID, hdrRaw: is.Header, inherited: is.Inherited, uid: is.UID,
 				next: is.Events, framed: is.Events, size: is.Size, idxNext: is.Events, idxSize: is.Size,
 			}
 			return nil
@@ -236,25 +233,23 @@ func (db *DB) dropUnusedTail(ids []uint64) ([]uint64, error) {
 	fsys := db.opts.FS
 	for len(ids) > 0 {
 		path := db.segPath(ids[len(ids)-1])
-		data, err := vfs.ReadFile(fsys, path)
-		if err != nil {
-			return nil, err
-		}
-		_, herr := segment.DecodeHeader(path, data)
-		drop := herr != nil && isUnfinishedSegment(fsys, path, herr)
-		if herr == nil && len(ids) > 1 {
-			res, err := segment.Scan(path, data, segment.ScanOptions{}, nil)
-			// Torn is allowed: garbage from its unsynced zero fill. The
-			// previous segment unsealed proves no roll ever made this one
-			// active (a roll syncs the seal first).
-			if err == nil && res.Frames == 0 && !res.Sealed {
-				prev, err := vfs.ReadFile(fsys, db.segPath(ids[len(ids)-2]))
-				if err != nil {
-					return nil, err
-				}
-				pres, perr := segment.Scan(db.segPath(ids[len(ids)-2]), prev, segment.ScanOptions{}, nil)
-				drop = perr == nil && !pres.Sealed
+		drop := false
+		r, err := segment.OpenReader(fsys, path)
+		switch {
+		case err != nil:
+			drop = isUnfinishedSegment(fsys, path, err)
+		case len(ids) > 1:
+			empty, err := noFrames(r)
+			if err == nil && empty {
+				// Torn is allowed: garbage from its unsynced zero fill. The
+				// previous segment unsealed proves no roll ever made this
+				// one active (a roll syncs the seal first).
+				sealed, perr := isSealed(fsys, db.segPath(ids[len(ids)-2]))
+				drop = perr == nil && !sealed
 			}
+		}
+		if r != nil {
+			r.Close()
 		}
 		if !drop {
 			return ids, nil
@@ -268,6 +263,32 @@ func (db *DB) dropUnusedTail(ids []uint64) ([]uint64, error) {
 		ids = ids[:len(ids)-1]
 	}
 	return ids, nil
+}
+
+var errStopScan = errors.New("stop")
+
+// noFrames reports whether the segment holds no valid frame (a sealed
+// segment holds its seal frame at least).
+func noFrames(r *segment.Reader) (bool, error) {
+	found := false
+	_, err := r.Scan(segment.ScanOptions{}, func(*segment.FrameInfo) error {
+		found = true
+		return errStopScan // the first frame answers the question
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return false, err
+	}
+	return !found, nil
+}
+
+func isSealed(fsys vfs.FS, path string) (bool, error) {
+	r, err := segment.OpenReader(fsys, path)
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	res, err := r.Scan(segment.ScanOptions{}, nil)
+	return res.Sealed, err
 }
 
 // isUnfinishedSegment reports whether err from opening the newest segment
@@ -455,6 +476,9 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	if !ok || s.erased {
 		return nil, sessionErr(id, "open", ErrSessionNotFound)
 	}
+	if _, err := db.header(s); err != nil {
+		return nil, err
+	}
 	if access != Write {
 		return db.newHandle(s, Read, nil), nil
 	}
@@ -480,6 +504,27 @@ func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
 	s, ok := db.sessions[id]
 	if !ok || s.erased {
 		return Snapshot{}, sessionErr(id, "stat", ErrSessionNotFound)
+	}
+	return db.snapshotOf(s)
+}
+
+// header returns the session header, decoding the index's copy on first
+// use (Open of a store with many sessions does not parse every header).
+// Called with db.mu held.
+func (db *DB) header(s *session) (Header, error) {
+	if s.hdrRaw != nil {
+		var rec headerRecord
+		if err := json.Unmarshal(s.hdrRaw, &rec); err != nil || rec.Header.ID != s.id {
+			return Header{}, &CorruptionError{Path: db.opts.IndexPath, Reason: fmt.Sprintf("index record of session %q has a bad header", s.id), Err: err}
+		}
+		s.hdr, s.hdrRaw = rec.Header, nil
+	}
+	return s.hdr, nil
+}
+
+func (db *DB) snapshotOf(s *session) (Snapshot, error) {
+	if _, err := db.header(s); err != nil {
+		return Snapshot{}, err
 	}
 	return s.snapshot(), nil
 }
@@ -511,7 +556,11 @@ func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
 	out := make([]Snapshot, 0, len(db.sessions))
 	for _, s := range db.sessions {
 		if !s.erased {
-			out = append(out, s.snapshot())
+			snap, err := db.snapshotOf(s)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, snap)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Header.ID < out[j].Header.ID })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -118,32 +119,75 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 	}
 	off := uint64(offset)
 	refs := v.refs
-	i := sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
-	out := make([]event.Event, 0, end-off)
-	for ; i < len(refs) && refs[i].first < end; i++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		f, err := db.readFrame(refs[i], v.active)
-		if err != nil {
-			return nil, sessionErr(h.id, "read", err)
-		}
-		evs := f.Events
-		if lo := off; lo > refs[i].first {
-			evs = evs[lo-refs[i].first:]
-		}
-		if last := refs[i].first + uint64(refs[i].count); last > end {
-			evs = evs[:uint64(len(evs))-(last-end)]
-		}
-		out = append(out, evs...)
+	lo := sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
+	hi := lo
+	for hi < len(refs) && refs[hi].first < end {
+		hi++
+	}
+	out := make([]event.Event, end-off)
+	if err := db.decodeFrames(ctx, refs[lo:hi], v.active, off, end, out); err != nil {
+		return nil, sessionErr(h.id, "read", err)
+	}
+	filled := uint64(0)
+	if hi > lo {
+		filled = min(refs[hi-1].first+uint64(refs[hi-1].count), end) - off
 	}
 	for seq := max(off, v.framed); seq < end; seq++ {
-		out = append(out, v.open[seq-v.framed].Clone())
+		out[seq-off] = v.open[seq-v.framed].Clone()
+		filled = seq - off + 1
 	}
-	if uint64(len(out)) != end-off {
-		return nil, sessionErr(h.id, "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.id, len(out), off, end)})
+	if filled != end-off {
+		return nil, sessionErr(h.id, "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.id, filled, off, end)})
 	}
 	return out, nil
+}
+
+// parallelFrames is the number of frames from which a read decodes on
+// several cores.
+const parallelFrames = 16
+
+// decodeFrames decodes refs (consecutive frames of one session) and puts
+// the events in [off, end) at out[seq-off]. Large reads fan out over
+// GOMAXPROCS goroutines, each taking every n-th frame.
+func (db *DB) decodeFrames(ctx context.Context, refs []frameRef, active *segment.Writer, off, end uint64, out []event.Event) error {
+	one := func(ref frameRef) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := db.readFrame(ref, active)
+		if err != nil {
+			return err
+		}
+		for i, e := range f.Events {
+			if seq := ref.first + uint64(i); seq >= off && seq < end {
+				out[seq-off] = e
+			}
+		}
+		return nil
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(refs)/parallelFrames*2)
+	if workers <= 1 {
+		for _, ref := range refs {
+			if err := one(ref); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(refs); i += workers {
+				if err := one(refs[i]); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // snapshotFrames returns s's frames, its event count and the active

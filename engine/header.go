@@ -111,7 +111,12 @@ func revision(uid, events uint64) string {
 	return "r" + strconv.FormatUint(uid, 36) + "." + strconv.FormatUint(events, 10)
 }
 
+// marshalHeader encodes s's header record; called with db.mu held (or by
+// the session's owner, whose header is decoded).
 func marshalHeader(s *session) []byte {
+	if s.hdrRaw != nil {
+		return s.hdrRaw // still the index's copy, unchanged
+	}
 	b, err := json.Marshal(headerRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited})
 	if err != nil {
 		panic(err) // Header has only plain fields

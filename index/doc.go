@@ -17,6 +17,6 @@
 //
 //	meta      "version"    -> uint16 LE, Version
 //	          "checkpoint" -> segment ID uint64 LE, offset uint64 LE
-//	sessions  <id>         -> JSON {"h": header, "uid", "n": events, "sz": bytes, "inh"}
+//	sessions  <id>         -> 0x01, uvarints uid, events, size, inherited, then the header bytes
 //	frames    uvarint(len(id)) id BE64(first seq) -> segment u64, offset u64, count u32, size u32 (LE)
 package index

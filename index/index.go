@@ -3,7 +3,6 @@ package index
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -46,12 +45,42 @@ func (c Checkpoint) Less(d Checkpoint) bool {
 
 // Session is the catalog entry of one session.
 type Session struct {
-	ID        string          `json:"-"`
-	Header    json.RawMessage `json:"h"`   // the session header, as the engine encodes it
-	UID       uint64          `json:"uid"` // unique per incarnation of the ID within the store
-	Events    uint64          `json:"n"`   // events stored (the next seq)
-	Size      int64           `json:"sz"`  // bytes of frames on disk
-	Inherited uint64          `json:"inh,omitempty"`
+	ID        string
+	Header    []byte // the session header, as the engine encodes it (opaque here)
+	UID       uint64 // unique per incarnation of the ID within the store
+	Events    uint64 // events stored (the next seq)
+	Size      int64  // bytes of frames on disk
+	Inherited uint64
+}
+
+// A session record: a version byte (1), uvarints uid, events, size and
+// inherited, then the header bytes. Part of the on-disk format.
+const sessionRecordV1 = 1
+
+func encodeSession(s Session) []byte {
+	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+len(s.Header))
+	b = append(b, sessionRecordV1)
+	b = binary.AppendUvarint(b, s.UID)
+	b = binary.AppendUvarint(b, s.Events)
+	b = binary.AppendUvarint(b, uint64(s.Size))
+	b = binary.AppendUvarint(b, s.Inherited)
+	return append(b, s.Header...)
+}
+
+func decodeSession(v []byte) (Session, bool) {
+	if len(v) == 0 || v[0] != sessionRecordV1 {
+		return Session{}, false
+	}
+	v = v[1:]
+	var f [4]uint64
+	for i := range f {
+		x, n := binary.Uvarint(v)
+		if n <= 0 {
+			return Session{}, false
+		}
+		f[i], v = x, v[n:]
+	}
+	return Session{UID: f[0], Events: f[1], Size: int64(f[2]), Inherited: f[3], Header: bytes.Clone(v)}, true
 }
 
 // Frame locates one frame of a session.
@@ -209,9 +238,9 @@ func (x *Index) Sessions(fn func(Session) error) error {
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
-			var s Session
-			if err := json.Unmarshal(v, &s); err != nil {
-				return &base.CorruptionError{Path: x.path, Reason: fmt.Sprintf("session %q record", k), Err: err}
+			s, ok := decodeSession(v)
+			if !ok {
+				return &base.CorruptionError{Path: x.path, Reason: fmt.Sprintf("session %q record is malformed", k)}
 			}
 			s.ID = string(k)
 			return fn(s)
@@ -279,11 +308,7 @@ func (x *Index) Apply(u *Update) error {
 			}
 		}
 		for _, s := range u.Sessions {
-			v, err := json.Marshal(s)
-			if err != nil {
-				return err
-			}
-			if err := sb.Put([]byte(s.ID), v); err != nil {
+			if err := sb.Put([]byte(s.ID), encodeSession(s)); err != nil {
 				return err
 			}
 		}

@@ -2,7 +2,6 @@ package index
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -38,8 +37,8 @@ func TestApplyAndRead(t *testing.T) {
 	if cp, err := x.Checkpoint(); err != nil || cp != (Checkpoint{}) {
 		t.Fatalf("empty checkpoint = %+v, %v", cp, err)
 	}
-	a := Session{ID: "a", Header: json.RawMessage(`{"id":"a"}`), UID: 1, Events: 5, Size: 100}
-	ab := Session{ID: "ab", Header: json.RawMessage(`{"id":"ab"}`), UID: 2, Events: 1, Size: 10, Inherited: 1}
+	a := Session{ID: "a", Header: []byte(`{"id":"a"}`), UID: 1, Events: 5, Size: 100}
+	ab := Session{ID: "ab", Header: []byte(`{"id":"ab"}`), UID: 2, Events: 1, Size: 10, Inherited: 1}
 	fa := []Frame{{FirstSeq: 0, Count: 2, Segment: 1, Offset: 64, Size: 56}, {FirstSeq: 2, Count: 3, Segment: 2, Offset: 64, Size: 80}}
 	fab := []Frame{{FirstSeq: 0, Count: 1, Segment: 1, Offset: 120, Size: 48}}
 	u := &Update{Sessions: []Session{a, ab}, Checkpoint: Checkpoint{Segment: 2, Offset: 144}}

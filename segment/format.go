@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -318,19 +319,19 @@ func parseFrameAt(buf []byte, off int64, maxRaw int) (FrameInfo, frameStatus, st
 	return fi, frameOK, ""
 }
 
+var zeroBlock [4096]byte
+
+// allZero reports whether b holds only zero bytes. It compares whole blocks
+// with the vectorized bytes.Equal: the zero tail of a preallocated segment
+// is tens of megabytes.
 func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b) != 0 {
+	for len(b) >= len(zeroBlock) {
+		if !bytes.Equal(b[:len(zeroBlock)], zeroBlock[:]) {
 			return false
 		}
-		b = b[8:]
+		b = b[len(zeroBlock):]
 	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
+	return bytes.Equal(b, zeroBlock[:len(b)])
 }
 
 // Event payload encoding (before compression), one record per event:
