@@ -1,0 +1,72 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+func TestSecondOpenIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = engine.Open(dir, nil)
+	var le *engine.LockError
+	if !errors.Is(err, engine.ErrLocked) || !errors.As(err, &le) || le.PID != os.Getpid() {
+		t.Fatalf("second Open = %v, want ErrLocked naming pid %d", err, os.Getpid())
+	}
+}
+
+// An fsync error poisons the store: the failing flush and every later
+// append and flush fail, and the store never retries the fsync.
+func TestFsyncErrorPoisons(t *testing.T) {
+	for _, fault := range []vfs.Rule{
+		{Op: vfs.OpSync, Nth: 1},
+		{Op: vfs.OpWrite, Nth: 1, Err: syscall.ENOSPC},
+		{Op: vfs.OpWrite, Nth: 1, Short: -1},
+	} {
+		ctx := context.Background()
+		mem := vfs.NewMem()
+		ff := vfs.NewFault(mem)
+		db, err := engine.Open("/db", &engine.Options{FS: ff, NoPreallocate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := db.Create(ctx, enginetest.Meta("s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Append(ctx, enginetest.OneTurn()...); err != nil {
+			t.Fatal(err)
+		}
+		ff.Add(fault)
+		if err := h.Flush(ctx); err == nil {
+			t.Fatalf("%+v: flush succeeded despite the fault", fault)
+		}
+		syncs := ff.Count(vfs.OpSync)
+		for range 3 {
+			if err := h.Flush(ctx); err == nil {
+				t.Fatalf("%+v: a later flush succeeded", fault)
+			}
+			if err := db.Flush(ctx); err == nil {
+				t.Fatalf("%+v: a later service flush succeeded", fault)
+			}
+		}
+		if err := h.Append(ctx, enginetest.Turn2()...); err == nil {
+			t.Fatalf("%+v: append after poisoning succeeded", fault)
+		}
+		if got := ff.Count(vfs.OpSync); got != syncs {
+			t.Errorf("%+v: %d more fsyncs after the failure: never retry", fault, got-syncs)
+		}
+		db.Close()
+	}
+}
