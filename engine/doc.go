@@ -1,15 +1,41 @@
-// Package engine is seglog's composition root: Open a store directory, get
-// write and read handles on sessions, append events and flush them durably.
-// It composes segment (the files), index (the bbolt catalog), handle
-// (leases, write-behind batching, flush barriers) and recovery, owns every
-// background goroutine, and is the only package that does all of that.
+// Package engine is seglog's session store: Open a directory, create or
+// open sessions through handles, append events, and flush them durably.
 //
-// engine may import every lower package (event, segment, index, handle,
-// recovery, plan's pure logic, internal/...); it must not import bench, fuzz
-// or cmd. See docs/DESIGN.md#layering.
+//	db, err := engine.Open(dir, nil) // nil options = defaults
+//	h, err := db.Create(ctx, engine.Header{ID: "s-1", CreatedAt: nowMs})
+//	err = h.Append(ctx, evs...)      // best-effort: ordered and visible at once
+//	err = h.Flush(ctx)               // the durability barrier
+//	evs, err := h.Read(ctx, 0, -1)   // the caller's copies
+//	err = h.Close()
+//	err = db.Close()
 //
-// Status: the engine is specified in issue "Engine: sessions over segments
-// with a bbolt index, handles with leases, group-commit flush, write-behind,
-// and a reusable contract suite" and not yet built; the segment layer below
-// it is.
+// # Model
+//
+// Events of all sessions go into shared segment files (package segment);
+// a bbolt index (package index) maps each session to its frames and is
+// checkpointed in the background, never on the flush path. Each session
+// has at most one write handle at a time (a lease: Open(id, Write) fails
+// with ErrAlreadyOwned while another is live, and a handle whose lease was
+// revoked can never write again); read handles are unlimited. Append is
+// best-effort: the events are visible to every read started afterwards;
+// only Flush (per handle, or DB.Flush for all) promises they survive a
+// crash, and flushes of many sessions at once share one fdatasync. Enqueue
+// is the non-blocking write-behind path: a fixed 200 ms window batches
+// events in the background. A write or fsync error poisons the store.
+// docs/DESIGN.md has the format and the durability argument.
+//
+// # Errors
+//
+// Every error is typed or wraps a sentinel (see errors.go): test with
+// errors.Is and errors.As. Corruption is a *CorruptionError with its file
+// and offset; a newer format is a *FormatError.
+//
+// # Layering and concurrency
+//
+// engine composes segment, index, handle and internal/vfs; it must not
+// import bench, fuzz or cmd (docs/DESIGN.md#layering). It owns the store's
+// goroutines (the index checkpointer and the segment preparer), started in
+// Open and stopped in Close. A DB and its Handles are safe for concurrent
+// use. Lock order: Handle.mu, then DB.appendMu, then DB.mu; the segment
+// writer's locks are taken under none of them for I/O.
 package engine
