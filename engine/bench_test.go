@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -71,9 +72,20 @@ func BenchmarkFlush(b *testing.B) {
 		reportLatency(b, lat)
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	})
+	type variant struct {
+		name string
+		n    int
+		opts *engine.Options
+	}
+	var variants []variant
 	for _, n := range []int{1, 8, 64, 256} {
-		b.Run(fmt.Sprintf("mode=engine/sessions=%d", n), func(b *testing.B) {
-			db := benchDB(b, nil)
+		variants = append(variants, variant{fmt.Sprintf("mode=engine/sessions=%d", n), n, nil})
+	}
+	variants = append(variants, variant{"mode=engine-noindex/sessions=1", 1, &engine.Options{NoIndex: true}})
+	for _, v := range variants {
+		n := v.n
+		b.Run(v.name, func(b *testing.B) {
+			db := benchDB(b, v.opts)
 			hs := make([]*engine.Handle, n)
 			for i := range hs {
 				h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s-%d", i), CreatedAt: 1})
@@ -274,6 +286,47 @@ func BenchmarkOpen(b *testing.B) {
 				b.Fatal(err)
 			}
 			db.Close()
+		}
+	})
+	// A stale index: the checkpoint of before the last 64 MiB of appends,
+	// as a crash before the next checkpoint would leave it.
+	staleDir := b.TempDir()
+	var staleIndex []byte
+	func() {
+		db, err := engine.Open(staleDir, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		loadSession(b, db, "warm", 1000)
+		db.Close()
+		old, err := vfs.ReadFile(vfs.Default, filepath.Join(staleDir, "index.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		db, err = engine.Open(staleDir, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		loadSession(b, db, "tail", 220_000) // about 64 MiB of raw events
+		db.Close()
+		staleIndex = old
+		if err := os.WriteFile(filepath.Join(staleDir, "index.db"), old, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}()
+	b.Run("state=stale-index/unindexed=64MiB", func(b *testing.B) {
+		for b.Loop() {
+			db, err := engine.Open(staleDir, &engine.Options{IndexInterval: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			db.Close()
+			// Close checkpointed the tail; put the stale index back.
+			b.StopTimer()
+			if err := os.WriteFile(filepath.Join(staleDir, "index.db"), staleIndex, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
 		}
 	})
 	b.Run(fmt.Sprintf("state=no-index/sessions=%d", sessions), func(b *testing.B) {
