@@ -1,0 +1,353 @@
+package recovery
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/seglog/seglog/event"
+)
+
+// Event types the fold follows (REFERENCE.md §(h)).
+const (
+	TypeTurnStart        = "turn/start"
+	TypeTurnEnd          = "turn/end"
+	TypeStepStart        = "step/start"
+	TypeStepEnd          = "step/end"
+	TypeAssistantMessage = "assistant/message"
+	TypeToolCall         = "tool/call"
+	TypeToolResult       = "tool/result"
+	TypeEndSeed          = "session/end-seed"
+)
+
+// Error codes of the synthetic tool results.
+const (
+	CodeToolOutcomeUnknown = "TOOL_OUTCOME_UNKNOWN"
+	CodeToolNotStarted     = "TOOL_NOT_STARTED"
+)
+
+// Texts the synthetic tool results carry to the model.
+const (
+	textOutcomeUnknown = "The tool call was interrupted before its result was recorded, so its outcome is unknown. " +
+		"Retry it only if the work is read-only or idempotent; otherwise verify the current state first or ask the user."
+	textNotStarted = "The tool call was interrupted before it started, so it did not run; it may be retried."
+)
+
+// ErrSequence is the kind of every *SequenceError.
+var ErrSequence = errors.New("recovery: impossible event sequence")
+
+// SequenceError reports an event that cannot follow the log before it.
+// errors.Is(err, ErrSequence) is true for it.
+type SequenceError struct {
+	Seq    uint64
+	Type   string
+	Reason string
+}
+
+func (e *SequenceError) Error() string {
+	return fmt.Sprintf("recovery: event seq %d (%s): %s", e.Seq, e.Type, e.Reason)
+}
+
+// Is reports whether target is ErrSequence.
+func (e *SequenceError) Is(target error) bool { return target == ErrSequence }
+
+// Phase is where a log stands at its end.
+type Phase int
+
+const (
+	// Idle: no turn is open.
+	Idle Phase = iota
+	// InTurn: a turn is open, no step.
+	InTurn
+	// InStep: a turn and a step are open.
+	InStep
+)
+
+func (p Phase) String() string {
+	return [...]string{"idle", "in-turn", "in-step"}[p]
+}
+
+// PendingCall is a tool call the model asked for that has no result yet.
+type PendingCall struct {
+	CallID string
+	Name   string
+	Step   json.RawMessage // data.step of the assistant message that asked for it
+	// CallSeq is the seq of the tool/call event that started it, if one was
+	// recorded (then its outcome is unknown; otherwise it never started).
+	CallSeq *uint64
+}
+
+// State is the result of folding a log.
+type State struct {
+	Phase   Phase
+	Turn    json.RawMessage // data.turn of the open turn
+	Step    json.RawMessage // data.step of the open step
+	Pending []PendingCall   // in the order the calls were asked for
+	Len     int             // events folded
+	Last    *event.Event    // the last event, if any
+}
+
+// Balanced reports whether no turn is open.
+func (s *State) Balanced() bool { return s.Phase == Idle }
+
+// Fold replays events and returns the state at their end. It reports an
+// impossible sequence (a turn/end or step/start outside a turn, a step/end
+// outside a step, a result for a call that is not pending, a seq gap) as a
+// *SequenceError naming the event.
+//
+// A session/end-seed event with data {"inherited": true} ends a seeded
+// session's inherited prefix: the parent's state before it does not carry
+// into the child, so the fold starts over there.
+func Fold(events []event.Event) (State, error) {
+	var f folder
+	for i := range events {
+		if err := f.step(&events[i], i); err != nil {
+			return f.st, err
+		}
+	}
+	return f.st, nil
+}
+
+type folder struct {
+	st      State
+	pending []PendingCall
+}
+
+func (f *folder) fail(e *event.Event, format string, args ...any) error {
+	return &SequenceError{Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf(format, args...)}
+}
+
+func (f *folder) step(e *event.Event, i int) error {
+	if f.st.Last != nil && e.Seq != f.st.Last.Seq+1 {
+		return f.fail(e, "follows seq %d", f.st.Last.Seq)
+	}
+	switch e.Type {
+	case TypeTurnStart:
+		f.st.Phase, f.st.Turn, f.st.Step = InTurn, field(e.Data, "turn"), nil
+		f.pending = nil
+	case TypeTurnEnd:
+		if f.st.Phase == Idle {
+			return f.fail(e, "turn/end without an open turn")
+		}
+		f.st.Phase, f.st.Turn, f.st.Step = Idle, nil, nil
+		f.pending = nil
+	case TypeStepStart:
+		if f.st.Phase == Idle {
+			return f.fail(e, "step/start outside a turn")
+		}
+		f.st.Phase, f.st.Step = InStep, field(e.Data, "step")
+	case TypeStepEnd:
+		if f.st.Phase != InStep {
+			return f.fail(e, "step/end without an open step")
+		}
+		f.st.Phase, f.st.Step = InTurn, nil
+		f.pending = nil
+	case TypeAssistantMessage:
+		step := field(e.Data, "step")
+		if step == nil {
+			step = f.st.Step
+		}
+		for _, c := range toolCalls(e.Data) {
+			f.pending = append(f.pending, PendingCall{CallID: c.ID, Name: c.Name, Step: step})
+		}
+	case TypeToolCall:
+		id := stringField(e.Data, "callId")
+		for j := range f.pending {
+			if f.pending[j].CallID == id && f.pending[j].CallSeq == nil {
+				seq := e.Seq
+				f.pending[j].CallSeq = &seq
+				break
+			}
+		}
+	case TypeToolResult:
+		id := resultCallID(e.Data)
+		j := f.find(id)
+		if j < 0 {
+			return f.fail(e, "result for tool call %q, which is not pending", id)
+		}
+		f.pending = append(f.pending[:j:j], f.pending[j+1:]...)
+	case TypeEndSeed:
+		var inherited bool
+		if json.Unmarshal(field(e.Data, "inherited"), &inherited) == nil && inherited {
+			f.st.Phase, f.st.Turn, f.st.Step = Idle, nil, nil
+			f.pending = nil
+		}
+	}
+	f.st.Len = i + 1
+	f.st.Last = e
+	f.st.Pending = f.pending
+	return nil
+}
+
+func (f *folder) find(id string) int {
+	for j := range f.pending {
+		if f.pending[j].CallID == id {
+			return j
+		}
+	}
+	return -1
+}
+
+// field returns data[key] as raw JSON, or nil.
+func field(data json.RawMessage, key string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	return m[key]
+}
+
+func stringField(data json.RawMessage, key string) string {
+	var s string
+	if json.Unmarshal(field(data, key), &s) != nil {
+		return ""
+	}
+	return s
+}
+
+type toolCallBlock struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// toolCalls returns the tool-call blocks of an assistant message's data.
+func toolCalls(data json.RawMessage) []toolCallBlock {
+	var d struct {
+		Message struct {
+			Content []toolCallBlock `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &d) != nil {
+		return nil
+	}
+	var out []toolCallBlock
+	for _, b := range d.Message.Content {
+		if b.Type == "tool-call" && b.ID != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func resultCallID(data json.RawMessage) string {
+	var d struct {
+		Message struct {
+			Source struct {
+				CallID string `json:"callId"`
+			} `json:"source"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &d) != nil {
+		return ""
+	}
+	return d.Message.Source.CallID
+}
+
+// InterruptedTurnClosers returns the events that close the turn a log ends
+// inside, in the reference's order: an error tool/result for every pending
+// call (TOOL_OUTCOME_UNKNOWN citing its tool/call if one was recorded,
+// TOOL_NOT_STARTED otherwise), a step/end if a step is open, and a turn/end
+// with reason {"kind": "interrupted"}. Their seqs continue the log and
+// their time is the last event's. A balanced log gets none (nil).
+func InterruptedTurnClosers(events []event.Event) ([]event.Event, error) {
+	st, err := Fold(events)
+	if err != nil {
+		return nil, err
+	}
+	if st.Balanced() {
+		return nil, nil
+	}
+	seq, t := st.Last.Seq+1, st.Last.Time
+	var out []event.Event
+	add := func(e event.Event) {
+		e.Seq, e.Time = seq, t
+		seq++
+		out = append(out, e)
+	}
+	for _, c := range st.Pending {
+		add(closerResult(st.Turn, c, seq))
+	}
+	if st.Phase == InStep {
+		add(event.Event{Type: TypeStepEnd, Data: object("turn", st.Turn, "step", st.Step)})
+	}
+	add(event.Event{Type: TypeTurnEnd, Data: object("turn", st.Turn, "reason", json.RawMessage(`{"kind":"interrupted"}`))})
+	return out, nil
+}
+
+func closerResult(turn json.RawMessage, c PendingCall, seq uint64) event.Event {
+	name, code, text := "ToolNotStartedError", CodeToolNotStarted, textNotStarted
+	if c.CallSeq != nil {
+		name, code, text = "ToolOutcomeUnknownError", CodeToolOutcomeUnknown, textOutcomeUnknown
+	}
+	type textBlock struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	type resultBlock struct {
+		Type       string      `json:"type"`
+		ToolCallID string      `json:"toolCallId"`
+		IsError    bool        `json:"isError"`
+		Content    []textBlock `json:"content"`
+	}
+	msg := struct {
+		ID      string        `json:"id"`
+		Role    string        `json:"role"`
+		Source  any           `json:"source"`
+		Content []resultBlock `json:"content"`
+	}{
+		ID:      "interrupted-tool-result-" + c.CallID + "-" + strconv.FormatUint(seq, 10),
+		Role:    "user",
+		Source:  map[string]string{"kind": "tool", "callId": c.CallID},
+		Content: []resultBlock{{Type: "tool-result", ToolCallID: c.CallID, IsError: true, Content: []textBlock{{Type: "text", Text: text}}}},
+	}
+	m, _ := json.Marshal(msg)
+	errObj, _ := json.Marshal(map[string]string{"name": name, "code": code})
+	e := event.Event{
+		Type:      TypeToolResult,
+		Data:      object("turn", turn, "step", c.Step, "message", m, "error", errObj),
+		SurfaceOp: json.RawMessage(`"append"`),
+	}
+	if c.CallSeq != nil {
+		e.SourceEventSeqs = []uint64{*c.CallSeq}
+	}
+	return e
+}
+
+// object builds a JSON object from key/value pairs, leaving out nil values
+// and keeping the order given.
+func object(kv ...any) json.RawMessage {
+	b := []byte{'{'}
+	for i := 0; i < len(kv); i += 2 {
+		v, _ := kv[i+1].(json.RawMessage)
+		if v == nil {
+			if bs, ok := kv[i+1].([]byte); ok {
+				v = bs
+			}
+		}
+		if v == nil {
+			continue
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(kv[i].(string))
+		b = append(b, k...)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	return append(b, '}')
+}
+
+// Balance returns the read-only observer's view of a log: the events plus
+// the closers of an interrupted turn, in memory. events is not modified.
+func Balance(events []event.Event) ([]event.Event, error) {
+	closers, err := InterruptedTurnClosers(events)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]event.Event, 0, len(events)+len(closers))
+	out = append(out, events...)
+	return append(out, closers...), nil
+}
