@@ -69,6 +69,8 @@ type session struct {
 	owner     *Handle    // the write handle holding the lease, if any
 	erased    bool       // a pending session its creator closed
 
+	checked uint64 // events verified against the catalog and the seed rules by a write open
+
 	idxNext uint64 // events the index holds (frames in pend are not counted)
 	idxSize int64
 }
@@ -476,7 +478,11 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	if !ok || s.erased {
 		return nil, sessionErr(id, "open", ErrSessionNotFound)
 	}
-	if _, err := db.header(s); err != nil {
+	hdr, err := db.header(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.checkVersion(id, hdr); err != nil {
 		return nil, err
 	}
 	if access != Write {
@@ -488,7 +494,30 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	}
 	h := db.newHandle(s, Write, lease)
 	s.owner = h
+	db.mu.Unlock()
+	err = h.checkLog(ctx)
+	db.mu.Lock()
+	if err != nil {
+		// A failed write open releases what it took, so a retry never
+		// finds the session owned.
+		delete(db.handles, h)
+		if s.owner == h {
+			s.owner = nil
+		}
+		h.closed = true
+		lease.Release()
+		return nil, err
+	}
 	return h, nil
+}
+
+// checkVersion refuses a session written in a format this build does not
+// read (a newer build's, or one older than OldestFormatVersion).
+func (db *DB) checkVersion(id string, h Header) error {
+	if h.Version > FormatVersion || h.Version < OldestFormatVersion {
+		return &FormatError{Path: db.dir + "#" + id, What: "session", Version: h.Version, Supported: FormatVersion, Oldest: OldestFormatVersion}
+	}
+	return nil
 }
 
 // Stat describes a session; ErrSessionNotFound if it does not exist.
@@ -505,7 +534,14 @@ func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
 	if !ok || s.erased {
 		return Snapshot{}, sessionErr(id, "stat", ErrSessionNotFound)
 	}
-	return db.snapshotOf(s)
+	snap, err := db.snapshotOf(s)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if err := db.checkVersion(id, snap.Header); err != nil {
+		return Snapshot{}, err
+	}
+	return snap, nil
 }
 
 // header returns the session header, decoding the index's copy on first
@@ -559,6 +595,9 @@ func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
 			snap, err := db.snapshotOf(s)
 			if err != nil {
 				return nil, err
+			}
+			if db.checkVersion(s.id, snap.Header) != nil {
+				continue // a format this build does not read: not listed, as the reference skips foreign versions
 			}
 			out = append(out, snap)
 		}

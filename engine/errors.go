@@ -42,6 +42,13 @@ var (
 	ErrInvalidHeader = errors.New("invalid session header")
 	// ErrLocked: Open of a directory another process owns. See *LockError.
 	ErrLocked = vfs.ErrLocked
+	// ErrUnsupportedEvent: a read (or a write open) of a stored event whose
+	// type is not in the catalog and that is not ignorable, or of a retired
+	// shape. See *UnsupportedEventError, which names the seq and the type.
+	ErrUnsupportedEvent = event.ErrUnsupported
+	// ErrSeed: a stored seeded session without its inherited end-seed
+	// marker at the inherited count, or an unseeded one with such a marker.
+	ErrSeed = errors.New("bad seed marker")
 	// ErrCorrupt is the kind of every *CorruptionError.
 	ErrCorrupt = base.ErrCorrupt
 	// ErrFormat is the kind of every *FormatError.
@@ -54,6 +61,9 @@ type CorruptionError = base.CorruptionError
 // FormatError reports data written in a format this build does not read;
 // Newer tells the direction.
 type FormatError = base.FormatError
+
+// UnsupportedEventError names the stored event a read refused.
+type UnsupportedEventError = event.UnsupportedError
 
 // LockError reports the directory lock held by another process, with its pid.
 type LockError = vfs.LockError

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -139,7 +140,53 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 	if filled != end-off {
 		return nil, sessionErr(h.id, "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.id, filled, off, end)})
 	}
+	for i := range out { // fail closed on events this build does not know
+		if err := db.opts.Catalog.Check(&out[i]); err != nil {
+			return nil, sessionErr(h.id, "read", err)
+		}
+	}
 	return out, nil
+}
+
+// checkLog is a write open's validation of the stored log: every event's
+// type against the catalog, and the seed marker rules (REFERENCE.md §(f)).
+// Events already checked by an earlier write open of this DB are skipped.
+func (h *Handle) checkLog(ctx context.Context) error {
+	db := h.db
+	db.mu.Lock()
+	from, n := h.s.checked, h.s.next
+	seeded, inh := h.hdr.IsSeeded, h.inh
+	db.mu.Unlock()
+	const chunk = 8192
+	for off := from; off < n; off += chunk {
+		evs, err := h.Read(ctx, int(off), chunk)
+		if err != nil {
+			return err
+		}
+		for i := range evs {
+			if marker := isInheritedMarker(&evs[i]); marker && (!seeded || evs[i].Seq != inh) {
+				return sessionErr(h.id, "open", fmt.Errorf("%w: unseeded session contains an inherited end-seed marker at seq %d", ErrSeed, evs[i].Seq))
+			} else if seeded && evs[i].Seq == inh && !marker {
+				return sessionErr(h.id, "open", fmt.Errorf("%w: seeded session lacks an inherited end-seed marker at seq %d", ErrSeed, inh))
+			}
+		}
+	}
+	db.mu.Lock()
+	if h.s.checked < n {
+		h.s.checked = n
+	}
+	db.mu.Unlock()
+	return nil
+}
+
+func isInheritedMarker(e *event.Event) bool {
+	if e.Type != "session/end-seed" {
+		return false
+	}
+	var d struct {
+		Inherited bool `json:"inherited"`
+	}
+	return json.Unmarshal(e.Data, &d) == nil && d.Inherited
 }
 
 // parallelFrames is the number of frames from which a read decodes on

@@ -11,6 +11,11 @@ import (
 // reference harness's v3 event catalog).
 const FormatVersion = 3
 
+// OldestFormatVersion is the oldest session format version this build
+// reads. Sessions from older versions are refused with a *FormatError
+// (they come in through import, which converts them).
+const OldestFormatVersion = 3
+
 // maxSafeInt is JavaScript's Number.MAX_SAFE_INTEGER: reference logs keep
 // times and counts within it.
 const maxSafeInt = 1<<53 - 1

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
@@ -42,6 +43,11 @@ type Options struct {
 	// Logger receives warnings (background write failures, recovered torn
 	// tails); default discards.
 	Logger *slog.Logger
+	// Catalog is the set of event types reads accept: a stored event of
+	// another type that is not ignorable fails the read (and a write open)
+	// with an *UnsupportedEventError. Default event.NewCatalog() (the v3
+	// catalog); register a host's extension types on it.
+	Catalog *event.Catalog
 	// AfterFunc arms write-behind windows; default time.AfterFunc. Tests
 	// pass a fake clock.
 	AfterFunc func(d time.Duration, f func()) handle.Timer
@@ -75,6 +81,9 @@ func (o *Options) withDefaults(dir string) (Options, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Catalog == nil {
+		c.Catalog = event.NewCatalog()
 	}
 	if c.IndexPath == "" && !c.NoIndex {
 		if osFS {

@@ -395,6 +395,55 @@ var contractCases = []contractCase{
 		e.wantEvents("nothing stored", nil, e.read(h, 0, -1))
 		e.append(h, OneTurn()...) // seq 0 still free
 	}},
+	{"C18/unknown-type-fails-closed", func(e *env) {
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		e.append(h, ev(6, "mystery/event", `{}`)) // appends store unknown types verbatim
+		if err := h.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		for try := range 2 { // the claim is released between tries
+			_, err := e.s.Open(e.ctx, "s", engine.Write)
+			var ue *engine.UnsupportedEventError
+			if !errors.Is(err, engine.ErrUnsupportedEvent) || !errors.As(err, &ue) || ue.Type != "mystery/event" || ue.Seq != 6 {
+				e.t.Errorf("open(write) try %d: %v, want *UnsupportedEventError for mystery/event at seq 6", try, err)
+			}
+		}
+		r := e.open("s", engine.Read)
+		_, err := r.Read(e.ctx, 0, -1)
+		e.wantErr("first read", err, engine.ErrUnsupportedEvent)
+		e.wantEvents("the known prefix still reads", OneTurn()[:3], e.read(r, 0, 3))
+	}},
+	{"C18/ignorable-unknown-is-kept", func(e *env) {
+		h := e.create("s")
+		x := ev(0, "mystery/event", `{"v":1}`)
+		x.Ignorable = true
+		e.append(h, x)
+		h.Close()
+		w := e.open("s", engine.Write)
+		e.wantEvents("ignorable unknown", []event.Event{x}, e.read(w, 0, -1))
+	}},
+	{"store/seed-marker-rules", func(e *env) {
+		seeded := Meta("child")
+		seeded.IsSeeded = true
+		h, err := e.s.Create(e.ctx, seeded, engine.Inherited(2))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.append(h, OneTurn()[:3]...) // seq 2 should have been the marker
+		h.Close()
+		_, err = e.s.Open(e.ctx, "child", engine.Write)
+		e.wantErr("seeded without marker", err, engine.ErrSeed)
+		u := e.create("plain")
+		e.append(u, ev(0, "session/end-seed", `{"inherited":true}`))
+		u.Close()
+		_, err = e.s.Open(e.ctx, "plain", engine.Write)
+		e.wantErr("unseeded with marker", err, engine.ErrSeed)
+		m := e.create("boundary")
+		e.append(m, ev(0, "session/end-seed", `{}`)) // an untagged marker is a lifecycle boundary
+		m.Close()
+		e.open("boundary", engine.Write).Close()
+	}},
 	{"C19/torn-tail", func(e *env) {
 		h := e.create("s")
 		e.append(h, OneTurn()...)

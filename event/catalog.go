@@ -1,0 +1,122 @@
+package event
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ErrUnsupported is the kind of every *UnsupportedError.
+var ErrUnsupported = errors.New("event: unsupported")
+
+// UnsupportedError reports a stored event this build (and its catalog)
+// does not know and that is not marked ignorable, or a retired shape.
+// Reads fail closed on it. errors.Is(err, ErrUnsupported) is true.
+type UnsupportedError struct {
+	Seq    uint64
+	Type   string
+	Reason string
+}
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("event: unsupported event %q at seq %d: %s", e.Type, e.Seq, e.Reason)
+}
+
+// Is reports whether target is ErrUnsupported.
+func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
+// v3Types is the reference harness's v3 event catalog (REFERENCE.md §(h)).
+// An entry ending in "/*" admits a family of types.
+var v3Types = []string{
+	"system/message", "user/message", "assistant/message", "tool/result",
+	"turn/start", "turn/end", "step/start", "step/end", "assistant/attempt",
+	"tool/call", "request/header", "request/context",
+	"session/end-seed", "plan/mode", "session/title", "model/selection", "sandbox/mode",
+	"approval/*", "permission/preset", "compaction/*", "command/*", "hook/*",
+	"todo/write", "goal/change", "schedule/change", "subagent/*", "team/*",
+	"tool/ptc-dispatch", "tool/ptc-dispatch-start", "tool-workflow/*",
+	"agent/inbox/spliced", "agent-preset/selected", "llm/retry", "llm/retry-started",
+	"image/offload", "feedback/*", "deliverables/presented", "fork/session-source",
+	"session-log-deepseek/delivery-accepted", "web/deepseek-search-llm-request",
+}
+
+// Catalog is the set of event types a host knows. Reads of a stored event
+// whose type is not in it fail closed, unless the event is ignorable.
+// It is safe for concurrent use; Register may be called at any time.
+type Catalog struct {
+	mu       sync.RWMutex
+	exact    map[string]bool
+	families []string // prefixes, with the trailing slash
+}
+
+// NewCatalog returns a catalog of the v3 types plus extra ones (a type
+// ending in "/*" admits the family).
+func NewCatalog(extra ...string) *Catalog {
+	c := &Catalog{exact: map[string]bool{}}
+	c.Register(v3Types...)
+	c.Register(extra...)
+	return c
+}
+
+// Register declares types the host knows (an extension's events).
+func (c *Catalog) Register(types ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range types {
+		if p, ok := strings.CutSuffix(t, "*"); ok {
+			if !slices.Contains(c.families, p) {
+				c.families = append(c.families, p)
+			}
+		} else {
+			c.exact[t] = true
+		}
+	}
+}
+
+// Known reports whether typ is in the catalog.
+func (c *Catalog) Known(typ string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.exact[typ] {
+		return true
+	}
+	for _, p := range c.families {
+		if strings.HasPrefix(typ, p) && len(typ) > len(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Check returns an *UnsupportedError if e may not be read by a build with
+// this catalog: an unknown type that is not ignorable, or a retired shape
+// (a request/header with reason "fallback", or one carrying
+// header.system).
+func (c *Catalog) Check(e *Event) error {
+	if !c.Known(e.Type) {
+		if e.Ignorable {
+			return nil
+		}
+		return &UnsupportedError{Seq: e.Seq, Type: e.Type, Reason: "unknown event type (not in the catalog and not ignorable)"}
+	}
+	if e.Type == "request/header" {
+		var d struct {
+			Reason string `json:"reason"`
+			Header struct {
+				System json.RawMessage `json:"system"`
+			} `json:"header"`
+		}
+		if json.Unmarshal(e.Data, &d) == nil {
+			if d.Reason == "fallback" {
+				return &UnsupportedError{Seq: e.Seq, Type: e.Type, Reason: `unsupported legacy reason "fallback"`}
+			}
+			if d.Header.System != nil {
+				return &UnsupportedError{Seq: e.Seq, Type: e.Type, Reason: "retired header.system"}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+package event
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestCatalog(t *testing.T) {
+	c := NewCatalog()
+	for _, typ := range []string{"turn/start", "approval/requested", "subagent/spawned", "tool-workflow/x"} {
+		if !c.Known(typ) {
+			t.Errorf("%s unknown", typ)
+		}
+	}
+	for _, typ := range []string{"mystery/event", "approval/", "request/header-delta", "turn"} {
+		if c.Known(typ) {
+			t.Errorf("%s known", typ)
+		}
+	}
+	unknown := &Event{Seq: 6, Type: "mystery/event", Data: json.RawMessage(`{}`)}
+	err := c.Check(unknown)
+	var ue *UnsupportedError
+	if !errors.Is(err, ErrUnsupported) || !errors.As(err, &ue) || ue.Seq != 6 || ue.Type != "mystery/event" {
+		t.Errorf("Check(unknown) = %v", err)
+	}
+	unknown.Ignorable = true
+	if err := c.Check(unknown); err != nil {
+		t.Errorf("ignorable unknown refused: %v", err)
+	}
+	c.Register("mystery/*")
+	unknown.Ignorable = false
+	if err := c.Check(unknown); err != nil {
+		t.Errorf("registered family refused: %v", err)
+	}
+	for _, data := range []string{`{"reason":"fallback","header":{}}`, `{"reason":"initial","header":{"system":"x"}}`} {
+		if err := c.Check(&Event{Type: "request/header", Data: json.RawMessage(data)}); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("retired %s accepted", data)
+		}
+	}
+	if err := c.Check(&Event{Type: "request/header", Data: json.RawMessage(`{"reason":"initial","header":{"config":{}}}`)}); err != nil {
+		t.Errorf("current request/header refused: %v", err)
+	}
+}
