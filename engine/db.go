@@ -616,12 +616,8 @@ func (db *DB) Flush(ctx context.Context) error {
 		db.mu.Unlock()
 		return ErrClosed
 	}
-	hs := make([]*Handle, 0, len(db.handles))
-	for h := range db.handles {
-		hs = append(hs, h)
-	}
+	hs := db.writeHandles()
 	db.mu.Unlock()
-	sort.Slice(hs, func(i, j int) bool { return hs[i].s.id < hs[j].s.id })
 	var errs []error
 	for _, h := range hs {
 		if err := h.prepareFlush(ctx); err != nil && !errors.Is(err, ErrHandleClosed) {
@@ -632,6 +628,17 @@ func (db *DB) Flush(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// writeHandles returns the open write handles, by session id. Called with
+// db.mu held.
+func (db *DB) writeHandles() []*Handle {
+	hs := make([]*Handle, 0, len(db.handles))
+	for h := range db.handles {
+		hs = append(hs, h)
+	}
+	sort.Slice(hs, func(i, j int) bool { return hs[i].id < hs[j].id })
+	return hs
 }
 
 // sync makes every appended frame durable (group commit with concurrent
@@ -789,10 +796,7 @@ func (db *DB) Close() error {
 		db.mu.Unlock()
 		return nil
 	}
-	hs := make([]*Handle, 0, len(db.handles))
-	for h := range db.handles {
-		hs = append(hs, h)
-	}
+	hs := db.writeHandles()
 	db.mu.Unlock()
 	var errs []error
 	for _, h := range hs {

@@ -1,4 +1,4 @@
-package handle
+package handle_test
 
 import (
 	"bytes"
@@ -10,58 +10,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/internal/testclock"
 )
-
-// fakeClock fires timers only when the test advances it.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Duration
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c       *fakeClock
-	at      time.Duration
-	f       func()
-	stopped bool
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now + d, f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-// advance moves time forward and runs due timers synchronously.
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now += d
-	var due []*fakeTimer
-	keep := c.timers[:0]
-	for _, t := range c.timers {
-		if !t.stopped && t.at <= c.now {
-			t.stopped = true
-			due = append(due, t)
-		} else if !t.stopped {
-			keep = append(keep, t)
-		}
-	}
-	c.timers = keep
-	c.mu.Unlock()
-	for _, t := range due {
-		t.f()
-	}
-}
 
 // sink records batches and can be made to fail or block.
 type sink struct {
@@ -95,37 +47,37 @@ func (s *sink) got() [][]int {
 	return slices.Clone(s.batches)
 }
 
-func newWB(s *sink, c *fakeClock, log *slog.Logger) *WriteBehind[int] {
-	return NewWriteBehind(WriteBehindConfig[int]{Write: s.write, Name: "s-1", Logger: log, AfterFunc: c.AfterFunc})
+func newWB(s *sink, c *testclock.Clock, log *slog.Logger) *handle.WriteBehind[int] {
+	return handle.NewWriteBehind(handle.WriteBehindConfig[int]{Write: s.write, Name: "s-1", Logger: log, AfterFunc: c.AfterFunc})
 }
 
 func TestWindowIsFixed(t *testing.T) {
-	s, c := &sink{}, &fakeClock{}
+	s, c := &sink{}, &testclock.Clock{}
 	w := newWB(s, c, nil)
 	w.Enqueue(0)
-	c.advance(150 * time.Millisecond)
+	c.Advance(150 * time.Millisecond)
 	w.Enqueue(1) // joins the batch; does not extend the window
-	c.advance(49 * time.Millisecond)
+	c.Advance(49 * time.Millisecond)
 	if got := s.got(); len(got) != 0 {
 		t.Fatalf("wrote %v at 199ms", got)
 	}
-	c.advance(time.Millisecond)
+	c.Advance(time.Millisecond)
 	if got := s.got(); !slices.EqualFunc(got, [][]int{{0, 1}}, slices.Equal) {
 		t.Fatalf("at 200ms wrote %v, want [[0 1]]", got)
 	}
 	w.Enqueue(2) // a new window
-	c.advance(DefaultWindow)
+	c.Advance(handle.DefaultWindow)
 	if got := s.got(); len(got) != 2 || !slices.Equal(got[1], []int{2}) {
 		t.Fatalf("second window wrote %v", got)
 	}
 }
 
 func TestItemsDuringWriteFormNextBatch(t *testing.T) {
-	s, c := &sink{block: make(chan struct{})}, &fakeClock{}
+	s, c := &sink{block: make(chan struct{})}, &testclock.Clock{}
 	w := newWB(s, c, nil)
 	w.Enqueue(0, 1)
 	done := make(chan struct{})
-	go func() { c.advance(DefaultWindow); close(done) }()
+	go func() { c.Advance(handle.DefaultWindow); close(done) }()
 	for w.Pending() != 0 { // the drain has taken the batch
 		time.Sleep(time.Millisecond)
 	}
@@ -141,10 +93,10 @@ func TestBackgroundFailureRetainsAndPauses(t *testing.T) {
 	var logBuf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logBuf, nil))
 	boom := errors.New("disk on fire")
-	s, c := &sink{fail: boom}, &fakeClock{}
+	s, c := &sink{fail: boom}, &testclock.Clock{}
 	w := newWB(s, c, log)
 	w.Enqueue(0)
-	c.advance(DefaultWindow)
+	c.Advance(handle.DefaultWindow)
 	if !w.Paused() || w.Pending() != 1 || s.calls != 1 {
 		t.Fatalf("after failure: paused=%v pending=%d calls=%d", w.Paused(), w.Pending(), s.calls)
 	}
@@ -153,9 +105,9 @@ func TestBackgroundFailureRetainsAndPauses(t *testing.T) {
 	}
 	for i := 1; i <= 3; i++ { // 4 windows pass with new items: no write attempt
 		w.Enqueue(i)
-		c.advance(DefaultWindow)
+		c.Advance(handle.DefaultWindow)
 	}
-	c.advance(DefaultWindow)
+	c.Advance(handle.DefaultWindow)
 	if s.calls != 1 {
 		t.Fatalf("%d write attempts while paused, want 1", s.calls)
 	}
@@ -175,14 +127,14 @@ func TestBackgroundFailureRetainsAndPauses(t *testing.T) {
 		t.Error("still paused after a successful write")
 	}
 	w.Enqueue(4) // automatic path resumed
-	c.advance(DefaultWindow)
+	c.Advance(handle.DefaultWindow)
 	if got := s.got(); len(got) != 2 {
 		t.Errorf("automatic path did not resume: %v", got)
 	}
 }
 
 func TestCloseDrains(t *testing.T) {
-	s, c := &sink{}, &fakeClock{}
+	s, c := &sink{}, &testclock.Clock{}
 	w := newWB(s, c, nil)
 	w.Enqueue(7, 8)
 	if err := w.Close(context.Background()); err != nil {
@@ -191,25 +143,25 @@ func TestCloseDrains(t *testing.T) {
 	if got := s.got(); !slices.EqualFunc(got, [][]int{{7, 8}}, slices.Equal) {
 		t.Fatalf("Close wrote %v", got)
 	}
-	if err := w.Enqueue(9); !errors.Is(err, ErrClosed) {
+	if err := w.Enqueue(9); !errors.Is(err, handle.ErrClosed) {
 		t.Errorf("Enqueue after Close = %v", err)
 	}
 	if err := w.Close(context.Background()); err != nil {
 		t.Errorf("second Close = %v", err)
 	}
-	c.advance(time.Hour)
+	c.Advance(time.Hour)
 	if len(s.got()) != 1 {
 		t.Error("a timer fired after Close")
 	}
 }
 
 func TestLeases(t *testing.T) {
-	var o Owners
+	var o handle.Owners
 	l, err := o.Acquire("a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.Acquire("a"); !errors.Is(err, ErrAlreadyOwned) {
+	if _, err := o.Acquire("a"); !errors.Is(err, handle.ErrAlreadyOwned) {
 		t.Errorf("second Acquire = %v", err)
 	}
 	l2, err := o.Acquire("b")
@@ -218,7 +170,7 @@ func TestLeases(t *testing.T) {
 	}
 	l.Release()
 	l.Release()
-	if err := l.Check(); !errors.Is(err, ErrReleased) {
+	if err := l.Check(); !errors.Is(err, handle.ErrReleased) {
 		t.Errorf("Check after Release = %v", err)
 	}
 	l3, err := o.Acquire("a")
@@ -226,8 +178,8 @@ func TestLeases(t *testing.T) {
 		t.Fatalf("Acquire after Release: %v", err)
 	}
 	o.RevokeAll()
-	for _, x := range []*Lease{l2, l3} {
-		if err := x.Check(); !errors.Is(err, ErrOwnershipLost) {
+	for _, x := range []*handle.Lease{l2, l3} {
+		if err := x.Check(); !errors.Is(err, handle.ErrOwnershipLost) {
 			t.Errorf("Check after RevokeAll = %v", err)
 		}
 	}
@@ -237,7 +189,7 @@ func TestLeases(t *testing.T) {
 	if !o.Held("a") || l4.Check() != nil {
 		t.Error("a stale Release freed a newer lease")
 	}
-	if err := l.Check(); !errors.Is(err, ErrReleased) {
+	if err := l.Check(); !errors.Is(err, handle.ErrReleased) {
 		t.Error("a released lease became valid again")
 	}
 }

@@ -12,12 +12,10 @@ package enginetest
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/internal/testclock"
 )
 
 // Store is the service interface of a session store.
@@ -90,57 +88,7 @@ func DB(s Store) *engine.DB {
 	return nil
 }
 
-// Clock is a fake clock for write-behind windows: timers fire only when
-// the test calls Advance. Pass its AfterFunc in the backend's options.
-type Clock struct {
-	mu     sync.Mutex
-	now    time.Duration
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c       *Clock
-	at      time.Duration
-	f       func()
-	stopped bool
-}
-
-// AfterFunc implements engine.Options.AfterFunc.
-func (c *Clock) AfterFunc(d time.Duration, f func()) handle.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now + d, f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-// Advance moves the clock and runs the timers that became due, in the
-// calling goroutine.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now += d
-	var due, keep []*fakeTimer
-	for _, t := range c.timers {
-		switch {
-		case t.stopped:
-		case t.at <= c.now:
-			t.stopped = true
-			due = append(due, t)
-		default:
-			keep = append(keep, t)
-		}
-	}
-	c.timers = keep
-	c.mu.Unlock()
-	for _, t := range due {
-		t.f()
-	}
-}
+// Clock is the fake clock the suite drives write-behind windows with:
+// timers fire only when a case calls Advance. Pass its AfterFunc in the
+// backend's options.
+type Clock = testclock.Clock
