@@ -320,6 +320,21 @@ func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 		return err
 	}
 	h.mu.Lock()
+	wb := h.wb
+	h.mu.Unlock()
+	if wb != nil && wb.Pending() > 0 {
+		// Events handed to Enqueue come first.
+		if err := wb.Drain(ctx); err != nil {
+			return sessionErr(h.id, "append", err)
+		}
+	}
+	return h.appendNow(ctx, evs)
+}
+
+// appendNow is Append without draining the write-behind buffer (which
+// calls it).
+func (h *Handle) appendNow(ctx context.Context, evs []event.Event) error {
+	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.writable("append"); err != nil {
 		return err
@@ -428,8 +443,8 @@ func (h *Handle) validate(evs []event.Event, next uint64) error {
 // appended in the background. Seqs and shapes are checked here, so a
 // background write fails only on I/O; such a failure keeps the events in
 // order, pauses the automatic path and logs a warning, and the next Flush
-// retries and returns the error. Do not mix Enqueue and Append on one
-// handle without a Flush between them.
+// retries and returns the error. An Append after Enqueue first appends
+// what is buffered, so the two can be mixed.
 func (h *Handle) Enqueue(evs ...event.Event) error {
 	h.mu.Lock()
 	if err := h.writable("enqueue"); err != nil {
@@ -452,7 +467,7 @@ func (h *Handle) Enqueue(evs ...event.Event) error {
 	}
 	if h.wb == nil {
 		h.wb = handle.NewWriteBehind(handle.WriteBehindConfig[event.Event]{
-			Write:     func(ctx context.Context, batch []event.Event) error { return h.Append(ctx, batch...) },
+			Write:     func(ctx context.Context, batch []event.Event) error { return h.appendNow(ctx, batch) },
 			Window:    db.opts.WriteBehindWindow,
 			Name:      h.id,
 			Logger:    db.opts.Logger,
