@@ -186,7 +186,7 @@ func (db *DB) recover() error {
 			continue
 		}
 		path := db.segPath(id)
-		r, err := segment.OpenReader(fsys, path)
+		r, err := db.openSegment(id)
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
@@ -379,6 +379,20 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 	return nil
 }
 
+// openSegment opens segment id and checks that its header names the same
+// ID as its file name (a renamed or swapped file is corruption).
+func (db *DB) openSegment(id uint64) (*segment.Reader, error) {
+	r, err := segment.OpenReader(db.opts.FS, db.segPath(id))
+	if err != nil {
+		return nil, err
+	}
+	if got := r.Header().ID; got != id {
+		r.Close()
+		return nil, &CorruptionError{Path: db.segPath(id), Offset: 0, Reason: fmt.Sprintf("header says segment %d", got)}
+	}
+	return r, nil
+}
+
 // reader returns the open reader of segment id, opening it if needed.
 func (db *DB) reader(id uint64) (*segment.Reader, error) {
 	db.mu.Lock()
@@ -387,7 +401,7 @@ func (db *DB) reader(id uint64) (*segment.Reader, error) {
 	if r != nil {
 		return r, nil
 	}
-	r, err := segment.OpenReader(db.opts.FS, db.segPath(id))
+	r, err := db.openSegment(id)
 	if err != nil {
 		return nil, err
 	}

@@ -74,12 +74,15 @@ func Scan(path string, data []byte, opts ScanOptions, fn func(*FrameInfo) error)
 		off = HeaderSize
 	}
 	var res ScanResult
-	if off < HeaderSize || off%frameAlign != 0 || off > int64(len(data)) {
+	if off < HeaderSize || off%frameAlign != 0 {
 		return res, fmt.Errorf("segment: scan %s: start offset %d is not a frame boundary", path, off)
 	}
 	corrupt := func(at int64, reason string) (ScanResult, error) {
 		res.End = at
 		return res, &CorruptionError{Path: path, Offset: at, Reason: reason}
+	}
+	if off > int64(len(data)) {
+		return corrupt(int64(len(data)), fmt.Sprintf("segment of %d bytes ends before offset %d", len(data), off))
 	}
 	for {
 		fi, st, reason := parseFrame(data, off, maxRaw)
@@ -106,6 +109,9 @@ func Scan(path string, data []byte, opts ScanOptions, fn func(*FrameInfo) error)
 			return corrupt(off, reason)
 		case frameZero:
 			if allZero(data[off:]) {
+				if off < opts.Durable {
+					return corrupt(off, fmt.Sprintf("log ends at %d, before the durable offset %d", off, opts.Durable))
+				}
 				res.End, res.DirtyEnd = off, off
 				return res, nil
 			}

@@ -1,0 +1,178 @@
+package fuzz
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+)
+
+const childEnv = "SEGLOG_SIGKILL_CHILD_DIR"
+
+var childSessions = []string{"k0", "k1", "k2", "k3"}
+
+// childEventSize makes an event's size a function of its seq, so the
+// parent can regenerate and compare every byte.
+func childEventSize(seq uint64) int { return 100 + int(seq*37%900) }
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(childEnv); dir != "" {
+		os.Exit(childWriter(dir))
+	}
+	os.Exit(m.Run())
+}
+
+// childWriter appends and flushes until it is killed, printing after each
+// successful flush "ack <session> <events>" on stdout.
+func childWriter(dir string) int {
+	ctx := context.Background()
+	db, err := engine.Open(dir, &engine.Options{SegmentSize: 256 << 10})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child open:", err)
+		return 2
+	}
+	seed, _ := strconv.ParseUint(os.Getenv("SEGLOG_SIGKILL_SEED"), 10, 64)
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := bufio.NewWriter(os.Stdout)
+	hs := map[string]*engine.Handle{}
+	next := map[string]uint64{}
+	for _, id := range childSessions {
+		h, err := db.Open(ctx, id, engine.Write)
+		if errors.Is(err, engine.ErrSessionNotFound) {
+			h, err = db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child open session:", err)
+			return 2
+		}
+		evs, err := h.Read(ctx, 0, -1)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child read:", err)
+			return 2
+		}
+		hs[id], next[id] = h, uint64(len(evs))
+	}
+	for {
+		id := childSessions[r.IntN(len(childSessions))]
+		n := 1 + r.IntN(20)
+		evs := make([]event.Event, n)
+		for i := range evs {
+			seq := next[id] + uint64(i)
+			evs[i] = testgen.Event(seq, childEventSize(seq))
+		}
+		if err := hs[id].Append(ctx, evs...); err != nil {
+			fmt.Fprintln(os.Stderr, "child append:", err)
+			return 2
+		}
+		next[id] += uint64(n)
+		if r.IntN(3) > 0 {
+			if err := hs[id].Flush(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "child flush:", err)
+				return 2
+			}
+			fmt.Fprintf(out, "ack %s %d\n", id, next[id])
+			out.Flush()
+		}
+	}
+}
+
+// TestSIGKILL runs a child process that appends and flushes, kills it with
+// SIGKILL at a random moment, and checks that every event the child
+// reported flushed is in the reopened store, intact, and that nothing but
+// the child's own events is there. Each round continues the same store.
+func TestSIGKILL(t *testing.T) {
+	rounds := 200
+	if testing.Short() {
+		rounds = 20
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	acked := map[string]uint64{}
+	for round := range rounds {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+dir, "SEGLOG_SIGKILL_SEED="+strconv.Itoa(round))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1024)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		// Let it get going, then kill it at a random moment.
+		wait := time.Duration(20+rand.IntN(120)) * time.Millisecond
+		time.Sleep(wait)
+		cmd.Process.Signal(syscall.SIGKILL)
+		for line := range lines {
+			f := strings.Fields(line)
+			if len(f) != 3 || f[0] != "ack" {
+				continue
+			}
+			n, err := strconv.ParseUint(f[2], 10, 64)
+			if err == nil && n > acked[f[1]] {
+				acked[f[1]] = n
+			}
+		}
+		err = cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("round %d: child ended with %v, not by SIGKILL: %s", round, err, stderr.String())
+		}
+		checkKilledStore(t, ctx, dir, acked, round)
+	}
+	var total uint64
+	for _, n := range acked {
+		total += n
+	}
+	t.Logf("%d SIGKILL rounds, %d events acknowledged and found intact", rounds, total)
+}
+
+func checkKilledStore(t *testing.T, ctx context.Context, dir string, acked map[string]uint64, round int) {
+	t.Helper()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatalf("round %d: reopen: %v", round, err)
+	}
+	defer db.Close()
+	for _, id := range childSessions {
+		h, err := db.Open(ctx, id, engine.Read)
+		if errors.Is(err, engine.ErrSessionNotFound) && acked[id] == 0 {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("round %d: open %s: %v", round, id, err)
+		}
+		evs, err := h.Read(ctx, 0, -1)
+		if err != nil {
+			t.Fatalf("round %d: read %s: %v", round, id, err)
+		}
+		if uint64(len(evs)) < acked[id] {
+			t.Fatalf("round %d: session %s has %d events, %d were acknowledged", round, id, len(evs), acked[id])
+		}
+		for i, e := range evs {
+			if want := testgen.Event(uint64(i), childEventSize(uint64(i))); !sameEvent(e, want) {
+				t.Fatalf("round %d: session %s event %d is not what the child wrote", round, id, i)
+			}
+		}
+	}
+}
