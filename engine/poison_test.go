@@ -67,6 +67,25 @@ func TestFsyncErrorPoisons(t *testing.T) {
 		if got := ff.Count(vfs.OpSync); got != syncs {
 			t.Errorf("%+v: %d more fsyncs after the failure: never retry", fault, got-syncs)
 		}
+		// After the failure, a power cut and a reopen recover to a
+		// consistent prefix (nothing was acknowledged).
+		crashed := mem.CrashClone(vfs.CrashConfig{KeepAll: true})
 		db.Close()
+		db2, err := engine.Open("/db", &engine.Options{FS: crashed, NoPreallocate: true})
+		if err != nil {
+			t.Fatalf("%+v: reopen: %v", fault, err)
+		}
+		if r, err := db2.Open(ctx, "s", engine.Read); err == nil {
+			got, err := r.Read(ctx, 0, -1)
+			if err != nil || len(got) > 6 {
+				t.Fatalf("%+v: after reopen %d events, %v", fault, len(got), err)
+			}
+			for i := range got {
+				if got[i].Type != enginetest.OneTurn()[i].Type {
+					t.Fatalf("%+v: event %d is not what was appended", fault, i)
+				}
+			}
+		}
+		db2.Close()
 	}
 }
