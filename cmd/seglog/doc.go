@@ -2,11 +2,11 @@
 //
 //	seglog bench [-dir DIR] [-events N] [-durable N] [-sessions N] [-size BYTES]
 //
-// bench runs durable single appends against a raw write+fdatasync baseline
-// measured in the same run, concurrent durable appends of many sessions
-// (group commit), a bulk load and a full replay, on a temporary directory
-// unless -dir is given, and prints what it did. Until the engine lands it
-// measures the segment layer, which is what the engine's flush path is.
+// bench runs the engine's workloads (package bench): durable single
+// appends against a raw write+fdatasync baseline measured in the same run,
+// concurrent durable appends of many sessions (group commit), a bulk load
+// and a full replay, on a temporary directory unless -dir is given, and
+// prints a table with the ratios. Progress goes to stderr.
 //
 // cmd/seglog is the top of the dependency graph; nothing imports it.
 package main

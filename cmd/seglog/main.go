@@ -38,5 +38,5 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: seglog <command> [flags]
 
 commands:
-  bench    measure durable append, group commit, bulk load and replay`)
+  bench    measure durable append, group commit, bulk load and replay on the engine`)
 }

@@ -1,0 +1,305 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// Workload names a measured scenario.
+type Workload string
+
+// The workloads. Each runs on a fresh store in Config.Dir.
+const (
+	// RawSync is the physical limit: write+fdatasync of one frame's worth of
+	// bytes into a preallocated file, Config.Events times.
+	RawSync Workload = "raw-fdatasync"
+	// Durable appends one event and flushes, by Config.Sessions goroutines
+	// each with its own session, Config.Events events in all.
+	Durable Workload = "durable"
+	// Bulk appends Config.Events events to one session in batches of
+	// Config.Batch without flushing, then flushes once.
+	Bulk Workload = "bulk"
+	// Replay writes Config.Events events to one session, reopens the store
+	// and reads the session from start to end.
+	Replay Workload = "replay"
+)
+
+// Config describes one run. The zero values of the sizes get defaults.
+type Config struct {
+	Workload  Workload
+	Dir       string // an empty directory for the store (required)
+	Events    int    // default 2000
+	Sessions  int    // Durable only; default 1
+	EventSize int    // bytes of JSON data per event; default 300
+	Batch     int    // Bulk only; default 1000
+	Options   *engine.Options
+	// Progress, if set, is called with the events done so far.
+	Progress func(done int)
+}
+
+// Result is what a run measured.
+type Result struct {
+	Workload   Workload
+	Sessions   int
+	Events     int
+	InputBytes int64 // bytes of events handed over (type, data, surfaceOp, seq, time)
+	DiskBytes  int64 // bytes of the sessions' frames on disk after the run
+	Elapsed    time.Duration
+	P50, P99   time.Duration // per-operation latency, where one was measured
+}
+
+// EventsPerSec returns the throughput in events per second.
+func (r Result) EventsPerSec() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
+
+// MBPerSec returns the input throughput in MB (10^6 bytes) per second.
+func (r Result) MBPerSec() float64 { return float64(r.InputBytes) / r.Elapsed.Seconds() / 1e6 }
+
+func (c *Config) defaults() error {
+	if c.Dir == "" {
+		return errors.New("bench: Config.Dir is required")
+	}
+	if c.Events <= 0 {
+		c.Events = 2000
+	}
+	if c.Sessions <= 0 {
+		c.Sessions = 1
+	}
+	if c.EventSize <= 0 {
+		c.EventSize = 300
+	}
+	if c.Batch <= 0 {
+		c.Batch = 1000
+	}
+	return nil
+}
+
+// Run runs one workload.
+func Run(ctx context.Context, c Config) (Result, error) {
+	if err := c.defaults(); err != nil {
+		return Result{}, err
+	}
+	switch c.Workload {
+	case RawSync:
+		return runRaw(c)
+	case Durable:
+		return runDurable(ctx, c)
+	case Bulk:
+		return runBulk(ctx, c)
+	case Replay:
+		return runReplay(ctx, c)
+	}
+	return Result{}, fmt.Errorf("bench: unknown workload %q", c.Workload)
+}
+
+func percentiles(r *Result, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	r.P50, r.P99 = lat[len(lat)/2], lat[min(len(lat)*99/100, len(lat)-1)]
+}
+
+func runRaw(c Config) (Result, error) {
+	const frame = 360 // about one 300-byte event's frame
+	f, err := vfs.Default.Create(filepath.Join(c.Dir, "raw.bin"))
+	if err != nil {
+		return Result{}, err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, frame*c.Events), 0); err != nil {
+		return Result{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return Result{}, err
+	}
+	buf := make([]byte, frame)
+	lat := make([]time.Duration, 0, c.Events)
+	start := time.Now()
+	for i := range c.Events {
+		t := time.Now()
+		if _, err := f.WriteAt(buf, int64(i*frame)); err != nil {
+			return Result{}, err
+		}
+		if err := f.Sync(); err != nil {
+			return Result{}, err
+		}
+		lat = append(lat, time.Since(t))
+		if c.Progress != nil && i%64 == 0 {
+			c.Progress(i)
+		}
+	}
+	r := Result{Workload: RawSync, Sessions: 1, Events: c.Events, InputBytes: int64(frame * c.Events), Elapsed: time.Since(start), DiskBytes: int64(frame * c.Events)}
+	percentiles(&r, lat)
+	return r, nil
+}
+
+func openDB(c Config) (*engine.DB, error) { return engine.Open(c.Dir, c.Options) }
+
+// storedBytes sums the bytes of the sessions' frames on disk (the
+// preallocated, still unwritten part of the active segment not counted).
+func storedBytes(ctx context.Context, db *engine.DB) int64 {
+	var n int64
+	snaps, _ := db.List(ctx)
+	for _, s := range snaps {
+		n += s.SizeBytes
+	}
+	return n
+}
+
+func runDurable(ctx context.Context, c Config) (Result, error) {
+	db, err := openDB(c)
+	if err != nil {
+		return Result{}, err
+	}
+	defer db.Close()
+	per := max(c.Events/c.Sessions, 1)
+	pool := testgen.Events(0, 256, c.EventSize)
+	hs := make([]*engine.Handle, c.Sessions)
+	for i := range hs {
+		if hs[i], err = db.Create(ctx, engine.Header{ID: fmt.Sprintf("durable-%d", i), CreatedAt: 1}); err != nil {
+			return Result{}, err
+		}
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs []error
+	var done int
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, h := range hs {
+		wg.Go(func() {
+			my := make([]time.Duration, 0, per)
+			for seq := range uint64(per) {
+				e := pool[(int(seq)+i)%len(pool)]
+				e.Seq = seq
+				t := time.Now()
+				err := h.Append(ctx, e)
+				if err == nil {
+					err = h.Flush(ctx)
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				my = append(my, time.Since(t))
+				if c.Progress != nil && seq%16 == 0 {
+					mu.Lock()
+					done += 16
+					c.Progress(done)
+					mu.Unlock()
+				}
+			}
+			mu.Lock()
+			lat = append(lat, my...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	r := Result{Workload: Durable, Sessions: c.Sessions, Events: per * c.Sessions, Elapsed: time.Since(start)}
+	r.InputBytes = int64(testgen.Size(pool)) * int64(r.Events) / int64(len(pool))
+	percentiles(&r, lat)
+	if err := errors.Join(errs...); err != nil {
+		return r, err
+	}
+	r.DiskBytes = storedBytes(ctx, db)
+	return r, db.Close()
+}
+
+func bulkLoad(ctx context.Context, db *engine.DB, c Config, id string) (int64, error) {
+	h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+	if err != nil {
+		return 0, err
+	}
+	pool := testgen.Events(0, 4096, c.EventSize)
+	batch := make([]event.Event, 0, c.Batch)
+	var input int64
+	for seq := 0; seq < c.Events; {
+		batch = batch[:0]
+		for i := 0; i < c.Batch && seq < c.Events; i++ {
+			e := pool[seq%len(pool)]
+			e.Seq = uint64(seq)
+			batch = append(batch, e)
+			seq++
+		}
+		input += int64(testgen.Size(batch))
+		if err := h.Append(ctx, batch...); err != nil {
+			return input, err
+		}
+		if c.Progress != nil {
+			c.Progress(seq)
+		}
+	}
+	if err := h.Flush(ctx); err != nil {
+		return input, err
+	}
+	return input, h.Close()
+}
+
+func runBulk(ctx context.Context, c Config) (Result, error) {
+	db, err := openDB(c)
+	if err != nil {
+		return Result{}, err
+	}
+	defer db.Close()
+	start := time.Now()
+	input, err := bulkLoad(ctx, db, c, "bulk")
+	r := Result{Workload: Bulk, Sessions: 1, Events: c.Events, InputBytes: input, Elapsed: time.Since(start)}
+	if err != nil {
+		return r, err
+	}
+	r.DiskBytes = storedBytes(ctx, db)
+	return r, db.Close()
+}
+
+func runReplay(ctx context.Context, c Config) (Result, error) {
+	db, err := openDB(c)
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := bulkLoad(ctx, db, c, "replay"); err != nil {
+		db.Close()
+		return Result{}, err
+	}
+	if err := db.Close(); err != nil {
+		return Result{}, err
+	}
+	if db, err = openDB(c); err != nil {
+		return Result{}, err
+	}
+	defer db.Close()
+	h, err := db.Open(ctx, "replay", engine.Read)
+	if err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	evs, err := h.Read(ctx, 0, -1)
+	r := Result{Workload: Replay, Sessions: 1, Events: len(evs), Elapsed: time.Since(start), DiskBytes: storedBytes(ctx, db)}
+	if err != nil {
+		return r, err
+	}
+	if len(evs) != c.Events {
+		return r, fmt.Errorf("bench: replay read %d events, wrote %d", len(evs), c.Events)
+	}
+	for i := range evs {
+		if evs[i].Seq != uint64(i) {
+			return r, fmt.Errorf("bench: replay event %d has seq %d", i, evs[i].Seq)
+		}
+	}
+	r.InputBytes = int64(testgen.Size(evs))
+	if c.Progress != nil {
+		c.Progress(len(evs))
+	}
+	return r, nil
+}
