@@ -12,6 +12,7 @@ import (
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/plan"
 	"github.com/seglog/seglog/recovery"
 )
 
@@ -111,3 +112,6 @@ func TestResumeAfterPowerCut(t *testing.T) {
 		t.Fatalf("after another cut: %d events", len(got))
 	}
 }
+
+// An engine write handle is the Log plan mode runs on.
+var _ plan.Log = (*engine.Handle)(nil)
