@@ -49,13 +49,14 @@ type Config struct {
 
 // Result is what a run measured.
 type Result struct {
-	Workload   Workload
-	Sessions   int
-	Events     int
-	InputBytes int64 // bytes of events handed over (type, data, surfaceOp, seq, time)
-	DiskBytes  int64 // bytes of the sessions' frames on disk after the run
-	Elapsed    time.Duration
-	P50, P99   time.Duration // per-operation latency, where one was measured
+	Workload   Workload      `json:"workload"`
+	Sessions   int           `json:"sessions"`
+	Events     int           `json:"events"`
+	InputBytes int64         `json:"input_bytes"` // bytes of events handed over (type, data, surfaceOp, seq, time)
+	DiskBytes  int64         `json:"disk_bytes"`  // bytes of the sessions' frames on disk after the run
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	P50        time.Duration `json:"p50_ns,omitempty"` // per-operation latency, where one was measured
+	P99        time.Duration `json:"p99_ns,omitempty"`
 }
 
 // EventsPerSec returns the throughput in events per second.

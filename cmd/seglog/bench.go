@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
@@ -16,6 +18,8 @@ import (
 
 type benchArgs struct {
 	dir      string
+	jsonOut  string
+	peers    bool
 	events   int // bulk load and replay size
 	durable  int // durable single appends (and raw fdatasyncs)
 	sessions int // concurrent sessions
@@ -31,6 +35,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&a.durable, "durable", 2000, "durable single appends (and as many raw fdatasyncs)")
 	fs.IntVar(&a.sessions, "sessions", 64, "concurrent sessions in the group-commit run")
 	fs.IntVar(&a.size, "size", 300, "bytes of JSON per event")
+	fs.StringVar(&a.jsonOut, "json", "", "also write the results as JSON to this file")
+	fs.BoolVar(&a.peers, "peers", false, "then run the same workloads on the peers (bench/peers; needs the source tree and Go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,7 +53,17 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	} else if err := os.MkdirAll(a.dir, 0o755); err != nil {
 		return err
 	}
-	return runBench(stdout, stderr, a)
+	if err := runBench(stdout, stderr, a); err != nil {
+		return err
+	}
+	if !a.peers {
+		return nil
+	}
+	fmt.Fprintln(stdout, "\npeers (go run ./bench/peers/cmd/peers -quick), same machine, this run:")
+	cmd := exec.Command("go", "run", "./cmd/peers", "-quick", "-dir", a.dir)
+	cmd.Dir = "bench/peers"
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	return cmd.Run()
 }
 
 func runBench(w, progress io.Writer, a benchArgs) error {
@@ -104,7 +120,17 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%s\t%s\t\t%s\n", run.name, r.Events, r.EventsPerSec(), r.MBPerSec(), p50, p99, notes[i])
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if a.jsonOut != "" {
+		b, err := json.MarshalIndent(results, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(a.jsonOut, b, 0o644)
+	}
+	return nil
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }

@@ -1,0 +1,89 @@
+// Command peers runs the PEERS.md workloads on seglog and its peers in one
+// run and prints a table of ratios to the raw limit and to seglog.
+//
+//	go run ./cmd/peers [-json FILE] [-only seglog,pebble] [-quick]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/seglog/seglog/bench/peers"
+)
+
+func main() {
+	jsonOut := flag.String("json", "", "write the results as JSON to this file")
+	only := flag.String("only", "", "comma-separated peers to run (default all)")
+	quick := flag.Bool("quick", false, "a tenth of the default sizes")
+	dir := flag.String("dir", "", "directory for the stores (default the system temp dir)")
+	flag.Parse()
+	cfg := peers.DefaultConfig()
+	if *quick {
+		cfg.Durable, cfg.Bulk, cfg.Replay = cfg.Durable/4, cfg.Bulk/10, cfg.Replay/10
+	}
+	var list []peers.Peer
+	for _, p := range peers.All() {
+		if *only == "" || slices.Contains(strings.Split(*only, ","), p.Name) {
+			list = append(list, p)
+		}
+	}
+	ctx := context.Background()
+	var results []peers.Result
+	for _, w := range []peers.Workload{peers.S1, peers.S2, peers.S3, peers.S4} {
+		for _, p := range list {
+			fmt.Fprintf(os.Stderr, "%-24s %-12s ...", w, p.Name)
+			r := peers.Run(ctx, p, w, cfg, *dir)
+			fmt.Fprintf(os.Stderr, " %.0f events/s %s\n", r.EventsPerSec(), r.Err)
+			results = append(results, r)
+		}
+	}
+	print(results, list)
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+}
+
+func print(rs []peers.Result, list []peers.Peer) {
+	find := func(peer string, w peers.Workload) *peers.Result {
+		for i := range rs {
+			if rs[i].Peer == peer && rs[i].Workload == w {
+				return &rs[i]
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tpeer\tevents/s\tMB/s\tp50 µs\tp99 µs\tdisk MB\tvs raw\tseglog vs it\t")
+	for _, w := range []peers.Workload{peers.S1, peers.S2, peers.S3, peers.S4} {
+		raw, seg := find("raw", w), find("seglog", w)
+		for _, p := range list {
+			r := find(p.Name, w)
+			if r == nil {
+				continue
+			}
+			if r.Err != "" {
+				fmt.Fprintf(tw, "%s\t%s\terror: %s\t\t\t\t\t\t\t\n", w, p.Name, r.Err)
+				continue
+			}
+			vsRaw, vsSeg := "-", "-"
+			if raw != nil && raw.Err == "" {
+				vsRaw = fmt.Sprintf("%.2fx", r.EventsPerSec()/raw.EventsPerSec())
+			}
+			if seg != nil && seg.Err == "" {
+				vsSeg = fmt.Sprintf("%.2fx", seg.EventsPerSec()/r.EventsPerSec())
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.1f\t%s\t%s\t\n", w, p.Name, r.EventsPerSec(), r.MBPerSec(), r.P50us, r.P99us, float64(r.DiskBytes)/1e6, vsRaw, vsSeg)
+		}
+	}
+	tw.Flush()
+}
