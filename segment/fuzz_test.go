@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -129,11 +130,12 @@ func seedFrameAt(base int64) []byte {
 	return b
 }
 
-// TestWriteFuzzCorpus regenerates testdata/fuzz seeds when SEGLOG_WRITE_CORPUS=1.
-func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("SEGLOG_WRITE_CORPUS") != "1" {
-		t.Skip("set SEGLOG_WRITE_CORPUS=1 to rewrite testdata/fuzz seeds")
-	}
+var updateCorpus = flag.Bool("update-corpus", false, "rewrite the generated seeds under testdata/fuzz")
+
+// TestFuzzCorpus checks that the generated seeds under testdata/fuzz are
+// what the current encoder produces (so the corpus follows the format);
+// -update-corpus rewrites them.
+func TestFuzzCorpus(t *testing.T) {
 	write := func(target, name string, vals ...any) {
 		dir := filepath.Join("testdata", "fuzz", target)
 		os.MkdirAll(dir, 0o755)
@@ -147,8 +149,16 @@ func TestWriteFuzzCorpus(t *testing.T) {
 				b.WriteString("uint16(" + strconv.Itoa(int(v)) + ")\n")
 			}
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
+		path := filepath.Join(dir, name)
+		if *updateCorpus {
+			if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		old, err := os.ReadFile(path)
+		if err != nil || !bytes.Equal(old, b.Bytes()) {
+			t.Errorf("%s is stale or missing (%v): run go test ./segment -run TestFuzzCorpus -update-corpus", path, err)
 		}
 	}
 	frames := seedFrames()

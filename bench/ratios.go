@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Ratios are the figures the regression guard tracks: each is a ratio of
+// two workloads measured in the same run, so that a noisy machine moves
+// both sides together.
+type Ratios struct {
+	// DurableP50VsRaw is the durable single-session p50 over the raw
+	// write+fdatasync p50 (lower is better; 1.0 is the physical limit).
+	DurableP50VsRaw float64 `json:"durable_p50_vs_raw"`
+	// GroupCommitGain is the events/s of Sessions concurrent durable
+	// sessions over one session's (higher is better).
+	GroupCommitGain float64 `json:"group_commit_gain"`
+	// DiskPerInput is bulk-load bytes on disk over bytes of input (lower
+	// is better).
+	DiskPerInput float64 `json:"disk_per_input"`
+}
+
+// RatioConfig sizes MeasureRatios.
+type RatioConfig struct {
+	Durable  int // durable appends per run
+	Sessions int // sessions of the group-commit run
+	Bulk     int // events of the bulk load
+	Count    int // runs; the medians are reported
+}
+
+// MeasureRatios runs the workloads Count times under root and returns the
+// median of each ratio.
+func MeasureRatios(ctx context.Context, root string, c RatioConfig) (Ratios, error) {
+	var p50, gain, disk []float64
+	for i := range max(c.Count, 1) {
+		dir := func(name string) (string, error) {
+			d := filepath.Join(root, fmt.Sprintf("%s-%d", name, i))
+			return d, os.MkdirAll(d, 0o755)
+		}
+		run := func(name string, cfg Config) (Result, error) {
+			d, err := dir(name)
+			if err != nil {
+				return Result{}, err
+			}
+			cfg.Dir = d
+			return Run(ctx, cfg)
+		}
+		raw, err := run("raw", Config{Workload: RawSync, Events: c.Durable})
+		if err != nil {
+			return Ratios{}, err
+		}
+		one, err := run("one", Config{Workload: Durable, Events: c.Durable, Sessions: 1})
+		if err != nil {
+			return Ratios{}, err
+		}
+		many, err := run("many", Config{Workload: Durable, Events: 4 * c.Durable, Sessions: c.Sessions})
+		if err != nil {
+			return Ratios{}, err
+		}
+		bulk, err := run("bulk", Config{Workload: Bulk, Events: c.Bulk})
+		if err != nil {
+			return Ratios{}, err
+		}
+		p50 = append(p50, float64(one.P50)/float64(raw.P50))
+		gain = append(gain, many.EventsPerSec()/one.EventsPerSec())
+		disk = append(disk, float64(bulk.DiskBytes)/float64(bulk.InputBytes))
+	}
+	return Ratios{DurableP50VsRaw: median(p50), GroupCommitGain: median(gain), DiskPerInput: median(disk)}, nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// Regressions compares got with the accepted baseline and describes every
+// ratio that is worse by more than tolerance (0.2 = 20%).
+func Regressions(baseline, got Ratios, tolerance float64) []string {
+	var out []string
+	if got.DurableP50VsRaw > baseline.DurableP50VsRaw*(1+tolerance) {
+		out = append(out, fmt.Sprintf("durable p50 vs raw: %.2f, baseline %.2f", got.DurableP50VsRaw, baseline.DurableP50VsRaw))
+	}
+	if got.GroupCommitGain < baseline.GroupCommitGain*(1-tolerance) {
+		out = append(out, fmt.Sprintf("group commit gain: %.2fx, baseline %.2fx", got.GroupCommitGain, baseline.GroupCommitGain))
+	}
+	if got.DiskPerInput > baseline.DiskPerInput*(1+tolerance) {
+		out = append(out, fmt.Sprintf("disk bytes per input byte: %.3f, baseline %.3f", got.DiskPerInput, baseline.DiskPerInput))
+	}
+	return out
+}

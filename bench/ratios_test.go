@@ -1,0 +1,36 @@
+package bench
+
+import (
+	"context"
+	"testing"
+)
+
+// TestRatioBounds is the short guard CI runs: small sizes, generous
+// bounds that only a real regression breaks (group commit gone, an extra
+// sync on the flush path, compression off).
+func TestRatioBounds(t *testing.T) {
+	r, err := MeasureRatios(context.Background(), t.TempDir(), RatioConfig{Durable: 200, Sessions: 16, Bulk: 20_000, Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ratios: %+v", r)
+	if r.DurableP50VsRaw > 2.5 {
+		t.Errorf("durable p50 is %.2fx the raw fdatasync: the flush path does more than one sync", r.DurableP50VsRaw)
+	}
+	if r.GroupCommitGain < 2 {
+		t.Errorf("16 sessions flush only %.2fx faster than one: group commit is not working", r.GroupCommitGain)
+	}
+	if r.DiskPerInput > 0.6 {
+		t.Errorf("bulk data takes %.2f bytes on disk per input byte: compression is not working", r.DiskPerInput)
+	}
+}
+
+func TestRegressionsCompares(t *testing.T) {
+	base := Ratios{DurableP50VsRaw: 1.0, GroupCommitGain: 10, DiskPerInput: 0.33}
+	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.1, GroupCommitGain: 9, DiskPerInput: 0.35}, 0.2); len(got) != 0 {
+		t.Errorf("within tolerance flagged: %v", got)
+	}
+	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.3, GroupCommitGain: 7, DiskPerInput: 0.5}, 0.2); len(got) != 3 {
+		t.Errorf("3 regressions, %d flagged: %v", len(got), got)
+	}
+}
