@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -89,6 +90,14 @@ type pendFrame struct {
 	ref    frameRef
 }
 
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// ErrReadOnlyStore: a write (Create, Open for write, Resume, Flush) on a
+// DB opened with Options.ReadOnly.
+var ErrReadOnlyStore = errors.New("engine: store opened read-only")
+
 // newUID returns a random incarnation id: revisions of a recreated session
 // never repeat those of an earlier one.
 func newUID() uint64 {
@@ -109,16 +118,22 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
-	}
-	// The directory's own entry must be durable before anything in it is.
-	if err := o.FS.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
-		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
-	}
-	lock, err := o.FS.Lock(filepath.Join(dir, "LOCK"))
-	if err != nil {
-		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+	var lock io.Closer = closerFunc(func() error { return nil })
+	if o.ReadOnly {
+		if _, err := o.FS.List(dir); err != nil {
+			return nil, fmt.Errorf("engine: open %s read-only: %w", dir, err)
+		}
+	} else {
+		if err := o.FS.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+		}
+		// The directory's own entry must be durable before anything in it is.
+		if err := o.FS.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+		}
+		if lock, err = o.FS.Lock(filepath.Join(dir, "LOCK")); err != nil {
+			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+		}
 	}
 	db := &DB{
 		dir:      dir,
@@ -136,6 +151,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 		db.closeFiles()
 		return nil, err
 	}
+	if o.ReadOnly {
+		return db, nil // no writer, no background work
+	}
 	db.wg.Add(2)
 	go db.indexLoop()
 	go db.prepareLoop()
@@ -149,7 +167,14 @@ func (db *DB) recover() error {
 	fsys := db.opts.FS
 	var cp index.Checkpoint
 	if !db.opts.NoIndex {
-		idx, err := index.Open(db.opts.IndexPath, nil)
+		if db.opts.ReadOnly {
+			if _, err := os.Stat(db.opts.IndexPath); err != nil {
+				db.opts.NoIndex = true // none yet: read every segment
+			}
+		}
+	}
+	if !db.opts.NoIndex {
+		idx, err := index.Open(db.opts.IndexPath, &index.Options{ReadOnly: db.opts.ReadOnly})
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
@@ -202,6 +227,9 @@ func (db *DB) recover() error {
 		if !last && (!res.Sealed || res.Torn) {
 			return &CorruptionError{Path: path, Offset: res.End, Reason: "segment before the newest is not sealed: " + res.TornReason}
 		}
+		if last && db.opts.ReadOnly {
+			break // served as it is: a torn tail is simply not read
+		}
 		if last {
 			if res.Torn {
 				db.opts.Logger.Warn("engine: recovered a torn tail; incomplete tail bytes were discarded",
@@ -212,7 +240,7 @@ func (db *DB) recover() error {
 			}
 		}
 	}
-	if db.roller == nil {
+	if db.roller == nil && !db.opts.ReadOnly {
 		next := uint64(1)
 		if len(ids) > 0 {
 			next = ids[len(ids)-1] + 1
@@ -233,6 +261,15 @@ func (db *DB) recover() error {
 // Removing them is safe: no acknowledged frame was ever in them.
 func (db *DB) dropUnusedTail(ids []uint64) ([]uint64, error) {
 	fsys := db.opts.FS
+	remove := func(path string) error {
+		if db.opts.ReadOnly {
+			return nil // left in place; just not read
+		}
+		if err := fsys.Remove(path); err != nil {
+			return err
+		}
+		return fsys.SyncDir(db.dir)
+	}
 	for len(ids) > 0 {
 		path := db.segPath(ids[len(ids)-1])
 		drop := false
@@ -256,10 +293,7 @@ func (db *DB) dropUnusedTail(ids []uint64) ([]uint64, error) {
 		if !drop {
 			return ids, nil
 		}
-		if err := fsys.Remove(path); err != nil {
-			return nil, err
-		}
-		if err := fsys.SyncDir(db.dir); err != nil {
+		if err := remove(path); err != nil {
 			return nil, err
 		}
 		ids = ids[:len(ids)-1]
@@ -440,6 +474,9 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	if err := h.validate(co.inherited); err != nil {
 		return nil, err
 	}
+	if db.opts.ReadOnly {
+		return nil, ErrReadOnlyStore
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed {
@@ -501,6 +538,9 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	}
 	if access != Write {
 		return db.newHandle(s, Read, nil), nil
+	}
+	if db.opts.ReadOnly {
+		return nil, sessionErr(id, "open", ErrReadOnlyStore)
 	}
 	lease, err := db.owners.Acquire(id)
 	if err != nil {
@@ -625,6 +665,9 @@ func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
 // everything durable with one fdatasync. The error joins one error per
 // failing session, each naming it; the other sessions still flush.
 func (db *DB) Flush(ctx context.Context) error {
+	if db.opts.ReadOnly {
+		return ErrReadOnlyStore
+	}
 	db.mu.Lock()
 	if db.closed {
 		db.mu.Unlock()
@@ -809,6 +852,11 @@ func (db *DB) Close() error {
 	if db.closed {
 		db.mu.Unlock()
 		return nil
+	}
+	if db.opts.ReadOnly {
+		db.closed = true
+		db.mu.Unlock()
+		return db.closeFiles()
 	}
 	hs := db.writeHandles()
 	db.mu.Unlock()

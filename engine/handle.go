@@ -282,7 +282,10 @@ func (db *DB) snapshot(s *session) (view, error) {
 			s.loaded = true
 		}
 	}
-	v := view{refs: s.frames, framed: s.framed, open: s.open, active: db.roller.Active()}
+	v := view{refs: s.frames, framed: s.framed, open: s.open}
+	if db.roller != nil {
+		v.active = db.roller.Active()
+	}
 	db.mu.Unlock()
 	return v, nil
 }

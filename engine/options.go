@@ -43,6 +43,11 @@ type Options struct {
 	// Logger receives warnings (background write failures, recovered torn
 	// tails); default discards.
 	Logger *slog.Logger
+	// ReadOnly opens the store for reading only: no directory lock, no
+	// recovery writes (a torn tail is left in place and not read), no
+	// background work; writes fail with ErrReadOnlyStore. For inspecting a
+	// store at rest (the CLI).
+	ReadOnly bool
 	// Catalog is the set of event types reads accept: a stored event of
 	// another type that is not ignorable fails the read (and a write open)
 	// with an *UnsupportedEventError. Default event.NewCatalog() (the v3

@@ -1,0 +1,70 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/segment"
+)
+
+func TestReadOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := db.Create(ctx, enginetest.Meta("s"))
+	h.Append(ctx, enginetest.OneTurn()...)
+	h.Close()
+	db.Close()
+	if err := tearTail(vfs.Default, dir); err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := segment.List(nil, dir)
+	before, _ := vfs.ReadFile(vfs.Default, dir+"/"+segment.Name(ids[len(ids)-1]))
+
+	ro, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ro.Open(ctx, "s", engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Read(ctx, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(enginetest.OneTurn(), got); diff != "" {
+		t.Errorf("read-only read mismatch (-want +got):\n%s", diff)
+	}
+	if _, err := ro.Create(ctx, enginetest.Meta("t")); !errors.Is(err, engine.ErrReadOnlyStore) {
+		t.Errorf("Create = %v", err)
+	}
+	if _, err := ro.Open(ctx, "s", engine.Write); !errors.Is(err, engine.ErrReadOnlyStore) {
+		t.Errorf("Open(Write) = %v", err)
+	}
+	if err := ro.Flush(ctx); !errors.Is(err, engine.ErrReadOnlyStore) {
+		t.Errorf("Flush = %v", err)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := vfs.ReadFile(vfs.Default, dir+"/"+segment.Name(ids[len(ids)-1]))
+	if string(before) != string(after) {
+		t.Error("a read-only open changed the newest segment (the torn tail must be left alone)")
+	}
+	// A read-write open still repairs it.
+	db, err = engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+}
