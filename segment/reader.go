@@ -355,6 +355,24 @@ func (r *Reader) Scan(opts ScanOptions, fn func(*FrameInfo) error) (ScanResult, 
 	return Scan(r.path, data, opts, fn)
 }
 
+// NextFrame returns the offset of the first valid frame at or after from
+// (rounded up to a frame boundary), for tools that resynchronize past
+// damage to report what follows it. It reports false if there is none.
+func (r *Reader) NextFrame(from int64) (int64, bool) {
+	r.mu.RLock()
+	data := r.data
+	r.mu.RUnlock()
+	for y := max(alignUp(from), HeaderSize); y+frameHeaderSize <= int64(len(data)); y += frameAlign {
+		if binary.LittleEndian.Uint32(data[y:]) != frameMagic {
+			continue
+		}
+		if _, st, _ := parseFrame(data, y, DefaultMaxFrameRaw); st == frameOK {
+			return y, true
+		}
+	}
+	return 0, false
+}
+
 // ReadFrame decodes the events or header frame at off. See DecodeFrame. If
 // off is past the mapping it remaps once (the file may have grown).
 func (r *Reader) ReadFrame(off int64) (*Frame, error) {

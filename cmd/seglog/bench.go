@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/bench"
 )
@@ -26,22 +27,32 @@ type benchArgs struct {
 	size     int // bytes per event
 }
 
-func benchCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	var a benchArgs
-	fs.StringVar(&a.dir, "dir", "", "directory for the stores (default: a temporary one, removed afterwards)")
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "measure durable append, group commit, bulk load and replay on a temporary store (or --dir)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("dir") {
+				a.dir = *dir
+			}
+			return benchCmd(a, stdout, stderr)
+		},
+	}
+	fs := cmd.Flags()
 	fs.IntVar(&a.events, "events", 200_000, "events in the bulk load and the replay")
 	fs.IntVar(&a.durable, "durable", 2000, "durable single appends (and as many raw fdatasyncs)")
 	fs.IntVar(&a.sessions, "sessions", 64, "concurrent sessions in the group-commit run")
 	fs.IntVar(&a.size, "size", 300, "bytes of JSON per event")
 	fs.StringVar(&a.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&a.peers, "peers", false, "then run the same workloads on the peers (bench/peers; needs the source tree and Go)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+	return cmd
+}
+
+func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 	if a.events < 1 || a.durable < 1 || a.sessions < 1 || a.size < 64 {
-		return errors.New("-events, -durable and -sessions must be positive and -size at least 64")
+		return usageError{errors.New("--events, --durable and --sessions must be positive and --size at least 64")}
 	}
 	if a.dir == "" {
 		d, err := os.MkdirTemp("", "seglog-bench-")

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/segment"
+)
+
+var update = flag.Bool("update", false, "rewrite the fixture stores and golden files under testdata/")
+
+const (
+	cleanStore   = "testdata/store-clean"
+	damagedStore = "testdata/store-damaged"
+	damagedAt    = 700 // offset (rounded to the frame holding it) of the flipped byte in segment 1
+)
+
+// fixtureOptions make small, unpreallocated segments so the fixtures stay small.
+var fixtureOptions = &engine.Options{SegmentSize: 8 << 10, FrameBytes: 1 << 10, NoPreallocate: true}
+
+func writeFixtures(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range []string{cleanStore, damagedStore} {
+		os.RemoveAll(d)
+	}
+	db, err := engine.Open(cleanStore, fixtureOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"alpha", "beta"} {
+		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1_700_000_000_000, Cwd: "/work"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := testgen.Events(0, 30+20*i, 200)
+		for j := 0; j < len(evs); j += 10 {
+			if err := h.Append(ctx, evs[j:min(j+10, len(evs))]...); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.Close()
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(damagedStore, 0o755)
+	entries, _ := os.ReadDir(cleanStore)
+	for _, e := range entries {
+		b, _ := os.ReadFile(filepath.Join(cleanStore, e.Name()))
+		if e.Name() == segment.Name(1) {
+			b[damagedAt] ^= 0x20 // inside a synced frame of a sealed segment
+		}
+		os.WriteFile(filepath.Join(damagedStore, e.Name()), b, 0o644)
+	}
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(m.Run())
+}
+
+func cli(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return out.String() + errOut.String(), code
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		os.WriteFile(path, []byte(got), 0o644)
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("%s mismatch:\n--- want\n%s--- got\n%s", name, want, got)
+	}
+}
+
+// copyStore copies a fixture to a temporary directory (commands that
+// repair must not touch the checked-in files).
+func copyStore(t *testing.T, src string) string {
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, _ := os.ReadFile(filepath.Join(src, e.Name()))
+		os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+	}
+	return dst
+}
+
+func TestFixtures(t *testing.T) {
+	if *update {
+		writeFixtures(t)
+	}
+	for _, d := range []string{cleanStore, damagedStore} {
+		if _, err := os.Stat(filepath.Join(d, segment.Name(1))); err != nil {
+			t.Fatalf("fixture %s missing: go test ./cmd/seglog -run TestFixtures -update", d)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	out, code := cli(t, "check", "--dir", copyStore(t, cleanStore))
+	if code != 0 || !strings.HasSuffix(out, "OK\n") {
+		t.Errorf("check of the clean store: exit %d\n%s", code, out)
+	}
+	out, code = cli(t, "check", "-dir", copyStore(t, damagedStore))
+	if code != 1 || !strings.Contains(out, "3 problems") || !strings.Contains(out, segment.Name(1)+" @") || !strings.Contains(out, "checksum mismatch") {
+		t.Errorf("check of the damaged store: exit %d\n%s", code, out)
+	}
+}
+
+func TestCheckRepairRebuildsIndex(t *testing.T) {
+	dir := copyStore(t, cleanStore)
+	os.Remove(filepath.Join(dir, "index.db"))
+	out, code := cli(t, "check", "--dir", dir, "--repair")
+	if code != 0 || !strings.Contains(out, "index rebuilt") {
+		t.Fatalf("check --repair: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.db")); err != nil {
+		t.Fatal("no index after repair")
+	}
+	if out, code := cli(t, "check", "--dir", dir); code != 0 || strings.Contains(out, "note: no index") {
+		t.Errorf("check after repair: exit %d\n%s", code, out)
+	}
+}
+
+func TestLs(t *testing.T) {
+	out, code := cli(t, "ls", "--dir", copyStore(t, cleanStore))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	golden(t, "ls.golden", out)
+}
+
+func TestStatsAndSegments(t *testing.T) {
+	dir := copyStore(t, cleanStore)
+	out, code := cli(t, "stats", "--dir", dir)
+	if code != 0 || !strings.Contains(out, "sessions  2") || !strings.Contains(out, "events    80") {
+		t.Errorf("stats: exit %d\n%s", code, out)
+	}
+	out, code = cli(t, "segments", "--dir", dir)
+	if code != 0 || !strings.Contains(out, "SEALED") || !strings.Contains(out, "true") || !strings.Contains(out, "x\n") {
+		t.Errorf("segments: exit %d\n%s", code, out)
+	}
+}
+
+func TestCat(t *testing.T) {
+	out, code := cli(t, "cat", "beta", "--dir", copyStore(t, cleanStore), "--from", "5", "--n", "3")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines:\n%s", len(lines), out)
+	}
+	for i, l := range lines {
+		var e event.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Seq != uint64(5+i) {
+			t.Errorf("line %d = %s (%v)", i, l, err)
+		}
+		if want := testgen.Event(uint64(5+i), 200); string(e.Data) != string(want.Data) {
+			t.Errorf("line %d data differs from what was written", i)
+		}
+	}
+	if _, code := cli(t, "cat", "nope", "--dir", copyStore(t, cleanStore)); code != 1 {
+		t.Errorf("cat of a missing session exit %d", code)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	if _, code := cli(t, "nope"); code != 2 {
+		t.Errorf("unknown command exit %d, want 2", code)
+	}
+	if _, code := cli(t, "cat"); code == 0 {
+		t.Error("cat without an id succeeded")
+	}
+}

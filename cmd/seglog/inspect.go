@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/segment"
+)
+
+func openRO(dir string) (*engine.DB, error) {
+	return engine.Open(dir, &engine.Options{ReadOnly: true})
+}
+
+func newCheckCmd(w io.Writer, dir *string) *cobra.Command {
+	var repair bool
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "verify every frame, the sessions' seqs and the index; exit 1 on problems",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return runCheck(w, *dir, repair) },
+	}
+	cmd.Flags().BoolVar(&repair, "repair", false, "rebuild the index from the segments (after reporting)")
+	return cmd
+}
+
+func runCheck(w io.Writer, dir string, repair bool) error {
+	rep, err := engine.Check(dir, nil)
+	if err != nil {
+		return err
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintln(w, p)
+	}
+	fmt.Fprintf(w, "%d segments, %d frames, %d sessions, %d events\n", rep.Segments, rep.Frames, rep.Sessions, rep.Events)
+	if repair {
+		if err := engine.RebuildIndex(dir, nil); err != nil {
+			return fmt.Errorf("repair: %w", err)
+		}
+		fmt.Fprintln(w, "index rebuilt from the segments")
+	}
+	if len(rep.Problems) > 0 {
+		fmt.Fprintf(w, "%d problems\n", len(rep.Problems))
+		return errProblems
+	}
+	fmt.Fprintln(w, "OK")
+	return nil
+}
+
+func newLsCmd(w io.Writer, dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "list sessions: id, events, bytes, revision, format status",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return runLs(w, *dir) },
+	}
+}
+
+func runLs(w io.Writer, dir string) error {
+	db, err := openRO(dir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	snaps, err := db.List(context.Background())
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tEVENTS\tBYTES\tREVISION\tFORMAT")
+	for _, s := range snaps {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", s.Header.ID, s.EventCount, s.SizeBytes, s.Revision, s.FormatStatus)
+	}
+	return tw.Flush()
+}
+
+func newStatsCmd(w io.Writer, dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats",
+		Short: "store totals: sessions, events, bytes, segments",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return runStats(w, *dir) },
+	}
+}
+
+func runStats(w io.Writer, dir string) error {
+	db, err := openRO(dir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	snaps, err := db.List(context.Background())
+	if err != nil {
+		return err
+	}
+	var events uint64
+	var bytes int64
+	for _, s := range snaps {
+		events += s.EventCount
+		bytes += s.SizeBytes
+	}
+	ids, err := segment.List(nil, dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "sessions  %d\nevents    %d\nbytes     %d (frames of the sessions)\nsegments  %d\n", len(snaps), events, bytes, len(ids))
+	if events > 0 {
+		fmt.Fprintf(w, "bytes/event %.1f\n", float64(bytes)/float64(events))
+	}
+	return nil
+}
+
+func newCatCmd(w io.Writer, dir *string) *cobra.Command {
+	var from, n int
+	cmd := &cobra.Command{
+		Use:   "cat <id>",
+		Short: "print a session's events as JSON lines",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(_ *cobra.Command, args []string) error { return runCat(w, *dir, args[0], from, n) },
+	}
+	cmd.Flags().IntVar(&from, "from", 0, "first seq")
+	cmd.Flags().IntVar(&n, "n", -1, "at most this many events (-1: all)")
+	return cmd
+}
+
+func runCat(w io.Writer, dir, id string, from, n int) error {
+	db, err := openRO(dir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx := context.Background()
+	h, err := db.Open(ctx, id, engine.Read)
+	if err != nil {
+		return err
+	}
+	evs, err := h.Read(ctx, from, n)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	for i := range evs {
+		if err := enc.Encode(&evs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newSegmentsCmd(w io.Writer, dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "segments",
+		Short: "list segment files: id, bytes, sealed, frames, events, compression ratio",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return runSegments(w, *dir) },
+	}
+}
+
+func runSegments(w io.Writer, dir string) error {
+	ids, err := segment.List(nil, dir)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tFILE BYTES\tUSED\tSEALED\tFRAMES\tEVENTS\tCOMPRESSION")
+	for _, id := range ids {
+		r, err := segment.OpenReader(nil, filepath.Join(dir, segment.Name(id)))
+		if err != nil {
+			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t%v\n", id, err)
+			continue
+		}
+		var frames, events int
+		var raw, stored int64
+		res, err := r.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
+			if fi.Kind == segment.KindEvents {
+				frames++
+				events += int(fi.Count)
+				raw += int64(fi.RawLen)
+				stored += int64(fi.StoredLen)
+			}
+			return nil
+		})
+		size := r.Size()
+		r.Close()
+		ratio := "-"
+		if stored > 0 {
+			ratio = fmt.Sprintf("%.2fx", float64(raw)/float64(stored))
+		}
+		if err != nil {
+			ratio = err.Error()
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%v\t%d\t%d\t%s\n", id, size, res.End, res.Sealed, frames, events, ratio)
+	}
+	return tw.Flush()
+}
