@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/jsonl"
+)
+
+func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "import <root>",
+		Short: "import a reference harness root (<project>/<encodedId>/session.v3.jsonl[.zstd])",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			_, err := runImport(w, progress, *dir, args[0])
+			return err
+		},
+	}
+}
+
+// importReport is what an import did.
+type importReport struct {
+	Sessions, Events int
+	Bytes            int64 // of the log files read
+	TornTails        int
+	Refused          []string // "path: reason"
+	Elapsed          time.Duration
+}
+
+func findLogs(root string) ([]string, error) {
+	var out []string
+	for _, pattern := range []string{"*/*/" + jsonl.FileName(false), "*/*/" + jsonl.FileName(true)} {
+		m, err := filepath.Glob(filepath.Join(root, pattern))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		if _, err := os.Stat(root); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
+	files, err := findLogs(root)
+	if err != nil {
+		return nil, err
+	}
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ctx := context.Background()
+	catalog := event.NewCatalog()
+	rep := &importReport{}
+	start := time.Now()
+	refuse := func(path, format string, args ...any) {
+		rep.Refused = append(rep.Refused, path+": "+fmt.Sprintf(format, args...))
+	}
+	for i, path := range files {
+		if progress != nil && (i%50 == 0 || i == len(files)-1) {
+			fmt.Fprintf(progress, "\rimport %d/%d", i+1, len(files))
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			refuse(path, "%v", err)
+			continue
+		}
+		rep.Bytes += int64(len(b))
+		log, err := jsonl.Parse(b, strings.HasSuffix(path, ".zstd"))
+		if err != nil {
+			refuse(path, "%v", err)
+			continue
+		}
+		if enc, err := jsonl.EncodeID(log.Header.ID); err != nil || enc != filepath.Base(filepath.Dir(path)) {
+			refuse(path, "header id %q does not match the directory", log.Header.ID)
+			continue
+		}
+		if err := checkTypes(catalog, log.Events); err != nil {
+			refuse(path, "%v", err)
+			continue
+		}
+		if err := importLog(ctx, db, log); err != nil {
+			refuse(path, "%v", err)
+			continue
+		}
+		rep.Sessions++
+		rep.Events += len(log.Events)
+		if log.TornBytes > 0 {
+			rep.TornTails++
+		}
+	}
+	if progress != nil && len(files) > 0 {
+		fmt.Fprintln(progress)
+	}
+	if err := db.Close(); err != nil {
+		return rep, err
+	}
+	rep.Elapsed = time.Since(start)
+	for _, r := range rep.Refused {
+		fmt.Fprintln(w, "refused:", r)
+	}
+	fmt.Fprintf(w, "imported %d sessions, %d events (%d torn tails dropped, %d refused) in %.2fs: %.0f sessions/s, %.1f MB/s\n",
+		rep.Sessions, rep.Events, rep.TornTails, len(rep.Refused), rep.Elapsed.Seconds(),
+		float64(rep.Sessions)/rep.Elapsed.Seconds(), float64(rep.Bytes)/rep.Elapsed.Seconds()/1e6)
+	return rep, nil
+}
+
+func checkTypes(c *event.Catalog, evs []event.Event) error {
+	for i := range evs {
+		if err := c.Check(&evs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func importLog(ctx context.Context, db *engine.DB, log *jsonl.Log) error {
+	var opts []engine.CreateOption
+	if log.Header.IsSeeded {
+		opts = append(opts, engine.Inherited(log.Inherited))
+	}
+	h, err := db.Create(ctx, log.Header, opts...)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < len(log.Events); i += 1000 {
+		if err := h.Append(ctx, log.Events[i:min(i+1000, len(log.Events))]...); err != nil {
+			h.Close()
+			return err
+		}
+	}
+	if err := h.Flush(ctx); err != nil {
+		h.Close()
+		return err
+	}
+	return h.Close()
+}
+
+func newExportCmd(w io.Writer, dir *string) *cobra.Command {
+	var all, compressed bool
+	cmd := &cobra.Command{
+		Use:   "export (<id> | --all) <root>",
+		Short: "write sessions as reference harness logs under root",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if all != (len(args) == 1) {
+				return usageError{errors.New("export takes <id> <root>, or --all <root>")}
+			}
+			var ids []string
+			if !all {
+				ids = []string{args[0]}
+			}
+			return runExport(w, *dir, args[len(args)-1], ids, compressed)
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "export every session")
+	cmd.Flags().BoolVar(&compressed, "zstd", false, "write session.v3.jsonl.zstd (a zstd frame per batch)")
+	return cmd
+}
+
+func runExport(w io.Writer, dir, root string, ids []string, compressed bool) error {
+	db, err := openRO(dir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if ids == nil {
+		snaps, err := db.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range snaps {
+			ids = append(ids, s.Header.ID)
+		}
+	}
+	for _, id := range ids {
+		h, err := db.Open(ctx, id, engine.Read)
+		if err != nil {
+			return err
+		}
+		evs, err := h.Read(ctx, 0, -1)
+		if err != nil {
+			return err
+		}
+		var batches []int
+		for n := len(evs); n > 0; n -= min(n, 256) {
+			batches = append(batches, min(n, 256))
+		}
+		b, err := jsonl.Encode(h.Header(), evs, compressed, batches)
+		if err != nil {
+			return err
+		}
+		path, err := jsonl.LogPath(root, h.Header(), compressed)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s: %d events -> %s\n", id, len(evs), path)
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/jsonl"
+	"github.com/seglog/seglog/internal/testgen"
+)
+
+// makeRoot writes a reference root of n sessions: every fourth one
+// compressed, one seeded fork, one torn tail; plus a v4 log and one with
+// an unknown event type, which import must refuse.
+func makeRoot(t testing.TB, root string, n int) map[string][]event.Event {
+	t.Helper()
+	want := map[string][]event.Event{}
+	write := func(h engine.Header, evs []event.Event, compressed bool, tail string) {
+		b, err := jsonl.Encode(h, evs, compressed, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, tail...)
+		path, _ := jsonl.LogPath(root, h, compressed)
+		os.MkdirAll(filepath.Dir(path), 0o700)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		h := engine.Header{Version: 3, ID: fmt.Sprintf("sess/%04d", i), CreatedAt: int64(1_700_000_000_000 + i), Cwd: fmt.Sprintf("/work/p%d", i%7)}
+		evs := testgen.Events(0, 5+i%40, 250)
+		tail := ""
+		if i == 3 {
+			tail = `{"type":"assistant/chunk","seq":99,"ti` // torn
+		}
+		write(h, evs, i%4 == 1, tail)
+		want[h.ID] = evs
+	}
+	// A seeded fork: the parent's first 3 events, the marker, its own.
+	fork := engine.Header{Version: 3, ID: "fork", CreatedAt: 5, ParentSession: "sess/0000", IsSeeded: true, Origin: "subagent", DelegationDepth: 1}
+	evs := append(testgen.Events(0, 3, 100), event.Event{Seq: 3, Type: "session/end-seed", Time: 9, Data: []byte(`{"inherited":true}`)})
+	evs = append(evs, testgen.Events(4, 4, 100)...)
+	write(fork, evs, false, "")
+	want["fork"] = evs
+	// Refusals.
+	v4 := filepath.Join(root, "_no-cwd", "future", jsonl.FileName(false))
+	os.MkdirAll(filepath.Dir(v4), 0o700)
+	os.WriteFile(v4, []byte(`{"type":"session","version":4,"id":"future"}`+"\n"), 0o600)
+	odd := engine.Header{Version: 3, ID: "odd"}
+	write(odd, []event.Event{{Seq: 0, Type: "mystery/event", Time: 1, Data: []byte(`{}`)}}, false, "")
+	return want
+}
+
+func readAll(t *testing.T, dir string) map[string][]event.Event {
+	t.Helper()
+	db, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	snaps, _ := db.List(ctx)
+	out := map[string][]event.Event{}
+	for _, s := range snaps {
+		h, _ := db.Open(ctx, s.Header.ID, engine.Read)
+		evs, err := h.Read(ctx, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[s.Header.ID] = evs
+	}
+	return out
+}
+
+func TestImportExportRoundTrip(t *testing.T) {
+	root := t.TempDir()
+	want := makeRoot(t, root, 30)
+	store := t.TempDir()
+	var out bytes.Buffer
+	rep, err := runImport(&out, nil, store, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sessions != 31 || rep.TornTails != 1 || len(rep.Refused) != 2 {
+		t.Fatalf("report %+v\n%s", rep, out.String())
+	}
+	if !strings.Contains(out.String(), "v4") || !strings.Contains(out.String(), "mystery/event") {
+		t.Errorf("refusals do not name their reasons:\n%s", out.String())
+	}
+	got := readAll(t, store)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("imported logs mismatch (-want +got):\n%s", diff)
+	}
+	// The fork keeps its seed shape.
+	db, _ := engine.Open(store, &engine.Options{ReadOnly: true})
+	snap, err := db.Stat(context.Background(), "fork")
+	db.Close()
+	if err != nil || snap.InheritedEventCount != 3 || !snap.Header.IsSeeded || snap.Header.ParentSession != "sess/0000" {
+		t.Errorf("fork = %+v, %v", snap, err)
+	}
+
+	for _, compressed := range []bool{false, true} {
+		exported := t.TempDir()
+		args := []string{"export", "--all", exported, "--dir", store}
+		if compressed {
+			args = append(args, "--zstd")
+		}
+		if msg, code := cli(t, args...); code != 0 {
+			t.Fatalf("export: %s", msg)
+		}
+		if !compressed {
+			// Untorn plain logs come back byte for byte.
+			for _, id := range []string{"sess/0000", "sess/0002", "fork"} {
+				h := engine.Header{ID: id}
+				orig, _ := os.ReadFile(mustPath(t, root, id, want))
+				h = headerOf(t, orig)
+				p, _ := jsonl.LogPath(exported, h, false)
+				back, err := os.ReadFile(p)
+				if err != nil || !bytes.Equal(orig, back) {
+					t.Errorf("%s: export differs from the original (%v)", id, err)
+				}
+			}
+		}
+		store2 := t.TempDir()
+		if _, err := runImport(&out, nil, store2, exported); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, readAll(t, store2)); diff != "" {
+			t.Fatalf("zstd=%v: import of the export mismatch (-want +got):\n%s", compressed, diff)
+		}
+	}
+}
+
+func headerOf(t *testing.T, b []byte) engine.Header {
+	h, err := jsonl.ParseHeader(b[:bytes.IndexByte(b, '\n')])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// mustPath finds the original file of id in root.
+func mustPath(t *testing.T, root, id string, _ map[string][]event.Event) string {
+	enc, _ := jsonl.EncodeID(id)
+	m, _ := filepath.Glob(filepath.Join(root, "*", enc, jsonl.FileName(false)))
+	if len(m) != 1 {
+		t.Fatalf("no plain log for %s", id)
+	}
+	return m[0]
+}
+
+// BenchmarkImport1000 imports a generated 1,000-session reference root.
+func BenchmarkImport1000(b *testing.B) {
+	root := b.TempDir()
+	makeRoot(b, root, 1000)
+	files, _ := findLogs(root)
+	var size int64
+	for _, f := range files {
+		fi, _ := os.Stat(f)
+		size += fi.Size()
+	}
+	b.SetBytes(size)
+	var rep *importReport
+	for b.Loop() {
+		b.StopTimer()
+		store := b.TempDir()
+		b.StartTimer()
+		var err error
+		if rep, err = runImport(io.Discard, nil, store, root); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(rep.Sessions)*float64(b.N)/b.Elapsed().Seconds(), "sessions/s")
+}

@@ -1,0 +1,422 @@
+// Package jsonl reads and writes the reference harness's on-disk session
+// logs (REFERENCE.md §(g), format v3): a root of
+// <project>/<encodedId>/session.v3.jsonl (or .jsonl.zstd) files, a header
+// line and one JSON line per event. cmd/seglog's import and export use it.
+//
+// jsonl sits above engine (it speaks engine.Header and event.Event) and
+// does I/O only on the paths it is given.
+package jsonl
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+)
+
+// Version is the log format version this package reads and writes.
+const Version = 3
+
+// FileName returns the log file name, compressed or not.
+func FileName(compressed bool) string {
+	if compressed {
+		return "session.v3.jsonl.zstd"
+	}
+	return "session.v3.jsonl"
+}
+
+func isSafe(u uint16) bool {
+	return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u == '.' || u == '_' || u == '-'
+}
+
+func escape(b *strings.Builder, u uint16) { fmt.Fprintf(b, "~%04X", u) }
+
+// EncodeID maps a session id to its directory name, injectively: safe
+// characters stay, every other UTF-16 unit becomes ~XXXX, and "." and ".."
+// are escaped whole.
+func EncodeID(id string) (string, error) {
+	switch id {
+	case "":
+		return "", errors.New("jsonl: empty session id")
+	case ".":
+		return "~002E", nil
+	case "..":
+		return "~002E~002E", nil
+	}
+	var b strings.Builder
+	for _, u := range utf16.Encode([]rune(id)) {
+		if isSafe(u) {
+			b.WriteByte(byte(u))
+		} else {
+			escape(&b, u)
+		}
+	}
+	return b.String(), nil
+}
+
+// ProjectDir maps a cwd to its project directory: "_no-cwd" without one,
+// else "--<slug>--", where runs of / \ : become one '-', leading '-' go,
+// an empty slug is "root", other unsafe units (and '~') become ~XXXX, and
+// the slug is cut at 251 characters. The mapping is lossy on purpose.
+func ProjectDir(cwd string) string {
+	if cwd == "" {
+		return "_no-cwd"
+	}
+	var b strings.Builder
+	sep := false
+	for _, u := range utf16.Encode([]rune(cwd)) {
+		if u == '/' || u == '\\' || u == ':' {
+			sep = true
+			continue
+		}
+		if sep {
+			b.WriteByte('-')
+			sep = false
+		}
+		if isSafe(u) {
+			b.WriteByte(byte(u))
+		} else {
+			escape(&b, u)
+		}
+	}
+	slug := strings.TrimLeft(b.String(), "-")
+	if slug == "" {
+		slug = "root"
+	}
+	if len(slug) > 251 {
+		slug = slug[:251]
+	}
+	return "--" + slug + "--"
+}
+
+// LogPath is the log file of a session under a root.
+func LogPath(root string, h engine.Header, compressed bool) (string, error) {
+	enc, err := EncodeID(h.ID)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(root, ProjectDir(h.Cwd), enc, FileName(compressed)), nil
+}
+
+// HeaderLine renders the header line, keys in the reference's order.
+func HeaderLine(h engine.Header) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"type":"session","version":3,"id":`)
+	writeJSON(&b, h.ID)
+	b.WriteString(`,"createdAt":`)
+	writeJSON(&b, h.CreatedAt)
+	if h.Cwd != "" {
+		b.WriteString(`,"cwd":`)
+		writeJSON(&b, h.Cwd)
+	}
+	if h.ParentSession != "" {
+		b.WriteString(`,"parentSession":`)
+		writeJSON(&b, h.ParentSession)
+	}
+	b.WriteString(`,"isSeeded":`)
+	writeJSON(&b, h.IsSeeded)
+	if h.Origin != "" {
+		b.WriteString(`,"origin":`)
+		writeJSON(&b, h.Origin)
+	}
+	b.WriteString(`,"delegationDepth":`)
+	writeJSON(&b, h.DelegationDepth)
+	if h.AgentPreset != "" {
+		b.WriteString(`,"agentPreset":`)
+		writeJSON(&b, h.AgentPreset)
+	}
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+func writeJSON(b *bytes.Buffer, v any) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	b.Truncate(b.Len() - 1) // Encode's newline
+}
+
+// ErrUnsupported is the kind of a log this package refuses (another format
+// version, a malformed header).
+var ErrUnsupported = errors.New("jsonl: unsupported log")
+
+var headerKeys = map[string]bool{"type": true, "version": true, "id": true, "createdAt": true, "cwd": true,
+	"parentSession": true, "isSeeded": true, "origin": true, "delegationDepth": true, "agentPreset": true}
+
+// ParseHeader parses a header line. The version is checked first: a log
+// of another version is refused before its shape is looked at.
+func ParseHeader(line []byte) (engine.Header, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return engine.Header{}, fmt.Errorf("%w: first line is not a JSON object", ErrUnsupported)
+	}
+	var v int
+	if err := json.Unmarshal(m["version"], &v); err != nil {
+		return engine.Header{}, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
+	}
+	if v != Version {
+		return engine.Header{}, fmt.Errorf("%w: uses log format v%d; this reads only v%d", ErrUnsupported, v, Version)
+	}
+	for k := range m {
+		if !headerKeys[k] {
+			return engine.Header{}, fmt.Errorf("%w: header key %q", ErrUnsupported, k)
+		}
+	}
+	if string(m["type"]) != `"session"` {
+		return engine.Header{}, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
+	}
+	var h engine.Header
+	if err := json.Unmarshal(line, &h); err != nil {
+		return engine.Header{}, fmt.Errorf("%w: session header: %v", ErrUnsupported, err)
+	}
+	if _, ok := m["isSeeded"]; !ok {
+		return engine.Header{}, fmt.Errorf("%w: session header lacks isSeeded", ErrUnsupported)
+	}
+	return h, nil
+}
+
+// compactSeqs writes each increasing run of three or more consecutive
+// seqs as [start,end]; a list that is not strictly increasing is kept.
+func compactSeqs(seqs []uint64) any {
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			return seqs
+		}
+	}
+	var out []any
+	for i := 0; i < len(seqs); {
+		j := i
+		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
+			j++
+		}
+		if j-i+1 >= 3 {
+			out = append(out, [2]uint64{seqs[i], seqs[j]})
+		} else {
+			for k := i; k <= j; k++ {
+				out = append(out, seqs[k])
+			}
+		}
+		i = j + 1
+	}
+	return out
+}
+
+// expandSeqs undoes compactSeqs and checks the result is increasing.
+func expandSeqs(raw json.RawMessage, seq uint64) ([]uint64, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for _, it := range items {
+		var one uint64
+		if json.Unmarshal(it, &one) == nil {
+			out = append(out, one)
+			continue
+		}
+		var rg [2]uint64
+		if err := json.Unmarshal(it, &rg); err != nil || rg[1] < rg[0] {
+			return nil, fmt.Errorf("bad sourceEventSeqs item %s", it)
+		}
+		for s := rg[0]; s <= rg[1]; s++ {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// EventLine renders one event line (type, seq, time, data, then the
+// optional ignorable, sourceEventSeqs, surfaceOp).
+func EventLine(e *event.Event) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"type":`)
+	writeJSON(&b, e.Type)
+	fmt.Fprintf(&b, `,"seq":%d,"time":%d,"data":`, e.Seq, e.Time)
+	b.Write(e.Data)
+	if e.Ignorable {
+		b.WriteString(`,"ignorable":true`)
+	}
+	if len(e.SourceEventSeqs) > 0 {
+		b.WriteString(`,"sourceEventSeqs":`)
+		writeJSON(&b, compactSeqs(e.SourceEventSeqs))
+	}
+	if len(e.SurfaceOp) > 0 {
+		b.WriteString(`,"surfaceOp":`)
+		b.Write(e.SurfaceOp)
+	}
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+var eventKeys = map[string]bool{"type": true, "seq": true, "time": true, "data": true, "ignorable": true, "sourceEventSeqs": true, "surfaceOp": true}
+
+// ParseEvent parses one event line.
+func ParseEvent(line []byte) (event.Event, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return event.Event{}, errors.New("not a JSON object")
+	}
+	for k := range m {
+		if !eventKeys[k] {
+			return event.Event{}, fmt.Errorf("unknown key %q", k)
+		}
+	}
+	var e event.Event
+	if json.Unmarshal(m["type"], &e.Type) != nil || json.Unmarshal(m["seq"], &e.Seq) != nil || json.Unmarshal(m["time"], &e.Time) != nil {
+		return event.Event{}, errors.New("type, seq and time are required")
+	}
+	e.Data = bytes.Clone(m["data"])
+	if v, ok := m["ignorable"]; ok {
+		if string(v) != "true" {
+			return event.Event{}, errors.New(`ignorable may only be true`)
+		}
+		e.Ignorable = true
+	}
+	if v, ok := m["sourceEventSeqs"]; ok {
+		seqs, err := expandSeqs(v, e.Seq)
+		if err != nil {
+			return event.Event{}, err
+		}
+		e.SourceEventSeqs = seqs
+	}
+	if v, ok := m["surfaceOp"]; ok {
+		e.SurfaceOp = bytes.Clone(v)
+	}
+	return e, e.Validate(0)
+}
+
+// Log is a parsed session log.
+type Log struct {
+	Header    engine.Header
+	Events    []event.Event
+	Inherited uint64 // seq of the last session/end-seed {inherited: true}
+	TornBytes int    // bytes of a torn tail that were dropped
+}
+
+// ErrCorrupt is the kind of a committed record that does not parse.
+var ErrCorrupt = errors.New("jsonl: corrupt log")
+
+// Parse reads a whole log file's bytes. A last line without a newline is a
+// torn tail and is dropped; so is an incomplete last zstd frame's partial
+// line. A bad row followed by a turn/end (so it was committed) is
+// ErrCorrupt; a bad row at the end is dropped with what follows as torn.
+func Parse(b []byte, compressed bool) (*Log, error) {
+	if compressed {
+		var err error
+		if b, err = decodeFrames(b); err != nil {
+			return nil, err
+		}
+	}
+	nl := bytes.IndexByte(b, '\n')
+	if nl < 0 {
+		return nil, fmt.Errorf("%w: header-less session log", ErrUnsupported)
+	}
+	h, err := ParseHeader(b[:nl])
+	if err != nil {
+		return nil, err
+	}
+	log := &Log{Header: h}
+	rest := b[nl+1:]
+	var issue error
+	issueAt := 0
+	for line := 1; len(rest) > 0; line++ {
+		nl := bytes.IndexByte(rest, '\n')
+		if nl < 0 {
+			log.TornBytes += len(rest)
+			break
+		}
+		row := rest[:nl]
+		rest = rest[nl+1:]
+		if issue != nil {
+			if bytes.Contains(row, []byte(`"type":"turn/end"`)) {
+				return nil, fmt.Errorf("%w: unparsable committed event at line %d: %v", ErrCorrupt, issueAt+1, issue)
+			}
+			log.TornBytes += nl + 1
+			continue
+		}
+		e, err := ParseEvent(row)
+		if err == nil && e.Seq != uint64(len(log.Events)) {
+			err = fmt.Errorf("seq gap: %d after %d events", e.Seq, len(log.Events))
+		}
+		if err != nil {
+			issue, issueAt = err, line
+			log.TornBytes += nl + 1
+			continue
+		}
+		if e.Type == "session/end-seed" && isInherited(e.Data) {
+			log.Inherited = e.Seq
+		}
+		log.Events = append(log.Events, e)
+	}
+	return log, nil
+}
+
+func isInherited(data json.RawMessage) bool {
+	var d struct {
+		Inherited bool `json:"inherited"`
+	}
+	return json.Unmarshal(data, &d) == nil && d.Inherited
+}
+
+// decodeFrames decodes a series of independent zstd frames. If the last
+// frame is incomplete or damaged, the frames before it are kept (their
+// lines end in a newline; the caller counts what is lost as torn).
+func decodeFrames(b []byte) ([]byte, error) {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	defer dec.Close()
+	out, err := dec.DecodeAll(b, nil)
+	if err != nil && bytes.IndexByte(out, '\n') < 0 {
+		return nil, fmt.Errorf("%w: empty or header-less Zstandard session log", ErrUnsupported)
+	}
+	if err != nil {
+		// Drop the partial line the damaged frame may have left.
+		out = out[:bytes.LastIndexByte(out, '\n')+1]
+		out = append(out, "torn"...) // no newline: Parse counts it as a torn tail
+	}
+	return out, nil
+}
+
+// Encode renders a log. With compressed, the header is one zstd frame and
+// each batch (a run of events; batches gives their lengths, nil for one
+// batch) another, as the reference writes a frame per durable batch.
+func Encode(h engine.Header, evs []event.Event, compressed bool, batches []int) ([]byte, error) {
+	head := HeaderLine(h)
+	if !compressed {
+		var b bytes.Buffer
+		b.Write(head)
+		for i := range evs {
+			b.Write(EventLine(&evs[i]))
+		}
+		return b.Bytes(), nil
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if err != nil {
+		return nil, err
+	}
+	defer enc.Close()
+	out := enc.EncodeAll(head, nil)
+	if batches == nil && len(evs) > 0 {
+		batches = []int{len(evs)}
+	}
+	i := 0
+	for _, n := range batches {
+		var b bytes.Buffer
+		for ; n > 0 && i < len(evs); n-- {
+			b.Write(EventLine(&evs[i]))
+			i++
+		}
+		out = enc.EncodeAll(b.Bytes(), out)
+	}
+	return out, nil
+}

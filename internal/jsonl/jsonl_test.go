@@ -1,0 +1,119 @@
+package jsonl
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+)
+
+func TestEncodeID(t *testing.T) {
+	for in, want := range map[string]string{
+		"..": "~002E~002E", ".": "~002E", "a/b": "a~002Fb", "/etc/passwd": "~002Fetc~002Fpasswd",
+		"\x00": "~0000", "plain-ID_1.2": "plain-ID_1.2", "a~b": "a~007Eb", "\U0001F600": "~D83D~DE00",
+	} {
+		if got, err := EncodeID(in); err != nil || got != want {
+			t.Errorf("EncodeID(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := EncodeID(""); err == nil {
+		t.Error("empty id accepted")
+	}
+}
+
+func TestProjectDir(t *testing.T) {
+	for in, want := range map[string]string{
+		"/Users/qyj/work/deepseek-harness": "--Users-qyj-work-deepseek-harness--",
+		`C:\work\agent`:                    "--C-work-agent--",
+		"/开发/~agent":                       "--~5F00~53D1-~007Eagent--",
+		"/":                                "--root--",
+		"":                                 "_no-cwd",
+	} {
+		if got := ProjectDir(in); got != want {
+			t.Errorf("ProjectDir(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if ProjectDir("/a/b-c") != ProjectDir("/a-b/c") {
+		t.Error("the lossy mapping should merge /a/b-c and /a-b/c")
+	}
+	if got := ProjectDir("/" + strings.Repeat("x", 1000)); len(got) != 255 {
+		t.Errorf("long cwd gives %d characters, want 255", len(got))
+	}
+}
+
+func TestHeaderLineKeyOrder(t *testing.T) {
+	h := engine.Header{Version: 3, ID: "s", CreatedAt: 5, Cwd: "/w", ParentSession: "p", IsSeeded: true, Origin: "subagent", DelegationDepth: 2, AgentPreset: "x"}
+	want := `{"type":"session","version":3,"id":"s","createdAt":5,"cwd":"/w","parentSession":"p","isSeeded":true,"origin":"subagent","delegationDepth":2,"agentPreset":"x"}` + "\n"
+	if got := string(HeaderLine(h)); got != want {
+		t.Errorf("header line\n got %s\nwant %s", got, want)
+	}
+	back, err := ParseHeader([]byte(want[:len(want)-1]))
+	if err != nil || back != h {
+		t.Errorf("ParseHeader = %+v, %v", back, err)
+	}
+	if _, err := ParseHeader([]byte(`{"type":"session","version":4,"id":"s"}`)); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "v4") {
+		t.Errorf("v4 header: %v", err)
+	}
+	if _, err := ParseHeader([]byte(`{"type":"session","version":3,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0,"sandboxMode":"x"}`)); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("retired key accepted: %v", err)
+	}
+}
+
+func TestSourceSeqCompaction(t *testing.T) {
+	e := event.Event{Seq: 9, Type: "tool/result", Data: json.RawMessage(`{}`), SourceEventSeqs: []uint64{1, 2, 3, 5, 6, 7, 8}, SurfaceOp: json.RawMessage(`"append"`)}
+	line := EventLine(&e)
+	if !strings.Contains(string(line), `"sourceEventSeqs":[[1,3],[5,8]]`) {
+		t.Errorf("line %s", line)
+	}
+	back, err := ParseEvent(line[:len(line)-1])
+	if err != nil || !cmp.Equal(back.SourceEventSeqs, e.SourceEventSeqs) {
+		t.Errorf("round trip %v, %v", back.SourceEventSeqs, err)
+	}
+	e.SourceEventSeqs = []uint64{4, 2}
+	if got := string(EventLine(&e)); !strings.Contains(got, `"sourceEventSeqs":[4,2]`) {
+		t.Errorf("non-increasing list changed: %s", got)
+	}
+}
+
+func TestRoundTripAndTornTail(t *testing.T) {
+	h := engine.Header{Version: 3, ID: "s", CreatedAt: 1, DelegationDepth: 0}
+	evs := testgen.Events(0, 25, 200)
+	for _, compressed := range []bool{false, true} {
+		b, err := Encode(h, evs, compressed, []int{10, 10, 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, err := Parse(b, compressed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(evs, log.Events); diff != "" || log.Header != h || log.TornBytes != 0 {
+			t.Fatalf("compressed=%v: round trip mismatch %s (torn %d)", compressed, diff, log.TornBytes)
+		}
+		if compressed {
+			b = b[:len(b)-20] // a torn last frame
+		} else {
+			b = append(b, `{"type":"assistant/chunk","seq":25,"ti`...)
+		}
+		log, err = Parse(b, compressed)
+		if err != nil || log.TornBytes == 0 || len(log.Events) > 25 {
+			t.Fatalf("compressed=%v: torn tail: %d events, torn %d, %v", compressed, len(log.Events), log.TornBytes, err)
+		}
+	}
+}
+
+func TestCommittedBadRowIsCorrupt(t *testing.T) {
+	b := []byte(string(HeaderLine(engine.Header{Version: 3, ID: "s"})) +
+		`{"type":"turn/start","seq":0,"time":1,"data":{}}` + "\n" +
+		`{not json}` + "\n" +
+		`{"type":"turn/end","seq":1,"time":1,"data":{}}` + "\n")
+	if _, err := Parse(b, false); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Parse = %v, want ErrCorrupt", err)
+	}
+}
