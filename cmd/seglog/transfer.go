@@ -70,6 +70,7 @@ func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 	ctx := context.Background()
 	catalog := event.NewCatalog()
 	rep := &importReport{}
+	var open []*engine.Handle
 	start := time.Now()
 	refuse := func(path, format string, args ...any) {
 		rep.Refused = append(rep.Refused, path+": "+fmt.Sprintf(format, args...))
@@ -97,15 +98,26 @@ func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 			refuse(path, "%v", err)
 			continue
 		}
-		if err := importLog(ctx, db, log); err != nil {
+		h, err := importLog(ctx, db, log)
+		if err != nil {
 			refuse(path, "%v", err)
 			continue
+		}
+		open = append(open, h)
+		if len(open) == importGroup {
+			if err := closeGroup(ctx, db, open); err != nil {
+				return rep, err
+			}
+			open = open[:0]
 		}
 		rep.Sessions++
 		rep.Events += len(log.Events)
 		if log.TornBytes > 0 {
 			rep.TornTails++
 		}
+	}
+	if err := closeGroup(ctx, db, open); err != nil {
+		return rep, err
 	}
 	if progress != nil && len(files) > 0 {
 		fmt.Fprintln(progress)
@@ -132,26 +144,44 @@ func checkTypes(c *event.Catalog, evs []event.Event) error {
 	return nil
 }
 
-func importLog(ctx context.Context, db *engine.DB, log *jsonl.Log) error {
+// importGroup sessions share one flush: an import costs an fdatasync per
+// group, not per session.
+const importGroup = 64
+
+// closeGroup makes the group's sessions durable with one flush and closes
+// their handles (whose own close then finds nothing left to sync).
+func closeGroup(ctx context.Context, db *engine.DB, hs []*engine.Handle) error {
+	if len(hs) == 0 {
+		return nil
+	}
+	if err := db.Flush(ctx); err != nil {
+		return err
+	}
+	for _, h := range hs {
+		if err := h.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// importLog creates the session and appends its events; the caller flushes.
+func importLog(ctx context.Context, db *engine.DB, log *jsonl.Log) (*engine.Handle, error) {
 	var opts []engine.CreateOption
 	if log.Header.IsSeeded {
 		opts = append(opts, engine.Inherited(log.Inherited))
 	}
 	h, err := db.Create(ctx, log.Header, opts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := 0; i < len(log.Events); i += 1000 {
 		if err := h.Append(ctx, log.Events[i:min(i+1000, len(log.Events))]...); err != nil {
 			h.Close()
-			return err
+			return nil, err
 		}
 	}
-	if err := h.Flush(ctx); err != nil {
-		h.Close()
-		return err
-	}
-	return h.Close()
+	return h, nil
 }
 
 func newExportCmd(w io.Writer, dir *string) *cobra.Command {
