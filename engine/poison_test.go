@@ -9,6 +9,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/internal/vfs"
 )
 
@@ -87,5 +88,54 @@ func TestFsyncErrorPoisons(t *testing.T) {
 			}
 		}
 		db2.Close()
+	}
+}
+
+// A directory sync that fails while a new segment is created (the roll)
+// fails the append and poisons the store; reopening recovers every flushed
+// event.
+func TestDirSyncFailureAtRoll(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	ff := vfs.NewFault(mem)
+	db, err := engine.Open("/db", &engine.Options{FS: ff, SegmentSize: 8 << 10, FrameBytes: 1 << 10, NoPreallocate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := db.Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff.Add(vfs.Rule{Op: vfs.OpSyncDir, Nth: 1, Sticky: true})
+	flushed := 0
+	var failed error
+	for i := 0; i < 200 && failed == nil; i++ {
+		evs := testgen.Events(uint64(flushed), 5, 200)
+		if failed = h.Append(ctx, evs...); failed == nil {
+			if failed = h.Flush(ctx); failed == nil {
+				flushed += 5
+			}
+		}
+	}
+	if failed == nil {
+		t.Fatal("no roll happened: the directory sync was never needed")
+	}
+	if err := h.Flush(ctx); err == nil {
+		t.Fatal("flush succeeded after the failed roll")
+	}
+	crashed := mem.CrashClone(vfs.CrashConfig{})
+	db.Close()
+	db2, err := engine.Open("/db", &engine.Options{FS: crashed, NoPreallocate: true})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer db2.Close()
+	r, err := db2.Open(ctx, "s", engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Read(ctx, 0, -1)
+	if err != nil || len(got) < flushed {
+		t.Fatalf("after reopen %d events (%v), %d were flushed", len(got), err, flushed)
 	}
 }
