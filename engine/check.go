@@ -113,6 +113,12 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 				}
 				known[key] = true
 				frames[id][fi.Offset] = frame{session: key, header: true}
+			case segment.KindDelete:
+				if !known[key] {
+					problem(path, fi.Offset, key, "tombstone of a session without a header")
+				}
+				known[key], next[key] = false, 0
+				frames[id][fi.Offset] = frame{session: key}
 			case segment.KindEvents:
 				if !known[key] {
 					problem(path, fi.Offset, key, "events frame of a session without a header (orphan)")
@@ -153,7 +159,11 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s @%d: torn tail (%s); the next open cuts it", path, res.End, res.TornReason))
 		}
 	}
-	rep.Sessions = len(known)
+	for _, alive := range known {
+		if alive {
+			rep.Sessions++
+		}
+	}
 	if o.NoIndex {
 		return rep, nil
 	}

@@ -87,6 +87,7 @@ type frameRef struct {
 type pendFrame struct {
 	s      *session
 	header bool
+	delete bool // a tombstone of s
 	ref    frameRef
 }
 
@@ -396,6 +397,18 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		s := &session{id: f.Session, hdr: rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size}
 		db.sessions[s.id] = s
 		db.pend = append(db.pend, pendFrame{s: s, header: true, ref: ref})
+	case segment.KindDelete:
+		f, err := r.ReadFrame(fi.Offset)
+		if err != nil {
+			return err
+		}
+		s, ok := db.sessions[f.Session]
+		if !ok || s.uid != binary.LittleEndian.Uint64(f.Payload) {
+			return corrupt(fmt.Sprintf("tombstone of session %q, which does not exist in that incarnation", f.Session))
+		}
+		s.erased = true
+		delete(db.sessions, s.id)
+		db.pend = append(db.pend, pendFrame{s: s, delete: true, ref: ref})
 	case segment.KindEvents:
 		s, ok := db.sessions[string(fi.Key)]
 		if !ok {
@@ -658,6 +671,82 @@ func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Header.ID < out[j].Header.ID })
 	return out, nil
+}
+
+// Delete removes a session: its log is gone for every reader of this DB at
+// once, and durably (a tombstone is written and synced) when Delete
+// returns. The bytes stay in their segments until compaction. It fails
+// with ErrSessionNotFound if the session does not exist and with
+// ErrAlreadyOwned while a write handle holds it. A session created but
+// never written just vanishes. The id may be created again; the new
+// session's revisions never repeat the old one's.
+func (db *DB) Delete(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if db.opts.ReadOnly {
+		return ErrReadOnlyStore
+	}
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	s, ok := db.sessions[id]
+	if !ok || s.erased {
+		db.mu.Unlock()
+		return sessionErr(id, "delete", ErrSessionNotFound)
+	}
+	lease, err := db.owners.Acquire(id)
+	if err != nil {
+		db.mu.Unlock()
+		return sessionErr(id, "delete", ErrAlreadyOwned)
+	}
+	defer lease.Release()
+	if s.pending && len(s.open) == 0 {
+		s.erased = true
+		delete(db.sessions, id)
+		db.mu.Unlock()
+		return nil
+	}
+	pending, uid := s.pending, s.uid
+	db.mu.Unlock()
+	if pending {
+		// Appended events not yet framed: nothing of it is on disk.
+		db.mu.Lock()
+		s.erased = true
+		delete(db.sessions, id)
+		db.mu.Unlock()
+		return nil
+	}
+	e, err := db.enc.Delete(id, uid)
+	if err != nil {
+		return sessionErr(id, "delete", err)
+	}
+	db.appendMu.Lock()
+	db.mu.Lock()
+	r, poison := db.roller, db.poison
+	db.mu.Unlock()
+	if poison != nil {
+		db.appendMu.Unlock()
+		return sessionErr(id, "delete", poison)
+	}
+	seg, loc, err := r.AppendEncoded(e)
+	if err != nil {
+		db.appendMu.Unlock()
+		db.poisonWith(err)
+		return sessionErr(id, "delete", err)
+	}
+	db.mu.Lock()
+	s.erased = true
+	delete(db.sessions, id)
+	db.pend = append(db.pend, pendFrame{s: s, delete: true, ref: frameRef{seg: seg, off: loc.Offset, size: uint32(loc.Size)}})
+	db.mu.Unlock()
+	db.appendMu.Unlock()
+	if err := db.sync(); err != nil {
+		return sessionErr(id, "delete", err)
+	}
+	return nil
 }
 
 // Flush is the barrier over every open write handle: it drains each one's

@@ -57,6 +57,13 @@ func (db *DB) checkpoint() error {
 	touched := map[*session]was{}
 	for _, p := range batch {
 		s := p.s
+		if p.delete {
+			u.Deleted = append(u.Deleted, s.id) // applied before the upserts below
+			continue
+		}
+		if s.erased {
+			continue // frames of a deleted incarnation: its tombstone removes them
+		}
 		if _, ok := touched[s]; !ok {
 			touched[s] = was{s.idxNext, s.idxSize}
 		}

@@ -74,6 +74,7 @@ const (
 	KindEvents Kind = 1 // a batch of events of one session
 	KindSeal   Kind = 2 // the last frame of a sealed segment
 	KindHeader Kind = 3 // a session's header record (the engine's JSON), written once per incarnation
+	KindDelete Kind = 4 // a tombstone: the incarnation (uint64 LE payload) of the session key is deleted
 )
 
 func (k Kind) String() string {
@@ -84,6 +85,8 @@ func (k Kind) String() string {
 		return "seal"
 	case KindHeader:
 		return "header"
+	case KindDelete:
+		return "delete"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -312,6 +315,10 @@ func parseFrameAt(buf []byte, off int64, maxRaw int) (FrameInfo, frameStatus, st
 	case KindHeader:
 		if keyLen == 0 || fi.Count != 0 || fi.FirstSeq != 0 || fi.RawLen == 0 {
 			return wrong("malformed header frame")
+		}
+	case KindDelete:
+		if keyLen == 0 || fi.Count != 0 || fi.FirstSeq != 0 || fi.RawLen != 8 || fi.Codec != CodecNone {
+			return wrong("malformed delete frame")
 		}
 	default:
 		return wrong("unknown frame kind %d", fi.Kind)

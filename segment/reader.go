@@ -191,13 +191,13 @@ func dirtyEnd(data []byte, from int64) int64 {
 type Frame struct {
 	Offset   int64
 	Size     int64
-	Kind     Kind // KindEvents or KindHeader
+	Kind     Kind // KindEvents, KindHeader or KindDelete
 	Session  string
 	FirstSeq uint64
 	Codec    Codec
 	RawLen   int
 	Events   []event.Event // KindEvents
-	Payload  []byte        // KindHeader: the record the engine wrote
+	Payload  []byte        // KindHeader: the record the engine wrote; KindDelete: the uid, uint64 LE
 }
 
 // DecodeFrame decodes and verifies the events or header frame at off in
@@ -228,8 +228,8 @@ func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int) (*Frame, erro
 		return bad("no frame here (zero bytes)")
 	case st != frameOK:
 		return bad(reason)
-	case fi.Kind != KindEvents && fi.Kind != KindHeader:
-		return bad(fmt.Sprintf("expected an events or header frame, found %s", fi.Kind))
+	case fi.Kind != KindEvents && fi.Kind != KindHeader && fi.Kind != KindDelete:
+		return bad(fmt.Sprintf("expected an events, header or delete frame, found %s", fi.Kind))
 	}
 	stored := buf[frameHeaderSize+int64(len(fi.Key)):][:fi.StoredLen]
 	var raw []byte
@@ -250,7 +250,7 @@ func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int) (*Frame, erro
 		Codec:    fi.Codec,
 		RawLen:   int(fi.RawLen),
 	}
-	if fi.Kind == KindHeader {
+	if fi.Kind != KindEvents {
 		f.Payload = raw
 		return f, nil
 	}

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -383,6 +384,16 @@ func (c Encoder) Header(key string, payload []byte) (*Encoded, error) {
 		return nil, fmt.Errorf("%w: header payload of %d bytes (want 1..%d)", ErrTooLarge, len(payload), maxRaw)
 	}
 	return c.encode(KindHeader, codec, key, payload, 0, 0), nil
+}
+
+// Delete encodes a tombstone for incarnation uid of session key.
+func (c Encoder) Delete(key string, uid uint64) (*Encoded, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	var p [8]byte
+	binary.LittleEndian.PutUint64(p[:], uid)
+	return &Encoded{kind: KindDelete, codec: CodecNone, key: []byte(key), stored: p[:], rawLen: 8}, nil
 }
 
 func (c Encoder) encode(kind Kind, codec Codec, key string, raw []byte, firstSeq uint64, count uint32) *Encoded {

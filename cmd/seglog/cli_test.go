@@ -197,3 +197,20 @@ func TestUsageErrors(t *testing.T) {
 		t.Error("cat without an id succeeded")
 	}
 }
+
+func TestDeleteCommand(t *testing.T) {
+	dir := copyStore(t, cleanStore)
+	if out, code := cli(t, "delete", "alpha", "--dir", dir); code != 0 || !strings.Contains(out, "deleted alpha") {
+		t.Fatalf("delete: exit %d\n%s", code, out)
+	}
+	out, _ := cli(t, "ls", "--dir", dir)
+	if strings.Contains(out, "alpha") || !strings.Contains(out, "beta") {
+		t.Errorf("ls after delete:\n%s", out)
+	}
+	if out, code := cli(t, "check", "--dir", dir); code != 0 {
+		t.Errorf("check after delete: exit %d\n%s", code, out)
+	}
+	if _, code := cli(t, "delete", "alpha", "--dir", dir); code != 1 {
+		t.Errorf("second delete exit %d, want 1", code)
+	}
+}

@@ -253,3 +253,25 @@ func runExport(w io.Writer, dir, root string, ids []string, compressed bool) err
 	}
 	return nil
 }
+
+func newDeleteCmd(w io.Writer, dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete <id>...",
+		Short: "delete sessions (durably; the bytes are reclaimed by compaction)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, ids []string) error {
+			db, err := engine.Open(*dir, nil)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			for _, id := range ids {
+				if err := db.Delete(context.Background(), id); err != nil {
+					return err
+				}
+				fmt.Fprintln(w, "deleted", id)
+			}
+			return db.Close()
+		},
+	}
+}
