@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestTailLastEvents(t *testing.T) {
+	out, code := cli(t, "tail", "beta", "--dir", copyStore(t, cleanStore), "--n", "3")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	var e event.Event
+	json.Unmarshal([]byte(lines[2]), &e)
+	if e.Seq != 49 {
+		t.Errorf("last line seq %d, want 49", e.Seq)
+	}
+}
+
+// tail -f follows a store another engine is writing (here in-process, on
+// its own files), across segment rolls.
+func TestTailFollowsAWriter(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := engine.Open(dir, &engine.Options{SegmentSize: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, _ := db.Create(ctx, engine.Header{ID: "live", CreatedAt: 1})
+	h.Append(ctx, testgen.Events(0, 5, 100)...)
+	h.Flush(ctx)
+
+	var out syncBuffer
+	tctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runTail(tctx, &out, dir, "live", 100, true, 5*time.Millisecond) }()
+	const total = 300
+	for seq := 5; seq < total; seq += 5 {
+		if err := h.Append(ctx, testgen.Events(uint64(seq), 5, 300)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(out.String(), "\n") < total && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != total {
+		t.Fatalf("followed %d events, want %d", len(lines), total)
+	}
+	for i, l := range lines {
+		var e event.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Seq != uint64(i) {
+			t.Fatalf("line %d: seq %d, %v", i, e.Seq, err)
+		}
+	}
+}
