@@ -65,13 +65,18 @@ func newLsCmd(w io.Writer, dir *string) *cobra.Command {
 	}
 }
 
-func runLs(w io.Writer, dir string) error {
+// listSessions opens the store read-only and lists its sessions.
+func listSessions(dir string) ([]engine.Snapshot, error) {
 	db, err := openRO(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer db.Close()
-	snaps, err := db.List(context.Background())
+	return db.List(context.Background())
+}
+
+func runLs(w io.Writer, dir string) error {
+	snaps, err := listSessions(dir)
 	if err != nil {
 		return err
 	}
@@ -93,12 +98,7 @@ func newStatsCmd(w io.Writer, dir *string) *cobra.Command {
 }
 
 func runStats(w io.Writer, dir string) error {
-	db, err := openRO(dir)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	snaps, err := db.List(context.Background())
+	snaps, err := listSessions(dir)
 	if err != nil {
 		return err
 	}
