@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"image/png"
 	"testing"
 )
 
@@ -28,5 +30,23 @@ func TestRunEveryWorkload(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), Config{Workload: Bulk}); err == nil {
 		t.Error("missing Dir accepted")
+	}
+}
+
+func TestPlotPNG(t *testing.T) {
+	var buf bytes.Buffer
+	err := PlotPNG(&buf, []Panel{
+		{Title: "throughput", Unit: "events/s", Log: true, Bars: []Bar{{"a", 10}, {"b", 1e6}}},
+		{Title: "latency", Unit: "µs", Bars: []Bar{{"a", 150}, {"b", 0}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() != 960 || b.Dy() < 100 {
+		t.Errorf("image %v", b)
 	}
 }

@@ -20,6 +20,7 @@ import (
 type benchArgs struct {
 	dir      string
 	jsonOut  string
+	plot     string
 	peers    bool
 	events   int // bulk load and replay size
 	durable  int // durable single appends (and raw fdatasyncs)
@@ -46,6 +47,7 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.IntVar(&a.sessions, "sessions", 64, "concurrent sessions in the group-commit run")
 	fs.IntVar(&a.size, "size", 300, "bytes of JSON per event")
 	fs.StringVar(&a.jsonOut, "json", "", "also write the results as JSON to this file")
+	fs.StringVar(&a.plot, "plot", "", "also draw throughput and latency per workload into this PNG file")
 	fs.BoolVar(&a.peers, "peers", false, "then run the same workloads on the peers (bench/peers; needs the source tree and Go)")
 	return cmd
 }
@@ -133,6 +135,27 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if a.plot != "" {
+		tput := bench.Panel{Title: "throughput", Unit: "events/s", Log: true}
+		latency := bench.Panel{Title: "p50 latency of one durable append+flush", Unit: "us"}
+		for i, run := range runs {
+			tput.Bars = append(tput.Bars, bench.Bar{Label: run.name, Value: results[i].EventsPerSec()})
+			if results[i].P50 > 0 {
+				latency.Bars = append(latency.Bars, bench.Bar{Label: run.name, Value: us(results[i].P50)})
+			}
+		}
+		f, err := os.Create(a.plot)
+		if err != nil {
+			return err
+		}
+		err = bench.PlotPNG(f, []bench.Panel{tput, latency})
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if a.jsonOut != "" {
 		b, err := json.MarshalIndent(results, "", "  ")
