@@ -64,6 +64,7 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	frames := map[uint64]map[int64]frame{} // segment -> offset -> frame
 	next := map[string]uint64{}
 	known := map[string]bool{}
+	orphans := map[string]Problem{} // first frame of a session met without its header
 	problem := func(path string, off int64, session, format string, args ...any) {
 		rep.Problems = append(rep.Problems, Problem{Path: path, Offset: off, Session: session, What: fmt.Sprintf(format, args...)})
 	}
@@ -111,17 +112,23 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 				} else if known[key] {
 					problem(path, fi.Offset, key, "second header for the session")
 				}
+				if o, ok := orphans[key]; ok {
+					rep.Problems = append(rep.Problems, o)
+					delete(orphans, key)
+				}
 				known[key] = true
 				frames[id][fi.Offset] = frame{session: key, header: true}
 			case segment.KindDelete:
-				if !known[key] {
-					problem(path, fi.Offset, key, "tombstone of a session without a header")
-				}
+				// A tombstone whose header compaction dropped is fine; it
+				// accounts for the orphaned frames before it.
+				delete(orphans, key)
 				known[key], next[key] = false, 0
 				frames[id][fi.Offset] = frame{session: key}
 			case segment.KindEvents:
 				if !known[key] {
-					problem(path, fi.Offset, key, "events frame of a session without a header (orphan)")
+					if _, ok := orphans[key]; !ok {
+						orphans[key] = Problem{Path: path, Offset: fi.Offset, Session: key, What: "events frame of a session without a header, and no tombstone after it (orphan)"}
+					}
 				} else if fi.FirstSeq != next[key] {
 					problem(path, fi.Offset, key, "frame starts at seq %d, expected %d", fi.FirstSeq, next[key])
 				}
@@ -158,6 +165,9 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 		case res.Torn:
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s @%d: torn tail (%s); the next open cuts it", path, res.End, res.TornReason))
 		}
+	}
+	for _, p := range orphans {
+		rep.Problems = append(rep.Problems, p)
 	}
 	for _, alive := range known {
 		if alive {

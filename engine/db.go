@@ -42,7 +42,8 @@ type DB struct {
 	pend     []pendFrame // appended frames not yet in the index, in file order
 	handles  map[*Handle]struct{}
 	closed   bool
-	poison   error // sticky write/sync error: nothing is acked after it
+	poison   error              // sticky write/sync error: nothing is acked after it
+	orphans  map[string]*orphan // replay only: frames awaiting their tombstone
 
 	idxMu    sync.Mutex // serializes checkpoints
 	idxKick  chan struct{}
@@ -82,6 +83,13 @@ type frameRef struct {
 	seg   uint64
 	off   int64
 	size  uint32
+}
+
+// orphan is the first events frame of a session met without its header
+// during replay.
+type orphan struct {
+	path string
+	off  int64
 }
 
 type pendFrame struct {
@@ -241,6 +249,10 @@ func (db *DB) recover() error {
 			}
 		}
 	}
+	for key, o := range db.orphans {
+		return &CorruptionError{Path: o.path, Offset: o.off, Reason: fmt.Sprintf("events of session %q before its header", key)}
+	}
+	db.orphans = nil
 	if db.roller == nil && !db.opts.ReadOnly {
 		next := uint64(1)
 		if len(ids) > 0 {
@@ -391,6 +403,9 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		if _, ok := db.sessions[f.Session]; ok {
 			return corrupt(fmt.Sprintf("second header for session %q", f.Session))
 		}
+		if o := db.orphans[f.Session]; o != nil {
+			return &CorruptionError{Path: o.path, Offset: o.off, Reason: fmt.Sprintf("events of session %q without its header", f.Session)}
+		}
 		if rec.UID == 0 {
 			return corrupt(fmt.Sprintf("header of session %q has no incarnation id", f.Session))
 		}
@@ -403,7 +418,13 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 			return err
 		}
 		s, ok := db.sessions[f.Session]
-		if !ok || s.uid != binary.LittleEndian.Uint64(f.Payload) {
+		if !ok {
+			// Its header (and frames) were in segments compaction dropped:
+			// the orphaned frames seen since belong to it.
+			delete(db.orphans, f.Session)
+			return nil
+		}
+		if s.uid != binary.LittleEndian.Uint64(f.Payload) {
 			return corrupt(fmt.Sprintf("tombstone of session %q, which does not exist in that incarnation", f.Session))
 		}
 		s.erased = true
@@ -412,7 +433,16 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 	case segment.KindEvents:
 		s, ok := db.sessions[string(fi.Key)]
 		if !ok {
-			return corrupt(fmt.Sprintf("events of session %q before its header", fi.Key))
+			// Frames of a deleted incarnation whose header compaction
+			// dropped are fine if its tombstone follows; the end of the
+			// replay checks that one did.
+			if db.orphans == nil {
+				db.orphans = map[string]*orphan{}
+			}
+			if db.orphans[string(fi.Key)] == nil {
+				db.orphans[string(fi.Key)] = &orphan{path: r.Path(), off: fi.Offset}
+			}
+			return nil
 		}
 		if fi.FirstSeq != s.next {
 			return corrupt(fmt.Sprintf("session %q: frame starts at seq %d, expected %d", s.id, fi.FirstSeq, s.next))

@@ -130,7 +130,7 @@ func (r *opsRun) step(op, arg byte) {
 	id := ids[int(arg)%len(ids)]
 	m := r.mod(id)
 	h := r.hs[id]
-	switch op % 11 {
+	switch op % 12 {
 	case 0: // create
 		nh, err := r.db.Create(r.ctx, engine.Header{ID: id, CreatedAt: 1})
 		exists := m.stored || len(m.appended) > 0 || h != nil || m.created
@@ -161,7 +161,7 @@ func (r *opsRun) step(op, arg byte) {
 		n := 1 + int(arg>>4)%6
 		evs := testgen.Events(uint64(len(m.appended)), n, 80+int(arg)*3)
 		var err error
-		if op%11 == 2 {
+		if op%12 == 2 {
 			err = h.Append(r.ctx, evs...)
 		} else {
 			err = h.Enqueue(evs...)
@@ -232,6 +232,10 @@ func (r *opsRun) step(op, arg byte) {
 		default:
 			r.m[id] = &model{gone: true}
 		}
+	case 11: // compaction (changes no live session)
+		if _, err := r.db.Compact(r.ctx, engine.CompactOptions{Roll: arg%2 == 0}); err != nil {
+			r.t.Fatalf("compact: %v", err)
+		}
 	case 9: // power cut and reopen
 		cfg := vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(arg), 3)), Garble: arg%2 == 0}
 		if arg%5 == 0 {
@@ -265,7 +269,7 @@ func runScript(t *testing.T, script []byte) {
 }
 
 // FuzzEngineOps runs scripts of operations (create, open, append,
-// enqueue, flush, close, delete, reopen, power cut) against the engine on a
+// enqueue, flush, close, delete, compact, reopen, power cut) against the engine on a
 // crashable FS and a plain model. After every reopen each session's log is
 // the model's flushed prefix plus possibly a later prefix of what was
 // appended; revisions change exactly when a log does.

@@ -189,6 +189,13 @@ func (r *Roller) Prepared() bool {
 	return r.spare != nil
 }
 
+// Roll seals the active segment (making it durable) and starts the next,
+// even though the active one is not full: compaction uses it so that the
+// dead part of the active segment becomes reclaimable.
+func (r *Roller) Roll() error {
+	return r.roll(r.Active())
+}
+
 // Sync makes every frame appended before the call durable.
 func (r *Roller) Sync() error {
 	r.mu.Lock()

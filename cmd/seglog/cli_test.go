@@ -214,3 +214,15 @@ func TestDeleteCommand(t *testing.T) {
 		t.Errorf("second delete exit %d, want 1", code)
 	}
 }
+
+func TestCompactCommand(t *testing.T) {
+	dir := copyStore(t, cleanStore)
+	cli(t, "delete", "alpha", "beta", "--dir", dir)
+	out, code := cli(t, "compact", "--dir", dir)
+	if code != 0 || !strings.Contains(out, "removed 2") {
+		t.Fatalf("compact: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "check", "--dir", dir); code != 0 {
+		t.Errorf("check after compact: exit %d\n%s", code, out)
+	}
+}

@@ -275,3 +275,27 @@ func newDeleteCmd(w io.Writer, dir *string) *cobra.Command {
 		},
 	}
 }
+
+func newCompactCmd(w io.Writer, dir *string) *cobra.Command {
+	var roll bool
+	cmd := &cobra.Command{
+		Use:   "compact",
+		Short: "remove segments that hold only deleted sessions; report the bytes reclaimed",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			db, err := engine.Open(*dir, nil)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			rep, err := db.Compact(context.Background(), engine.CompactOptions{Roll: roll})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "scanned %d sealed segments, removed %d, reclaimed %d bytes\n", rep.Scanned, len(rep.Dropped), rep.ReclaimedBytes)
+			return db.Close()
+		},
+	}
+	cmd.Flags().BoolVar(&roll, "roll", true, "seal the active segment first, so its deleted data can go too")
+	return cmd
+}

@@ -1,0 +1,165 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/segment"
+)
+
+func segBytes(t *testing.T, fsys vfs.FS, dir string) (int64, int) {
+	t.Helper()
+	ids, err := segment.List(fsys, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, id := range ids {
+		b, _ := vfs.ReadFile(fsys, dir+"/"+segment.Name(id))
+		n += int64(len(b))
+	}
+	return n, len(ids)
+}
+
+// compactStore writes sessions over many small segments; deleting those
+// whose index is in del.
+func compactStore(t *testing.T, fsys vfs.FS, keep map[int]bool) *engine.DB {
+	t.Helper()
+	ctx := context.Background()
+	db, err := engine.Open("/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 60; j += 10 {
+			h.Append(ctx, testgen.Events(uint64(j), 10, 300)...)
+		}
+		h.Close()
+	}
+	for i := range 12 {
+		if !keep[i] {
+			if err := db.Delete(ctx, fmt.Sprintf("s%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return db
+}
+
+func TestCompactReclaimsDeleted(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	db := compactStore(t, mem, nil) // every session deleted
+	before, nsegs := segBytes(t, mem, "/db")
+	rep, err := db.Compact(ctx, engine.CompactOptions{Roll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, left := segBytes(t, mem, "/db")
+	reclaimed := float64(before-after) / float64(before)
+	t.Logf("%d segments (%d bytes) -> %d segments (%d bytes): %.1f%% reclaimed; report %d dropped, %d bytes",
+		nsegs, before, left, after, 100*reclaimed, len(rep.Dropped), rep.ReclaimedBytes)
+	if reclaimed < 0.9 {
+		t.Errorf("reclaimed %.1f%% of a store whose sessions were all deleted, want at least 90%%", 100*reclaimed)
+	}
+	db.Close()
+	db, err = engine.Open("/db", &engine.Options{FS: mem.CrashClone(vfs.CrashConfig{}), NoPreallocate: true})
+	if err != nil {
+		t.Fatalf("reopen after compaction: %v", err)
+	}
+	defer db.Close()
+	if snaps, _ := db.List(ctx); len(snaps) != 0 {
+		t.Errorf("%d sessions after deleting all and compacting", len(snaps))
+	}
+}
+
+// A crash at any point of a compaction (every remove and directory sync
+// cut in turn) leaves a store that opens to exactly the live sessions.
+func TestCompactCrashAtEveryStep(t *testing.T) {
+	ctx := context.Background()
+	keep := map[int]bool{3: true, 8: true}
+	points := 0
+	for k := 1; ; k++ {
+		mem := vfs.NewMem()
+		ff := vfs.NewFault(mem)
+		db := compactStore(t, ff, keep)
+		ff.Add(vfs.Rule{Op: vfs.OpRemove, Nth: k, Sticky: true})
+		ff.Add(vfs.Rule{Op: vfs.OpSyncDir, Nth: k, Sticky: true})
+		_, cerr := db.Compact(ctx, engine.CompactOptions{Roll: true})
+		for variant, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}} {
+			crashed := mem.CrashClone(cfg)
+			db2, err := engine.Open("/db", &engine.Options{FS: crashed, NoPreallocate: true})
+			if err != nil {
+				t.Fatalf("cut %d variant %d: reopen: %v", k, variant, err)
+			}
+			snaps, _ := db2.List(ctx)
+			if len(snaps) != len(keep) {
+				t.Fatalf("cut %d variant %d: %d sessions, want %d", k, variant, len(snaps), len(keep))
+			}
+			for i := range keep {
+				r, err := db2.Open(ctx, fmt.Sprintf("s%d", i), engine.Read)
+				if err != nil {
+					t.Fatal(err)
+				}
+				evs, err := r.Read(ctx, 0, -1)
+				if err != nil || len(evs) != 60 {
+					t.Fatalf("cut %d variant %d: s%d has %d events, %v", k, variant, i, len(evs), err)
+				}
+			}
+			db2.Close()
+			points++
+		}
+		db.Close()
+		if cerr == nil {
+			break // the compaction finished before the k-th step: all steps covered
+		}
+	}
+	t.Logf("checked %d crash points", points)
+}
+
+// With the index on the OS: after compacting, the index never points into a
+// removed segment, and check finds nothing wrong.
+func TestCompactWithIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := &engine.Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		h, _ := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
+		h.Append(ctx, testgen.Events(0, 60, 300)...)
+		h.Close()
+	}
+	for i := range 8 {
+		if i != 5 {
+			db.Delete(ctx, fmt.Sprintf("s%d", i))
+		}
+	}
+	rep, err := db.Compact(ctx, engine.CompactOptions{Roll: true})
+	if err != nil || len(rep.Dropped) == 0 {
+		t.Fatalf("compact: %+v, %v", rep, err)
+	}
+	db.Close()
+	if rep, err := engine.Check(dir, opts); err != nil || len(rep.Problems) != 0 || rep.Sessions != 1 {
+		t.Fatalf("check after compaction: %+v, %v", rep, err)
+	}
+	db, err = engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, _ := db.Open(ctx, "s5", engine.Read)
+	if evs, err := r.Read(ctx, 0, -1); err != nil || len(evs) != 60 {
+		t.Fatalf("s5 after compaction: %d events, %v", len(evs), err)
+	}
+}
