@@ -147,9 +147,15 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 			if !drop[si.id] {
 				continue
 			}
-			for _, uid := range si.tombs {
+			// Nor may it take away part of an incarnation whose other frames
+			// stay: replay would find them without their header.
+			uids := append([]uint64(nil), si.tombs...)
+			for uid := range si.holds {
+				uids = append(uids, uid)
+			}
+			for _, uid := range uids {
 				for _, other := range segs {
-					if !drop[other.id] && other.holds[uid] > 0 {
+					if drop[si.id] && other != si && !drop[other.id] && other.holds[uid] > 0 {
 						drop[si.id], changed = false, true
 					}
 				}
