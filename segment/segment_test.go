@@ -71,6 +71,9 @@ func TestRoundTrip(t *testing.T) {
 				if codec == "zstd" && infos[1].Codec != CodecZstd {
 					t.Errorf("10 similar events were not compressed")
 				}
+				if codec == "zstd" && infos[0].Codec != CodecNone {
+					t.Errorf("a one-event frame (under DefaultMinCompress) was compressed")
+				}
 				for i, b := range batches {
 					f, err := r.ReadFrame(locs[i].Offset)
 					if err != nil {
@@ -394,5 +397,28 @@ func TestGroupCommitSharesSyncs(t *testing.T) {
 	res, err := Scan("1.seg", readAll(t, mem, "/1.seg"), ScanOptions{}, nil)
 	if err != nil || res.Frames != writers*per || res.Torn {
 		t.Fatalf("scan = %+v, %v; want %d frames", res, err, writers*per)
+	}
+}
+
+func TestMinCompress(t *testing.T) {
+	evs := makeEvents(0, 2, 300)
+	raw := len(appendEvents(nil, evs))
+	for _, tc := range []struct {
+		min  int
+		want Codec
+	}{
+		{0, CodecNone},       // default: raw < DefaultMinCompress
+		{-1, CodecZstd},      // compress everything
+		{raw, CodecZstd},     // at the threshold
+		{raw + 1, CodecNone}, // just under it
+		{DefaultMinCompress, CodecNone},
+	} {
+		e, err := Encoder{MinCompress: tc.min}.Events("s", 0, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.codec != tc.want {
+			t.Errorf("MinCompress %d, raw %d: codec %v, want %v", tc.min, raw, e.codec, tc.want)
+		}
 	}
 }
