@@ -1,10 +1,16 @@
 // Command peers runs the PEERS.md workloads on seglog and its peers in one
 // run and prints a table of ratios to the raw limit and to seglog.
 //
-//	go run ./cmd/peers [-json FILE] [-only seglog,pebble] [-quick]
+//	go run ./cmd/peers [-json FILE] [-only seglog,pebble] [-quick] [-runs 5]
+//
+// With -runs N every workload runs N times on every peer, the rounds
+// interleaved (round 1 of all peers, then round 2, ...) so that a noisy
+// spell of the machine hits all peers alike; the table shows the run with
+// the median throughput of each.
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -22,7 +28,12 @@ func main() {
 	only := flag.String("only", "", "comma-separated peers to run (default all)")
 	quick := flag.Bool("quick", false, "a tenth of the default sizes")
 	dir := flag.String("dir", "", "directory for the stores (default the system temp dir)")
+	runs := flag.Int("runs", 1, "runs of each workload on each peer; the median is shown")
 	flag.Parse()
+	if *runs < 1 {
+		fmt.Fprintln(os.Stderr, "peers: -runs must be at least 1")
+		os.Exit(2)
+	}
 	cfg := peers.DefaultConfig()
 	if *quick {
 		cfg.Durable, cfg.Bulk, cfg.Replay = cfg.Durable/4, cfg.Bulk/10, cfg.Replay/10
@@ -36,11 +47,17 @@ func main() {
 	ctx := context.Background()
 	var results []peers.Result
 	for _, w := range []peers.Workload{peers.S1, peers.S2, peers.S3, peers.S4} {
-		for _, p := range list {
-			fmt.Fprintf(os.Stderr, "%-24s %-12s ...", w, p.Name)
-			r := peers.Run(ctx, p, w, cfg, *dir)
-			fmt.Fprintf(os.Stderr, " %.0f events/s %s\n", r.EventsPerSec(), r.Err)
-			results = append(results, r)
+		all := make([][]peers.Result, len(list))
+		for round := range *runs {
+			for i, p := range list {
+				fmt.Fprintf(os.Stderr, "%-24s %-12s run %d/%d ...", w, p.Name, round+1, *runs)
+				r := peers.Run(ctx, p, w, cfg, *dir)
+				fmt.Fprintf(os.Stderr, " %.0f events/s %s\n", r.EventsPerSec(), r.Err)
+				all[i] = append(all[i], r)
+			}
+		}
+		for _, rs := range all {
+			results = append(results, median(rs))
 		}
 	}
 	print(results, list)
@@ -51,6 +68,18 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// median returns the run with the median throughput, or the first failed
+// run if any failed.
+func median(rs []peers.Result) peers.Result {
+	for _, r := range rs {
+		if r.Err != "" {
+			return r
+		}
+	}
+	slices.SortFunc(rs, func(a, b peers.Result) int { return cmp.Compare(a.EventsPerSec(), b.EventsPerSec()) })
+	return rs[len(rs)/2]
 }
 
 func print(rs []peers.Result, list []peers.Peer) {
