@@ -19,6 +19,7 @@ const (
 	TypeToolCall         = "tool/call"
 	TypeToolResult       = "tool/result"
 	TypeEndSeed          = "session/end-seed"
+	TypeSystemMessage    = "system/message"
 )
 
 // Error codes of the synthetic tool results.

@@ -1,0 +1,141 @@
+package recovery
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/seglog/seglog/event"
+)
+
+// SystemPromptPlugin is the source of the system head a v2 → v3 migration
+// inserts.
+const SystemPromptPlugin = "@deepseek-ai/dsh-system-prompt"
+
+// MigrateV2 converts the events of a format-v2 session (id) into the v3
+// shape, as the reference's v2-to-v3 upgrade does (REFERENCE-cases.md,
+// "Migrated"):
+//
+//   - an empty system/message head is inserted right after the first
+//     step/start, at that event's time, with id "v2-to-v3-system-" and the
+//     hex SHA-256 of the session id and the step/start's seq (deterministic,
+//     so migrating twice gives the same log); the events after it move up
+//     one seq, and so do the seqs that refer to them (sourceEventSeqs and
+//     replace spans);
+//   - a v2 replace envelope {"op":"replace","start":a,"end":b} becomes
+//     {"op":"replace","startSeq":a',"endSeq":b'};
+//   - every type outside the built-in catalog is refused, even an
+//     ignorable one (historical migration knows only the historical
+//     catalog), with an *event.UnsupportedError naming the seq and type.
+//
+// The input is not modified. A log without a step/start gets no head.
+func MigrateV2(id string, events []event.Event) ([]event.Event, error) {
+	cat := event.NewCatalog()
+	at := -1 // index of the first step/start
+	for i := range events {
+		e := &events[i]
+		if e.Seq != uint64(i) {
+			return nil, &SequenceError{Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("seq %d at position %d", e.Seq, i)}
+		}
+		if !cat.Known(e.Type) {
+			return nil, &event.UnsupportedError{Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("unknown historical event type %q at seq %d", e.Type, e.Seq)}
+		}
+		if at < 0 && e.Type == TypeStepStart {
+			at = i
+		}
+	}
+	if at < 0 {
+		out := make([]event.Event, len(events))
+		for i := range events {
+			out[i] = events[i].Clone()
+			if err := upgradeSurfaceOp(&out[i], func(s uint64) uint64 { return s }); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	pos := uint64(at + 1) // the head's seq; everything from here moves up one
+	shift := func(s uint64) uint64 {
+		if s >= pos {
+			return s + 1
+		}
+		return s
+	}
+	out := make([]event.Event, 0, len(events)+1)
+	for i := range events {
+		e := events[i].Clone()
+		e.Seq = shift(e.Seq)
+		for j, s := range e.SourceEventSeqs {
+			e.SourceEventSeqs[j] = shift(s)
+		}
+		if err := upgradeSurfaceOp(&e, shift); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+		if i == at {
+			out = append(out, systemHead(id, &events[at], pos))
+		}
+	}
+	return out, nil
+}
+
+func systemHead(id string, step *event.Event, seq uint64) event.Event {
+	sum := sha256.Sum256([]byte(id + "\x00" + strconv.FormatUint(step.Seq, 10)))
+	msg := struct {
+		ID      string            `json:"id"`
+		Role    string            `json:"role"`
+		Content []json.RawMessage `json:"content"`
+		Source  map[string]string `json:"source"`
+	}{
+		ID:      "v2-to-v3-system-" + hex.EncodeToString(sum[:]),
+		Role:    "system",
+		Content: []json.RawMessage{},
+		Source:  map[string]string{"kind": "plugin", "plugin": SystemPromptPlugin},
+	}
+	m, _ := json.Marshal(msg)
+	return event.Event{
+		Seq:             seq,
+		Type:            TypeSystemMessage,
+		Time:            step.Time,
+		Data:            object("turn", field(step.Data, "turn"), "step", field(step.Data, "step"), "message", json.RawMessage(m)),
+		SurfaceOp:       json.RawMessage(`"append"`),
+		SourceEventSeqs: []uint64{step.Seq},
+	}
+}
+
+// upgradeSurfaceOp rewrites a replace span to v3's keys, with its seqs
+// mapped by shift. "append" and other shapes are left as they are.
+func upgradeSurfaceOp(e *event.Event, shift func(uint64) uint64) error {
+	if len(e.SurfaceOp) == 0 || e.SurfaceOp[0] != '{' {
+		return nil
+	}
+	var op struct {
+		Op       string  `json:"op"`
+		Start    *uint64 `json:"start"`
+		End      *uint64 `json:"end"`
+		StartSeq *uint64 `json:"startSeq"`
+		EndSeq   *uint64 `json:"endSeq"`
+	}
+	if err := json.Unmarshal(e.SurfaceOp, &op); err != nil {
+		return &SequenceError{Seq: e.Seq, Type: e.Type, Reason: "surfaceOp: " + err.Error()}
+	}
+	if op.Op != "replace" {
+		return nil
+	}
+	start, end := op.StartSeq, op.EndSeq
+	if op.Start != nil || op.End != nil {
+		start, end = op.Start, op.End
+	}
+	if start == nil || end == nil || *start > *end {
+		return &SequenceError{Seq: e.Seq, Type: e.Type, Reason: "replace surfaceOp without a valid span"}
+	}
+	b, _ := json.Marshal(struct {
+		Op       string `json:"op"`
+		StartSeq uint64 `json:"startSeq"`
+		EndSeq   uint64 `json:"endSeq"`
+	}{"replace", shift(*start), shift(*end)})
+	e.SurfaceOp = b
+	return nil
+}
