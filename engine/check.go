@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +65,8 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	frames := map[uint64]map[int64]frame{} // segment -> offset -> frame
 	next := map[string]uint64{}
 	known := map[string]bool{}
+	uids := map[string]uint64{}     // incarnation of each known session
+	repl := map[string]*migration{} // migrations whose events are not all met yet
 	orphans := map[string]Problem{} // first frame of a session met without its header
 	problem := func(path string, off int64, session, format string, args ...any) {
 		rep.Problems = append(rep.Problems, Problem{Path: path, Offset: off, Session: session, What: fmt.Sprintf(format, args...)})
@@ -107,18 +110,38 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 			switch fi.Kind {
 			case segment.KindHeader:
 				var rec headerRecord
-				if err := json.Unmarshal(f.Payload, &rec); err != nil || rec.Header.ID != key {
+				switch {
+				case json.Unmarshal(f.Payload, &rec) != nil || rec.Header.ID != key:
 					problem(path, fi.Offset, key, "bad session header record")
-				} else if known[key] {
+				case repl[key] != nil:
+					problem(path, fi.Offset, key, "header inside the session's unfinished migration")
+				case rec.Replaces != 0:
+					// A migration; the replaced incarnation may be gone
+					// (compacted).
+					if known[key] && uids[key] != rec.Replaces {
+						problem(path, fi.Offset, key, "migration replaces incarnation %d, the session's is %d", rec.Replaces, uids[key])
+					}
+					if rec.Events > 0 {
+						repl[key] = &migration{uid: rec.UID, want: rec.Events, known: known[key], next: next[key], oldUID: uids[key], path: path, off: fi.Offset}
+					}
+					next[key] = 0
+				case known[key]:
 					problem(path, fi.Offset, key, "second header for the session")
 				}
 				if o, ok := orphans[key]; ok {
 					rep.Problems = append(rep.Problems, o)
 					delete(orphans, key)
 				}
-				known[key] = true
+				known[key], uids[key] = true, rec.UID
 				frames[id][fi.Offset] = frame{session: key, header: true}
 			case segment.KindDelete:
+				if m := repl[key]; m != nil && len(f.Payload) == 8 && binary.LittleEndian.Uint64(f.Payload) == m.uid {
+					// An abandoned migration: the old incarnation stays.
+					known[key], next[key], uids[key] = m.known, m.next, m.oldUID
+					delete(repl, key)
+					frames[id][fi.Offset] = frame{session: key}
+					return nil
+				}
 				// A tombstone whose header compaction dropped is fine; it
 				// accounts for the orphaned frames before it.
 				delete(orphans, key)
@@ -133,6 +156,12 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 					problem(path, fi.Offset, key, "frame starts at seq %d, expected %d", fi.FirstSeq, next[key])
 				}
 				next[key] = fi.FirstSeq + uint64(fi.Count)
+				if m := repl[key]; m != nil && next[key] >= m.want {
+					if next[key] > m.want {
+						problem(path, fi.Offset, key, "migration declared %d events, its frames hold more", m.want)
+					}
+					delete(repl, key) // the migration took over
+				}
 				rep.Events += uint64(fi.Count)
 				frames[id][fi.Offset] = frame{session: key, first: fi.FirstSeq, count: fi.Count}
 			}
@@ -168,6 +197,9 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	}
 	for _, p := range orphans {
 		rep.Problems = append(rep.Problems, p)
+	}
+	for key, m := range repl {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s @%d: the migration of session %q was cut short; the next open abandons it (the old format stays)", m.path, m.off, key))
 	}
 	for _, alive := range known {
 		if alive {
@@ -232,4 +264,14 @@ func RebuildIndex(dir string, opts *Options) error {
 		return err
 	}
 	return db.Close()
+}
+
+// migration is a migration Check met whose events are not all seen yet,
+// with the state of the incarnation it replaces.
+type migration struct {
+	uid, want    uint64
+	known        bool
+	next, oldUID uint64
+	path         string
+	off          int64
 }

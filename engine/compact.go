@@ -103,12 +103,17 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 				if err != nil {
 					return err
 				}
-				uid, err := headerUID(f.Payload)
+				uid, replaces, err := headerUID(f.Payload)
 				if err != nil {
 					return &CorruptionError{Path: rd.Path(), Offset: fi.Offset, Reason: err.Error()}
 				}
 				current[key] = uid
 				si.holds[uid]++
+				if replaces != 0 {
+					// A migration's header deletes the incarnation it
+					// replaces, like a tombstone.
+					si.tombs = append(si.tombs, replaces)
+				}
 			case segment.KindEvents:
 				si.holds[current[key]]++
 			case segment.KindDelete:
@@ -185,12 +190,15 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	return rep, nil
 }
 
-func headerUID(payload []byte) (uint64, error) {
+// headerUID returns the incarnation of a header record, and the one it
+// replaces if it is a migration's.
+func headerUID(payload []byte) (uid, replaces uint64, err error) {
 	var rec struct {
-		UID uint64 `json:"uid"`
+		UID      uint64 `json:"uid"`
+		Replaces uint64 `json:"replaces"`
 	}
 	if err := json.Unmarshal(payload, &rec); err != nil || rec.UID == 0 {
-		return 0, errors.New("header record without an incarnation id")
+		return 0, 0, errors.New("header record without an incarnation id")
 	}
-	return rec.UID, nil
+	return rec.UID, rec.Replaces, nil
 }

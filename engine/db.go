@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +45,8 @@ type DB struct {
 	closed   bool
 	poison   error              // sticky write/sync error: nothing is acked after it
 	orphans  map[string]*orphan // replay only: frames awaiting their tombstone
+	// replay only: migrations whose events are not all replayed yet
+	replacing map[string]*replacement
 
 	idxMu    sync.Mutex // serializes checkpoints
 	idxKick  chan struct{}
@@ -97,6 +100,9 @@ type pendFrame struct {
 	header bool
 	delete bool // a tombstone of s
 	ref    frameRef
+	// groupEnd, on the first entry of a migration, is its last frame: the
+	// index takes the migration whole or not at all.
+	groupEnd *frameRef
 }
 
 type closerFunc func() error
@@ -264,6 +270,34 @@ func (db *DB) recover() error {
 		}
 		db.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
 	}
+	return db.abandonMigrations()
+}
+
+// abandonMigrations ends the replay of migrations a crash cut short: their
+// new incarnation never took over (the old one is the session), and a
+// durable tombstone of it tells later replays so before anything else is
+// appended. Read-only, they are just ignored.
+func (db *DB) abandonMigrations() error {
+	if len(db.replacing) == 0 || db.opts.ReadOnly {
+		db.replacing = nil
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(db.replacing))
+	for _, key := range keys {
+		rp := db.replacing[key]
+		e, err := db.enc.Delete(key, rp.s.uid)
+		if err != nil {
+			return err
+		}
+		if _, _, err := db.roller.AppendEncoded(e); err != nil {
+			return fmt.Errorf("engine: abandoning the migration of %q: %w", key, err)
+		}
+		db.opts.Logger.Warn("engine: a migration was cut short; the session stays in its old format", "session", key)
+	}
+	db.replacing = nil
+	if err := db.roller.Sync(); err != nil {
+		return fmt.Errorf("engine: abandoning migrations: %w", err)
+	}
 	return nil
 }
 
@@ -400,22 +434,48 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		if rec.Header.ID != f.Session {
 			return corrupt(fmt.Sprintf("header of session %q stored under key %q", rec.Header.ID, f.Session))
 		}
-		if _, ok := db.sessions[f.Session]; ok {
+		if rec.UID == 0 {
+			return corrupt(fmt.Sprintf("header of session %q has no incarnation id", f.Session))
+		}
+		if db.replacing[f.Session] != nil {
+			return corrupt(fmt.Sprintf("header of session %q inside its unfinished migration", f.Session))
+		}
+		old, exists := db.sessions[f.Session]
+		if exists && (rec.Replaces == 0 || old.uid != rec.Replaces) {
 			return corrupt(fmt.Sprintf("second header for session %q", f.Session))
 		}
 		if o := db.orphans[f.Session]; o != nil {
 			return &CorruptionError{Path: o.path, Offset: o.off, Reason: fmt.Sprintf("events of session %q without its header", f.Session)}
 		}
-		if rec.UID == 0 {
-			return corrupt(fmt.Sprintf("header of session %q has no incarnation id", f.Session))
-		}
 		s := &session{id: f.Session, hdr: rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size}
-		db.sessions[s.id] = s
-		db.pend = append(db.pend, pendFrame{s: s, header: true, ref: ref})
+		if rec.Replaces == 0 {
+			db.sessions[s.id] = s
+			db.pend = append(db.pend, pendFrame{s: s, header: true, ref: ref})
+			return nil
+		}
+		// A migration: the new incarnation takes over once all its events
+		// are replayed. (The old one may be gone already: compaction drops
+		// a replaced incarnation's segments.)
+		rp := &replacement{s: s, old: old, want: rec.Events, start: ref}
+		rp.pend = append(rp.pend, pendFrame{s: s, header: true, ref: ref})
+		if db.replacing == nil {
+			db.replacing = map[string]*replacement{}
+		}
+		db.replacing[s.id] = rp
+		db.replayReplaced(rp)
 	case segment.KindDelete:
 		f, err := r.ReadFrame(fi.Offset)
 		if err != nil {
 			return err
+		}
+		if rp := db.replacing[f.Session]; rp != nil {
+			if rp.s.uid != binary.LittleEndian.Uint64(f.Payload) {
+				return corrupt(fmt.Sprintf("tombstone of session %q inside its unfinished migration", f.Session))
+			}
+			// An abandoned migration (cut by a crash): the old incarnation
+			// stays.
+			delete(db.replacing, f.Session)
+			return nil
 		}
 		s, ok := db.sessions[f.Session]
 		if !ok {
@@ -431,6 +491,19 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		delete(db.sessions, s.id)
 		db.pend = append(db.pend, pendFrame{s: s, delete: true, ref: ref})
 	case segment.KindEvents:
+		if rp := db.replacing[string(fi.Key)]; rp != nil {
+			s := rp.s
+			if fi.FirstSeq != s.next || s.next+uint64(fi.Count) > rp.want {
+				return corrupt(fmt.Sprintf("session %q: migrated frame of seqs %d+%d, expected %d of %d", s.id, fi.FirstSeq, fi.Count, s.next, rp.want))
+			}
+			s.next += uint64(fi.Count)
+			s.framed = s.next
+			s.size += fi.Size
+			s.frames = append(s.frames, ref)
+			rp.pend = append(rp.pend, pendFrame{s: s, ref: ref})
+			db.replayReplaced(rp)
+			return nil
+		}
 		s, ok := db.sessions[string(fi.Key)]
 		if !ok {
 			// Frames of a deleted incarnation whose header compaction
@@ -454,6 +527,31 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		db.pend = append(db.pend, pendFrame{s: s, ref: ref})
 	}
 	return nil
+}
+
+// replacement is a migration met during replay whose events are not all
+// replayed yet.
+type replacement struct {
+	s     *session // the new incarnation
+	old   *session // the one it replaces; nil if compaction dropped it
+	want  uint64   // its events
+	start frameRef // its header frame
+	pend  []pendFrame
+}
+
+// replayReplaced switches to the new incarnation of a migration once all
+// its events are replayed.
+func (db *DB) replayReplaced(rp *replacement) {
+	if rp.s.next < rp.want {
+		return
+	}
+	delete(db.replacing, rp.s.id)
+	if rp.old != nil {
+		rp.old.erased = true
+		db.pend = append(db.pend, pendFrame{s: rp.old, delete: true, ref: rp.start})
+	}
+	db.sessions[rp.s.id] = rp.s
+	db.pend = append(db.pend, rp.pend...)
 }
 
 // openSegment opens segment id and checks that its header names the same
@@ -581,6 +679,9 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	}
 	if access != Write {
 		return db.newHandle(s, Read, nil), nil
+	}
+	if hdr.Version < FormatVersion {
+		return nil, sessionErr(id, "open", ErrMigrationRequired)
 	}
 	if db.opts.ReadOnly {
 		return nil, sessionErr(id, "open", ErrReadOnlyStore)

@@ -49,6 +49,11 @@ var (
 	// ErrSeed: a stored seeded session without its inherited end-seed
 	// marker at the inherited count, or an unseeded one with such a marker.
 	ErrSeed = errors.New("bad seed marker")
+	// ErrMigrationRequired: Open(id, Write) of a session stored in an
+	// older supported format (Snapshot.FormatStatus is
+	// FormatMigrationRequired). DB.Migrate upgrades it; read handles see
+	// it migrated, in memory.
+	ErrMigrationRequired = errors.New("is stored in an older format: migrate it first (DB.Migrate, seglog migrate)")
 	// ErrCorrupt is the kind of every *CorruptionError.
 	ErrCorrupt = base.ErrCorrupt
 	// ErrFormat is the kind of every *FormatError.

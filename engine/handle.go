@@ -98,6 +98,35 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if h.hdr.Version < FormatVersion {
+		return h.readMigrated(ctx, offset, limit)
+	}
+	return h.readStored(ctx, offset, limit, true)
+}
+
+// readMigrated is Read of a session stored in an older format: the whole
+// log is read and migrated in memory (nothing is written), then sliced.
+func (h *Handle) readMigrated(ctx context.Context, offset, limit int) ([]event.Event, error) {
+	raw, err := h.readStored(ctx, 0, -1, false)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := migrate(h.hdr.Version, h.id, raw)
+	if err != nil {
+		return nil, sessionErr(h.id, "read", err)
+	}
+	if offset >= len(evs) {
+		return []event.Event{}, nil
+	}
+	end := len(evs)
+	if limit >= 0 && offset+limit < end {
+		end = offset + limit
+	}
+	return evs[offset:end], nil
+}
+
+// readStored is Read of the events as stored; check applies the catalog.
+func (h *Handle) readStored(ctx context.Context, offset, limit int, check bool) ([]event.Event, error) {
 	db := h.db
 	v, err := db.snapshot(h.s)
 	if err != nil {
@@ -141,6 +170,9 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 		return nil, sessionErr(h.id, "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.id, filled, off, end)})
 	}
 	for i := range out { // fail closed on events this build does not know
+		if !check {
+			break
+		}
 		if err := db.opts.Catalog.Check(&out[i]); err != nil {
 			return nil, sessionErr(h.id, "read", err)
 		}

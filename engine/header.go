@@ -12,9 +12,11 @@ import (
 const FormatVersion = 3
 
 // OldestFormatVersion is the oldest session format version this build
-// reads. Sessions from older versions are refused with a *FormatError
-// (they come in through import, which converts them).
-const OldestFormatVersion = 3
+// reads. A session in a version from OldestFormatVersion up to (not
+// including) FormatVersion is readable, reported as
+// FormatMigrationRequired, seen migrated by read handles, and upgraded in
+// place by DB.Migrate. Older ones are refused with a *FormatError.
+const OldestFormatVersion = 2
 
 // maxSafeInt is JavaScript's Number.MAX_SAFE_INTEGER: reference logs keep
 // times and counts within it.
@@ -45,8 +47,8 @@ func (h *Header) validate(inherited uint64) error {
 		return bad("empty id")
 	case len(h.ID) > MaxIDLen:
 		return bad("id of %d bytes, more than %d", len(h.ID), MaxIDLen)
-	case h.Version != FormatVersion:
-		return bad("version %d, this build writes %d", h.Version, FormatVersion)
+	case h.Version < OldestFormatVersion || h.Version > FormatVersion:
+		return bad("version %d, this build writes %d and imports from %d", h.Version, FormatVersion, OldestFormatVersion)
 	case h.CreatedAt < 0 || h.CreatedAt > maxSafeInt:
 		return bad("createdAt %d is not a non-negative safe integer", h.CreatedAt)
 	case h.Cwd != "" && !path.IsAbs(h.Cwd):
@@ -94,6 +96,11 @@ type headerRecord struct {
 	Header    Header `json:"header"`
 	UID       uint64 `json:"uid"`
 	Inherited uint64 `json:"inherited,omitempty"`
+	// Replaces and Events are set by a migration: this incarnation
+	// replaces incarnation Replaces of the same id, and takes effect once
+	// all its Events events are stored (see DB.Migrate).
+	Replaces uint64 `json:"replaces,omitempty"`
+	Events   uint64 `json:"events,omitempty"`
 }
 
 // CreateOption configures Create.

@@ -41,10 +41,20 @@ func (db *DB) checkpoint() error {
 	db.mu.Lock()
 	w := db.roller.Active()
 	aid, dur := w.Header().ID, w.Durable()
+	durable := func(ref frameRef) bool {
+		return ref.seg < aid || (ref.seg == aid && ref.off+int64(ref.size) <= dur)
+	}
+	cp := index.Checkpoint{Segment: aid, Offset: dur}
 	n := 0
 	for n < len(db.pend) {
-		ref := db.pend[n].ref
-		if ref.seg > aid || (ref.seg == aid && ref.off+int64(ref.size) > dur) {
+		p := &db.pend[n]
+		if !durable(p.ref) {
+			break
+		}
+		if p.groupEnd != nil && !durable(*p.groupEnd) {
+			// A migration not yet durable as a whole: the checkpoint stops
+			// before it, so that a reopen replays it from its header.
+			cp = index.Checkpoint{Segment: p.ref.seg, Offset: p.ref.off}
 			break
 		}
 		n++
@@ -55,7 +65,7 @@ func (db *DB) checkpoint() error {
 		db.mu.Unlock()
 		return nil
 	}
-	u := &index.Update{Checkpoint: index.Checkpoint{Segment: aid, Offset: dur}}
+	u := &index.Update{Checkpoint: cp}
 	type was struct {
 		next uint64
 		size int64

@@ -319,9 +319,10 @@ func (r *Reader) Size() int64 {
 	return int64(len(r.data))
 }
 
-// Remap maps the file again if it has grown past the mapping (a segment
-// still being written without preallocation). Earlier mappings stay valid
-// until Close, so concurrent readers are never cut off.
+// Remap maps the file again if its size changed: grown past the mapping (a
+// segment still being written without preallocation) or trimmed by Seal (a
+// preallocated one). Earlier mappings stay mapped until Close, so
+// concurrent readers of frames are never cut off.
 func (r *Reader) Remap() error {
 	if r.closed.Load() {
 		return ErrClosed
@@ -332,9 +333,12 @@ func (r *Reader) Remap() error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if size <= int64(len(r.data)) {
+	if size == int64(len(r.data)) {
 		return nil
 	}
+	// Shrunk too: Seal trims a preallocated segment's tail, and touching
+	// the mapping past the file's end faults (SIGBUS).
+
 	m, err := r.f.Map(size)
 	if err != nil {
 		return err

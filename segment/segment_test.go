@@ -422,3 +422,34 @@ func TestMinCompress(t *testing.T) {
 		}
 	}
 }
+
+// TestRemapAfterSealTrim: a reader opened on a preallocated segment maps
+// its full size; Seal trims the file, and Remap must shrink the mapping,
+// or a Scan of it touches pages past the end (SIGBUS on a real file).
+func TestRemapAfterSealTrim(t *testing.T) {
+	path := filepath.Join(t.TempDir(), Name(1))
+	w := mustCreate(t, vfs.Default, path, WriterOptions{Size: 1 << 20, Preallocate: true})
+	mustAppend(t, w, "s", makeEvents(0, 3, 100))
+	mustSync(t, w)
+	r, err := OpenReader(vfs.Default, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Size() != 1<<20 {
+		t.Fatalf("mapped %d bytes of a preallocated segment", r.Size())
+	}
+	if err := w.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Remap(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Size() != w.Size() {
+		t.Fatalf("after Seal and Remap the mapping is %d bytes, the file %d", r.Size(), w.Size())
+	}
+	res, err := r.Scan(ScanOptions{}, nil)
+	if err != nil || !res.Sealed || res.Frames != 1 {
+		t.Fatalf("Scan after Remap = %+v, %v", res, err)
+	}
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/segment"
+)
+
+// migrate converts the events of a session stored in format version v to
+// the current format.
+func migrate(v int, id string, evs []event.Event) ([]event.Event, error) {
+	switch v {
+	case FormatVersion:
+		return evs, nil
+	case 2:
+		return recovery.MigrateV2(id, evs)
+	}
+	return nil, &FormatError{Path: id, What: "session", Version: v, Supported: FormatVersion, Oldest: OldestFormatVersion}
+}
+
+// Migrate upgrades a session stored in an older supported format
+// (FormatMigrationRequired) to the current one, in place: the log is read,
+// converted (see recovery.MigrateV2), and written as a new incarnation of
+// the same id that replaces the old one atomically. A crash at any point
+// leaves either the old session or the migrated one, never a mix: the new
+// incarnation takes over only once all its events are durable, and a
+// migration cut short is abandoned at the next open. Revisions change; the
+// old frames are reclaimed by compaction.
+//
+// Migrate takes the session's write lease for its duration
+// (ErrAlreadyOwned while a write handle holds it). For a session already
+// in the current format it does nothing. It returns the session's
+// snapshot afterwards.
+func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, err
+	}
+	if db.opts.ReadOnly {
+		return Snapshot{}, ErrReadOnlyStore
+	}
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return Snapshot{}, ErrClosed
+	}
+	old, ok := db.sessions[id]
+	if !ok || old.erased {
+		db.mu.Unlock()
+		return Snapshot{}, sessionErr(id, "migrate", ErrSessionNotFound)
+	}
+	hdr, err := db.header(old)
+	if err == nil {
+		err = db.checkVersion(id, hdr)
+	}
+	if err != nil {
+		db.mu.Unlock()
+		return Snapshot{}, err
+	}
+	if hdr.Version == FormatVersion {
+		snap := old.snapshot()
+		db.mu.Unlock()
+		return snap, nil
+	}
+	lease, err := db.owners.Acquire(id)
+	if err != nil {
+		db.mu.Unlock()
+		return Snapshot{}, sessionErr(id, "migrate", ErrAlreadyOwned)
+	}
+	defer lease.Release()
+	rh := db.newHandle(old, Read, nil)
+	db.mu.Unlock()
+	defer rh.Close()
+	evs, err := rh.Read(ctx, 0, -1) // migrated in memory
+	if err != nil {
+		return Snapshot{}, err
+	}
+	for i := range evs {
+		if err := db.opts.Catalog.Check(&evs[i]); err != nil {
+			return Snapshot{}, sessionErr(id, "migrate", err)
+		}
+	}
+
+	newHdr := hdr
+	newHdr.Version = FormatVersion
+	ns := &session{id: id, hdr: newHdr, inherited: old.inherited, uid: newUID(), loaded: true}
+	rec, err := json.Marshal(headerRecord{Header: newHdr, UID: ns.uid, Inherited: ns.inherited, Replaces: old.uid, Events: uint64(len(evs))})
+	if err != nil {
+		return Snapshot{}, err
+	}
+	he, err := db.enc.Header(id, rec)
+	if err != nil {
+		return Snapshot{}, sessionErr(id, "migrate", err)
+	}
+	var frames []*segment.Encoded
+	var counts []uint32
+	if len(evs) > 0 {
+		if frames, counts, err = db.encodeBatch(id, evs); err != nil {
+			return Snapshot{}, sessionErr(id, "migrate", err)
+		}
+	}
+	if err := db.appendMigration(old, ns, he, frames, counts); err != nil {
+		return Snapshot{}, sessionErr(id, "migrate", err)
+	}
+	if err := db.sync(); err != nil {
+		return Snapshot{}, sessionErr(id, "migrate", err)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return ns.snapshot(), nil
+}
+
+// appendMigration appends the new incarnation's header and frames as one
+// contiguous group and switches the session to it. The index takes the
+// group whole (pendFrame.groupEnd).
+func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
+	db.appendMu.Lock()
+	defer db.appendMu.Unlock()
+	db.mu.Lock()
+	r, poison := db.roller, db.poison
+	db.mu.Unlock()
+	if poison != nil {
+		return poison
+	}
+	var refs []frameRef
+	for _, e := range append([]*segment.Encoded{header}, frames...) {
+		seg, loc, err := r.AppendEncoded(e)
+		if err != nil {
+			db.poisonWith(err)
+			return err
+		}
+		refs = append(refs, frameRef{seg: seg, off: loc.Offset, size: uint32(loc.Size)})
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.sessions[old.id] != old || old.erased {
+		return fmt.Errorf("engine: session %q changed during its migration", old.id) // cannot happen under the lease
+	}
+	last := refs[len(refs)-1]
+	db.pend = append(db.pend,
+		pendFrame{s: old, delete: true, ref: refs[0], groupEnd: &last},
+		pendFrame{s: ns, header: true, ref: refs[0]})
+	ns.size = int64(refs[0].size)
+	for i, ref := range refs[1:] {
+		ref.first, ref.count = ns.next, counts[i]
+		ns.next += uint64(counts[i])
+		ns.framed = ns.next
+		ns.size += int64(ref.size)
+		ns.frames = append(ns.frames, ref)
+		db.pend = append(db.pend, pendFrame{s: ns, ref: ref})
+	}
+	old.erased = true
+	db.sessions[ns.id] = ns
+	return nil
+}

@@ -1,0 +1,326 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/recovery"
+)
+
+// v2Events is a v2 log of n turns: the first has a replace envelope in
+// v2's keys (REFERENCE-cases.md J31), later turns are plain.
+func v2Events(turns int) []event.Event {
+	var evs []event.Event
+	add := func(typ, data string) *event.Event {
+		evs = append(evs, event.Event{Seq: uint64(len(evs)), Type: typ, Time: int64(1000 + len(evs)), Data: json.RawMessage(data)})
+		return &evs[len(evs)-1]
+	}
+	for t := range turns {
+		turn := fmt.Sprintf(`"turn":"t%d"`, t)
+		add("turn/start", "{"+turn+"}")
+		add("step/start", "{"+turn+`,"step":"s"}`)
+		u := add("user/message", "{"+turn+`,"step":"s","message":{"id":"u","role":"user","content":[],"source":{"kind":"user"}}}`)
+		u.SurfaceOp, u.SourceEventSeqs = json.RawMessage(`"append"`), []uint64{u.Seq - 2}
+		if t == 0 {
+			r := add("user/message", "{"+turn+`,"step":"s","message":{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}}`)
+			r.SurfaceOp = json.RawMessage(fmt.Sprintf(`{"op":"replace","start":%d,"end":%d}`, u.Seq, u.Seq))
+			r.SourceEventSeqs = []uint64{u.Seq}
+		}
+		add("step/end", "{"+turn+`,"step":"s"}`)
+		add("turn/end", "{"+turn+`,"reason":{"kind":"completed"}}`)
+	}
+	return evs
+}
+
+func createV2(t *testing.T, db *engine.DB, id string, evs []event.Event) {
+	t.Helper()
+	ctx := context.Background()
+	h, err := db.Create(ctx, engine.Header{Version: 2, ID: id, CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Append(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readAllOf(t *testing.T, db *engine.DB, id string) []event.Event {
+	t.Helper()
+	h, err := db.Open(context.Background(), id, engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	evs, err := h.Read(context.Background(), 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func sameEvents(t *testing.T, label string, got, want []event.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d", label, len(got), len(want))
+	}
+	for i := range got {
+		if !sameEvent(got[i], want[i]) {
+			t.Fatalf("%s: event %d = %+v, want %+v", label, i, got[i], want[i])
+		}
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	for _, backend := range []struct {
+		name string
+		opts func(dir string) *engine.Options
+	}{
+		{"index", func(string) *engine.Options { return nil }},
+		{"noindex", func(string) *engine.Options { return &engine.Options{NoIndex: true} }},
+	} {
+		t.Run(backend.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			db, err := engine.Open(dir, backend.opts(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { db.Close() }()
+			src := v2Events(2)
+			want, err := recovery.MigrateV2("old", src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			createV2(t, db, "old", src)
+			createV2(t, db, "other", v2Events(1))
+
+			snap, err := db.Stat(ctx, "old")
+			if err != nil || snap.FormatStatus != engine.FormatMigrationRequired || snap.Header.Version != 2 || snap.EventCount != uint64(len(src)) {
+				t.Fatalf("Stat before = %+v, %v", snap, err)
+			}
+			sameEvents(t, "read before migration", readAllOf(t, db, "old"), want)
+			h, err := db.Open(ctx, "old", engine.Read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if part, err := h.Read(ctx, 2, 3); err != nil || len(part) != 3 || part[0].Type != "system/message" || part[0].Seq != 2 {
+				t.Errorf("Read(2, 3) of a migrated view = %+v, %v", part, err)
+			}
+			h.Close()
+			if _, err := db.Open(ctx, "old", engine.Write); !errors.Is(err, engine.ErrMigrationRequired) {
+				t.Fatalf("write open of a v2 session: %v, want ErrMigrationRequired", err)
+			}
+			w, err := db.Open(ctx, "other", engine.Read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+
+			after, err := db.Migrate(ctx, "old")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.FormatStatus != engine.FormatCurrent || after.Header.Version != engine.FormatVersion || after.EventCount != uint64(len(want)) || after.Revision == snap.Revision {
+				t.Fatalf("Migrate = %+v (before %+v)", after, snap)
+			}
+			sameEvents(t, "read after migration", readAllOf(t, db, "old"), want)
+			if again, err := db.Migrate(ctx, "old"); err != nil || again.Revision != after.Revision {
+				t.Errorf("second Migrate = %+v, %v; want a no-op", again, err)
+			}
+			if _, err := db.Migrate(ctx, "missing"); !errors.Is(err, engine.ErrSessionNotFound) {
+				t.Errorf("Migrate(missing) = %v", err)
+			}
+			wh, err := db.Open(ctx, "old", engine.Write)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Migrate(ctx, "other"); err != nil {
+				t.Fatal(err)
+			}
+			// A migrated session takes appends like any other.
+			more := testgen.Events(uint64(len(want)), 3, 100)
+			if err := wh.Append(ctx, more...); err != nil {
+				t.Fatal(err)
+			}
+			if err := wh.Close(); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, more...)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // reopen twice: once replaying, once from the index
+				if db, err = engine.Open(dir, backend.opts(dir)); err != nil {
+					t.Fatal(err)
+				}
+				sameEvents(t, "after reopen", readAllOf(t, db, "old"), want)
+				list, err := db.List(ctx)
+				if err != nil || len(list) != 2 || list[0].FormatStatus != engine.FormatCurrent || list[1].FormatStatus != engine.FormatCurrent {
+					t.Fatalf("List after reopen = %+v, %v", list, err)
+				}
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if rep, err := engine.Check(dir, backend.opts(dir)); err != nil || len(rep.Problems) != 0 {
+				t.Fatalf("Check after migration = %+v, %v", rep, err)
+			}
+			db, _ = engine.Open(dir, backend.opts(dir))
+			// Compaction reclaims the replaced incarnations.
+			rep, err := db.Compact(ctx, engine.CompactOptions{Roll: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameEvents(t, "after compaction", readAllOf(t, db, "old"), want)
+			db.Close()
+			db, err = engine.Open(dir, backend.opts(dir))
+			if err != nil {
+				t.Fatalf("reopen after compaction (%+v): %v", rep, err)
+			}
+			sameEvents(t, "reopen after compaction", readAllOf(t, db, "old"), want)
+		})
+	}
+}
+
+func TestMigrateRefusesOwnedAndUnknown(t *testing.T) {
+	ctx := context.Background()
+	db, err := engine.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, engine.Header{Version: 2, ID: "busy", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Append(ctx, v2Events(1)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Migrate(ctx, "busy"); !errors.Is(err, engine.ErrAlreadyOwned) {
+		t.Errorf("Migrate of an owned session: %v", err)
+	}
+	h.Close()
+	bad := v2Events(1)
+	bad[4] = event.Event{Seq: 4, Type: "x/custom", Data: json.RawMessage(`{}`), Ignorable: true}
+	createV2(t, db, "unknown", bad)
+	before, _ := db.Stat(ctx, "unknown")
+	if _, err := db.Migrate(ctx, "unknown"); !errors.Is(err, engine.ErrUnsupportedEvent) {
+		t.Errorf("Migrate with an unknown historical type: %v", err)
+	}
+	if after, _ := db.Stat(ctx, "unknown"); after.Revision != before.Revision || after.FormatStatus != engine.FormatMigrationRequired {
+		t.Errorf("a refused migration changed the session: %+v -> %+v", before, after)
+	}
+	if _, err := db.Create(ctx, engine.Header{Version: 1, ID: "v1", CreatedAt: 1}); !errors.Is(err, engine.ErrInvalidHeader) {
+		t.Errorf("Create of a v1 header: %v", err)
+	}
+}
+
+// TestMigratePowerCut cuts the power at every sync and write of a
+// migration (with other sessions appending around it) and checks that the
+// session reopens either as it was or fully migrated, and migrates after.
+func TestMigratePowerCut(t *testing.T) {
+	ctx := context.Background()
+	src := v2Events(40) // several frames
+	want, _ := recovery.MigrateV2("m", src)
+	opts := func(fsys vfs.FS) *engine.Options {
+		return &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 1 << 10, NoPreallocate: true}
+	}
+	setup := func() *vfs.MemFS {
+		mem := vfs.NewMem()
+		db, err := engine.Open("/db", opts(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		createV2(t, db, "m", src)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return mem
+	}
+	run := func(fsys vfs.FS) error {
+		db, err := engine.Open("/db", opts(fsys))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		h, err := db.Create(ctx, engine.Header{ID: "side", CreatedAt: 1})
+		if err != nil {
+			return err
+		}
+		if err := h.Append(ctx, testgen.Events(0, 5, 300)...); err != nil {
+			return err
+		}
+		if _, err := db.Migrate(ctx, "m"); err != nil {
+			return err
+		}
+		return h.Append(ctx, testgen.Events(5, 5, 300)...)
+	}
+	probe := vfs.NewFault(setup())
+	if err := run(probe); err != nil {
+		t.Fatal(err)
+	}
+	points := 0
+	outcomes := map[engine.FormatStatus]int{}
+	for _, op := range []vfs.Op{vfs.OpSync, vfs.OpWrite} {
+		for k := 1; k <= probe.Count(op); k++ {
+			mem := setup()
+			runErr := run(vfs.NewFault(mem, vfs.Rule{Op: op, Nth: k, Sticky: true}))
+			for variant, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}, {Rand: rand.New(rand.NewPCG(uint64(k), 3)), Garble: true}} {
+				label := fmt.Sprintf("cut at %v #%d variant %d (run: %v)", op, k, variant, runErr)
+				crashed := mem.CrashClone(cfg)
+				db, err := engine.Open("/db", opts(crashed))
+				if err != nil {
+					t.Fatalf("%s: reopen: %v", label, err)
+				}
+				snap, err := db.Stat(ctx, "m")
+				if err != nil {
+					t.Fatalf("%s: stat: %v", label, err)
+				}
+				wantCount := uint64(len(want)) // migrated
+				if snap.FormatStatus == engine.FormatMigrationRequired {
+					wantCount = uint64(len(src)) // as it was
+				}
+				if snap.EventCount != wantCount {
+					t.Fatalf("%s: %v session with %d events, want %d", label, snap.FormatStatus, snap.EventCount, wantCount)
+				}
+				outcomes[snap.FormatStatus]++
+				if runErr == nil && snap.FormatStatus != engine.FormatCurrent {
+					t.Fatalf("%s: Migrate returned nil but the session reopened unmigrated", label)
+				}
+				sameEvents(t, label, readAllOf(t, db, "m"), want)
+				if _, err := db.Migrate(ctx, "m"); err != nil {
+					t.Fatalf("%s: migrate after reopen: %v", label, err)
+				}
+				db.Close()
+				db, err = engine.Open("/db", opts(crashed))
+				if err != nil {
+					t.Fatalf("%s: second reopen: %v", label, err)
+				}
+				if s, _ := db.Stat(ctx, "m"); s.FormatStatus != engine.FormatCurrent {
+					t.Fatalf("%s: not migrated after Migrate: %+v", label, s)
+				}
+				sameEvents(t, label+" (migrated)", readAllOf(t, db, "m"), want)
+				db.Close()
+				points++
+			}
+		}
+	}
+	t.Logf("checked %d cut points: %v", points, outcomes)
+	if outcomes[engine.FormatCurrent] == 0 || outcomes[engine.FormatMigrationRequired] == 0 {
+		t.Errorf("the sweep never saw one of the outcomes: %v", outcomes)
+	}
+}
