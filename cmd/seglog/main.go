@@ -78,6 +78,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newBenchCmd(stdout, stderr, &dir), newCheckCmd(stdout, &dir), newLsCmd(stdout, &dir),
 		newStatsCmd(stdout, &dir), newCatCmd(stdout, &dir), newSegmentsCmd(stdout, &dir),
 		newImportCmd(stdout, stderr, &dir), newExportCmd(stdout, &dir), newDeleteCmd(stdout, &dir),
-		newTailCmd(stdout, &dir), newCompactCmd(stdout, &dir))
+		newTailCmd(stdout, &dir), newCompactCmd(stdout, &dir), newMigrateCmd(stdout, &dir))
 	return root
 }

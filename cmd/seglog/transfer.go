@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/jsonl"
+	"github.com/seglog/seglog/recovery"
 )
 
 func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
@@ -39,15 +42,23 @@ type importReport struct {
 	Elapsed          time.Duration
 }
 
+// findLogs returns the log of each session directory under root: the
+// highest version present (v3 over v2, as the reference picks the highest
+// generation), uncompressed first.
 func findLogs(root string) ([]string, error) {
-	var out []string
-	for _, pattern := range []string{"*/*/" + jsonl.FileName(false), "*/*/" + jsonl.FileName(true)} {
-		m, err := filepath.Glob(filepath.Join(root, pattern))
-		if err != nil {
-			return nil, err
+	best := map[string]string{} // session dir -> log
+	for v := jsonl.OldestVersion; v <= jsonl.Version; v++ {
+		for _, compressed := range []bool{true, false} {
+			m, err := filepath.Glob(filepath.Join(root, "*", "*", jsonl.FileNameOf(v, compressed)))
+			if err != nil {
+				return nil, err
+			}
+			for _, path := range m {
+				best[filepath.Dir(path)] = path
+			}
 		}
-		out = append(out, m...)
 	}
+	out := slices.Sorted(maps.Values(best))
 	sort.Strings(out)
 	if len(out) == 0 {
 		if _, err := os.Stat(root); err != nil {
@@ -94,7 +105,17 @@ func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 			refuse(path, "header id %q does not match the directory", log.Header.ID)
 			continue
 		}
-		if err := checkTypes(catalog, log.Events); err != nil {
+		if v := fileVersion(path); v != log.Header.Version {
+			refuse(path, "filename identifies v%d, but the header identifies v%d", v, log.Header.Version)
+			continue
+		}
+		if log.Header.Version < jsonl.Version {
+			// Stored as it is; refuse now what its migration would.
+			if _, err := recovery.MigrateV2(log.Header.ID, log.Events); err != nil {
+				refuse(path, "%v", err)
+				continue
+			}
+		} else if err := checkTypes(catalog, log.Events); err != nil {
 			refuse(path, "%v", err)
 			continue
 		}
@@ -133,6 +154,13 @@ func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 		rep.Sessions, rep.Events, rep.TornTails, len(rep.Refused), rep.Elapsed.Seconds(),
 		float64(rep.Sessions)/rep.Elapsed.Seconds(), float64(rep.Bytes)/rep.Elapsed.Seconds()/1e6)
 	return rep, nil
+}
+
+// fileVersion is the format version a log's file name identifies.
+func fileVersion(path string) int {
+	var v int
+	fmt.Sscanf(filepath.Base(path), "session.v%d.", &v)
+	return v
 }
 
 func checkTypes(c *event.Catalog, evs []event.Event) error {
@@ -235,11 +263,13 @@ func runExport(w io.Writer, dir, root string, ids []string, compressed bool) err
 		for n := len(evs); n > 0; n -= min(n, 256) {
 			batches = append(batches, min(n, 256))
 		}
-		b, err := jsonl.Encode(h.Header(), evs, compressed, batches)
+		hdr := h.Header()
+		hdr.Version = jsonl.Version // an older session reads migrated
+		b, err := jsonl.Encode(hdr, evs, compressed, batches)
 		if err != nil {
 			return err
 		}
-		path, err := jsonl.LogPath(root, h.Header(), compressed)
+		path, err := jsonl.LogPath(root, hdr, compressed)
 		if err != nil {
 			return err
 		}
@@ -298,4 +328,57 @@ func newCompactCmd(w io.Writer, dir *string) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&roll, "roll", true, "seal the active segment first, so its deleted data can go too")
 	return cmd
+}
+
+func newMigrateCmd(w io.Writer, dir *string) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "migrate (<id>... | --all)",
+		Short: "upgrade sessions stored in an older format (ls shows migration-required) to the current one",
+		RunE: func(_ *cobra.Command, ids []string) error {
+			if all == (len(ids) > 0) {
+				return usageError{errors.New("migrate takes session ids, or --all")}
+			}
+			return runMigrate(w, *dir, ids)
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "migrate every session that needs it")
+	return cmd
+}
+
+func runMigrate(w io.Writer, dir string, ids []string) error {
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if len(ids) == 0 {
+		snaps, err := db.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range snaps {
+			if s.FormatStatus == engine.FormatMigrationRequired {
+				ids = append(ids, s.Header.ID)
+			}
+		}
+	}
+	for _, id := range ids {
+		before, err := db.Stat(ctx, id)
+		if err != nil {
+			return err
+		}
+		after, err := db.Migrate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if before.FormatStatus == engine.FormatCurrent {
+			fmt.Fprintf(w, "%s: already v%d\n", id, after.Header.Version)
+			continue
+		}
+		fmt.Fprintf(w, "%s: v%d -> v%d, %d -> %d events, revision %s\n", id, before.Header.Version, after.Header.Version, before.EventCount, after.EventCount, after.Revision)
+	}
+	fmt.Fprintf(w, "migrated %d sessions\n", len(ids))
+	return db.Close()
 }

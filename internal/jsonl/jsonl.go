@@ -22,15 +22,24 @@ import (
 	"github.com/seglog/seglog/event"
 )
 
-// Version is the log format version this package reads and writes.
+// Version is the log format version this package writes.
 const Version = 3
 
-// FileName returns the log file name, compressed or not.
-func FileName(compressed bool) string {
+// OldestVersion is the oldest log format version it reads (a v2 log is
+// imported as it is and migrated by the engine).
+const OldestVersion = 2
+
+// FileName returns the log file name of the current version, compressed
+// or not.
+func FileName(compressed bool) string { return FileNameOf(Version, compressed) }
+
+// FileNameOf returns the log file name of format version v.
+func FileNameOf(v int, compressed bool) string {
+	name := fmt.Sprintf("session.v%d.jsonl", v)
 	if compressed {
-		return "session.v3.jsonl.zstd"
+		name += ".zstd"
 	}
-	return "session.v3.jsonl"
+	return name
 }
 
 func isSafe(u uint16) bool {
@@ -162,8 +171,11 @@ func ParseHeader(line []byte) (engine.Header, error) {
 	if err := json.Unmarshal(m["version"], &v); err != nil {
 		return engine.Header{}, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
 	}
-	if v != Version {
-		return engine.Header{}, fmt.Errorf("%w: uses log format v%d; this reads only v%d", ErrUnsupported, v, Version)
+	if v > Version {
+		return engine.Header{}, fmt.Errorf("%w: uses log format v%d, but this build reads only up to v%d: upgrade seglog", ErrUnsupported, v, Version)
+	}
+	if v < OldestVersion {
+		return engine.Header{}, fmt.Errorf("%w: log format v%d is older than the supported v%d, and this build ships no upgrade path", ErrUnsupported, v, OldestVersion)
 	}
 	for k := range m {
 		if !headerKeys[k] {

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/jsonl"
+	"github.com/seglog/seglog/recovery"
+)
+
+// v2Turn is a v2 log: one turn with a replace envelope in v2's keys.
+func v2Turn() []event.Event {
+	mk := func(seq uint64, typ, data, op string, src ...uint64) event.Event {
+		e := event.Event{Seq: seq, Type: typ, Time: int64(10 + seq), Data: json.RawMessage(data), SourceEventSeqs: src}
+		if op != "" {
+			e.SurfaceOp = json.RawMessage(op)
+		}
+		return e
+	}
+	msg := func(id string) string {
+		return `{"turn":"t","step":"s","message":{"id":"` + id + `","role":"user","content":[],"source":{"kind":"user"}}}`
+	}
+	return []event.Event{
+		mk(0, "turn/start", `{"turn":"t"}`, ""),
+		mk(1, "step/start", `{"turn":"t","step":"s"}`, ""),
+		mk(2, "user/message", msg("u1"), `"append"`, 0),
+		mk(3, "user/message", msg("u2"), `{"op":"replace","start":2,"end":2}`, 2),
+		mk(4, "step/end", `{"turn":"t","step":"s"}`, ""),
+		mk(5, "turn/end", `{"turn":"t","reason":{"kind":"completed"}}`, ""),
+	}
+}
+
+// writeLog writes a log of header h (whose version the header line
+// carries) under root as the file name of version fileV.
+func writeLog(t *testing.T, root string, h engine.Header, evs []event.Event, fileV int) string {
+	t.Helper()
+	b, err := jsonl.Encode(h, evs, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(`"version":3`), []byte(fmt.Sprintf(`"version":%d`, h.Version)), 1)
+	v3, _ := jsonl.LogPath(root, h, false)
+	path := filepath.Join(filepath.Dir(v3), jsonl.FileNameOf(fileV, false))
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestImportV2ThenMigrate(t *testing.T) {
+	root, dir := t.TempDir(), filepath.Join(t.TempDir(), "store")
+	src := v2Turn()
+	writeLog(t, root, engine.Header{Version: 2, ID: "old", CreatedAt: 1}, src, 2)
+	// Both generations present: v3 is the current log and wins.
+	writeLog(t, root, engine.Header{Version: 2, ID: "both", CreatedAt: 1}, src, 2)
+	writeLog(t, root, engine.Header{Version: 3, ID: "both", CreatedAt: 1}, src[:1], 3)
+	// A v2 file name over a v3 header is refused, naming both.
+	writeLog(t, root, engine.Header{Version: 3, ID: "liar", CreatedAt: 1}, src[:1], 2)
+	// A v1 log: older than the supported v2.
+	writeLog(t, root, engine.Header{Version: 1, ID: "ancient", CreatedAt: 1}, src[:1], 1)
+
+	out, code := cli(t, "--dir", dir, "import", root)
+	if code != 0 || !strings.Contains(out, "imported 2 sessions") ||
+		!strings.Contains(out, "filename identifies v2, but the header identifies v3") {
+		t.Fatalf("import (exit %d):\n%s", code, out)
+	}
+	out, _ = cli(t, "--dir", dir, "ls")
+	if !strings.Contains(out, "old") || !strings.Contains(out, "migration-required") || strings.Count(out, "migration-required") != 1 {
+		t.Fatalf("ls after import:\n%s", out)
+	}
+	want, _ := recovery.MigrateV2("old", src)
+	catBefore, code := cli(t, "--dir", dir, "cat", "old")
+	if code != 0 || strings.Count(catBefore, "\n") != len(want) || !strings.Contains(catBefore, "v2-to-v3-system-") {
+		t.Fatalf("cat of a v2 session (exit %d) should show the migrated log:\n%s", code, catBefore)
+	}
+	out, code = cli(t, "--dir", dir, "migrate", "--all")
+	if code != 0 || !strings.Contains(out, "old: v2 -> v3, 6 -> 7 events") || !strings.Contains(out, "migrated 1 sessions") {
+		t.Fatalf("migrate --all (exit %d):\n%s", code, out)
+	}
+	out, _ = cli(t, "--dir", dir, "ls")
+	if strings.Contains(out, "migration-required") {
+		t.Fatalf("ls after migrate:\n%s", out)
+	}
+	if catAfter, _ := cli(t, "--dir", dir, "cat", "old"); catAfter != catBefore {
+		t.Fatalf("migration changed what cat shows:\nbefore\n%s\nafter\n%s", catBefore, catAfter)
+	}
+	if out, code := cli(t, "--dir", dir, "migrate"); code != 2 {
+		t.Errorf("migrate without ids (exit %d): %s", code, out)
+	}
+	exp := t.TempDir()
+	if out, code := cli(t, "--dir", dir, "export", "old", exp); code != 0 {
+		t.Fatalf("export (exit %d): %s", code, out)
+	}
+	path, _ := jsonl.LogPath(exp, engine.Header{ID: "old", Version: 3}, false)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := jsonl.Parse(b, false)
+	if err != nil || log.Header.Version != 3 || len(log.Events) != len(want) {
+		t.Fatalf("exported log: %+v, %v", log, err)
+	}
+	if out, code := cli(t, "--dir", dir, "check"); code != 0 || !strings.Contains(out, "OK") {
+		t.Fatalf("check after migration (exit %d):\n%s", code, out)
+	}
+}
