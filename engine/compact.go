@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/seglog/seglog/segment"
 )
@@ -44,6 +45,9 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	}
 	r := db.roller
 	db.mu.Unlock()
+	db.compactMu.Lock()
+	defer db.compactMu.Unlock()
+	db.dead.Store(false) // what is deleted from here on waits for the next run
 	if opts.Roll && r.Active().Size() > segment.HeaderSize {
 		if err := r.Roll(); err != nil {
 			db.poisonWith(err)
@@ -192,6 +196,39 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 
 // headerUID returns the incarnation of a header record, and the one it
 // replaces if it is a migration's.
+// compactLoop is the background compactor: every CompactInterval, if
+// something died since the last compaction, it runs Compact (without
+// rolling the active segment). Close cancels a run in progress.
+func (db *DB) compactLoop() {
+	defer db.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-db.stop
+		cancel()
+	}()
+	t := time.NewTicker(db.opts.CompactInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.stop:
+			return
+		case <-t.C:
+		}
+		if !db.dead.Load() {
+			continue
+		}
+		rep, err := db.Compact(ctx, CompactOptions{})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			db.dead.Store(true) // try again next time
+			db.opts.Logger.Warn("engine: background compaction failed", "error", err)
+		case err == nil && len(rep.Dropped) > 0:
+			db.opts.Logger.Info("engine: background compaction", "segments", len(rep.Dropped), "reclaimed_bytes", rep.ReclaimedBytes)
+		}
+	}
+}
+
 func headerUID(payload []byte) (uid, replaces uint64, err error) {
 	var rec struct {
 		UID      uint64 `json:"uid"`

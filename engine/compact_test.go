@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/internal/testgen"
@@ -169,5 +171,95 @@ func TestCompactWithIndex(t *testing.T) {
 	r, _ := db.Open(ctx, "s5", engine.Read)
 	if evs, err := r.Read(ctx, 0, -1); err != nil || len(evs) != 60 {
 		t.Fatalf("s5 after compaction: %d events, %v", len(evs), err)
+	}
+}
+
+// TestBackgroundCompaction: with CompactInterval set, segments holding only
+// deleted sessions go away without a Compact call, while appends go on,
+// and the live sessions are untouched.
+func TestBackgroundCompaction(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	opts := &engine.Options{FS: mem, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: 2 * time.Millisecond}
+	db, err := engine.Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 12 {
+		h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Append(ctx, testgen.Events(0, 60, 300)...); err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+	}
+	orig, err := segment.List(mem, "/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsegs := len(orig)
+	present := func() int {
+		now, _ := segment.List(mem, "/db")
+		n := 0
+		for _, id := range orig {
+			if slices.Contains(now, id) {
+				n++
+			}
+		}
+		return n
+	}
+	// Keep s11 (the newest). Dropping-only compaction never splits an
+	// incarnation, so a live session sharing a segment keeps its
+	// neighbours' segments too; this store has none but s11.
+	for i := range 11 {
+		if err := db.Delete(ctx, fmt.Sprintf("s%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live, err := db.Create(ctx, engine.Header{ID: "live", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	left := nsegs
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		// Appends go on while the compactor works.
+		if err := live.Append(ctx, testgen.Events(seq, 1, 100)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := live.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		if left = present(); left <= nsegs/2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("%d segments -> %d of them left by the background compactor, %d appends meanwhile", nsegs, left, seq)
+	if left > nsegs/2 {
+		t.Fatalf("background compaction left %d of %d segments", left, nsegs)
+	}
+	for _, id := range []string{"s11"} {
+		if got := readAllOf(t, db, id); len(got) != 60 {
+			t.Errorf("%s holds %d events after background compaction, want 60", id, len(got))
+		}
+	}
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = engine.Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAllOf(t, db, "live"); uint64(len(got)) != seq {
+		t.Errorf("live holds %d events after reopen, want %d", len(got), seq)
+	}
+	if snaps, _ := db.List(ctx); len(snaps) != 2 {
+		t.Errorf("%d sessions after reopen, want 2", len(snaps))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
@@ -48,11 +49,13 @@ type DB struct {
 	// replay only: migrations whose events are not all replayed yet
 	replacing map[string]*replacement
 
-	idxMu    sync.Mutex // serializes checkpoints
-	idxKick  chan struct{}
-	prepKick chan struct{} // the active segment is half full: create the next
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	compactMu sync.Mutex  // serializes compactions
+	dead      atomic.Bool // something was deleted or migrated since the last compaction
+	idxMu     sync.Mutex  // serializes checkpoints
+	idxKick   chan struct{}
+	prepKick  chan struct{} // the active segment is half full: create the next
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // session is the in-memory state of one session. Guarded by DB.mu.
@@ -172,6 +175,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.wg.Add(2)
 	go db.indexLoop()
 	go db.prepareLoop()
+	if o.CompactInterval > 0 {
+		db.wg.Add(1)
+		go db.compactLoop()
+	}
 	return db, nil
 }
 
@@ -874,6 +881,7 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	db.pend = append(db.pend, pendFrame{s: s, delete: true, ref: frameRef{seg: seg, off: loc.Offset, size: uint32(loc.Size)}})
 	db.mu.Unlock()
 	db.appendMu.Unlock()
+	db.dead.Store(true)
 	if err := db.sync(); err != nil {
 		return sessionErr(id, "delete", err)
 	}

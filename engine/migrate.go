@@ -154,5 +154,6 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 	}
 	old.erased = true
 	db.sessions[ns.id] = ns
+	db.dead.Store(true)
 	return nil
 }

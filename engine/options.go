@@ -53,6 +53,12 @@ type Options struct {
 	// with an *UnsupportedEventError. Default event.NewCatalog() (the v3
 	// catalog); register a host's extension types on it.
 	Catalog *event.Catalog
+	// CompactInterval is how often the background compactor runs when
+	// something was deleted (or migrated) since its last run: it removes
+	// the sealed segments that hold only dead data, as Compact does,
+	// without blocking appends. Default 1 minute; negative turns it off
+	// (Compact still works by hand).
+	CompactInterval time.Duration
 	// AfterFunc arms write-behind windows; default time.AfterFunc. Tests
 	// pass a fake clock.
 	AfterFunc func(d time.Duration, f func()) handle.Timer
@@ -61,6 +67,7 @@ type Options struct {
 const (
 	defaultFrameBytes    = 32 << 10
 	defaultIndexInterval = time.Second
+	defaultCompactEvery  = time.Minute
 )
 
 func (o *Options) withDefaults(dir string) (Options, error) {
@@ -80,6 +87,9 @@ func (o *Options) withDefaults(dir string) (Options, error) {
 	}
 	if c.IndexInterval == 0 {
 		c.IndexInterval = defaultIndexInterval
+	}
+	if c.CompactInterval == 0 {
+		c.CompactInterval = defaultCompactEvery
 	}
 	if c.WriteBehindWindow == 0 {
 		c.WriteBehindWindow = handle.DefaultWindow

@@ -45,6 +45,7 @@ type tailer struct {
 	r       *segment.Reader
 	next    uint64 // next seq of the session to emit
 	started bool   // the session's header was seen
+	sealed  bool   // segment seg was seen sealed
 }
 
 // poll returns the session's events written since the last poll.
@@ -72,7 +73,7 @@ func (t *tailer) poll() ([]event.Event, error) {
 			if err != nil {
 				return out, err
 			}
-			t.r, t.seg, t.off = r, cur, segment.HeaderSize
+			t.r, t.seg, t.off, t.sealed = r, cur, segment.HeaderSize, false
 		}
 		if err := t.r.Remap(); err != nil {
 			return out, err
@@ -106,11 +107,17 @@ func (t *tailer) poll() ([]event.Event, error) {
 		}
 		if err == nil {
 			t.off = res.End // a torn (in-flight) tail is read again next time
+			if res.Sealed {
+				// Remembered: the next scan starts past the seal frame and
+				// would not see it again.
+				t.sealed = true
+			}
 		}
-		if !res.Sealed || !containsAfter(ids, t.seg) {
+		if !t.sealed || !containsAfter(ids, t.seg) {
 			return out, err
 		}
 		t.seg++ // sealed: go on with the next segment
+		t.sealed = false
 		t.r.Close()
 		t.r = nil
 	}

@@ -61,7 +61,9 @@ func TestTailFollowsAWriter(t *testing.T) {
 	var out syncBuffer
 	tctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- runTail(tctx, &out, dir, "live", 100, true, 5*time.Millisecond) }()
+	// n above the total: under load the first poll may come after more
+	// than a last-n window of events exists.
+	go func() { done <- runTail(tctx, &out, dir, "live", 1000, true, 5*time.Millisecond) }()
 	const total = 300
 	for seq := 5; seq < total; seq += 5 {
 		if err := h.Append(ctx, testgen.Events(uint64(seq), 5, 300)...); err != nil {
