@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -72,6 +73,76 @@ func FuzzFold(f *testing.F) {
 		end, err := Fold(bal)
 		if err != nil || !end.Balanced() {
 			t.Fatalf("balanced view folds to %+v, %v", end, err)
+		}
+	})
+}
+
+// FuzzMigrateV2: migration never panics; when it accepts a log, the
+// result has contiguous seqs, exactly one inserted head (after the first
+// step/start) or none, every source event in order with its seqs mapped,
+// and a log the fold accepted stays acceptable. Replace spans come from
+// the top bits of the bytes.
+func FuzzMigrateV2(f *testing.F) {
+	f.Add([]byte{0, 2, 4, 5, 6, 3, 1})
+	f.Add([]byte{0, 2, 0x86, 3, 1, 0, 2, 3, 1})
+	f.Add([]byte{7, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		log := build(eventsFromBytes(b)).evs
+		for i := range log { // some results become v2 replaces of an earlier seq
+			if i < len(b) && b[i]&0x80 != 0 && i > 0 && log[i].SurfaceOp != nil {
+				at := uint64(b[i]>>3&0x0f) % uint64(i)
+				log[i].SurfaceOp = []byte(fmt.Sprintf(`{"op":"replace","start":%d,"end":%d}`, at, at))
+			}
+		}
+		out, err := MigrateV2("fz", log)
+		if err != nil {
+			return
+		}
+		step := -1
+		for i := range log {
+			if log[i].Type == TypeStepStart {
+				step = i
+				break
+			}
+		}
+		want := len(log)
+		if step >= 0 {
+			want++
+		}
+		if len(out) != want {
+			t.Fatalf("%d events in, %d out (first step/start at %d)", len(log), len(out), step)
+		}
+		shift := func(s uint64) uint64 {
+			if step >= 0 && s > uint64(step) {
+				return s + 1
+			}
+			return s
+		}
+		j := 0
+		for i := range out {
+			if out[i].Seq != uint64(i) {
+				t.Fatalf("event %d has seq %d", i, out[i].Seq)
+			}
+			if step >= 0 && i == step+1 {
+				if out[i].Type != TypeSystemMessage {
+					t.Fatalf("no head after the step/start: %s", out[i].Type)
+				}
+				continue
+			}
+			if out[i].Type != log[j].Type || string(out[i].Data) != string(log[j].Data) || len(out[i].SourceEventSeqs) != len(log[j].SourceEventSeqs) {
+				t.Fatalf("event %d is not source event %d", i, j)
+			}
+			for k, s := range log[j].SourceEventSeqs {
+				if out[i].SourceEventSeqs[k] != shift(s) {
+					t.Fatalf("event %d cites %d, source cited %d", i, out[i].SourceEventSeqs[k], s)
+				}
+			}
+			j++
+		}
+		if _, err := Fold(log); err == nil {
+			if _, err := Fold(out); err != nil {
+				t.Fatalf("the fold accepted the v2 log but not its migration: %v", err)
+			}
 		}
 	})
 }
