@@ -665,17 +665,13 @@ func (a Access) String() string {
 // does not exist, ErrAlreadyOwned for Write while another write handle (or
 // the creator) holds it.
 func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, error) {
-	if err := ctx.Err(); err != nil {
+	if err := db.lockOpen(ctx); err != nil {
 		return nil, err
 	}
-	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.closed {
-		return nil, ErrClosed
-	}
-	s, ok := db.sessions[id]
-	if !ok || s.erased {
-		return nil, sessionErr(id, "open", ErrSessionNotFound)
+	s, err := db.lookup(id, "open")
+	if err != nil {
+		return nil, err
 	}
 	hdr, err := db.header(s)
 	if err != nil {
@@ -725,19 +721,39 @@ func (db *DB) checkVersion(id string, h Header) error {
 	return nil
 }
 
-// Stat describes a session; ErrSessionNotFound if it does not exist.
-func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
+// lockOpen checks ctx and that db is open; on success it returns with
+// db.mu held.
+func (db *DB) lockOpen(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		return Snapshot{}, err
+		return err
 	}
 	db.mu.Lock()
-	defer db.mu.Unlock()
 	if db.closed {
-		return Snapshot{}, ErrClosed
+		db.mu.Unlock()
+		return ErrClosed
 	}
+	return nil
+}
+
+// lookup returns the stored or pending session id, or ErrSessionNotFound
+// for op. Called with db.mu held.
+func (db *DB) lookup(id, op string) (*session, error) {
 	s, ok := db.sessions[id]
 	if !ok || s.erased {
-		return Snapshot{}, sessionErr(id, "stat", ErrSessionNotFound)
+		return nil, sessionErr(id, op, ErrSessionNotFound)
+	}
+	return s, nil
+}
+
+// Stat describes a session; ErrSessionNotFound if it does not exist.
+func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
+	if err := db.lockOpen(ctx); err != nil {
+		return Snapshot{}, err
+	}
+	defer db.mu.Unlock()
+	s, err := db.lookup(id, "stat")
+	if err != nil {
+		return Snapshot{}, err
 	}
 	snap, err := db.snapshotOf(s)
 	if err != nil {
@@ -786,14 +802,10 @@ func (s *session) snapshot() Snapshot {
 
 // List describes every session, sorted by ID.
 func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
-	if err := ctx.Err(); err != nil {
+	if err := db.lockOpen(ctx); err != nil {
 		return nil, err
 	}
-	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.closed {
-		return nil, ErrClosed
-	}
 	out := make([]Snapshot, 0, len(db.sessions))
 	for _, s := range db.sessions {
 		if !s.erased {
@@ -819,21 +831,16 @@ func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
 // never written just vanishes. The id may be created again; the new
 // session's revisions never repeat the old one's.
 func (db *DB) Delete(ctx context.Context, id string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if db.opts.ReadOnly {
 		return ErrReadOnlyStore
 	}
-	db.mu.Lock()
-	if db.closed {
-		db.mu.Unlock()
-		return ErrClosed
+	if err := db.lockOpen(ctx); err != nil {
+		return err
 	}
-	s, ok := db.sessions[id]
-	if !ok || s.erased {
+	s, err := db.lookup(id, "delete")
+	if err != nil {
 		db.mu.Unlock()
-		return sessionErr(id, "delete", ErrSessionNotFound)
+		return err
 	}
 	lease, err := db.owners.Acquire(id)
 	if err != nil {

@@ -36,21 +36,16 @@ func migrate(v int, id string, evs []event.Event) ([]event.Event, error) {
 // in the current format it does nothing. It returns the session's
 // snapshot afterwards.
 func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
-	if err := ctx.Err(); err != nil {
-		return Snapshot{}, err
-	}
 	if db.opts.ReadOnly {
 		return Snapshot{}, ErrReadOnlyStore
 	}
-	db.mu.Lock()
-	if db.closed {
-		db.mu.Unlock()
-		return Snapshot{}, ErrClosed
+	if err := db.lockOpen(ctx); err != nil {
+		return Snapshot{}, err
 	}
-	old, ok := db.sessions[id]
-	if !ok || old.erased {
+	old, err := db.lookup(id, "migrate")
+	if err != nil {
 		db.mu.Unlock()
-		return Snapshot{}, sessionErr(id, "migrate", ErrSessionNotFound)
+		return Snapshot{}, err
 	}
 	hdr, err := db.header(old)
 	if err == nil {
