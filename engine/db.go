@@ -91,6 +91,16 @@ type frameRef struct {
 	size  uint32
 }
 
+// addFrame records a frame of s's events, which continue its framed seqs,
+// and returns its entry for the index. Called with db.mu held (or during
+// replay).
+func (s *session) addFrame(ref frameRef) pendFrame {
+	s.framed += uint64(ref.count)
+	s.size += int64(ref.size)
+	s.frames = append(s.frames, ref)
+	return pendFrame{s: s, ref: ref}
+}
+
 // orphan is the first events frame of a session met without its header
 // during replay.
 type orphan struct {
@@ -503,11 +513,8 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 			if fi.FirstSeq != s.next || s.next+uint64(fi.Count) > rp.want {
 				return corrupt(fmt.Sprintf("session %q: migrated frame of seqs %d+%d, expected %d of %d", s.id, fi.FirstSeq, fi.Count, s.next, rp.want))
 			}
-			s.next += uint64(fi.Count)
-			s.framed = s.next
-			s.size += fi.Size
-			s.frames = append(s.frames, ref)
-			rp.pend = append(rp.pend, pendFrame{s: s, ref: ref})
+			rp.pend = append(rp.pend, s.addFrame(ref))
+			s.next = s.framed
 			db.replayReplaced(rp)
 			return nil
 		}
@@ -527,11 +534,8 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		if fi.FirstSeq != s.next {
 			return corrupt(fmt.Sprintf("session %q: frame starts at seq %d, expected %d", s.id, fi.FirstSeq, s.next))
 		}
-		s.next += uint64(fi.Count)
-		s.framed = s.next
-		s.size += fi.Size
-		s.frames = append(s.frames, ref) // all of them, or those after the index's
-		db.pend = append(db.pend, pendFrame{s: s, ref: ref})
+		db.pend = append(db.pend, s.addFrame(ref)) // s.frames: all of them, or those after the index's
+		s.next = s.framed
 	}
 	return nil
 }
@@ -1013,12 +1017,8 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 		}
 	}
 	for i, p := range ps {
-		ref := frameRef{first: s.framed, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}
-		s.framed += uint64(counts[i])
 		s.open = s.open[counts[i]:]
-		s.size += p.loc.Size
-		s.frames = append(s.frames, ref)
-		db.pend = append(db.pend, pendFrame{s: s, ref: ref})
+		db.pend = append(db.pend, s.addFrame(frameRef{first: s.framed, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}))
 	}
 	return nil
 }

@@ -140,13 +140,10 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 		pendFrame{s: ns, header: true, ref: refs[0]})
 	ns.size = int64(refs[0].size)
 	for i, ref := range refs[1:] {
-		ref.first, ref.count = ns.next, counts[i]
-		ns.next += uint64(counts[i])
-		ns.framed = ns.next
-		ns.size += int64(ref.size)
-		ns.frames = append(ns.frames, ref)
-		db.pend = append(db.pend, pendFrame{s: ns, ref: ref})
+		ref.first, ref.count = ns.framed, counts[i]
+		db.pend = append(db.pend, ns.addFrame(ref))
 	}
+	ns.next = ns.framed
 	old.erased = true
 	db.sessions[ns.id] = ns
 	db.dead.Store(true)
