@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
 )
 
@@ -17,26 +18,65 @@ type CompactOptions struct {
 	// the deleted data in it can be reclaimed too. The next append goes to
 	// a fresh segment.
 	Roll bool
+	// LiveRatio is the threshold under which a sealed segment that still
+	// holds live data is rewritten without its dead frames: a segment whose
+	// live bytes are less than LiveRatio of its size. Zero means
+	// DefaultLiveRatio; a negative value turns rewriting off (only segments
+	// with nothing alive are removed). At most 1.
+	LiveRatio float64
 }
+
+// DefaultLiveRatio is the live ratio under which Compact rewrites a
+// segment: rewriting a segment costs reading it and writing its live
+// bytes, so one that is mostly alive is left alone.
+const DefaultLiveRatio = 0.5
 
 // CompactReport says what Compact reclaimed.
 type CompactReport struct {
 	Dropped        []uint64 // segment IDs removed
+	Rewritten      []uint64 // segment IDs rewritten without their dead frames
 	ReclaimedBytes int64
 	Scanned        int // sealed segments examined
 }
 
-// Compact reclaims the segments that hold nothing alive any more: every
-// frame in them belongs to a deleted incarnation, and every tombstone in
-// them deletes an incarnation none of whose frames remain elsewhere. Such
-// a segment is removed whole (and the directory synced after each one, in
-// segment order, so that a crash at any point leaves a store that opens to
-// the same sessions). Appends go on meanwhile; only sealed segments are
-// touched. Segments that hold some live data are left as they are (the
-// rewriting of partly live segments is not implemented).
+// testHookRewrite, if set, runs after a rewritten segment is in place and
+// before the index learns the new offsets; an error it returns ends the
+// compaction there, as a crash would (tests only).
+var testHookRewrite func(seg uint64) error
+
+// Compact reclaims the space of deleted and replaced (migrated)
+// incarnations in sealed segments. A segment with nothing alive left is
+// removed; a segment whose live bytes are under LiveRatio of its size is
+// rewritten (segment.Rewrite) with only the frames that must stay, under
+// the same ID; other segments are left as they are.
+//
+// An incarnation goes whole or not at all: its frames are dropped only if
+// every segment holding them is removed or rewritten, and a tombstone (or
+// the migration header that replaced it) stays as long as frames of the
+// incarnation it ends remain anywhere. Segments are processed in segment
+// order, each step durable (a rewrite is renamed into place, a removal is
+// followed by a directory sync) before the next, so a crash at any point
+// leaves a store that replays to the same sessions: frames always go
+// before the tombstones that end them.
+//
+// With an index, a rewrite is bracketed by a durable intent in the index:
+// the index's offsets into the segment are updated, and the intent
+// cleared, in one transaction after the rename; a crash in between makes
+// the next open rebuild the index from the segments.
+//
+// Appends go on meanwhile (only sealed segments are touched; the active
+// one is sealed first only with Roll); reads wait only while a rewritten
+// segment is switched in.
 func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport, error) {
 	if db.opts.ReadOnly {
 		return nil, ErrReadOnlyStore
+	}
+	ratio := opts.LiveRatio
+	switch {
+	case ratio == 0:
+		ratio = DefaultLiveRatio
+	case ratio > 1 || ratio != ratio:
+		return nil, fmt.Errorf("%w: live ratio %v is not at most 1", ErrInvalidArgument, opts.LiveRatio)
 	}
 	db.mu.Lock()
 	if db.closed {
@@ -55,37 +95,49 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		}
 	}
 	// Tombstones must be in the index before the frames they delete go:
-	// the index never points into a removed segment.
+	// the index never points into a removed segment or at a dropped frame.
 	if err := db.sync(); err != nil {
 		return nil, err
 	}
 	if err := db.checkpoint(); err != nil {
 		return nil, fmt.Errorf("engine: compact: index checkpoint: %w", err)
 	}
-	active := r.Active().Header().ID
+	aw := r.Active()
+	active := aw.Header().ID
+	// Only segments whose frames are all indexed may go or move: the index
+	// must know the tombstones, and hold every live frame it relocates.
+	indexed := func(id uint64, sealAt int64) bool { return true }
+	if db.idx != nil {
+		cp, err := db.idx.Checkpoint()
+		if err != nil {
+			return nil, err
+		}
+		indexed = func(id uint64, sealAt int64) bool {
+			return id < cp.Segment || (id == cp.Segment && cp.Offset >= sealAt)
+		}
+	}
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
 		return nil, err
 	}
-	live := map[uint64]bool{}
+	live := map[string]uint64{} // session key -> its live incarnation
 	db.mu.Lock()
 	for _, s := range db.sessions {
-		live[s.uid] = true
+		if s.uid != 0 {
+			live[s.id] = s.uid
+		}
 	}
 	db.mu.Unlock()
+	// Everything deleted before the snapshot of live sessions was synced
+	// above, so its tombstone, and every frame before it, is in the sealed
+	// segments or the active one's durable part: the plan reads both, and
+	// acts on the sealed segments.
+	durable := aw.Durable()
 
-	type segInfo struct {
-		id    uint64
-		size  int64
-		alive bool           // holds a frame of a live incarnation
-		tombs []uint64       // incarnations its tombstones delete
-		holds map[uint64]int // frames per incarnation
-	}
-	var segs []*segInfo
-	current := map[string]uint64{} // key -> incarnation of the frames that follow
+	p := newCompactPlan(live)
 	rep := &CompactReport{}
 	for _, id := range ids {
-		if id >= active {
+		if id > active {
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -98,104 +150,422 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		if err := rd.Remap(); err != nil { // it may have grown since it was opened, while active
 			return rep, err
 		}
-		si := &segInfo{id: id, size: rd.Size(), holds: map[uint64]int{}}
-		res, err := rd.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
-			key := string(fi.Key)
-			switch fi.Kind {
-			case segment.KindHeader:
-				f, err := rd.ReadFrame(fi.Offset)
-				if err != nil {
-					return err
-				}
-				uid, replaces, err := headerUID(f.Payload)
-				if err != nil {
-					return &CorruptionError{Path: rd.Path(), Offset: fi.Offset, Reason: err.Error()}
-				}
-				current[key] = uid
-				si.holds[uid]++
-				if replaces != 0 {
-					// A migration's header deletes the incarnation it
-					// replaces, like a tombstone.
-					si.tombs = append(si.tombs, replaces)
-				}
-			case segment.KindEvents:
-				si.holds[current[key]]++
-			case segment.KindDelete:
-				f, err := rd.ReadFrame(fi.Offset)
-				if err != nil {
-					return err
-				}
-				si.tombs = append(si.tombs, binary.LittleEndian.Uint64(f.Payload))
+		if id == active {
+			if err := p.scan(rd, durable, false); err != nil {
+				return rep, err
 			}
-			return nil
-		})
-		if err != nil {
+			break
+		}
+		if err := p.scan(rd, 0, true); err != nil {
 			return rep, err
 		}
-		if !res.Sealed {
-			return rep, &CorruptionError{Path: rd.Path(), Offset: res.End, Reason: "segment before the active one is not sealed"}
+		if si := p.segs[len(p.segs)-1]; !indexed(id, si.sealAt) {
+			si.movable = false
 		}
-		for uid := range si.holds {
-			if live[uid] || uid == 0 {
-				si.alive = true // uid 0: frames whose header is not in a sealed segment seen here
-			}
-		}
-		segs = append(segs, si)
 		rep.Scanned++
 	}
-	// A dead segment may go unless a tombstone in it deletes an incarnation
-	// that still has frames in a segment that stays (replay would meet
-	// those frames without their tombstone). Iterate to a fixed point.
-	drop := map[uint64]bool{}
-	for _, si := range segs {
-		drop[si.id] = !si.alive
-	}
-	for changed := true; changed; {
-		changed = false
-		for _, si := range segs {
-			if !drop[si.id] {
-				continue
-			}
-			// Nor may it take away part of an incarnation whose other frames
-			// stay: replay would find them without their header.
-			uids := append([]uint64(nil), si.tombs...)
-			for uid := range si.holds {
-				uids = append(uids, uid)
-			}
-			for _, uid := range uids {
-				for _, other := range segs {
-					if drop[si.id] && other != si && !drop[other.id] && other.holds[uid] > 0 {
-						drop[si.id], changed = false, true
-					}
-				}
-			}
-		}
-	}
-	for _, si := range segs { // in segment order: frames go before their tombstones
-		if !drop[si.id] {
-			continue
-		}
-		db.mu.Lock()
-		if rd := db.readers[si.id]; rd != nil {
-			delete(db.readers, si.id)
-			rd.Close()
-		}
-		db.mu.Unlock()
-		if err := db.opts.FS.Remove(db.segPath(si.id)); err != nil {
+	p.decide(ratio)
+
+	for _, si := range p.segs { // in segment order: frames go before their tombstones
+		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		if err := db.opts.FS.SyncDir(db.dir); err != nil {
-			db.poisonWith(err)
-			return rep, err
+		switch si.action {
+		case actDrop:
+			if err := db.dropSegment(si.id); err != nil {
+				return rep, err
+			}
+			rep.Dropped = append(rep.Dropped, si.id)
+			rep.ReclaimedBytes += si.size
+			p.replay(si)
+		case actRewrite:
+			after, err := db.rewriteSegment(p, si)
+			if err != nil {
+				return rep, err
+			}
+			rep.Rewritten = append(rep.Rewritten, si.id)
+			rep.ReclaimedBytes += si.size - after
+		default:
+			p.replay(si) // keep the attribution of later frames right
 		}
-		rep.Dropped = append(rep.Dropped, si.id)
-		rep.ReclaimedBytes += si.size
 	}
 	return rep, nil
 }
 
-// headerUID returns the incarnation of a header record, and the one it
-// replaces if it is a migration's.
+// dropSegment removes a sealed segment that holds nothing to keep.
+func (db *DB) dropSegment(id uint64) error {
+	db.layoutMu.Lock()
+	db.mu.Lock()
+	rd := db.readers[id]
+	delete(db.readers, id)
+	db.mu.Unlock()
+	db.layoutMu.Unlock()
+	if rd != nil {
+		rd.Close()
+	}
+	if err := db.opts.FS.Remove(db.segPath(id)); err != nil {
+		return err
+	}
+	if err := db.opts.FS.SyncDir(db.dir); err != nil {
+		db.poisonWith(err)
+		return err
+	}
+	return nil
+}
+
+// rewriteSegment rewrites si without the frames the plan drops, switches
+// the sessions' frame lists, the reader and the index to it, and returns
+// its new size.
+func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
+	rd, err := db.reader(si.id)
+	if err != nil {
+		return 0, err
+	}
+	intent := index.Rewrite{Segment: si.id, Generation: rd.Header().Generation + 1}
+	if db.idx != nil {
+		if err := db.idx.BeginRewrite(intent); err != nil {
+			return 0, fmt.Errorf("engine: compact: %w", err)
+		}
+	}
+	var moves []index.Relocation
+	var ferr error
+	res, err := segment.Rewrite(db.opts.FS, db.dir, rd, func(fi *segment.FrameInfo) bool {
+		keep, uid, err := p.keep(rd, fi)
+		if err != nil {
+			ferr = err
+			return true
+		}
+		if keep && fi.Kind == segment.KindEvents && uid != 0 && p.live[string(fi.Key)] == uid {
+			moves = append(moves, index.Relocation{ID: string(fi.Key), FirstSeq: fi.FirstSeq, Offset: fi.Offset})
+		}
+		return keep
+	})
+	if err == nil && ferr != nil {
+		err = ferr // the file was renamed: the frames it holds are a superset; fine to keep, but stop here
+	}
+	if err != nil {
+		if errors.Is(err, segment.ErrRewriteDir) {
+			db.poisonWith(err)
+			return 0, err
+		}
+		if res == nil && db.idx != nil {
+			// Nothing was renamed into place: the index is still right.
+			if cerr := db.idx.ClearRewrite(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+		return 0, fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, err)
+	}
+	for i := range moves {
+		moves[i].Offset = res.Moved[moves[i].Offset]
+	}
+	if testHookRewrite != nil {
+		if err := testHookRewrite(si.id); err != nil {
+			return 0, err
+		}
+	}
+	nr, err := db.openSegment(si.id)
+	if err != nil {
+		db.poisonWith(err) // the segment under its name is not what was just written
+		return 0, err
+	}
+	db.layoutMu.Lock()
+	defer db.layoutMu.Unlock()
+	db.mu.Lock()
+	var lost error
+	for _, s := range db.sessions {
+		for i := range s.frames {
+			f := &s.frames[i]
+			if f.seg != si.id {
+				continue
+			}
+			off, ok := res.Moved[f.off]
+			if !ok && lost == nil {
+				lost = fmt.Errorf("session %q: frame of seqs %d+%d at %d was not kept", s.id, f.first, f.count, f.off)
+			}
+			f.off = off
+		}
+	}
+	old := db.readers[si.id]
+	db.readers[si.id] = nr
+	db.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	if lost != nil { // a bug in the plan; never silently serve a wrong frame
+		err := &CorruptionError{Path: db.segPath(si.id), Reason: "compaction dropped a live frame: " + lost.Error()}
+		db.poisonWith(err)
+		return 0, err
+	}
+	if db.idx != nil {
+		db.idxMu.Lock()
+		err := db.idx.Relocate(intent, moves)
+		db.idxMu.Unlock()
+		if err != nil {
+			// The intent stays: the next open rebuilds the index.
+			return 0, fmt.Errorf("engine: compact: index relocation for segment %d: %w", si.id, err)
+		}
+	}
+	return res.Size, nil
+}
+
+// segAction is what Compact does with a sealed segment.
+type segAction uint8
+
+const (
+	actKeep segAction = iota
+	actRewrite
+	actDrop
+)
+
+// segPlan is one sealed segment as the plan sees it.
+type segPlan struct {
+	id     uint64
+	size   int64
+	fixed  int64            // bytes that never go: file header and seal frame
+	holds  map[uint64]int64 // frame bytes per incarnation (0: frames whose header is not in a sealed segment)
+	tombs  []tomb           // its tombstones and migration headers
+	assign []assignment     // the attribution changes its frames make, in order
+	// movable: sealed and before the index checkpoint, so it may be
+	// removed or rewritten
+	movable bool
+	sealAt  int64 // offset of the seal frame
+	action  segAction
+}
+
+// tomb is a frame that ends an incarnation: a tombstone (bytes > 0) or a
+// migration header (bytes 0: it goes with its own incarnation).
+type tomb struct {
+	key   string
+	uid   uint64 // the incarnation it ends
+	bytes int64
+}
+
+type assignment struct {
+	key string
+	uid uint64
+}
+
+// compactPlan decides what stays. Frames of events carry no incarnation;
+// they belong to the incarnation whose header (or migration header) came
+// last for their key, in segment order, until a tombstone ends it.
+type compactPlan struct {
+	live    map[string]uint64 // key -> live incarnation
+	current map[string]uint64 // attribution while scanning (key -> incarnation)
+	segs    []*segPlan
+	frames  map[uint64]int    // frames per incarnation, all sealed segments
+	ends    map[uint64]bool   // incarnations a tombstone or migration ends
+	repl    map[uint64]uint64 // migration incarnation -> the one it replaces
+	orphans map[string]bool   // keys with frames of incarnation 0 anywhere
+	purge   map[uint64]bool   // incarnations whose frames all go
+}
+
+func newCompactPlan(live map[string]uint64) *compactPlan {
+	return &compactPlan{
+		live: live, current: map[string]uint64{}, frames: map[uint64]int{},
+		ends: map[uint64]bool{}, repl: map[uint64]uint64{}, orphans: map[string]bool{},
+	}
+}
+
+func (p *compactPlan) isLive(uid uint64) bool {
+	for _, u := range p.live {
+		if u == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// scan adds one segment, in segment order: a sealed one, or the durable
+// part (up to limit) of the active one. Only a movable segment may be
+// removed or rewritten; the others are read for what they hold.
+func (p *compactPlan) scan(rd *segment.Reader, limit int64, movable bool) error {
+	si := &segPlan{id: rd.Header().ID, size: rd.Size(), fixed: segment.HeaderSize, holds: map[uint64]int64{}, movable: movable}
+	res, err := rd.Scan(segment.ScanOptions{Limit: limit}, func(fi *segment.FrameInfo) error {
+		key := string(fi.Key)
+		switch fi.Kind {
+		case segment.KindSeal:
+			si.fixed += fi.Size
+			si.sealAt = fi.Offset
+		case segment.KindHeader:
+			uid, replaces, err := readHeaderUID(rd, fi)
+			if err != nil {
+				return err
+			}
+			p.current[key] = uid
+			si.assign = append(si.assign, assignment{key, uid})
+			si.holds[uid] += fi.Size
+			p.frames[uid]++
+			if replaces != 0 {
+				si.tombs = append(si.tombs, tomb{key: key, uid: replaces})
+				p.ends[replaces] = true
+				p.repl[uid] = replaces
+			}
+		case segment.KindEvents:
+			uid := p.current[key]
+			si.holds[uid] += fi.Size
+			p.frames[uid]++
+			if uid == 0 {
+				p.orphans[key] = true
+			}
+		case segment.KindDelete:
+			uid, err := readTombUID(rd, fi)
+			if err != nil {
+				return err
+			}
+			si.tombs = append(si.tombs, tomb{key: key, uid: uid, bytes: fi.Size})
+			p.ends[uid] = true
+			if p.current[key] == uid {
+				p.current[key] = 0 // frames after it are some later incarnation's
+				si.assign = append(si.assign, assignment{key, 0})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !res.Sealed && movable {
+		return &CorruptionError{Path: rd.Path(), Offset: res.End, Reason: "segment before the active one is not sealed"}
+	}
+	p.segs = append(p.segs, si)
+	return nil
+}
+
+// dropTomb reports whether a tombstone of uid may go: its incarnation has
+// no frames left (or loses them all now), and no frames of an unknown
+// incarnation of its key remain that it might be the end of.
+func (p *compactPlan) dropTomb(t tomb) bool {
+	return !p.orphans[t.key] && (p.purge[t.uid] || p.frames[t.uid] == 0)
+}
+
+// decide picks each segment's action: the incarnations to purge are those
+// ended by a tombstone or a migration, not live, whose frames are all in
+// segments that are removed or rewritten. Keeping a segment keeps the
+// incarnations in it, which can keep other segments; iterate to a fixed
+// point (the purge set only shrinks).
+func (p *compactPlan) decide(ratio float64) {
+	p.purge = map[uint64]bool{}
+	for uid := range p.ends {
+		if uid != 0 && p.frames[uid] > 0 && !p.isLive(uid) {
+			p.purge[uid] = true
+		}
+	}
+	for uid, old := range p.repl {
+		// An abandoned migration of a live incarnation stays whole: its
+		// header and events must stay in order with its tombstone.
+		if p.isLive(old) {
+			delete(p.purge, uid)
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, si := range p.segs {
+			var kept int64
+			for uid, n := range si.holds {
+				if !p.purge[uid] {
+					kept += n
+				}
+			}
+			for _, t := range si.tombs {
+				if t.bytes > 0 && !p.dropTomb(t) {
+					kept += t.bytes
+				}
+			}
+			switch {
+			case !si.movable:
+				si.action = actKeep
+			case kept == 0:
+				si.action = actDrop
+			case ratio > 0 && float64(kept+si.fixed) < ratio*float64(si.size):
+				si.action = actRewrite
+			default:
+				si.action = actKeep
+			}
+		}
+		for _, si := range p.segs {
+			if si.action != actKeep {
+				continue
+			}
+			for uid := range si.holds {
+				if p.purge[uid] {
+					delete(p.purge, uid)
+					changed = true
+				}
+			}
+		}
+		for uid, old := range p.repl {
+			// A migration header stays while frames of what it replaced
+			// stay: without it they would be the session again.
+			if p.purge[uid] && !p.purge[old] && p.frames[old] > 0 {
+				delete(p.purge, uid)
+				changed = true
+			}
+		}
+	}
+	p.current = map[string]uint64{} // the execution pass attributes again
+}
+
+// replay applies the attribution changes of a segment Compact keeps as it
+// is or removes (a removed segment's headers are of purged incarnations,
+// whose later frames, if any, must still be attributed to them).
+func (p *compactPlan) replay(si *segPlan) {
+	for _, a := range si.assign {
+		p.current[a.key] = a.uid
+	}
+}
+
+// keep reports whether a frame of a segment being rewritten stays, and the
+// incarnation it belongs to; it advances the attribution like scan.
+func (p *compactPlan) keep(rd *segment.Reader, fi *segment.FrameInfo) (bool, uint64, error) {
+	key := string(fi.Key)
+	switch fi.Kind {
+	case segment.KindHeader:
+		uid, _, err := readHeaderUID(rd, fi)
+		if err != nil {
+			return true, 0, err
+		}
+		p.current[key] = uid
+		return !p.purge[uid], uid, nil
+	case segment.KindEvents:
+		uid := p.current[key]
+		return uid == 0 || !p.purge[uid], uid, nil
+	case segment.KindDelete:
+		uid, err := readTombUID(rd, fi)
+		if err != nil {
+			return true, 0, err
+		}
+		if p.current[key] == uid {
+			p.current[key] = 0
+		}
+		return !p.dropTomb(tomb{key: key, uid: uid, bytes: fi.Size}), 0, nil
+	}
+	return true, 0, nil
+}
+
+func readHeaderUID(rd *segment.Reader, fi *segment.FrameInfo) (uid, replaces uint64, err error) {
+	f, err := rd.ReadFrame(fi.Offset)
+	if err != nil {
+		return 0, 0, err
+	}
+	uid, replaces, err = headerUID(f.Payload)
+	if err != nil {
+		return 0, 0, &CorruptionError{Path: rd.Path(), Offset: fi.Offset, Reason: err.Error()}
+	}
+	return uid, replaces, nil
+}
+
+func readTombUID(rd *segment.Reader, fi *segment.FrameInfo) (uint64, error) {
+	f, err := rd.ReadFrame(fi.Offset)
+	if err != nil {
+		return 0, err
+	}
+	if len(f.Payload) != 8 {
+		return 0, &CorruptionError{Path: rd.Path(), Offset: fi.Offset, Reason: "tombstone payload is not 8 bytes"}
+	}
+	return binary.LittleEndian.Uint64(f.Payload), nil
+}
+
 // compactLoop is the background compactor: every CompactInterval, if
 // something died since the last compaction, it runs Compact (without
 // rolling the active segment). Close cancels a run in progress.
@@ -223,12 +593,14 @@ func (db *DB) compactLoop() {
 		case err != nil && ctx.Err() == nil:
 			db.dead.Store(true) // try again next time
 			db.opts.Logger.Warn("engine: background compaction failed", "error", err)
-		case err == nil && len(rep.Dropped) > 0:
-			db.opts.Logger.Info("engine: background compaction", "segments", len(rep.Dropped), "reclaimed_bytes", rep.ReclaimedBytes)
+		case err == nil && len(rep.Dropped)+len(rep.Rewritten) > 0:
+			db.opts.Logger.Info("engine: background compaction", "dropped", len(rep.Dropped), "rewritten", len(rep.Rewritten), "reclaimed_bytes", rep.ReclaimedBytes)
 		}
 	}
 }
 
+// headerUID returns the incarnation of a header record, and the one it
+// replaces if it is a migration's.
 func headerUID(payload []byte) (uid, replaces uint64, err error) {
 	var rec struct {
 		UID      uint64 `json:"uid"`

@@ -49,6 +49,11 @@ type DB struct {
 	// replay only: migrations whose events are not all replayed yet
 	replacing map[string]*replacement
 
+	// layoutMu guards where frames are: reads hold it (shared) from taking
+	// their frame list to decoding the last frame; compaction takes it to
+	// switch a rewritten segment's offsets and reader, and to close the
+	// reader of a removed one. Taken before mu.
+	layoutMu  sync.RWMutex
 	compactMu sync.Mutex  // serializes compactions
 	dead      atomic.Bool // something was deleted or migrated since the last compaction
 	idxMu     sync.Mutex  // serializes checkpoints
@@ -211,6 +216,13 @@ func (db *DB) recover() error {
 			return fmt.Errorf("engine: %w", err)
 		}
 		db.idx = idx
+		if err := db.checkRewriteIntent(); err != nil {
+			return err
+		}
+	}
+	if !db.opts.NoIndex {
+		idx := db.idx
+		var err error
 		if cp, err = idx.Checkpoint(); err != nil {
 			return err
 		}
@@ -223,6 +235,13 @@ func (db *DB) recover() error {
 		})
 		if err != nil {
 			return err
+		}
+	}
+	if !db.opts.ReadOnly {
+		if n, err := segment.RemoveRewrites(fsys, db.dir); err != nil {
+			return fmt.Errorf("engine: removing unfinished rewrites: %w", err)
+		} else if n > 0 {
+			db.opts.Logger.Warn("engine: removed unfinished segment rewrites of a compaction cut short", "files", n)
 		}
 	}
 	ids, err := segment.List(fsys, db.dir)
@@ -288,6 +307,48 @@ func (db *DB) recover() error {
 		db.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
 	}
 	return db.abandonMigrations()
+}
+
+// checkRewriteIntent handles a compaction's rewrite that a crash cut
+// short (see Compact). If the rewritten segment is in place, the index's
+// offsets into it are stale: the index is rebuilt from the segments (read
+// only: not used). Otherwise the rewrite changed nothing and its intent is
+// cleared.
+func (db *DB) checkRewriteIntent() error {
+	rw, ok, err := db.idx.Rewrite()
+	if err != nil || !ok {
+		return err
+	}
+	landed := true // a segment that cannot be read: rebuild, and let the replay report it
+	if r, err := segment.OpenReader(db.opts.FS, db.segPath(rw.Segment)); err == nil {
+		landed = r.Header().Generation >= rw.Generation
+		r.Close()
+	}
+	switch {
+	case !landed && db.opts.ReadOnly:
+		return nil
+	case !landed:
+		return db.idx.ClearRewrite()
+	}
+	db.opts.Logger.Warn("engine: a compaction was cut short after rewriting a segment; rebuilding the index from the segments",
+		"segment", db.segPath(rw.Segment), "generation", rw.Generation)
+	if err := db.idx.Close(); err != nil {
+		return err
+	}
+	db.idx = nil
+	if db.opts.ReadOnly {
+		db.opts.NoIndex = true // every segment is read instead
+		return nil
+	}
+	if err := index.Remove(db.opts.IndexPath); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	idx, err := index.Open(db.opts.IndexPath, nil)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	db.idx = idx
+	return nil
 }
 
 // abandonMigrations ends the replay of migrations a crash cut short: their

@@ -128,6 +128,26 @@ func (h *Handle) readMigrated(ctx context.Context, offset, limit int) ([]event.E
 // readStored is Read of the events as stored; check applies the catalog.
 func (h *Handle) readStored(ctx context.Context, offset, limit int, check bool) ([]event.Event, error) {
 	db := h.db
+	db.layoutMu.RLock()
+	out, err := h.readFrames(ctx, offset, limit)
+	db.layoutMu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	for i := range out { // fail closed on events this build does not know
+		if !check {
+			break
+		}
+		if err := db.opts.Catalog.Check(&out[i]); err != nil {
+			return nil, sessionErr(h.id, "read", err)
+		}
+	}
+	return out, nil
+}
+
+// readFrames is readStored's part under db.layoutMu.
+func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Event, error) {
+	db := h.db
 	v, err := db.snapshot(h.s)
 	if err != nil {
 		return nil, sessionErr(h.id, "read", err)
@@ -168,14 +188,6 @@ func (h *Handle) readStored(ctx context.Context, offset, limit int, check bool) 
 	}
 	if filled != end-off {
 		return nil, sessionErr(h.id, "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.id, filled, off, end)})
-	}
-	for i := range out { // fail closed on events this build does not know
-		if !check {
-			break
-		}
-		if err := db.opts.Catalog.Check(&out[i]); err != nil {
-			return nil, sessionErr(h.id, "read", err)
-		}
 	}
 	return out, nil
 }

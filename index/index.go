@@ -24,6 +24,7 @@ var (
 	bucketFrames   = []byte("frames")
 	keyVersion     = []byte("version")
 	keyCheckpoint  = []byte("checkpoint")
+	keyRewrite     = []byte("rewrite")
 )
 
 // ErrLocked is returned by Open when another process has the index open.
@@ -328,6 +329,97 @@ func (x *Index) Apply(u *Update) error {
 		binary.LittleEndian.PutUint64(cp[0:], u.Checkpoint.Segment)
 		binary.LittleEndian.PutUint64(cp[8:], uint64(u.Checkpoint.Offset))
 		return mb.Put(keyCheckpoint, cp[:])
+	})
+}
+
+// Rewrite is the intent of a compaction to rewrite one segment: from the
+// rename of the new file until Relocate, the index's offsets into that
+// segment are stale. The engine reads it at open and rebuilds the index if
+// the segment on disk has reached Generation.
+type Rewrite struct {
+	Segment    uint64
+	Generation uint64 // of the new file
+}
+
+// Rewrite returns the recorded rewrite intent, if there is one.
+func (x *Index) Rewrite() (Rewrite, bool, error) {
+	var r Rewrite
+	var ok bool
+	err := x.db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if m == nil {
+			return nil
+		}
+		v := m.Get(keyRewrite)
+		if v == nil {
+			return nil
+		}
+		if len(v) != 16 {
+			return &base.CorruptionError{Path: x.path, Reason: fmt.Sprintf("rewrite intent of %d bytes", len(v))}
+		}
+		r = Rewrite{Segment: binary.LittleEndian.Uint64(v), Generation: binary.LittleEndian.Uint64(v[8:])}
+		ok = true
+		return nil
+	})
+	return r, ok, err
+}
+
+// BeginRewrite durably records the intent to rewrite a segment. It fails
+// if another intent is recorded.
+func (x *Index) BeginRewrite(r Rewrite) error {
+	return x.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if v := m.Get(keyRewrite); v != nil {
+			return fmt.Errorf("index: a rewrite is already recorded (%x)", v)
+		}
+		var v [16]byte
+		binary.LittleEndian.PutUint64(v[0:], r.Segment)
+		binary.LittleEndian.PutUint64(v[8:], r.Generation)
+		return m.Put(keyRewrite, v[:])
+	})
+}
+
+// ClearRewrite removes the rewrite intent (a rewrite that never renamed
+// its file into place changed nothing the index holds).
+func (x *Index) ClearRewrite() error {
+	return x.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Delete(keyRewrite)
+	})
+}
+
+// Relocation moves one indexed frame to a new offset in its segment.
+type Relocation struct {
+	ID       string
+	FirstSeq uint64
+	Offset   int64 // the frame's offset in the rewritten segment
+}
+
+// Relocate ends the rewrite r: in one transaction it moves the given
+// frames of r.Segment to their new offsets and clears the intent. Every
+// frame named must be indexed in r.Segment; anything else is an error and
+// changes nothing.
+func (x *Index) Relocate(r Rewrite, moves []Relocation) error {
+	return x.db.Update(func(tx *bolt.Tx) error {
+		m, fb := tx.Bucket(bucketMeta), tx.Bucket(bucketFrames)
+		v := m.Get(keyRewrite)
+		if len(v) != 16 || binary.LittleEndian.Uint64(v) != r.Segment || binary.LittleEndian.Uint64(v[8:]) != r.Generation {
+			return fmt.Errorf("index: relocate into segment %d generation %d without its rewrite intent", r.Segment, r.Generation)
+		}
+		var kbuf []byte
+		for _, mv := range moves {
+			kbuf = frameKey(kbuf[:0], mv.ID, mv.FirstSeq)
+			old := fb.Get(kbuf)
+			if len(old) != frameValueLen || binary.LittleEndian.Uint64(old) != r.Segment {
+				return fmt.Errorf("index: relocate session %q seq %d: not indexed in segment %d", mv.ID, mv.FirstSeq, r.Segment)
+			}
+			var nv [frameValueLen]byte
+			copy(nv[:], old)
+			binary.LittleEndian.PutUint64(nv[8:], uint64(mv.Offset))
+			if err := fb.Put(kbuf, nv[:]); err != nil {
+				return err
+			}
+		}
+		return m.Delete(keyRewrite)
 	})
 }
 

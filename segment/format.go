@@ -16,10 +16,13 @@ import (
 //
 // Segment header (HeaderSize bytes):
 //
-//	0        8        10       12       16          24          32                      56         64
-//	+--------+--------+--------+--------+-----------+-----------+-----------------------+----------+
-//	| magic  | version| hdrlen | rsvd=0 | segment ID| created ns|   reserved, zero      | xxh64    |
-//	+--------+--------+--------+--------+-----------+-----------+-----------------------+----------+
+//	0        8        10       12       16          24          32          40           56         64
+//	+--------+--------+--------+--------+-----------+-----------+-----------+------------+----------+
+//	| magic  | version| hdrlen | rsvd=0 | segment ID| created ns| generation| rsvd, zero | xxh64    |
+//	+--------+--------+--------+--------+-----------+-----------+-----------+------------+----------+
+//
+// generation is zero in version 1 (a segment as its writer created it) and
+// at least 1 in version 2 (a segment rewritten by compaction; see Rewrite).
 //
 // Frame (frameHeaderSize bytes, then key, payload and zero padding to 8):
 //
@@ -39,8 +42,15 @@ const (
 	frameHeaderSize = 40
 	frameAlign      = 8
 
-	// Version is the segment format version this build writes and reads.
+	// Version is the segment format version a Writer creates segments
+	// with. Stores that were never compacted by rewriting hold only this
+	// version, so builds that predate RewriteVersion still read them.
 	Version = 1
+	// RewriteVersion is the version of a segment rewritten by compaction:
+	// version 1 plus a generation (>= 1) in header bytes [32, 40).
+	RewriteVersion = 2
+	// NewestVersion is the newest segment format version this build reads.
+	NewestVersion = RewriteVersion
 	// OldestVersion is the oldest segment format version this build reads.
 	OldestVersion = 1
 
@@ -112,9 +122,10 @@ func (c Codec) String() string {
 
 // Header is the decoded segment file header.
 type Header struct {
-	Version   int
-	ID        uint64
-	CreatedNs int64 // creation time, Unix nanoseconds
+	Version    int
+	ID         uint64
+	CreatedNs  int64  // creation time, Unix nanoseconds
+	Generation uint64 // 0 as created; incremented by each rewrite (version 2)
 }
 
 func appendHeader(dst []byte, h Header) []byte {
@@ -124,6 +135,7 @@ func appendHeader(dst []byte, h Header) []byte {
 	binary.LittleEndian.PutUint16(b[10:], HeaderSize)
 	binary.LittleEndian.PutUint64(b[16:], h.ID)
 	binary.LittleEndian.PutUint64(b[24:], uint64(h.CreatedNs))
+	binary.LittleEndian.PutUint64(b[32:], h.Generation)
 	binary.LittleEndian.PutUint64(b[56:], xxhash.Sum64(b[:56]))
 	return append(dst, b[:]...)
 }
@@ -143,8 +155,8 @@ func DecodeHeader(path string, b []byte) (Header, error) {
 		return bad("bad magic: not a seglog segment")
 	}
 	v := int(binary.LittleEndian.Uint16(b[8:]))
-	if v < OldestVersion || v > Version {
-		return Header{}, &FormatError{Path: path, What: "segment", Version: v, Supported: Version, Oldest: OldestVersion}
+	if v < OldestVersion || v > NewestVersion {
+		return Header{}, &FormatError{Path: path, What: "segment", Version: v, Supported: NewestVersion, Oldest: OldestVersion}
 	}
 	if len(b) < HeaderSize {
 		return bad(fmt.Sprintf("file of %d bytes is shorter than a segment header", len(b)))
@@ -155,13 +167,21 @@ func DecodeHeader(path string, b []byte) (Header, error) {
 	if sum := binary.LittleEndian.Uint64(b[56:]); sum != xxhash.Sum64(b[:56]) {
 		return bad("header checksum mismatch")
 	}
-	if !allZero(b[12:16]) || !allZero(b[32:56]) {
+	if !allZero(b[12:16]) || !allZero(b[40:56]) {
 		return bad("reserved header bytes are not zero")
 	}
+	gen := binary.LittleEndian.Uint64(b[32:])
+	switch {
+	case v == Version && gen != 0:
+		return bad("reserved header bytes are not zero")
+	case v == RewriteVersion && gen == 0:
+		return bad("rewritten segment with generation 0")
+	}
 	return Header{
-		Version:   v,
-		ID:        binary.LittleEndian.Uint64(b[16:]),
-		CreatedNs: int64(binary.LittleEndian.Uint64(b[24:])),
+		Version:    v,
+		ID:         binary.LittleEndian.Uint64(b[16:]),
+		CreatedNs:  int64(binary.LittleEndian.Uint64(b[24:])),
+		Generation: gen,
 	}, nil
 }
 

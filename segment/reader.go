@@ -23,6 +23,10 @@ type ScanOptions struct {
 	// MaxFrameRaw caps the decoded size a frame may claim; default and
 	// upper bound DefaultMaxFrameRaw.
 	MaxFrameRaw int
+	// Limit, if positive, ends the scan there, as if the file ended: a
+	// frame boundary up to which a segment still being written is durable
+	// (Writer.Durable), so that frames being written past it are not read.
+	Limit int64
 }
 
 // ScanResult is what Scan found.
@@ -356,6 +360,12 @@ func (r *Reader) Scan(opts ScanOptions, fn func(*FrameInfo) error) (ScanResult, 
 	r.mu.RLock()
 	data := r.data
 	r.mu.RUnlock()
+	if opts.Limit > 0 {
+		if opts.Limit > int64(len(data)) {
+			return ScanResult{}, fmt.Errorf("segment: scan %s: limit %d past the %d mapped bytes", r.path, opts.Limit, len(data))
+		}
+		data = data[:opts.Limit]
+	}
 	return Scan(r.path, data, opts, fn)
 }
 

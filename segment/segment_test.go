@@ -138,8 +138,12 @@ func TestEventsDoNotAliasMapping(t *testing.T) {
 
 func TestHeaderValidation(t *testing.T) {
 	good := appendHeader(nil, Header{Version: Version, ID: 7, CreatedNs: 42})
-	if h, err := DecodeHeader("x", good); err != nil || h.ID != 7 || h.CreatedNs != 42 {
+	if h, err := DecodeHeader("x", good); err != nil || h.ID != 7 || h.CreatedNs != 42 || h.Generation != 0 {
 		t.Fatalf("DecodeHeader(good) = %+v, %v", h, err)
+	}
+	rewritten := appendHeader(nil, Header{Version: RewriteVersion, ID: 7, CreatedNs: 42, Generation: 3})
+	if h, err := DecodeHeader("x", rewritten); err != nil || h.Version != RewriteVersion || h.Generation != 3 {
+		t.Fatalf("DecodeHeader(rewritten) = %+v, %v", h, err)
 	}
 	withVersion := func(v uint16) []byte {
 		b := bytes.Clone(good)
@@ -158,7 +162,9 @@ func TestHeaderValidation(t *testing.T) {
 		wantNewer *bool
 		wantCorr  bool
 	}{
-		{name: "newer version", b: withVersion(Version + 1), wantNewer: ptr(true)},
+		{name: "newer version", b: withVersion(NewestVersion + 1), wantNewer: ptr(true)},
+		{name: "generation in version 1", b: resum(func() []byte { b := bytes.Clone(good); b[32] = 1; return b }()), wantCorr: true},
+		{name: "version 2 without generation", b: resum(withVersion(RewriteVersion)), wantCorr: true},
 		{name: "older version", b: withVersion(0), wantNewer: ptr(false)},
 		{name: "bad magic", b: append([]byte("SEGLOG!!"), good[8:]...), wantCorr: true},
 		{name: "short", b: good[:20], wantCorr: true},

@@ -1,0 +1,180 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// rewriteSuffix names the file a rewrite is built in, next to the segment
+// it replaces. List ignores it; a crash can leave one behind, which
+// RemoveRewrites deletes.
+const rewriteSuffix = ".rewrite"
+
+// RewriteName returns the name of the temporary file in which a rewrite of
+// segment id is built.
+func RewriteName(id uint64) string { return Name(id) + rewriteSuffix }
+
+// RewriteResult says what Rewrite wrote.
+type RewriteResult struct {
+	Header Header // of the new file: same ID and creation time, next generation
+	Size   int64  // bytes of the new file
+	Before int64  // bytes of the file it replaced
+	Kept   int    // frames copied, the seal frame not counted
+	// Moved maps the offset of every frame kept to its offset in the new
+	// file.
+	Moved map[int64]int64
+}
+
+// ErrRewriteDir is the kind of the error Rewrite returns when the rename
+// of the new file may have happened but could not be made durable: the
+// directory sync failed. The caller must treat the store as failed (the
+// file under the segment's name is the old or the new one, and which one a
+// crash leaves is unknown), never retry the sync.
+var ErrRewriteDir = errors.New("segment: rewrite: directory sync failed")
+
+// Rewrite replaces the sealed segment src (in directory dir) by a copy
+// that holds only the frames keep accepts, in their order, and a new seal
+// frame. The copy has the same ID and creation time, format
+// RewriteVersion and the next generation; its frames have the same bytes
+// but their offsets and write bases change (every frame's base is the end
+// of the header: the file is synced whole before it gets its name).
+//
+// The copy is built in RewriteName(id), synced, renamed over the segment
+// and the directory synced, so a crash leaves either the old file or the
+// new one under the segment's name, each complete. src keeps reading the
+// old file until it is closed. keep's FrameInfo aliases src's mapping and
+// is valid only during the call.
+func Rewrite(fsys vfs.FS, dir string, src *Reader, keep func(*FrameInfo) bool) (*RewriteResult, error) {
+	fsys = orDefault(fsys)
+	hdr := src.Header()
+	path := filepath.Join(dir, Name(hdr.ID))
+	tmp := filepath.Join(dir, RewriteName(hdr.ID))
+	if err := src.Remap(); err != nil {
+		return nil, err
+	}
+	src.mu.RLock()
+	data := src.data
+	src.mu.RUnlock()
+	res := &RewriteResult{
+		Header: Header{Version: RewriteVersion, ID: hdr.ID, CreatedNs: hdr.CreatedNs, Generation: hdr.Generation + 1},
+		Before: int64(len(data)),
+		Moved:  map[int64]int64{},
+	}
+	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*RewriteResult, error) {
+		f.Close()
+		if rerr := fsys.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+		return nil, err
+	}
+	const chunk = 1 << 20
+	buf := appendHeader(make([]byte, 0, chunk+HeaderSize), res.Header)
+	var written int64 // bytes of the new file already handed to f
+	flush := func() error {
+		if _, err := f.WriteAt(buf, written); err != nil {
+			return err
+		}
+		written += int64(len(buf))
+		buf = buf[:0]
+		return nil
+	}
+	var events uint32
+	scan, err := Scan(src.Path(), data, ScanOptions{}, func(fi *FrameInfo) error {
+		if fi.Kind == KindSeal || !keep(fi) {
+			return nil
+		}
+		at := written + int64(len(buf))
+		res.Moved[fi.Offset] = at
+		n := len(buf)
+		buf = append(buf, data[fi.Offset:fi.End()]...)
+		rebase(buf[n:], HeaderSize)
+		res.Kept++
+		if fi.Kind == KindEvents {
+			events++
+		}
+		if len(buf) >= chunk {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if !scan.Sealed {
+		return fail(&CorruptionError{Path: src.Path(), Offset: scan.End, Reason: "rewrite of a segment that is not sealed"})
+	}
+	n := len(buf)
+	buf = append(buf, make([]byte, frameSize(0, 0))...)
+	putFrame(buf[n:], KindSeal, CodecNone, nil, nil, 0, 0, events, HeaderSize)
+	if err := flush(); err != nil {
+		return fail(err)
+	}
+	res.Size = written
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		return fail(err)
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		if rerr := fsys.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+		return nil, err
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrRewriteDir, dir, err)
+	}
+	return res, nil
+}
+
+// rebase sets the write base of the complete frame in b and recomputes its
+// checksum.
+func rebase(b []byte, base int64) {
+	binary.LittleEndian.PutUint32(b[28:], uint32(base))
+	binary.LittleEndian.PutUint64(b[32:], frameSum(b))
+}
+
+// RemoveRewrites deletes the unfinished rewrites a crash left in dir (files
+// named by RewriteName: a rewrite that was renamed into place has no such
+// file any more) and syncs the directory if it removed any.
+func RemoveRewrites(fsys vfs.FS, dir string) (int, error) {
+	fsys = orDefault(fsys)
+	names, err := fsys.List(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, name := range names {
+		seg, ok := strings.CutSuffix(name, rewriteSuffix)
+		if !ok {
+			continue
+		}
+		if _, ok := ParseName(seg); !ok {
+			continue
+		}
+		if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if n > 0 {
+		if err := fsys.SyncDir(dir); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
