@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
@@ -262,4 +263,135 @@ func TestBackgroundCompaction(t *testing.T) {
 	if snaps, _ := db.List(ctx); len(snaps) != 2 {
 		t.Errorf("%d sessions after reopen, want 2", len(snaps))
 	}
+}
+
+// mixedStore is a store for rewrites: a deleted session filling segments
+// of its own, sessions appended round-robin (every segment holds
+// several), half of them deleted, one deleted and created
+// again, one v2 session migrated (its old incarnation replaced). It
+// returns the events of the live sessions.
+func mixedStore(t *testing.T, fsys vfs.FS) (*engine.DB, map[string][]event.Event) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := engine.Open("/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]event.Event{}
+	createV2(t, db, "m", v2Events(3))
+	// gone fills segments of its own: they are removed whole.
+	g, err := db.Create(ctx, engine.Header{ID: "gone", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(0); seq < 120; seq += 10 {
+		g.Append(ctx, testgen.Events(seq, 10, 300)...)
+	}
+	g.Close()
+	if err := db.Delete(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	hs := map[string]*engine.Handle{}
+	for i := range 6 {
+		id := fmt.Sprintf("s%d", i)
+		if hs[id], err = db.Create(ctx, engine.Header{ID: id, CreatedAt: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 5 {
+		for i := range 6 {
+			id := fmt.Sprintf("s%d", i)
+			evs := testgen.Events(uint64(round*8), 8, 300)
+			if err := hs[id].Append(ctx, evs...); err != nil {
+				t.Fatal(err)
+			}
+			if err := hs[id].Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want[id] = append(want[id], evs...)
+		}
+	}
+	for i := range 6 {
+		id := fmt.Sprintf("s%d", i)
+		hs[id].Close()
+		if i%2 == 1 {
+			if err := db.Delete(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, id)
+		}
+	}
+	if _, err := db.Migrate(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	want["m"] = readAllOf(t, db, "m")
+	// s1 again: a new incarnation after the deleted one.
+	h, err := db.Create(ctx, engine.Header{ID: "s1", CreatedAt: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["s1"] = testgen.Events(0, 12, 200)
+	h.Append(ctx, want["s1"]...)
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return db, want
+}
+
+func expectSessions(t *testing.T, label string, db *engine.DB, want map[string][]event.Event) {
+	t.Helper()
+	snaps, err := db.List(context.Background())
+	if err != nil {
+		t.Fatalf("%s: %v", label, err)
+	}
+	if len(snaps) != len(want) {
+		t.Fatalf("%s: %d sessions, want %d", label, len(snaps), len(want))
+	}
+	for id, evs := range want {
+		sameEvents(t, label+" "+id, readAllOf(t, db, id), evs)
+	}
+}
+
+// TestCompactRewriteCrashAtEveryOp cuts the power at every file-system
+// operation of a compaction that rewrites most segments (the k-th
+// operation and all after it fail, then the synced state, and the state
+// with every unsynced write and directory change kept, are reopened):
+// each reopens to exactly the live sessions with all their events, and a
+// compaction after the reopen finishes and changes nothing they hold.
+func TestCompactRewriteCrashAtEveryOp(t *testing.T) {
+	ctx := context.Background()
+	points, rewrites := 0, 0
+	for k := 1; ; k++ {
+		mem := vfs.NewMem()
+		ff := vfs.NewFault(mem)
+		db, want := mixedStore(t, ff)
+		ff.Add(vfs.Rule{Op: vfs.OpAny, Nth: k, Sticky: true})
+		rep, cerr := db.Compact(ctx, engine.CompactOptions{Roll: true, LiveRatio: 0.95})
+		for variant, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}} {
+			label := fmt.Sprintf("cut %d variant %d", k, variant)
+			db2, err := engine.Open("/db", &engine.Options{FS: mem.CrashClone(cfg), NoPreallocate: true})
+			if err != nil {
+				t.Fatalf("%s: reopen: %v", label, err)
+			}
+			expectSessions(t, label, db2, want)
+			if _, err := db2.Compact(ctx, engine.CompactOptions{Roll: true, LiveRatio: 0.95}); err != nil {
+				t.Fatalf("%s: compact after reopen: %v", label, err)
+			}
+			expectSessions(t, label+" recompacted", db2, want)
+			db2.Close()
+			points++
+		}
+		db.Close()
+		if cerr == nil {
+			rewrites = len(rep.Rewritten)
+			if rewrites == 0 || len(rep.Dropped) == 0 {
+				t.Fatalf("the compaction rewrote %d and dropped %d segments; the sweep needs both", rewrites, len(rep.Dropped))
+			}
+			break // it finished before the k-th operation: every step was cut
+		}
+	}
+	t.Logf("checked %d crash points of a compaction rewriting %d segments", points, rewrites)
 }
