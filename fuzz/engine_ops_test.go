@@ -232,8 +232,9 @@ func (r *opsRun) step(op, arg byte) {
 		default:
 			r.m[id] = &model{gone: true}
 		}
-	case 11: // compaction (changes no live session)
-		if _, err := r.db.Compact(r.ctx, engine.CompactOptions{Roll: arg%2 == 0}); err != nil {
+	case 11: // compaction (changes no live session): default, rewrite anything with a dead byte, drop only
+		ratio := [...]float64{0, 1, -1}[arg/2%3]
+		if _, err := r.db.Compact(r.ctx, engine.CompactOptions{Roll: arg%2 == 0, LiveRatio: ratio}); err != nil {
 			r.t.Fatalf("compact: %v", err)
 		}
 	case 9: // power cut and reopen

@@ -226,3 +226,27 @@ func TestCompactCommand(t *testing.T) {
 		t.Errorf("check after compact: exit %d\n%s", code, out)
 	}
 }
+
+// TestCompactRewriteCommand: deleting one of two sessions that share a
+// segment leaves it partly live; compact rewrites (generation 1) and
+// the other session reads as before.
+func TestCompactRewriteCommand(t *testing.T) {
+	dir := copyStore(t, cleanStore)
+	before, _ := cli(t, "cat", "beta", "--dir", dir)
+	cli(t, "delete", "alpha", "--dir", dir)
+	out, code := cli(t, "compact", "--live-ratio", "0.99", "--dir", dir)
+	if code != 0 || !strings.Contains(out, "rewrote ") || strings.Contains(out, "rewrote 0") {
+		t.Fatalf("compact: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "check", "--dir", dir); code != 0 {
+		t.Errorf("check after compact: exit %d\n%s", code, out)
+	}
+	if after, _ := cli(t, "cat", "beta", "--dir", dir); after != before || !strings.Contains(after, `"seq":49`) {
+		t.Errorf("beta after compaction:\n%s\nwant:\n%s", after, before)
+	}
+	segs, _ := cli(t, "segments", "--dir", dir)
+	lines := strings.Split(strings.TrimSpace(segs), "\n")
+	if len(lines) < 2 || strings.Fields(lines[1])[1] != "1" {
+		t.Errorf("segments after a rewrite, want generation 1 on the first:\n%s", segs)
+	}
+}

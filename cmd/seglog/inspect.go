@@ -159,7 +159,7 @@ func runCat(w io.Writer, dir, id string, from, n int) error {
 func newSegmentsCmd(w io.Writer, dir *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "segments",
-		Short: "list segment files: id, bytes, sealed, frames, events, compression ratio",
+		Short: "list segment files: id, generation, bytes, sealed, frames, events, compression ratio",
 		Args:  cobra.NoArgs,
 		RunE:  func(*cobra.Command, []string) error { return runSegments(w, *dir) },
 	}
@@ -171,11 +171,11 @@ func runSegments(w io.Writer, dir string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tFILE BYTES\tUSED\tSEALED\tFRAMES\tEVENTS\tCOMPRESSION")
+	fmt.Fprintln(tw, "ID\tGEN\tFILE BYTES\tUSED\tSEALED\tFRAMES\tEVENTS\tCOMPRESSION")
 	for _, id := range ids {
 		r, err := segment.OpenReader(nil, filepath.Join(dir, segment.Name(id)))
 		if err != nil {
-			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t%v\n", id, err)
+			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t%v\n", id, err)
 			continue
 		}
 		var frames, events int
@@ -189,7 +189,7 @@ func runSegments(w io.Writer, dir string) error {
 			}
 			return nil
 		})
-		size := r.Size()
+		size, gen := r.Size(), r.Header().Generation
 		r.Close()
 		ratio := "-"
 		if stored > 0 {
@@ -198,7 +198,7 @@ func runSegments(w io.Writer, dir string) error {
 		if err != nil {
 			ratio = err.Error()
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%v\t%d\t%d\t%s\n", id, size, res.End, res.Sealed, frames, events, ratio)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%v\t%d\t%d\t%s\n", id, gen, size, res.End, res.Sealed, frames, events, ratio)
 	}
 	return tw.Flush()
 }

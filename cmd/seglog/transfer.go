@@ -308,9 +308,10 @@ func newDeleteCmd(w io.Writer, dir *string) *cobra.Command {
 
 func newCompactCmd(w io.Writer, dir *string) *cobra.Command {
 	var roll bool
+	var ratio float64
 	cmd := &cobra.Command{
 		Use:   "compact",
-		Short: "remove segments that hold only deleted sessions; report the bytes reclaimed",
+		Short: "remove segments that hold only deleted data, rewrite mostly dead ones; report the bytes reclaimed",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			db, err := engine.Open(*dir, nil)
@@ -318,15 +319,16 @@ func newCompactCmd(w io.Writer, dir *string) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			rep, err := db.Compact(context.Background(), engine.CompactOptions{Roll: roll})
+			rep, err := db.Compact(context.Background(), engine.CompactOptions{Roll: roll, LiveRatio: ratio})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "scanned %d sealed segments, removed %d, reclaimed %d bytes\n", rep.Scanned, len(rep.Dropped), rep.ReclaimedBytes)
+			fmt.Fprintf(w, "scanned %d sealed segments, removed %d, rewrote %d, reclaimed %d bytes\n", rep.Scanned, len(rep.Dropped), len(rep.Rewritten), rep.ReclaimedBytes)
 			return db.Close()
 		},
 	}
 	cmd.Flags().BoolVar(&roll, "roll", true, "seal the active segment first, so its deleted data can go too")
+	cmd.Flags().Float64Var(&ratio, "live-ratio", engine.DefaultLiveRatio, "rewrite a segment whose live bytes are under this fraction of its size (negative: never rewrite)")
 	return cmd
 }
 
