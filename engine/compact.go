@@ -99,22 +99,22 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	if err := db.sync(); err != nil {
 		return nil, err
 	}
-	if err := db.checkpoint(); err != nil {
+	if err := db.checkpointTo(true); err != nil {
 		return nil, fmt.Errorf("engine: compact: index checkpoint: %w", err)
 	}
 	aw := r.Active()
 	active := aw.Header().ID
 	// Only segments whose frames are all indexed may go or move: the index
 	// must know the tombstones, and hold every live frame it relocates.
-	indexed := func(id uint64, sealAt int64) bool { return true }
+	// (The checkpoint is also where the next open starts reading: it must
+	// not point into a segment that is removed or rewritten.)
+	indexed := func(id uint64) bool { return true }
 	if db.idx != nil {
 		cp, err := db.idx.Checkpoint()
 		if err != nil {
 			return nil, err
 		}
-		indexed = func(id uint64, sealAt int64) bool {
-			return id < cp.Segment || (id == cp.Segment && cp.Offset >= sealAt)
-		}
+		indexed = func(id uint64) bool { return id < cp.Segment }
 	}
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
@@ -159,7 +159,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		if err := p.scan(rd, 0, true); err != nil {
 			return rep, err
 		}
-		if si := p.segs[len(p.segs)-1]; !indexed(id, si.sealAt) {
+		if si := p.segs[len(p.segs)-1]; !indexed(id) {
 			si.movable = false
 		}
 		rep.Scanned++
@@ -329,7 +329,6 @@ type segPlan struct {
 	// movable: sealed and before the index checkpoint, so it may be
 	// removed or rewritten
 	movable bool
-	sealAt  int64 // offset of the seal frame
 	action  segAction
 }
 
@@ -386,7 +385,6 @@ func (p *compactPlan) scan(rd *segment.Reader, limit int64, movable bool) error 
 		switch fi.Kind {
 		case segment.KindSeal:
 			si.fixed += fi.Size
-			si.sealAt = fi.Offset
 		case segment.KindHeader:
 			uid, replaces, err := readHeaderUID(rd, fi)
 			if err != nil {

@@ -35,7 +35,12 @@ func (db *DB) indexLoopOnce() {
 
 // checkpoint moves every durable frame from pend into the index, with the
 // sessions they touch and the new checkpoint, in one bbolt transaction.
-func (db *DB) checkpoint() error {
+func (db *DB) checkpoint() error { return db.checkpointTo(false) }
+
+// checkpointTo is checkpoint; with advance it stores the new checkpoint
+// even when no frame is pending, so that it moves past sealed segments
+// (compaction changes only segments wholly before it).
+func (db *DB) checkpointTo(advance bool) error {
 	db.idxMu.Lock()
 	defer db.idxMu.Unlock()
 	db.mu.Lock()
@@ -61,7 +66,7 @@ func (db *DB) checkpoint() error {
 	}
 	batch := db.pend[:n:n]
 	db.pend = slices.Clone(db.pend[n:])
-	if db.idx == nil || n == 0 {
+	if db.idx == nil || (n == 0 && (!advance || len(db.pend) > 0)) {
 		db.mu.Unlock()
 		return nil
 	}
