@@ -54,9 +54,9 @@ type Options struct {
 	// catalog); register a host's extension types on it.
 	Catalog *event.Catalog
 	// CompactInterval is how often the background compactor runs when
-	// something was deleted (or migrated) since its last run: it removes
-	// the sealed segments that hold only dead data, as Compact does,
-	// without blocking appends. Default 1 minute; negative turns it off
+	// something was deleted (or migrated) since its last run: it runs
+	// Compact with the default live ratio (removing dead segments and
+	// rewriting mostly dead ones) without blocking appends. Default 1 minute; negative turns it off
 	// (Compact still works by hand).
 	CompactInterval time.Duration
 	// AfterFunc arms write-behind windows; default time.AfterFunc. Tests
