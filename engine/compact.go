@@ -350,6 +350,7 @@ type assignment struct {
 // last for their key, in segment order, until a tombstone ends it.
 type compactPlan struct {
 	live    map[string]uint64 // key -> live incarnation
+	liveUID map[uint64]bool   // the live incarnations
 	current map[string]uint64 // attribution while scanning (key -> incarnation)
 	segs    []*segPlan
 	frames  map[uint64]int    // frames per incarnation, all sealed segments
@@ -360,20 +361,17 @@ type compactPlan struct {
 }
 
 func newCompactPlan(live map[string]uint64) *compactPlan {
-	return &compactPlan{
-		live: live, current: map[string]uint64{}, frames: map[uint64]int{},
+	p := &compactPlan{
+		live: live, liveUID: map[uint64]bool{}, current: map[string]uint64{}, frames: map[uint64]int{},
 		ends: map[uint64]bool{}, repl: map[uint64]uint64{}, orphans: map[string]bool{},
 	}
+	for _, uid := range live {
+		p.liveUID[uid] = true
+	}
+	return p
 }
 
-func (p *compactPlan) isLive(uid uint64) bool {
-	for _, u := range p.live {
-		if u == uid {
-			return true
-		}
-	}
-	return false
-}
+func (p *compactPlan) isLive(uid uint64) bool { return p.liveUID[uid] }
 
 // scan adds one segment, in segment order: a sealed one, or the durable
 // part (up to limit) of the active one. Only a movable segment may be
@@ -608,4 +606,71 @@ func headerUID(payload []byte) (uid, replaces uint64, err error) {
 		return 0, 0, errors.New("header record without an incarnation id")
 	}
 	return rec.UID, rec.Replaces, nil
+}
+
+// SegmentUsage is how much of one segment file is alive.
+type SegmentUsage struct {
+	ID         uint64
+	Generation uint64 // 0 as written; each compaction rewrite adds one
+	Bytes      int64  // file size
+	// LiveBytes is the bytes of frames of live incarnations: what a
+	// rewrite would keep, tombstones and the file's header and seal aside.
+	LiveBytes int64
+}
+
+// Usage reports, for every segment, the bytes its live sessions take: the
+// live ratio Compact's LiveRatio is compared with. It reads every segment
+// (the active one up to its durable end), like Compact's planning, and
+// works on a read-only DB.
+func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
+	if err := db.lockOpen(ctx); err != nil {
+		return nil, err
+	}
+	live := map[string]uint64{}
+	for _, s := range db.sessions {
+		if s.uid != 0 {
+			live[s.id] = s.uid
+		}
+	}
+	var aid uint64
+	var durable int64
+	if db.roller != nil {
+		aw := db.roller.Active()
+		aid, durable = aw.Header().ID, aw.Durable()
+	}
+	db.mu.Unlock()
+	ids, err := segment.List(db.opts.FS, db.dir)
+	if err != nil {
+		return nil, err
+	}
+	p := newCompactPlan(live)
+	var out []SegmentUsage
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rd, err := db.reader(id)
+		if err != nil {
+			return nil, err
+		}
+		if err := rd.Remap(); err != nil {
+			return nil, err
+		}
+		var limit int64
+		if id == aid {
+			limit = durable
+		}
+		if err := p.scan(rd, limit, false); err != nil {
+			return nil, err
+		}
+		si := p.segs[len(p.segs)-1]
+		u := SegmentUsage{ID: id, Generation: rd.Header().Generation, Bytes: si.size}
+		for uid, n := range si.holds {
+			if p.isLive(uid) {
+				u.LiveBytes += n
+			}
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }

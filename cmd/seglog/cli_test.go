@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -234,6 +235,20 @@ func TestCompactRewriteCommand(t *testing.T) {
 	dir := copyStore(t, cleanStore)
 	before, _ := cli(t, "cat", "beta", "--dir", dir)
 	cli(t, "delete", "alpha", "--dir", dir)
+	liveOf := func(seg int) int { // the LIVE column, in percent
+		t.Helper()
+		out, _ := cli(t, "segments", "--dir", dir)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var pct int
+		if len(lines) <= seg || strings.Fields(lines[0])[8] != "LIVE" {
+			t.Fatalf("segments:\n%s", out)
+		}
+		fmt.Sscanf(strings.Fields(lines[seg])[7], "%d%%", &pct) // "FILE BYTES" is two fields of the header
+		return pct
+	}
+	if pct := liveOf(1); pct < 30 || pct > 80 {
+		t.Errorf("segment 1 is %d%% live with alpha deleted; alpha held about half of it", pct)
+	}
 	out, code := cli(t, "compact", "--live-ratio", "0.99", "--dir", dir)
 	if code != 0 || !strings.Contains(out, "rewrote ") || strings.Contains(out, "rewrote 0") {
 		t.Fatalf("compact: exit %d\n%s", code, out)
@@ -248,5 +263,8 @@ func TestCompactRewriteCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(segs), "\n")
 	if len(lines) < 2 || strings.Fields(lines[1])[1] != "1" {
 		t.Errorf("segments after a rewrite, want generation 1 on the first:\n%s", segs)
+	}
+	if pct := liveOf(1); pct < 90 {
+		t.Errorf("segment 1 is %d%% live after its rewrite", pct)
 	}
 }

@@ -159,7 +159,7 @@ func runCat(w io.Writer, dir, id string, from, n int) error {
 func newSegmentsCmd(w io.Writer, dir *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "segments",
-		Short: "list segment files: id, generation, bytes, sealed, frames, events, compression ratio",
+		Short: "list segment files: id, generation, bytes, sealed, frames, events, live share, compression ratio",
 		Args:  cobra.NoArgs,
 		RunE:  func(*cobra.Command, []string) error { return runSegments(w, *dir) },
 	}
@@ -170,12 +170,24 @@ func runSegments(w io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
+	// The live share needs the sessions: from the engine, if the store
+	// opens (a damaged one is still listed, without it).
+	live := map[uint64]int64{}
+	if db, err := openRO(dir); err == nil {
+		usage, err := db.Usage(context.Background())
+		db.Close()
+		if err == nil {
+			for _, u := range usage {
+				live[u.ID] = u.LiveBytes
+			}
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tGEN\tFILE BYTES\tUSED\tSEALED\tFRAMES\tEVENTS\tCOMPRESSION")
+	fmt.Fprintln(tw, "ID\tGEN\tFILE BYTES\tUSED\tSEALED\tFRAMES\tEVENTS\tLIVE\tCOMPRESSION")
 	for _, id := range ids {
 		r, err := segment.OpenReader(nil, filepath.Join(dir, segment.Name(id)))
 		if err != nil {
-			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t%v\n", id, err)
+			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t-\t%v\n", id, err)
 			continue
 		}
 		var frames, events int
@@ -198,7 +210,11 @@ func runSegments(w io.Writer, dir string) error {
 		if err != nil {
 			ratio = err.Error()
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%v\t%d\t%d\t%s\n", id, gen, size, res.End, res.Sealed, frames, events, ratio)
+		liveShare := "-"
+		if n, ok := live[id]; ok && size > 0 {
+			liveShare = fmt.Sprintf("%.0f%%", 100*float64(n)/float64(size))
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%v\t%d\t%d\t%s\t%s\n", id, gen, size, res.End, res.Sealed, frames, events, liveShare, ratio)
 	}
 	return tw.Flush()
 }
