@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -130,16 +129,6 @@ func (f closerFunc) Close() error { return f() }
 // ErrReadOnlyStore: a write (Create, Open for write, Resume, Flush) on a
 // DB opened with Options.ReadOnly.
 var ErrReadOnlyStore = errors.New("engine: store opened read-only")
-
-// newUID returns a random incarnation id: revisions of a recreated session
-// never repeat those of an earlier one.
-func newUID() uint64 {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand does not fail on supported platforms
-	}
-	return binary.LittleEndian.Uint64(b[:]) | 1
-}
 
 // Open opens the store in dir, creating it if needed, and recovers it: it
 // takes the directory lock (ErrLocked, with the holder's pid, if another
@@ -674,17 +663,8 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var co createOptions
-	for _, f := range opts {
-		f(&co)
-	}
-	if h.Version == 0 {
-		h.Version = FormatVersion
-	}
-	if h.IsSeeded && !co.hasInherited {
-		return nil, fmt.Errorf("%w: session %q: seeded session header requires an inherited event count", ErrInvalidHeader, h.ID)
-	}
-	if err := h.validate(co.inherited); err != nil {
+	h, inherited, err := PrepareHeader(h, opts...)
+	if err != nil {
 		return nil, err
 	}
 	if db.opts.ReadOnly {
@@ -702,7 +682,7 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	if err != nil {
 		return nil, sessionErr(h.ID, "create", ErrSessionExists)
 	}
-	s := &session{id: h.ID, hdr: h, inherited: co.inherited, pending: true, loaded: true, uid: newUID()}
+	s := &session{id: h.ID, hdr: h, inherited: inherited, pending: true, loaded: true, uid: newUID()}
 	db.sessions[h.ID] = s
 	hd := db.newHandle(s, Write, lease)
 	s.owner = hd

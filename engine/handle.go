@@ -207,12 +207,8 @@ func (h *Handle) checkLog(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for i := range evs {
-			if marker := isInheritedMarker(&evs[i]); marker && (!seeded || evs[i].Seq != inh) {
-				return sessionErr(h.id, "open", fmt.Errorf("%w: unseeded session contains an inherited end-seed marker at seq %d", ErrSeed, evs[i].Seq))
-			} else if seeded && evs[i].Seq == inh && !marker {
-				return sessionErr(h.id, "open", fmt.Errorf("%w: seeded session lacks an inherited end-seed marker at seq %d", ErrSeed, inh))
-			}
+		if err := CheckSeeds(h.id, seeded, inh, evs); err != nil {
+			return err
 		}
 	}
 	db.mu.Lock()
@@ -472,17 +468,7 @@ func (h *Handle) cut() error {
 	return db.appendFrames(h.s, hdr, frames, counts)
 }
 
-func (h *Handle) validate(evs []event.Event, next uint64) error {
-	for i := range evs {
-		if evs[i].Seq != next+uint64(i) {
-			return &SeqError{ID: h.id, Index: i, Expected: next + uint64(i), Got: evs[i].Seq}
-		}
-		if err := evs[i].Validate(i); err != nil {
-			return sessionErr(h.id, "append", err)
-		}
-	}
-	return nil
-}
+func (h *Handle) validate(evs []event.Event, next uint64) error { return CheckBatch(h.id, evs, next) }
 
 // Enqueue hands events to the write-behind buffer without waiting for
 // I/O: the first pending event opens a batching window (Options.

@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/seglog/seglog/event"
+)
+
+// The session rules every backend of the store contract applies the same
+// way (this engine, and backend/jetstream): what a new header must be,
+// what an appended batch must be, what a write open checks in a stored
+// log, and how a revision is spelled.
+
+// PrepareHeader applies Create's defaults and rules to the header of a new
+// session: Version 0 means FormatVersion; a seeded header needs an
+// Inherited count and an unseeded one allows only 0. It returns the header
+// as it will be stored and the inherited count, or an error wrapping
+// ErrInvalidHeader that names what is wrong.
+func PrepareHeader(h Header, opts ...CreateOption) (Header, uint64, error) {
+	var co createOptions
+	for _, f := range opts {
+		f(&co)
+	}
+	if h.Version == 0 {
+		h.Version = FormatVersion
+	}
+	if h.IsSeeded && !co.hasInherited {
+		return h, 0, fmt.Errorf("%w: session %q: seeded session header requires an inherited event count", ErrInvalidHeader, h.ID)
+	}
+	if err := h.validate(co.inherited); err != nil {
+		return h, 0, err
+	}
+	return h, co.inherited, nil
+}
+
+// CheckBatch checks a batch appended to session id whose next seq is next:
+// contiguous seqs from next (*SeqError) and valid events (an
+// *event.InvalidError naming the index, wrapped in a *SessionError).
+func CheckBatch(id string, evs []event.Event, next uint64) error {
+	for i := range evs {
+		if evs[i].Seq != next+uint64(i) {
+			return &SeqError{ID: id, Index: i, Expected: next + uint64(i), Got: evs[i].Seq}
+		}
+		if err := evs[i].Validate(i); err != nil {
+			return sessionErr(id, "append", err)
+		}
+	}
+	return nil
+}
+
+// CheckSeeds applies a write open's seed marker rules (REFERENCE.md §(f))
+// to stored events of a session (any contiguous part of its log): a seeded
+// session has the inherited end-seed marker exactly at seq inherited, an
+// unseeded one has none. It returns an error wrapping ErrSeed.
+func CheckSeeds(id string, seeded bool, inherited uint64, evs []event.Event) error {
+	for i := range evs {
+		if marker := isInheritedMarker(&evs[i]); marker && (!seeded || evs[i].Seq != inherited) {
+			return sessionErr(id, "open", fmt.Errorf("%w: unseeded session contains an inherited end-seed marker at seq %d", ErrSeed, evs[i].Seq))
+		} else if seeded && evs[i].Seq == inherited && !marker {
+			return sessionErr(id, "open", fmt.Errorf("%w: seeded session lacks an inherited end-seed marker at seq %d", ErrSeed, inherited))
+		}
+	}
+	return nil
+}
+
+// Revision spells the revision of a session's log: its incarnation and its
+// event count. Equal revisions mean an unchanged log.
+func Revision(uid, events uint64) string { return revision(uid, events) }
+
+// NewIncarnation returns a random incarnation id (never 0), so that the
+// revisions of a session created again never repeat those of an earlier
+// one.
+func NewIncarnation() uint64 { return newUID() }
+
+// HeaderRecord is a session's stored header: what a header frame holds.
+type HeaderRecord struct {
+	Header    Header
+	UID       uint64 // the incarnation
+	Inherited uint64
+}
+
+// MarshalHeaderRecord encodes a header record as this engine's header
+// frames hold it.
+func MarshalHeaderRecord(r HeaderRecord) []byte {
+	b, err := json.Marshal(headerRecord{Header: r.Header, UID: r.UID, Inherited: r.Inherited})
+	if err != nil {
+		panic(err) // Header has only plain fields
+	}
+	return b
+}
+
+// UnmarshalHeaderRecord decodes a header frame's payload; a record of a
+// migration, or without an incarnation, is an error.
+func UnmarshalHeaderRecord(b []byte) (HeaderRecord, error) {
+	var rec headerRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return HeaderRecord{}, fmt.Errorf("session header record: %w", err)
+	}
+	if rec.UID == 0 || rec.Replaces != 0 {
+		return HeaderRecord{}, fmt.Errorf("session header record of %q: no incarnation, or a migration's", rec.Header.ID)
+	}
+	return HeaderRecord{Header: rec.Header, UID: rec.UID, Inherited: rec.Inherited}, nil
+}
+
+func newUID() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
