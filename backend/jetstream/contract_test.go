@@ -1,0 +1,126 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/seglog/seglog/backend/jetstream/embedded"
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
+)
+
+// One embedded server for the package's tests; each test uses streams and
+// buckets of its own names.
+var (
+	srv     *embedded.Server
+	srvURL  string
+	nameSeq atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "seglog-nats-")
+	if err != nil {
+		panic(err)
+	}
+	srv, err = embedded.Start(dir)
+	if err != nil {
+		panic(err)
+	}
+	srvURL = srv.ClientURL()
+	code := m.Run()
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freshOptions names a stream, prefix and lease bucket no other test uses.
+func freshOptions() *Options {
+	n := nameSeq.Add(1)
+	return &Options{
+		Stream:      fmt.Sprintf("T%d", n),
+		Prefix:      fmt.Sprintf("t%d", n),
+		LeaseBucket: fmt.Sprintf("L%d", n),
+		Host:        "test-host",
+	}
+}
+
+func connect(t testing.TB, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// contractStore adapts *Store to enginetest.Store.
+type contractStore struct{ st *Store }
+
+func (c contractStore) Create(ctx context.Context, h engine.Header, opts ...engine.CreateOption) (enginetest.Session, error) {
+	s, err := c.st.Create(ctx, h, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (c contractStore) Open(ctx context.Context, id string, access engine.Access) (enginetest.Session, error) {
+	s, err := c.st.Open(ctx, id, access)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (c contractStore) Stat(ctx context.Context, id string) (engine.Snapshot, error) {
+	return c.st.Stat(ctx, id)
+}
+func (c contractStore) List(ctx context.Context) ([]engine.Snapshot, error) { return c.st.List(ctx) }
+func (c contractStore) Flush(ctx context.Context) error                     { return c.st.Flush(ctx) }
+func (c contractStore) Close() error                                        { return c.st.Close() }
+
+// backend is the suite's Backend: a restart abandons the store as a crash
+// of its process would and opens a new instance under the same host name
+// over the same stream.
+type backend struct {
+	t    *testing.T
+	nc   *nats.Conn
+	opts *Options
+	cur  *Store
+}
+
+func (b *backend) Open() (enginetest.Store, error) {
+	st, err := Open(context.Background(), b.nc, b.opts)
+	if err != nil {
+		return nil, err
+	}
+	b.cur = st
+	b.t.Cleanup(func() { st.Close() })
+	return contractStore{st}, nil
+}
+
+// Restart ignores torn: a JetStream message is stored whole or not at
+// all, so a crash cannot leave a torn batch (the case still checks that
+// the flushed log reads back and grows).
+func (b *backend) Restart(s enginetest.Store, torn bool) (enginetest.Store, error) {
+	s.(contractStore).st.abandon()
+	return b.Open()
+}
+
+func (b *backend) FailWrites(on bool) { b.cur.failWrites(on) }
+
+func TestContract(t *testing.T) {
+	nc := connect(t, srvURL)
+	enginetest.Run(t, func(t *testing.T, clock *enginetest.Clock) enginetest.Backend {
+		o := freshOptions()
+		o.AfterFunc = clock.AfterFunc
+		return &backend{t: t, nc: nc, opts: o}
+	})
+}

@@ -1,0 +1,52 @@
+// Package jetstream is the store contract of package engine over NATS
+// JetStream, for agent hosts that share sessions or fail over between
+// machines: the same Create/Open/Stat/List/Flush/Close and handle
+// Read/Append/Enqueue/Flush/Close, the same errors, passing the same
+// contract suite (engine/enginetest).
+//
+// # Layout
+//
+// One stream (Options.Stream, default "SEGLOG") holds every session, a
+// subject per session: <prefix>.s.<base64url(id)>. A session's first
+// message is its header record, the next ones batches of events; each
+// message is one frame exactly as a segment file holds it (xxhash64
+// checksum, zstd for batches of 1 KiB or more; segment.MarshalFrame), so a
+// damaged message is reported as a *engine.CorruptionError naming subject
+// and stream sequence. Headers Seglog-First and Seglog-Count let a reader
+// index a session's messages without decoding them; the frame is checked
+// against them when it is read.
+//
+// # Ownership
+//
+// A write handle holds two leases: this process's (handle.Owners, as the
+// local engine) and a lease in a JetStream key-value bucket
+// (Options.LeaseBucket) whose entry names the host and the store instance.
+// The entry expires after Options.LeaseTTL unless renewed (every third of
+// it); renewal is an update at the last revision, so a writer whose lease
+// expired and was taken cannot renew it. Every publish also carries the
+// stream sequence of the last message it knows on the session's subject
+// (Nats-Expected-Last-Subject-Sequence): two writers can never interleave
+// batches, and the one that lost gets engine.ErrOwnershipLost. A store
+// instance that restarts under the same Options.Host takes over the leases
+// its previous instance held (one instance per host, as one process per
+// directory for the local engine).
+//
+// # Durability
+//
+// Append is best-effort: the events are visible to reads through this
+// instance at once and published when a batch fills or at Flush. A Flush
+// returns nil once every publish of the session was acknowledged by the
+// stream: stored on a quorum of Options.Replicas servers. (A single server
+// fsyncs a message before it acknowledges it only with sync_interval
+// always; the embedded servers of package embedded are configured so.) A
+// publish that fails has an unknown outcome: the session's handle is
+// poisoned, never retries it, and every later Flush fails; a new write
+// open reads what the stream kept. Message ids (incarnation and first
+// seq) make the client's own retries of one publish idempotent.
+//
+// # Imports
+//
+// It imports engine (types, errors and session rules), event, segment
+// (frame encoding), handle (leases, write-behind) and nats.go; nothing
+// imports it but tests, benchmarks and the CLI.
+package jetstream

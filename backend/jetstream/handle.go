@@ -1,0 +1,463 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/segment"
+)
+
+// Handle is a read or write handle on one session, as engine.Handle.
+type Handle struct {
+	st     *Store
+	s      *session
+	id     string
+	hdr    engine.Header
+	inh    uint64
+	access engine.Access
+
+	mu      sync.Mutex // serializes the writer's operations; guards the fields below
+	closed  bool
+	local   *handle.Lease
+	remote  *lease
+	wb      *handle.WriteBehind[event.Event]
+	enqNext uint64
+	seen    uint64
+}
+
+func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease, remote *lease) *Handle {
+	h := &Handle{st: st, s: s, id: s.id, hdr: s.hdr, inh: s.inherited, access: access, local: local, remote: remote}
+	st.handles[h] = struct{}{}
+	return h
+}
+
+// ID returns the session id.
+func (h *Handle) ID() string { return h.id }
+
+// Header returns the session header.
+func (h *Handle) Header() engine.Header { return h.hdr }
+
+// InheritedEventCount returns the seeded prefix length (0 if unseeded).
+func (h *Handle) InheritedEventCount() uint64 { return h.inh }
+
+// Access returns the handle's access mode.
+func (h *Handle) Access() engine.Access { return h.access }
+
+func (h *Handle) writable(op string) error {
+	if h.closed {
+		return sessionErr(h.id, op, engine.ErrHandleClosed)
+	}
+	if h.access != engine.Write {
+		return sessionErr(h.id, op, engine.ErrReadOnly)
+	}
+	if h.local.Check() != nil || h.remote == nil || h.remote.lost.Load() {
+		return sessionErr(h.id, op, engine.ErrOwnershipLost)
+	}
+	return nil
+}
+
+// Read returns the events at offset..offset+limit-1 (limit < 0: to the
+// end), as the caller's copies; see engine.Handle.Read. Events appended
+// through this instance are seen at once; those of a writer elsewhere once
+// published.
+func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, error) {
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return nil, sessionErr(h.id, "read", engine.ErrHandleClosed)
+	}
+	if offset < 0 {
+		return nil, sessionErr(h.id, "read", engine.ErrInvalidArgument)
+	}
+	out, err := h.read(ctx, offset, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out { // fail closed on events this build does not know
+		if err := h.st.opts.Catalog.Check(&out[i]); err != nil {
+			return nil, sessionErr(h.id, "read", err)
+		}
+	}
+	return out, nil
+}
+
+func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, error) {
+	st := h.st
+	if _, err := st.load(ctx, h.id, "read"); err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	s := h.s
+	if cur := st.sessions[h.id]; cur != nil && cur.uid == s.uid {
+		s = cur
+	}
+	if s.erased || st.sessions[h.id] != s {
+		st.mu.Unlock()
+		return nil, sessionErr(h.id, "read", engine.ErrSessionNotFound)
+	}
+	refs, framed, open := s.frames, s.framed, s.open
+	st.mu.Unlock()
+	n := framed + uint64(len(open))
+	h.mu.Lock()
+	if n < h.seen {
+		h.mu.Unlock()
+		return nil, sessionErr(h.id, "read", fmt.Errorf("stored log shrank below a previously observed prefix (%d < %d events)", n, h.seen))
+	}
+	h.seen = n
+	h.mu.Unlock()
+	end := n
+	if limit >= 0 && uint64(offset)+uint64(limit) < end {
+		end = uint64(offset) + uint64(limit)
+	}
+	if uint64(offset) >= end {
+		return []event.Event{}, nil
+	}
+	off := uint64(offset)
+	out := make([]event.Event, end-off)
+	lo := sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
+	for _, ref := range refs[lo:] {
+		if ref.first >= end {
+			break
+		}
+		evs, err := st.fetch(ctx, s.subj, h.id, ref)
+		if err != nil {
+			return nil, sessionErr(h.id, "read", err)
+		}
+		for i, e := range evs {
+			if seq := ref.first + uint64(i); seq >= off && seq < end {
+				out[seq-off] = e
+			}
+		}
+	}
+	for seq := max(off, framed); seq < end; seq++ {
+		out[seq-off] = open[seq-framed].Clone()
+	}
+	return out, nil
+}
+
+// fetch reads and verifies one batch message.
+func (st *Store) fetch(ctx context.Context, subj, id string, ref frameRef) ([]event.Event, error) {
+	rctx, cancel := st.rctx(ctx)
+	defer cancel()
+	m, err := st.stream.GetMsg(rctx, ref.seq)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: message %d: %w", ref.seq, err)
+	}
+	name := fmt.Sprintf("nats:%s/%s#%d", st.opts.Stream, subj, ref.seq)
+	f, err := segment.UnmarshalFrame(name, m.Data)
+	if err != nil {
+		return nil, err
+	}
+	if m.Subject != subj || f.Kind != segment.KindEvents || f.Session != id || f.FirstSeq != ref.first || len(f.Events) != int(ref.count) {
+		return nil, st.corrupt(subj, ref.seq, fmt.Sprintf("message does not hold the indexed events %d..%d of %q", ref.first, ref.first+uint64(ref.count), id))
+	}
+	return f.Events, nil
+}
+
+// checkLog is a write open's check of the stored log: every event's type
+// against the catalog, and the seed marker rules.
+func (h *Handle) checkLog(ctx context.Context) error {
+	st := h.st
+	st.mu.Lock()
+	from, n := h.s.checked, h.s.next()
+	st.mu.Unlock()
+	const chunk = 8192
+	for off := from; off < n; off += chunk {
+		evs, err := h.Read(ctx, int(off), chunk)
+		if err != nil {
+			return err
+		}
+		if err := engine.CheckSeeds(h.id, h.hdr.IsSeeded, h.inh, evs); err != nil {
+			return err
+		}
+	}
+	st.mu.Lock()
+	if h.s.checked < n {
+		h.s.checked = n
+	}
+	st.mu.Unlock()
+	return nil
+}
+
+// Append adds events to the session; see engine.Handle.Append. They are
+// published when the open batch reaches Options.FrameBytes, else at the
+// next Flush.
+func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	wb := h.wb
+	h.mu.Unlock()
+	if wb != nil && wb.Pending() > 0 {
+		if err := wb.Drain(ctx); err != nil {
+			return err
+		}
+	}
+	return h.appendNow(ctx, evs)
+}
+
+func (h *Handle) appendNow(ctx context.Context, evs []event.Event) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable("append"); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	st := h.st
+	st.mu.Lock()
+	if err := engine.CheckBatch(h.id, evs, h.s.next()); err != nil {
+		st.mu.Unlock()
+		return err
+	}
+	for _, e := range evs {
+		c := e.Clone()
+		h.s.open = append(h.s.open, c)
+		h.s.openBytes += len(c.Type) + len(c.Data) + len(c.SurfaceOp) + 8*len(c.SourceEventSeqs) + 16
+	}
+	full := h.s.openBytes >= st.opts.FrameBytes
+	st.mu.Unlock()
+	if full {
+		return h.publish(ctx)
+	}
+	return nil
+}
+
+// Enqueue hands events to the write-behind buffer; see engine.Handle.
+// Enqueue.
+func (h *Handle) Enqueue(evs ...event.Event) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable("enqueue"); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	st := h.st
+	st.mu.Lock()
+	h.enqNext = max(h.enqNext, h.s.next())
+	st.mu.Unlock()
+	if err := engine.CheckBatch(h.id, evs, h.enqNext); err != nil {
+		return err
+	}
+	if h.wb == nil {
+		h.wb = handle.NewWriteBehind(handle.WriteBehindConfig[event.Event]{
+			Write:     func(ctx context.Context, batch []event.Event) error { return h.appendNow(ctx, batch) },
+			Window:    st.opts.WriteBehindWindow,
+			Name:      h.id,
+			Logger:    st.opts.Logger,
+			AfterFunc: st.opts.AfterFunc,
+		})
+	}
+	if err := h.wb.Enqueue(evs...); err != nil {
+		return sessionErr(h.id, "enqueue", engine.ErrHandleClosed)
+	}
+	h.enqNext += uint64(len(evs))
+	return nil
+}
+
+// Flush publishes everything appended or enqueued through this handle and
+// returns once the stream acknowledged it all; see engine.Handle.Flush.
+func (h *Handle) Flush(ctx context.Context) error { return h.flush(ctx, false) }
+
+func (h *Handle) flush(ctx context.Context, closing bool) error {
+	h.mu.Lock()
+	if err := h.writable("flush"); err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	wb := h.wb
+	h.mu.Unlock()
+	if wb != nil {
+		var err error
+		if closing {
+			err = wb.Close(ctx)
+		} else {
+			err = wb.Drain(ctx)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable("flush"); err != nil {
+		return err
+	}
+	return h.publish(ctx)
+}
+
+// publish sends the session's header (if not yet published) and its open
+// events, in batches of about FrameBytes, one message each, and waits for
+// every acknowledgement. Each publish expects the last message it knows on
+// the subject, so a writer that lost the session cannot append after
+// another. Called with h.mu held by the owner.
+func (h *Handle) publish(ctx context.Context) error {
+	st := h.st
+	s := h.s
+	st.mu.Lock()
+	if s.failed != nil {
+		err := s.failed
+		st.mu.Unlock()
+		return sessionErr(h.id, "flush", fmt.Errorf("an earlier publish failed, its outcome unknown (reopen the session): %w", err))
+	}
+	pending, batch, first := s.pending, s.open, s.framed
+	st.mu.Unlock()
+	if pending {
+		e, err := st.enc.Header(h.id, engine.MarshalHeaderRecord(engine.HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited}))
+		if err != nil {
+			return sessionErr(h.id, "flush", err)
+		}
+		msg := nats.NewMsg(s.subj)
+		msg.Data = segment.MarshalFrame(e)
+		if err := h.send(ctx, msg, fmt.Sprintf("%x:h", s.uid), frameRef{header: true}); err != nil {
+			return err
+		}
+	}
+	for len(batch) > 0 {
+		n, size := 0, 0
+		for n < len(batch) && (n == 0 || size < st.opts.FrameBytes) {
+			size += len(batch[n].Type) + len(batch[n].Data) + 16
+			n++
+		}
+		e, err := st.enc.Events(h.id, first, batch[:n])
+		if err != nil {
+			return sessionErr(h.id, "flush", err)
+		}
+		msg := nats.NewMsg(s.subj)
+		msg.Data = segment.MarshalFrame(e)
+		msg.Header.Set(hdrFirst, strconv.FormatUint(first, 10))
+		msg.Header.Set(hdrCount, strconv.Itoa(n))
+		if err := h.send(ctx, msg, fmt.Sprintf("%x:%d", s.uid, first), frameRef{first: first, count: uint32(n)}); err != nil {
+			return err
+		}
+		batch, first = batch[n:], first+uint64(n)
+	}
+	return nil
+}
+
+// send publishes one message of the session and records it once
+// acknowledged. A failure poisons the session in this instance.
+func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref frameRef) error {
+	st, s := h.st, h.s
+	if h.remote.lost.Load() {
+		return sessionErr(h.id, "flush", engine.ErrOwnershipLost)
+	}
+	st.mu.Lock()
+	expect := s.lastSubj
+	st.mu.Unlock()
+	rctx, cancel := st.rctx(ctx)
+	defer cancel()
+	var ack *natsjs.PubAck
+	var err error
+	if st.failPublish.Load() {
+		err = errors.New("jetstream: publish failed (injected)")
+	} else {
+		ack, err = st.js.PublishMsg(rctx, msg, natsjs.WithExpectLastSequencePerSubject(expect), natsjs.WithMsgID(msgID))
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err != nil {
+		var apiErr *natsjs.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant) {
+			err = fmt.Errorf("%w: another writer appended to the session (%v)", engine.ErrOwnershipLost, err)
+		}
+		s.failed = err
+		return sessionErr(h.id, "flush", err)
+	}
+	if ack.Duplicate {
+		// A retry of a publish that had landed: the stream kept the first.
+		st.opts.Logger.Warn("jetstream: duplicate publish acknowledged", "session", h.id, "msg_id", msgID)
+	}
+	s.lastSubj = ack.Sequence
+	s.size += int64(len(msg.Data))
+	if ref.header {
+		s.pending = false
+		return nil
+	}
+	ref.seq = ack.Sequence
+	s.frames = append(s.frames, ref)
+	s.framed += uint64(ref.count)
+	s.open = s.open[ref.count:]
+	s.openBytes = 0
+	for _, e := range s.open {
+		s.openBytes += len(e.Type) + len(e.Data) + 16
+	}
+	return nil
+}
+
+// Close drains and publishes what is buffered, releases the session's
+// leases and invalidates the handle; see engine.Handle.Close. A session
+// created by this handle and never written to vanishes. Close is
+// idempotent.
+func (h *Handle) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	write := h.access == engine.Write
+	h.mu.Unlock()
+	var err error
+	if write {
+		h.mu.Lock()
+		wb := h.wb
+		h.mu.Unlock()
+		if wb != nil {
+			err = wb.Close(context.Background())
+		}
+		h.st.mu.Lock()
+		untouched := h.s.pending && len(h.s.open) == 0 && h.s.owner == h
+		h.st.mu.Unlock()
+		if err == nil && !untouched { // an untouched creation is never written
+			err = h.flush(context.Background(), true)
+		}
+		if errors.Is(err, engine.ErrOwnershipLost) || errors.Is(err, engine.ErrHandleClosed) {
+			err = nil // nothing of this handle's can be written any more
+		}
+	}
+	h.abandon()
+	return err
+}
+
+// abandon invalidates the handle and gives its leases up without writing.
+// A pending session it created, never published, is erased.
+func (h *Handle) abandon() {
+	st := h.st
+	h.mu.Lock()
+	h.closed = true
+	local, remote := h.local, h.remote
+	h.local, h.remote = nil, nil
+	h.mu.Unlock()
+	st.mu.Lock()
+	delete(st.handles, h)
+	s := h.s
+	if s.owner == h {
+		s.owner = nil
+		if s.pending && len(s.open) == 0 {
+			s.erased = true
+			delete(st.sessions, s.id)
+		}
+	}
+	st.mu.Unlock()
+	if local != nil {
+		local.Release()
+	}
+	if remote != nil {
+		st.releaseLease(remote)
+	}
+}

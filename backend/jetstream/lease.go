@@ -1,0 +1,145 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seglog/seglog/engine"
+)
+
+// lease is a write lease in the lease bucket: the key is the session's
+// token, the value names the host and the store instance, and the
+// revision fences it (renewal and release act only at the revision this
+// holder last wrote).
+type lease struct {
+	id  string
+	key string
+	rev atomic.Uint64
+	// lost is set when a renewal found the entry changed or gone: another
+	// writer may hold the session, and this one must not write.
+	lost atomic.Bool
+}
+
+type leaseValue struct {
+	Host     string `json:"host"`
+	Instance string `json:"instance"`
+}
+
+func (st *Store) leaseValue() []byte {
+	b, _ := json.Marshal(leaseValue{Host: st.opts.Host, Instance: st.instance})
+	return b
+}
+
+// acquireLease takes the write lease of session id, or returns
+// engine.ErrAlreadyOwned. A lease held by an earlier instance of this host
+// is taken over (that instance is gone: one instance per host).
+func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
+	ctx, cancel := st.rctx(ctx)
+	defer cancel()
+	l := &lease{id: id, key: token(id)}
+	rev, err := st.leases.Create(ctx, l.key, st.leaseValue())
+	if err == nil {
+		l.rev.Store(rev)
+		st.track(l)
+		return l, nil
+	}
+	if !errors.Is(err, natsjs.ErrKeyExists) {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	e, err := st.leases.Get(ctx, l.key)
+	if errors.Is(err, natsjs.ErrKeyNotFound) {
+		return nil, engine.ErrAlreadyOwned // it changed hands just now; let the caller retry
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	var v leaseValue
+	if json.Unmarshal(e.Value(), &v) != nil || v.Host != st.opts.Host || v.Instance == st.instance {
+		return nil, engine.ErrAlreadyOwned
+	}
+	rev, err = st.leases.Update(ctx, l.key, st.leaseValue(), e.Revision())
+	if errors.Is(err, natsjs.ErrKeyRevisionMismatch) {
+		return nil, engine.ErrAlreadyOwned
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	st.opts.Logger.Warn("jetstream: took over the write lease of an earlier instance of this host", "session", id, "instance", v.Instance)
+	l.rev.Store(rev)
+	st.track(l)
+	return l, nil
+}
+
+func (st *Store) track(l *lease) {
+	st.heldMu.Lock()
+	if st.held == nil {
+		st.held = map[*lease]struct{}{}
+	}
+	st.held[l] = struct{}{}
+	st.heldMu.Unlock()
+}
+
+// releaseLease deletes the lease entry if it is still this holder's.
+func (st *Store) releaseLease(l *lease) {
+	st.heldMu.Lock()
+	delete(st.held, l)
+	st.heldMu.Unlock()
+	if l.lost.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), st.opts.Timeout)
+	defer cancel()
+	if err := st.leases.Delete(ctx, l.key, natsjs.LastRevision(l.rev.Load())); err != nil {
+		st.opts.Logger.Warn("jetstream: releasing a write lease failed; it expires on its own", "session", l.id, "error", err)
+	}
+}
+
+// renewLoop renews every held lease each third of the lease TTL. A lease
+// whose entry changed (another holder) or vanished (expired) is lost.
+func (st *Store) renewLoop() {
+	defer st.wg.Done()
+	t := time.NewTicker(st.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-st.stop:
+			return
+		case <-t.C:
+		}
+		st.heldMu.Lock()
+		ls := make([]*lease, 0, len(st.held))
+		for l := range st.held {
+			ls = append(ls, l)
+		}
+		st.heldMu.Unlock()
+		for _, l := range ls {
+			st.renew(l)
+		}
+	}
+}
+
+func (st *Store) renew(l *lease) {
+	if l.lost.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), st.opts.Timeout)
+	defer cancel()
+	rev, err := st.leases.Update(ctx, l.key, st.leaseValue(), l.rev.Load())
+	switch {
+	case err == nil:
+		l.rev.Store(rev)
+	case errors.Is(err, natsjs.ErrKeyRevisionMismatch), errors.Is(err, natsjs.ErrKeyNotFound), errors.Is(err, natsjs.ErrKeyExists):
+		l.lost.Store(true)
+		st.opts.Logger.Warn("jetstream: a write lease was lost (expired or taken); the session's writes now fail", "session", l.id)
+	default:
+		// The server may be electing a leader: keep trying until the TTL
+		// decides.
+		st.opts.Logger.Warn("jetstream: renewing a write lease failed", "session", l.id, "error", err)
+	}
+}

@@ -1,0 +1,661 @@
+package jetstream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/segment"
+)
+
+// Options configures a Store. The zero value works against a NATS server
+// with JetStream enabled.
+type Options struct {
+	// Stream is the stream holding every session; default "SEGLOG". It is
+	// created if missing.
+	Stream string
+	// Prefix starts every session subject; default "seglog".
+	Prefix string
+	// LeaseBucket is the key-value bucket of write leases; default
+	// "SEGLOG_LEASES".
+	LeaseBucket string
+	// Replicas of the stream and the lease bucket; default 1. Use 3 on a
+	// cluster: an acknowledged flush then survives the loss of any server.
+	Replicas int
+	// LeaseTTL is how long a write lease lives without renewal; default
+	// 30 s. A host that dies holds its sessions this long.
+	LeaseTTL time.Duration
+	// Host names this agent host; default os.Hostname(). A store opened
+	// under the name of a previous instance takes over its leases.
+	Host string
+	// Timeout bounds each request to the server when the caller's context
+	// has no deadline; default 5 s.
+	Timeout time.Duration
+	// FrameBytes is the raw size at which appended events are published
+	// without waiting for a flush; default 32 KiB.
+	FrameBytes int
+	// WriteBehindWindow is Enqueue's batching window; default
+	// handle.DefaultWindow.
+	WriteBehindWindow time.Duration
+	// AfterFunc arms write-behind windows; default time.AfterFunc.
+	AfterFunc func(d time.Duration, f func()) handle.Timer
+	// Catalog is the set of event types reads accept; default
+	// event.NewCatalog().
+	Catalog *event.Catalog
+	// Logger receives warnings; default discards.
+	Logger *slog.Logger
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Stream == "" {
+		c.Stream = "SEGLOG"
+	}
+	if c.Prefix == "" {
+		c.Prefix = "seglog"
+	}
+	if c.LeaseBucket == "" {
+		c.LeaseBucket = "SEGLOG_LEASES"
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.Host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return c, fmt.Errorf("jetstream: host name: %w", err)
+		}
+		c.Host = h
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Second
+	}
+	if c.FrameBytes <= 0 {
+		c.FrameBytes = 32 << 10
+	}
+	if c.WriteBehindWindow == 0 {
+		c.WriteBehindWindow = handle.DefaultWindow
+	}
+	if c.AfterFunc == nil {
+		c.AfterFunc = func(d time.Duration, f func()) handle.Timer { return time.AfterFunc(d, f) }
+	}
+	if c.Catalog == nil {
+		c.Catalog = event.NewCatalog()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch {
+	case c.Replicas < 1 || c.Replicas > 5:
+		return c, fmt.Errorf("%w: jetstream: %d replicas (1..5)", engine.ErrInvalidArgument, c.Replicas)
+	case c.LeaseTTL < time.Second:
+		return c, fmt.Errorf("%w: jetstream: lease TTL %v under 1s", engine.ErrInvalidArgument, c.LeaseTTL)
+	case strings.ContainsAny(c.Prefix, " *>") || strings.HasSuffix(c.Prefix, "."):
+		return c, fmt.Errorf("%w: jetstream: subject prefix %q", engine.ErrInvalidArgument, c.Prefix)
+	}
+	return c, nil
+}
+
+// Store is the store contract over a JetStream stream. It is safe for
+// concurrent use.
+type Store struct {
+	nc       *nats.Conn
+	js       natsjs.JetStream
+	stream   natsjs.Stream
+	leases   natsjs.KeyValue
+	opts     Options
+	instance string // this instance: leases name it
+	enc      segment.Encoder
+	owners   handle.Owners
+
+	createMu sync.Mutex // serializes Create (existence check, then lease)
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	handles  map[*Handle]struct{}
+	closed   bool
+
+	heldMu sync.Mutex // guards held; never held while making a request
+	held   map[*lease]struct{}
+
+	failPublish atomic.Bool // tests: every publish fails
+	stop        chan struct{}
+	wg          sync.WaitGroup
+}
+
+// session is this instance's view of one session. Guarded by Store.mu;
+// frames are only appended to, so a copy of the slice header is a stable
+// snapshot.
+type session struct {
+	id, subj  string
+	hdr       engine.Header
+	uid       uint64
+	inherited uint64
+	pending   bool // created here; the header is not published yet
+	erased    bool // a pending session closed without a write
+	frames    []frameRef
+	lastSubj  uint64 // stream sequence of the newest message known on the subject
+	framed    uint64 // events in published frames
+	size      int64  // bytes of published messages
+	open      []event.Event
+	openBytes int
+	owner     *Handle
+	checked   uint64 // events a write open of this instance verified
+	failed    error  // a publish with an unknown outcome: nothing more is acked
+}
+
+type frameRef struct {
+	first  uint64
+	count  uint32
+	seq    uint64 // stream sequence
+	header bool
+}
+
+func (s *session) next() uint64 { return s.framed + uint64(len(s.open)) }
+
+// Open opens the store over the JetStream of nc, creating the stream and
+// the lease bucket if they are missing. The connection stays the caller's:
+// Close does not close it.
+func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	ctx, cancel := withTimeout(ctx, 4*o.Timeout)
+	defer cancel()
+	stream, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
+		Name:        o.Stream,
+		Description: "seglog sessions: one subject per session, one frame per message",
+		Subjects:    []string{o.Prefix + ".s.*"},
+		Storage:     natsjs.FileStorage,
+		Replicas:    o.Replicas,
+		Retention:   natsjs.LimitsPolicy,
+		Discard:     natsjs.DiscardNew, // never drop acknowledged events to make room
+		Duplicates:  2 * time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: stream %s: %w", o.Stream, err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{
+		Bucket:      o.LeaseBucket,
+		Description: "seglog write leases",
+		TTL:         o.LeaseTTL,
+		Replicas:    o.Replicas,
+		Storage:     natsjs.FileStorage,
+		History:     1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: lease bucket %s: %w", o.LeaseBucket, err)
+	}
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		nc: nc, js: js, stream: stream, leases: kv, opts: o,
+		instance: hex.EncodeToString(nonce[:]),
+		sessions: map[string]*session{},
+		handles:  map[*Handle]struct{}{},
+		stop:     make(chan struct{}),
+	}
+	s.wg.Add(1)
+	go s.renewLoop()
+	return s, nil
+}
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+func (st *Store) rctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return withTimeout(ctx, st.opts.Timeout)
+}
+
+// token is the subject token and lease key of a session id.
+func token(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+func (st *Store) subject(id string) string { return st.opts.Prefix + ".s." + token(id) }
+
+func (st *Store) idOf(subject string) (string, bool) {
+	tok, ok := strings.CutPrefix(subject, st.opts.Prefix+".s.")
+	if !ok {
+		return "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	return string(b), err == nil
+}
+
+func sessionErr(id, op string, err error) error {
+	return &engine.SessionError{ID: id, Op: op, Err: err}
+}
+
+func (st *Store) corrupt(subject string, seq uint64, reason string) error {
+	return &engine.CorruptionError{Path: fmt.Sprintf("nats:%s/%s#%d", st.opts.Stream, subject, seq), Reason: reason}
+}
+
+// Create makes a new session and returns a write handle on it: the rules
+// of engine.DB.Create. The session exists in this instance at once and in
+// the stream from its first flush (or the first batch published); closed
+// without either, it vanishes. An id that exists in the stream, or that
+// another instance is creating, is engine.ErrSessionExists.
+func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.CreateOption) (*Handle, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	h, inherited, err := engine.PrepareHeader(h, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if h.Version != engine.FormatVersion {
+		return nil, fmt.Errorf("%w: session %q: version %d; this backend stores only version %d", engine.ErrInvalidHeader, h.ID, h.Version, engine.FormatVersion)
+	}
+	st.createMu.Lock()
+	defer st.createMu.Unlock()
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return nil, engine.ErrClosed
+	}
+	if s := st.sessions[h.ID]; s != nil && !s.erased {
+		st.mu.Unlock()
+		return nil, sessionErr(h.ID, "create", engine.ErrSessionExists)
+	}
+	st.mu.Unlock()
+	subj := st.subject(h.ID)
+	rctx, cancel := st.rctx(ctx)
+	_, err = st.stream.GetLastMsgForSubject(rctx, subj)
+	cancel()
+	switch {
+	case err == nil:
+		return nil, sessionErr(h.ID, "create", engine.ErrSessionExists)
+	case !errors.Is(err, natsjs.ErrMsgNotFound):
+		return nil, sessionErr(h.ID, "create", err)
+	}
+	local, err := st.owners.Acquire(h.ID)
+	if err != nil {
+		return nil, sessionErr(h.ID, "create", engine.ErrSessionExists)
+	}
+	remote, err := st.acquireLease(ctx, h.ID)
+	if err != nil {
+		local.Release()
+		if errors.Is(err, engine.ErrAlreadyOwned) {
+			err = engine.ErrSessionExists // another instance is creating it
+		}
+		return nil, sessionErr(h.ID, "create", err)
+	}
+	s := &session{id: h.ID, subj: subj, hdr: h, uid: engine.NewIncarnation(), inherited: inherited, pending: true}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		local.Release()
+		go st.releaseLease(remote) // not under st.mu: it makes a request
+		return nil, engine.ErrClosed
+	}
+	st.sessions[h.ID] = s
+	hd := st.newHandle(s, engine.Write, local, remote)
+	s.owner = hd
+	return hd, nil
+}
+
+// load returns this instance's view of session id, brought up to date
+// with the stream (its frames are indexed up to the newest message). A
+// session being written through this instance is not re-read.
+func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return nil, engine.ErrClosed
+	}
+	s := st.sessions[id]
+	if s != nil && (s.pending || s.owner != nil || s.erased) {
+		st.mu.Unlock()
+		if s.erased {
+			return nil, sessionErr(id, op, engine.ErrSessionNotFound)
+		}
+		return s, nil
+	}
+	var from uint64
+	if s != nil {
+		from = s.lastSubj
+	}
+	st.mu.Unlock()
+	subj := st.subject(id)
+	rctx, cancel := st.rctx(ctx)
+	defer cancel()
+	last, err := st.stream.GetLastMsgForSubject(rctx, subj)
+	if errors.Is(err, natsjs.ErrMsgNotFound) {
+		return nil, sessionErr(id, op, engine.ErrSessionNotFound)
+	}
+	if err != nil {
+		return nil, sessionErr(id, op, err)
+	}
+	if last.Sequence == from {
+		return s, nil
+	}
+	// Index the messages after what this instance knows.
+	var add []frameRef
+	var hdr *engine.HeaderRecord
+	var size int64
+	for seq := from + 1; seq <= last.Sequence; {
+		m := last
+		if seq != last.Sequence {
+			if m, err = st.stream.GetMsg(rctx, seq, natsjs.WithGetMsgSubject(subj)); err != nil {
+				return nil, sessionErr(id, op, err)
+			}
+		}
+		ref, rec, err := st.index(subj, m)
+		if err != nil {
+			return nil, err
+		}
+		if rec != nil {
+			hdr = rec
+		}
+		add = append(add, ref)
+		size += int64(len(m.Data))
+		seq = m.Sequence + 1
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if cur := st.sessions[id]; cur != s || (s != nil && s.lastSubj != from) {
+		return cur, nil // raced with another load or a writer: theirs is as new
+	}
+	if s == nil {
+		if hdr == nil || !add[0].header {
+			return nil, st.corrupt(subj, add[0].seq, "the first message of a session is not its header")
+		}
+		s = &session{id: id, subj: subj, hdr: hdr.Header, uid: hdr.UID, inherited: hdr.Inherited}
+		st.sessions[id] = s
+	} else if hdr != nil {
+		return nil, st.corrupt(subj, last.Sequence, "a second header for the session")
+	}
+	for _, ref := range add {
+		if ref.header {
+			continue
+		}
+		if ref.first != s.framed {
+			return nil, st.corrupt(subj, ref.seq, fmt.Sprintf("batch starts at seq %d, expected %d", ref.first, s.framed))
+		}
+		s.frames = append(s.frames, ref)
+		s.framed += uint64(ref.count)
+	}
+	s.size += size
+	s.lastSubj = last.Sequence
+	return s, nil
+}
+
+// Message headers: a batch's first seq and count, so that a session is
+// indexed without decoding its batches.
+const (
+	hdrFirst = "Seglog-First"
+	hdrCount = "Seglog-Count"
+)
+
+// index reads the index headers of one message (decoding it whole only if
+// it is the session's header record).
+func (st *Store) index(subj string, m *natsjs.RawStreamMsg) (frameRef, *engine.HeaderRecord, error) {
+	if m.Header.Get(hdrCount) == "" {
+		f, err := segment.UnmarshalFrame(fmt.Sprintf("nats:%s/%s#%d", st.opts.Stream, subj, m.Sequence), m.Data)
+		if err != nil {
+			return frameRef{}, nil, err
+		}
+		if f.Kind != segment.KindHeader {
+			return frameRef{}, nil, st.corrupt(subj, m.Sequence, "a message without index headers that is not a header record")
+		}
+		rec, err := engine.UnmarshalHeaderRecord(f.Payload)
+		if err != nil {
+			return frameRef{}, nil, st.corrupt(subj, m.Sequence, err.Error())
+		}
+		return frameRef{seq: m.Sequence, header: true}, &rec, nil
+	}
+	first, err1 := strconv.ParseUint(m.Header.Get(hdrFirst), 10, 64)
+	count, err2 := strconv.ParseUint(m.Header.Get(hdrCount), 10, 32)
+	if err1 != nil || err2 != nil || count == 0 {
+		return frameRef{}, nil, st.corrupt(subj, m.Sequence, "bad index headers")
+	}
+	return frameRef{first: first, count: uint32(count), seq: m.Sequence}, nil, nil
+}
+
+// Open returns a handle on an existing session; see engine.DB.Open. A
+// write open takes the session's leases (engine.ErrAlreadyOwned if this or
+// another instance holds them) and checks the stored log (event catalog,
+// seed marker).
+func (st *Store) Open(ctx context.Context, id string, access engine.Access) (*Handle, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, err := st.load(ctx, id, "open")
+	if err != nil {
+		return nil, err
+	}
+	if access != engine.Write {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.closed {
+			return nil, engine.ErrClosed
+		}
+		return st.newHandle(s, engine.Read, nil, nil), nil
+	}
+	local, err := st.owners.Acquire(id)
+	if err != nil {
+		return nil, sessionErr(id, "open", engine.ErrAlreadyOwned)
+	}
+	remote, err := st.acquireLease(ctx, id)
+	if err != nil {
+		local.Release()
+		return nil, sessionErr(id, "open", err)
+	}
+	// Another writer may have published before the lease changed hands.
+	if s, err = st.load(ctx, id, "open"); err != nil {
+		local.Release()
+		st.releaseLease(remote)
+		return nil, err
+	}
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		local.Release()
+		st.releaseLease(remote)
+		return nil, engine.ErrClosed
+	}
+	h := st.newHandle(s, engine.Write, local, remote)
+	s.owner = h
+	s.failed = nil // a new owner starts from what the stream holds
+	st.mu.Unlock()
+	if err := h.checkLog(ctx); err != nil {
+		h.abandon()
+		return nil, err
+	}
+	return h, nil
+}
+
+// Stat describes a session; see engine.DB.Stat. The revision is the
+// incarnation and the event count, so it is the same in every instance.
+func (st *Store) Stat(ctx context.Context, id string) (engine.Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return engine.Snapshot{}, err
+	}
+	s, err := st.load(ctx, id, "stat")
+	if err != nil {
+		return engine.Snapshot{}, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return engine.Snapshot{}, engine.ErrClosed
+	}
+	if s.erased {
+		return engine.Snapshot{}, sessionErr(id, "stat", engine.ErrSessionNotFound)
+	}
+	return s.snapshot(), nil
+}
+
+func (s *session) snapshot() engine.Snapshot {
+	return engine.Snapshot{
+		Header:              s.hdr,
+		Revision:            engine.Revision(s.uid, s.next()),
+		EventCount:          s.next(),
+		SizeBytes:           s.size,
+		InheritedEventCount: s.inherited,
+	}
+}
+
+// List describes every session: those in the stream and those created
+// here and not yet published, in id order.
+func (st *Store) List(ctx context.Context) ([]engine.Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rctx, cancel := st.rctx(ctx)
+	info, err := st.stream.Info(rctx, natsjs.WithSubjectFilter(st.opts.Prefix+".s.*"))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: list: %w", err)
+	}
+	ids := map[string]bool{}
+	for subj := range info.State.Subjects {
+		if id, ok := st.idOf(subj); ok {
+			ids[id] = true
+		}
+	}
+	st.mu.Lock()
+	for id, s := range st.sessions {
+		if s.pending && !s.erased {
+			ids[id] = true
+		}
+	}
+	st.mu.Unlock()
+	var out []engine.Snapshot
+	for _, id := range slices.Sorted(func(yield func(string) bool) {
+		for id := range ids {
+			if !yield(id) {
+				return
+			}
+		}
+	}) {
+		snap, err := st.Stat(ctx, id)
+		if errors.Is(err, engine.ErrSessionNotFound) {
+			continue // erased meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, snap)
+	}
+	return out, nil
+}
+
+// Flush makes every write handle's appended events durable (drains the
+// write-behind buffers and waits for every publish's acknowledgement),
+// including the headers of sessions created here and not yet published.
+func (st *Store) Flush(ctx context.Context) error {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return engine.ErrClosed
+	}
+	hs := st.writeHandles()
+	st.mu.Unlock()
+	var errs []error
+	for _, h := range hs {
+		if err := h.Flush(ctx); err != nil && !errors.Is(err, engine.ErrHandleClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (st *Store) writeHandles() []*Handle {
+	var hs []*Handle
+	for h := range st.handles {
+		if h.access == engine.Write {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// Close flushes every write handle, ends their ownership (their later
+// writes fail with engine.ErrOwnershipLost), releases the leases and stops
+// the store. It is idempotent; the NATS connection stays open.
+func (st *Store) Close() error {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return nil
+	}
+	hs := st.writeHandles()
+	st.mu.Unlock()
+	var errs []error
+	for _, h := range hs {
+		if err := h.flush(context.Background(), true); err != nil && !errors.Is(err, engine.ErrHandleClosed) {
+			errs = append(errs, err)
+		}
+	}
+	st.mu.Lock()
+	st.closed = true
+	st.mu.Unlock()
+	st.owners.RevokeAll()
+	for _, h := range hs {
+		h.mu.Lock()
+		remote := h.remote
+		h.remote = nil
+		h.mu.Unlock()
+		if remote != nil {
+			st.releaseLease(remote)
+		}
+	}
+	close(st.stop)
+	st.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// abandon stops the store as a crash of its process would: nothing is
+// flushed or released (tests; a new instance under the same Host takes
+// the leases over).
+func (st *Store) abandon() {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return
+	}
+	st.closed = true
+	st.mu.Unlock()
+	st.owners.RevokeAll()
+	close(st.stop)
+	st.wg.Wait()
+}
+
+// failWrites makes every publish fail (or work again), as a broken
+// connection would (tests).
+func (st *Store) failWrites(on bool) { st.failPublish.Store(on) }
