@@ -338,16 +338,22 @@ func (h *Handle) publish(ctx context.Context) error {
 		if err != nil {
 			return sessionErr(h.id, "flush", err)
 		}
-		msg := nats.NewMsg(s.subj)
-		msg.Data = segment.MarshalFrame(e)
-		msg.Header.Set(hdrFirst, strconv.FormatUint(first, 10))
-		msg.Header.Set(hdrCount, strconv.Itoa(n))
+		msg := natsMsg(s.subj, segment.MarshalFrame(e), first, n)
 		if err := h.send(ctx, msg, fmt.Sprintf("%x:%d", s.uid, first), frameRef{first: first, count: uint32(n)}); err != nil {
 			return err
 		}
 		batch, first = batch[n:], first+uint64(n)
 	}
 	return nil
+}
+
+// natsMsg is the message of a batch of n events from seq first.
+func natsMsg(subj string, frame []byte, first uint64, n int) *nats.Msg {
+	msg := nats.NewMsg(subj)
+	msg.Data = frame
+	msg.Header.Set(hdrFirst, strconv.FormatUint(first, 10))
+	msg.Header.Set(hdrCount, strconv.Itoa(n))
+	return msg
 }
 
 // send publishes one message of the session and records it once
@@ -435,7 +441,8 @@ func (h *Handle) Close() error {
 }
 
 // abandon invalidates the handle and gives its leases up without writing.
-// A pending session it created, never published, is erased.
+// A pending session it created, never published, is erased; the local
+// view of a session whose publish failed is dropped.
 func (h *Handle) abandon() {
 	st := h.st
 	h.mu.Lock()
@@ -448,8 +455,15 @@ func (h *Handle) abandon() {
 	s := h.s
 	if s.owner == h {
 		s.owner = nil
-		if s.pending && len(s.open) == 0 {
+		switch {
+		case s.pending && len(s.open) == 0:
 			s.erased = true
+			delete(st.sessions, s.id)
+		case s.failed != nil:
+			// What this writer could not publish is lost (it was never
+			// acknowledged), and what it published has an unknown
+			// outcome: forget the local view; the next use reads the
+			// stream.
 			delete(st.sessions, s.id)
 		}
 	}

@@ -37,8 +37,8 @@ func (st *Store) leaseValue() []byte {
 }
 
 // acquireLease takes the write lease of session id, or returns
-// engine.ErrAlreadyOwned. A lease held by an earlier instance of this host
-// is taken over (that instance is gone: one instance per host).
+// engine.ErrAlreadyOwned. A lease held by this host is taken over (see
+// below); the caller holds the session's local lease.
 func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 	ctx, cancel := st.rctx(ctx)
 	defer cancel()
@@ -59,8 +59,11 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
+	// The entry is this host's: an earlier instance's (gone: one instance
+	// per host), or this instance's own that a release could not delete
+	// (the caller holds the local lease, so no handle here has it).
 	var v leaseValue
-	if json.Unmarshal(e.Value(), &v) != nil || v.Host != st.opts.Host || v.Instance == st.instance {
+	if json.Unmarshal(e.Value(), &v) != nil || v.Host != st.opts.Host {
 		return nil, engine.ErrAlreadyOwned
 	}
 	rev, err = st.leases.Update(ctx, l.key, st.leaseValue(), e.Revision())
@@ -70,7 +73,9 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	st.opts.Logger.Warn("jetstream: took over the write lease of an earlier instance of this host", "session", id, "instance", v.Instance)
+	if v.Instance != st.instance {
+		st.opts.Logger.Warn("jetstream: took over the write lease of an earlier instance of this host", "session", id, "instance", v.Instance)
+	}
 	l.rev.Store(rev)
 	st.track(l)
 	return l, nil
@@ -100,6 +105,15 @@ func (st *Store) releaseLease(l *lease) {
 	}
 }
 
+// stopRenewing stops the renewal loop, as a stalled host (tests).
+func (st *Store) stopRenewing() { st.noRenew.Store(true) }
+
+// renewNow renews every held lease at once (tests).
+func (st *Store) renewNow() {
+	st.noRenew.Store(false)
+	st.renewAll()
+}
+
 // renewLoop renews every held lease each third of the lease TTL. A lease
 // whose entry changed (another holder) or vanished (expired) is lost.
 func (st *Store) renewLoop() {
@@ -112,15 +126,21 @@ func (st *Store) renewLoop() {
 			return
 		case <-t.C:
 		}
-		st.heldMu.Lock()
-		ls := make([]*lease, 0, len(st.held))
-		for l := range st.held {
-			ls = append(ls, l)
+		if !st.noRenew.Load() {
+			st.renewAll()
 		}
-		st.heldMu.Unlock()
-		for _, l := range ls {
-			st.renew(l)
-		}
+	}
+}
+
+func (st *Store) renewAll() {
+	st.heldMu.Lock()
+	ls := make([]*lease, 0, len(st.held))
+	for l := range st.held {
+		ls = append(ls, l)
+	}
+	st.heldMu.Unlock()
+	for _, l := range ls {
+		st.renew(l)
 	}
 }
 

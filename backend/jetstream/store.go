@@ -143,6 +143,7 @@ type Store struct {
 	held   map[*lease]struct{}
 
 	failPublish atomic.Bool // tests: every publish fails
+	noRenew     atomic.Bool // tests: a stalled host
 	stop        chan struct{}
 	wg          sync.WaitGroup
 }
