@@ -29,8 +29,28 @@ var mustNotDepend = map[string][]string{
 	"plan":               {"segment", "index", "engine", "bench", "fuzz", "internal/vfs"},
 	"internal/testclock": {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "internal/vfs"},
 	"internal/testgen":   {"segment", "index", "handle", "engine", "recovery", "plan", "bench", "fuzz", "internal/vfs"},
-	"engine":             {"bench", "fuzz", "cmd/seglog"},
-	"bench":              {"fuzz", "cmd/seglog"},
+	"engine":             {"bench", "fuzz", "cmd/seglog", "backend"},
+	"bench":              {"fuzz", "cmd/seglog", "backend"},
+	"backend/jetstream":  {"bench", "fuzz", "cmd/seglog"},
+	// The embedded NATS servers know nothing of seglog.
+	"backend/jetstream/embedded": {"*"},
+}
+
+// mustNotDependExternal lists, per package, modules outside seglog it must
+// not depend on: the storage core stays free of the NATS client and
+// server, which only the replicated backend (and the CLI that benchmarks
+// it) bring in.
+var mustNotDependExternal = map[string][]string{
+	"event":         {"github.com/nats-io"},
+	"segment":       {"github.com/nats-io"},
+	"index":         {"github.com/nats-io"},
+	"handle":        {"github.com/nats-io"},
+	"engine":        {"github.com/nats-io"},
+	"recovery":      {"github.com/nats-io"},
+	"plan":          {"github.com/nats-io"},
+	"bench":         {"github.com/nats-io"},
+	"internal/vfs":  {"github.com/nats-io"},
+	"internal/base": {"github.com/nats-io"},
 }
 
 // pure packages may not import these directly (their transitive closure
@@ -110,6 +130,14 @@ func violations(pkgs []pkgInfo) []string {
 				}
 			}
 		}
+		for _, banned := range mustNotDependExternal[p.path] {
+			for _, d := range p.deps {
+				if d == banned || strings.HasPrefix(d, banned+"/") {
+					out = append(out, fmt.Sprintf("%s depends on %s (docs/DESIGN.md#layering)", p.path, d))
+					break
+				}
+			}
+		}
 		if slices.Contains(pure, p.path) {
 			for _, imp := range p.imports {
 				if slices.Contains(ioPackages, imp) {
@@ -127,6 +155,11 @@ func TestLayering(t *testing.T) {
 	for _, p := range pkgs {
 		seen[p.path] = true
 	}
+	for p := range mustNotDependExternal {
+		if !seen[p] {
+			t.Errorf("external layering table names %s, which go list does not know", p)
+		}
+	}
 	for p := range mustNotDepend {
 		if !seen[p] {
 			t.Errorf("layering table names %s, which go list does not know", p)
@@ -143,13 +176,15 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		{path: "segment", deps: []string{"fmt", mod + "/engine"}},
 		{path: "event", deps: []string{mod + "/internal/base"}},
 		{path: "recovery", imports: []string{"os"}},
-		{path: "engine", deps: []string{mod + "/segment"}},
+		{path: "engine", deps: []string{mod + "/segment", "github.com/nats-io/nats.go"}},
+		{path: "backend/jetstream", deps: []string{mod + "/engine", "github.com/nats-io/nats.go"}},
 	}
 	got := violations(fake)
 	want := []string{
 		"segment depends on engine (docs/DESIGN.md#layering)",
 		"event depends on internal/base (docs/DESIGN.md#layering)",
 		"pure package recovery imports os",
+		"engine depends on github.com/nats-io/nats.go (docs/DESIGN.md#layering)",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("violations = %q, want %q", got, want)
