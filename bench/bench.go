@@ -42,10 +42,63 @@ type Config struct {
 	Sessions  int    // Durable only; default 1
 	EventSize int    // bytes of JSON data per event; default 300
 	Batch     int    // Bulk only; default 1000
-	Options   *engine.Options
+	Options   *engine.Options // for the local engine
+	// Open opens the store the workloads (but RawSync) run on, over dir;
+	// a workload that reopens (Replay) calls it again after Close. Default:
+	// the local engine, Local(c.Options).
+	Open func(dir string) (Store, error)
 	// Progress, if set, is called with the events done so far.
 	Progress func(done int)
 }
+
+// Store is what the workloads need of a store: the local engine's API,
+// which other backends of the store contract (backend/jetstream) share.
+type Store interface {
+	Create(ctx context.Context, h engine.Header) (Session, error)
+	Open(ctx context.Context, id string, access engine.Access) (Session, error)
+	List(ctx context.Context) ([]engine.Snapshot, error)
+	Close() error
+}
+
+// Session is what the workloads need of a handle.
+type Session interface {
+	Append(ctx context.Context, evs ...event.Event) error
+	Flush(ctx context.Context) error
+	Read(ctx context.Context, offset, limit int) ([]event.Event, error)
+	Close() error
+}
+
+// Local opens the local engine with opts in dir.
+func Local(opts *engine.Options) func(dir string) (Store, error) {
+	return func(dir string) (Store, error) {
+		db, err := engine.Open(dir, opts)
+		if err != nil {
+			return nil, err
+		}
+		return localStore{db}, nil
+	}
+}
+
+type localStore struct{ db *engine.DB }
+
+func (l localStore) Create(ctx context.Context, h engine.Header) (Session, error) {
+	s, err := l.db.Create(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (l localStore) Open(ctx context.Context, id string, access engine.Access) (Session, error) {
+	s, err := l.db.Open(ctx, id, access)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (l localStore) List(ctx context.Context) ([]engine.Snapshot, error) { return l.db.List(ctx) }
+func (l localStore) Close() error                                        { return l.db.Close() }
 
 // Result is what a run measured.
 type Result struct {
@@ -144,11 +197,16 @@ func runRaw(c Config) (Result, error) {
 	return r, nil
 }
 
-func openDB(c Config) (*engine.DB, error) { return engine.Open(c.Dir, c.Options) }
+func openDB(c Config) (Store, error) {
+	if c.Open != nil {
+		return c.Open(c.Dir)
+	}
+	return Local(c.Options)(c.Dir)
+}
 
 // storedBytes sums the bytes of the sessions' frames on disk (the
 // preallocated, still unwritten part of the active segment not counted).
-func storedBytes(ctx context.Context, db *engine.DB) int64 {
+func storedBytes(ctx context.Context, db Store) int64 {
 	var n int64
 	snaps, _ := db.List(ctx)
 	for _, s := range snaps {
@@ -165,7 +223,7 @@ func runDurable(ctx context.Context, c Config) (Result, error) {
 	defer db.Close()
 	per := max(c.Events/c.Sessions, 1)
 	pool := testgen.Events(0, 256, c.EventSize)
-	hs := make([]*engine.Handle, c.Sessions)
+	hs := make([]Session, c.Sessions)
 	for i := range hs {
 		if hs[i], err = db.Create(ctx, engine.Header{ID: fmt.Sprintf("durable-%d", i), CreatedAt: 1}); err != nil {
 			return Result{}, err
@@ -218,7 +276,7 @@ func runDurable(ctx context.Context, c Config) (Result, error) {
 	return r, db.Close()
 }
 
-func bulkLoad(ctx context.Context, db *engine.DB, c Config, id string) (int64, error) {
+func bulkLoad(ctx context.Context, db Store, c Config, id string) (int64, error) {
 	h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
 	if err != nil {
 		return 0, err

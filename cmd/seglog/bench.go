@@ -26,6 +26,7 @@ type benchArgs struct {
 	durable  int // durable single appends (and raw fdatasyncs)
 	sessions int // concurrent sessions
 	size     int // bytes per event
+	backend  string
 }
 
 func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
@@ -49,12 +50,16 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.StringVar(&a.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&a.plot, "plot", "", "also draw throughput and latency per workload into this PNG file")
 	fs.BoolVar(&a.peers, "peers", false, "then run the same workloads on the peers (bench/peers; needs the source tree and Go)")
+	fs.StringVar(&a.backend, "backend", "local", "local, or jetstream: the workloads on the local engine and on backend/jetstream (an embedded NATS server), side by side")
 	return cmd
 }
 
 func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 	if a.events < 1 || a.durable < 1 || a.sessions < 1 || a.size < 64 {
 		return usageError{errors.New("--events, --durable and --sessions must be positive and --size at least 64")}
+	}
+	if a.backend != "local" && a.backend != "jetstream" {
+		return usageError{fmt.Errorf("--backend %q: local or jetstream", a.backend)}
 	}
 	if a.dir == "" {
 		d, err := os.MkdirTemp("", "seglog-bench-")
@@ -65,6 +70,9 @@ func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 		a.dir = d
 	} else if err := os.MkdirAll(a.dir, 0o755); err != nil {
 		return err
+	}
+	if a.backend == "jetstream" {
+		return runBenchJetStream(stdout, stderr, a)
 	}
 	if err := runBench(stdout, stderr, a); err != nil {
 		return err

@@ -31,3 +31,26 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		t.Errorf("bench -events 0: exit %d, want 2", code)
 	}
 }
+
+func TestBenchJetStreamSmall(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "--backend", "jetstream", "-dir", t.TempDir(), "-events", "2000", "-durable", "20", "-sessions", "4"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	rows := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "append") || strings.Contains(line, "replay one session") {
+			rows++
+			if f := strings.Fields(line); !strings.HasSuffix(f[len(f)-1], "x") {
+				t.Errorf("row without a local/jetstream ratio: %q", line)
+			}
+		}
+	}
+	if rows != 4 {
+		t.Errorf("%d workload rows, want 4:\n%s", rows, out.String())
+	}
+	if code := run([]string{"bench", "--backend", "nope"}, &out, &errOut); code != 2 {
+		t.Errorf("--backend nope: exit %d, want 2", code)
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/seglog/seglog/backend/jetstream"
+	"github.com/seglog/seglog/backend/jetstream/embedded"
+	"github.com/seglog/seglog/bench"
+	"github.com/seglog/seglog/engine"
+)
+
+// jsStore adapts a *jetstream.Store to bench.Store.
+type jsStore struct{ st *jetstream.Store }
+
+func (j jsStore) Create(ctx context.Context, h engine.Header) (bench.Session, error) {
+	s, err := j.st.Create(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (j jsStore) Open(ctx context.Context, id string, access engine.Access) (bench.Session, error) {
+	s, err := j.st.Open(ctx, id, access)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (j jsStore) List(ctx context.Context) ([]engine.Snapshot, error) { return j.st.List(ctx) }
+func (j jsStore) Close() error                                        { return j.st.Close() }
+
+// runBenchJetStream runs the durable, bulk and replay workloads on the
+// local engine and on backend/jetstream against an embedded NATS server
+// (one node, fsync before every acknowledgement) in a.dir, and prints them
+// side by side.
+func runBenchJetStream(w, progress io.Writer, a benchArgs) error {
+	ctx := context.Background()
+	srv, err := embedded.Start(filepath.Join(a.dir, "nats"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	openJS := func(dir string) (bench.Store, error) {
+		name := strings.ToUpper(strings.ReplaceAll(filepath.Base(dir), "-", "_"))
+		st, err := jetstream.Open(ctx, nc, &jetstream.Options{Stream: "BENCH_" + name, Prefix: "bench." + strings.ToLower(name), LeaseBucket: "BENCH_LEASES_" + name, Host: "bench"})
+		if err != nil {
+			return nil, err
+		}
+		return jsStore{st}, nil
+	}
+	runs := []struct {
+		name string
+		cfg  bench.Config
+	}{
+		{"durable append+flush, 1 session", bench.Config{Workload: bench.Durable, Events: a.durable, Sessions: 1}},
+		{fmt.Sprintf("durable append+flush, %d sessions", a.sessions), bench.Config{Workload: bench.Durable, Events: 4 * a.durable, Sessions: a.sessions}},
+		{"bulk append, batches of 1000, one flush", bench.Config{Workload: bench.Bulk, Events: a.events}},
+		{"replay one session, decode every event", bench.Config{Workload: bench.Replay, Events: a.events}},
+	}
+	fmt.Fprintf(w, "seglog bench --backend jetstream: the local engine and JetStream (embedded nats-server, 1 node, sync always) on %s, %d-byte events\n\n", a.dir, a.size)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tlocal ev/s\tlocal p50 µs\tjetstream ev/s\tjetstream p50 µs\tlocal/jetstream\t")
+	for i, run := range runs {
+		var res [2]bench.Result
+		for b, open := range []func(string) (bench.Store, error){nil, openJS} {
+			cfg := run.cfg
+			cfg.EventSize = a.size
+			cfg.Open = open
+			cfg.Dir = filepath.Join(a.dir, fmt.Sprintf("js-run-%d-%d", i, b))
+			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+				return err
+			}
+			label := run.name + [2]string{" (local)", " (jetstream)"}[b]
+			total, last := cfg.Events, time.Now()
+			cfg.Progress = func(done int) {
+				if time.Since(last) > 200*time.Millisecond {
+					last = time.Now()
+					fmt.Fprintf(progress, "\r%-56s %3d%%", label, min(100, done*100/max(total, 1)))
+				}
+			}
+			r, err := bench.Run(ctx, cfg)
+			fmt.Fprintf(progress, "\r%-56s done\n", label)
+			if err != nil {
+				return fmt.Errorf("%s: %w", label, err)
+			}
+			res[b] = r
+		}
+		p50 := func(r bench.Result) string {
+			if r.P50 == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f", us(r.P50))
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%s\t%.1fx\t\n", run.name, res[0].EventsPerSec(), p50(res[0]), res[1].EventsPerSec(), p50(res[1]), res[0].EventsPerSec()/res[1].EventsPerSec())
+	}
+	return tw.Flush()
+}
