@@ -152,22 +152,16 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 	if err != nil {
 		return nil, sessionErr(h.id, "read", err)
 	}
-	n := v.len()
 	h.mu.Lock()
-	if n < h.seen {
-		h.mu.Unlock()
-		return nil, sessionErr(h.id, "read", fmt.Errorf("stored log shrank below a previously observed prefix (%d < %d events)", n, h.seen))
-	}
-	h.seen = n
+	err = ObserveLength(&h.seen, v.len())
 	h.mu.Unlock()
-	end := n
-	if limit >= 0 && uint64(offset)+uint64(limit) < end {
-		end = uint64(offset) + uint64(limit)
+	if err != nil {
+		return nil, sessionErr(h.id, "read", err)
 	}
-	if uint64(offset) >= end {
+	off, end := ReadRange(v.len(), offset, limit)
+	if off >= end {
 		return []event.Event{}, nil
 	}
-	off := uint64(offset)
 	refs := v.refs
 	lo := sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
 	hi := lo

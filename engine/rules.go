@@ -66,6 +66,28 @@ func CheckSeeds(id string, seeded bool, inherited uint64, evs []event.Event) err
 	return nil
 }
 
+// ReadRange is the window of a Read(offset, limit) (offset >= 0; limit < 0
+// means to the end) over a log of n events: the seqs [lo, hi), empty when
+// lo >= hi.
+func ReadRange(n uint64, offset, limit int) (lo, hi uint64) {
+	lo, hi = uint64(offset), n
+	if limit >= 0 && lo+uint64(limit) < hi {
+		hi = lo + uint64(limit)
+	}
+	return lo, hi
+}
+
+// ObserveLength is a read's check that a log never shrinks below a length
+// a handle has seen (a store that lost acknowledged events): it records n
+// in *seen, or returns an error if n is shorter.
+func ObserveLength(seen *uint64, n uint64) error {
+	if n < *seen {
+		return fmt.Errorf("stored log shrank below a previously observed prefix (%d < %d events)", n, *seen)
+	}
+	*seen = n
+	return nil
+}
+
 // Revision spells the revision of a session's log: its incarnation and its
 // event count. Equal revisions mean an unchanged log.
 func Revision(uid, events uint64) string { return revision(uid, events) }

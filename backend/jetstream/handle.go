@@ -110,20 +110,15 @@ func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, er
 	st.mu.Unlock()
 	n := framed + uint64(len(open))
 	h.mu.Lock()
-	if n < h.seen {
-		h.mu.Unlock()
-		return nil, sessionErr(h.id, "read", fmt.Errorf("stored log shrank below a previously observed prefix (%d < %d events)", n, h.seen))
-	}
-	h.seen = n
+	err := engine.ObserveLength(&h.seen, n)
 	h.mu.Unlock()
-	end := n
-	if limit >= 0 && uint64(offset)+uint64(limit) < end {
-		end = uint64(offset) + uint64(limit)
+	if err != nil {
+		return nil, sessionErr(h.id, "read", err)
 	}
-	if uint64(offset) >= end {
+	off, end := engine.ReadRange(n, offset, limit)
+	if off >= end {
 		return []event.Event{}, nil
 	}
-	off := uint64(offset)
 	out := make([]event.Event, end-off)
 	lo := sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
 	for _, ref := range refs[lo:] {
@@ -226,7 +221,7 @@ func (h *Handle) appendNow(ctx context.Context, evs []event.Event) error {
 	for _, e := range evs {
 		c := e.Clone()
 		h.s.open = append(h.s.open, c)
-		h.s.openBytes += len(c.Type) + len(c.Data) + len(c.SurfaceOp) + 8*len(c.SourceEventSeqs) + 16
+		h.s.openBytes += rawSize(&c)
 	}
 	full := h.s.openBytes >= st.opts.FrameBytes
 	st.mu.Unlock()
@@ -331,7 +326,7 @@ func (h *Handle) publish(ctx context.Context) error {
 	for len(batch) > 0 {
 		n, size := 0, 0
 		for n < len(batch) && (n == 0 || size < st.opts.FrameBytes) {
-			size += len(batch[n].Type) + len(batch[n].Data) + 16
+			size += rawSize(&batch[n])
 			n++
 		}
 		e, err := st.enc.Events(h.id, first, batch[:n])
@@ -400,10 +395,15 @@ func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref fram
 	s.framed += uint64(ref.count)
 	s.open = s.open[ref.count:]
 	s.openBytes = 0
-	for _, e := range s.open {
-		s.openBytes += len(e.Type) + len(e.Data) + 16
+	for i := range s.open {
+		s.openBytes += rawSize(&s.open[i])
 	}
 	return nil
+}
+
+// rawSize is about the bytes an event takes in a batch before compression.
+func rawSize(e *event.Event) int {
+	return len(e.Type) + len(e.Data) + len(e.SurfaceOp) + 8*len(e.SourceEventSeqs) + 16
 }
 
 // Close drains and publishes what is buffered, releases the session's

@@ -315,6 +315,18 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 		}
 		return nil, sessionErr(h.ID, "create", err)
 	}
+	// Created, written and released by another host since the check above?
+	rctx, cancel = st.rctx(ctx)
+	_, err = st.stream.GetLastMsgForSubject(rctx, subj)
+	cancel()
+	if !errors.Is(err, natsjs.ErrMsgNotFound) {
+		local.Release()
+		st.releaseLease(remote)
+		if err == nil {
+			err = engine.ErrSessionExists
+		}
+		return nil, sessionErr(h.ID, "create", err)
+	}
 	s := &session{id: h.ID, subj: subj, hdr: h, uid: engine.NewIncarnation(), inherited: inherited, pending: true}
 	st.mu.Lock()
 	defer st.mu.Unlock()
