@@ -37,11 +37,11 @@ const (
 // Config describes one run. The zero values of the sizes get defaults.
 type Config struct {
 	Workload  Workload
-	Dir       string // an empty directory for the store (required)
-	Events    int    // default 2000
-	Sessions  int    // Durable only; default 1
-	EventSize int    // bytes of JSON data per event; default 300
-	Batch     int    // Bulk only; default 1000
+	Dir       string          // an empty directory for the store (required)
+	Events    int             // default 2000
+	Sessions  int             // Durable only; default 1
+	EventSize int             // bytes of JSON data per event; default 300
+	Batch     int             // Bulk only; default 1000
 	Options   *engine.Options // for the local engine
 	// Open opens the store the workloads (but RawSync) run on, over dir;
 	// a workload that reopens (Replay) calls it again after Close. Default:
