@@ -22,7 +22,10 @@
 // crash, and flushes of many sessions at once share one fdatasync. Enqueue
 // is the non-blocking write-behind path: a fixed 200 ms window batches
 // events in the background. A write or fsync error poisons the store.
-// docs/DESIGN.md has the format and the durability argument.
+// Delete writes a tombstone; Compact (and a background compactor) removes
+// sealed segments with nothing alive and rewrites mostly dead ones under
+// the same ID, crash-safe at every step. docs/DESIGN.md has the format and
+// the durability argument.
 //
 // # Errors
 //
@@ -36,6 +39,8 @@
 // import bench, fuzz or cmd (docs/DESIGN.md#layering). It owns the store's
 // goroutines (the index checkpointer and the segment preparer), started in
 // Open and stopped in Close. A DB and its Handles are safe for concurrent
-// use. Lock order: Handle.mu, then DB.appendMu, then DB.mu; the segment
-// writer's locks are taken under none of them for I/O.
+// use. Lock order: Handle.mu, then DB.layoutMu (reads hold it shared
+// while they decode frames; compaction takes it to switch a rewritten
+// segment in), then DB.appendMu, then DB.mu; the segment writer's locks
+// are taken under none of them for I/O.
 package engine

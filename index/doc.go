@@ -17,6 +17,7 @@
 //
 //	meta      "version"    -> uint16 LE, Version
 //	          "checkpoint" -> segment ID uint64 LE, offset uint64 LE
+//	          "rewrite"    -> segment ID uint64 LE, generation uint64 LE (a compaction's rewrite in progress)
 //	sessions  <id>         -> 0x01, uvarints uid, events, size, inherited, then the header bytes
 //	frames    uvarint(len(id)) id BE64(first seq) -> segment u64, offset u64, count u32, size u32 (LE)
 package index

@@ -12,6 +12,11 @@
 // [*CorruptionError] with the offset); a [Reader] maps a segment with mmap
 // and decodes frames into events that never alias the mapping.
 //
+// Rewrite replaces a sealed segment by a copy with only the frames a
+// compaction keeps (same ID, format version 2, the next generation),
+// built aside and renamed into place; MarshalFrame and UnmarshalFrame
+// carry one frame as a standalone message (backend/jetstream).
+//
 // segment imports only event, internal/base and internal/vfs: it knows
 // nothing of the index, handles, recovery, plan or the engine, and starts no
 // goroutines.
