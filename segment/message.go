@@ -1,6 +1,9 @@
 package segment
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // A frame can also travel outside a segment file, as one message of a
 // replicated backend (backend/jetstream): the same bytes, laid out as if
@@ -21,11 +24,16 @@ func MarshalFrame(e *Encoded) []byte {
 // failure is a *CorruptionError.
 func UnmarshalFrame(name string, b []byte) (*Frame, error) {
 	f, err := DecodeFrameAt(name, b, HeaderSize, 0)
+	var ce *CorruptionError
+	if errors.As(err, &ce) {
+		ce.Offset = 0 // the message is the frame: no offset into it means more
+		return nil, ce
+	}
 	if err != nil {
 		return nil, err
 	}
 	if f.Size != int64(len(b)) {
-		return nil, &CorruptionError{Path: name, Offset: f.Size, Reason: fmt.Sprintf("%d bytes after the frame", int64(len(b))-f.Size)}
+		return nil, &CorruptionError{Path: name, Reason: fmt.Sprintf("%d bytes after the frame", int64(len(b))-f.Size)}
 	}
 	return f, nil
 }

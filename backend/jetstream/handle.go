@@ -213,6 +213,9 @@ func (h *Handle) appendNow(ctx context.Context, evs []event.Event) error {
 		return nil
 	}
 	st := h.st
+	if err := st.checkSizes(h.id, evs); err != nil {
+		return err
+	}
 	st.mu.Lock()
 	if err := engine.CheckBatch(h.id, evs, h.s.next()); err != nil {
 		st.mu.Unlock()
@@ -247,6 +250,9 @@ func (h *Handle) Enqueue(evs ...event.Event) error {
 	h.enqNext = max(h.enqNext, h.s.next())
 	st.mu.Unlock()
 	if err := engine.CheckBatch(h.id, evs, h.enqNext); err != nil {
+		return err
+	}
+	if err := st.checkSizes(h.id, evs); err != nil {
 		return err
 	}
 	if h.wb == nil {
@@ -397,6 +403,19 @@ func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref fram
 	s.openBytes = 0
 	for i := range s.open {
 		s.openBytes += rawSize(&s.open[i])
+	}
+	return nil
+}
+
+// checkSizes refuses an event that could not travel in one message: the
+// server's max_payload (1 MiB by default) bounds a batch of one.
+func (st *Store) checkSizes(id string, evs []event.Event) error {
+	limit := int(st.nc.MaxPayload()) - len(id) - 1024 // frame header, key, NATS headers
+	for i := range evs {
+		if n := rawSize(&evs[i]); n > limit {
+			return sessionErr(id, "append", fmt.Errorf("%w: event %d (seq %d) takes about %d bytes; the server's max_payload allows %d per message",
+				engine.ErrInvalidEvent, i, evs[i].Seq, n, limit))
+		}
 	}
 	return nil
 }

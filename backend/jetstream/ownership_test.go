@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,4 +185,29 @@ func TestDamagedMessage(t *testing.T) {
 		t.Fatalf("read over the damaged message: %v, want a CorruptionError", err)
 	}
 	t.Logf("reported: %v", err)
+}
+
+// An event larger than one message can carry is refused at Append, naming
+// it, and nothing is written.
+func TestEventTooLarge(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, freshOptions())
+	h, err := st.Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := enginetest.OneTurn()[:1]
+	big[0].Data = []byte(`{"text":"` + strings.Repeat("x", int(st.nc.MaxPayload())) + `"}`)
+	if err := h.Append(ctx, big...); !errors.Is(err, engine.ErrInvalidEvent) {
+		t.Fatalf("append of a %d-byte event: %v, want ErrInvalidEvent", len(big[0].Data), err)
+	}
+	if err := h.Enqueue(big...); !errors.Is(err, engine.ErrInvalidEvent) {
+		t.Fatalf("enqueue of a %d-byte event: %v, want ErrInvalidEvent", len(big[0].Data), err)
+	}
+	if err := h.Append(ctx, enginetest.OneTurn()...); err != nil {
+		t.Fatalf("seq 0 is still free: %v", err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
