@@ -11,6 +11,7 @@ import (
 
 	"github.com/seglog/seglog/backend/jetstream/embedded"
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/internal/testgen"
 )
 
@@ -168,4 +169,23 @@ func isDone(c chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// TestContractCluster runs the contract suite on a 3-node cluster with
+// every stream and bucket replicated 3 times.
+func TestContractCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c, err := embedded.StartCluster(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	nc := connect(t, c.URLs())
+	enginetest.Run(t, func(t *testing.T, clock *enginetest.Clock) enginetest.Backend {
+		o := freshOptions()
+		o.Replicas, o.AfterFunc = 3, clock.AfterFunc
+		return &backend{t: t, nc: nc, opts: o}
+	})
 }
