@@ -121,25 +121,44 @@ func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, er
 	}
 	out := make([]event.Event, end-off)
 	lo := sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
-	for _, ref := range refs[lo:] {
-		if ref.first >= end {
-			break
-		}
-		evs, err := st.fetch(ctx, s.subj, h.id, ref)
-		if err != nil {
-			return nil, sessionErr(h.id, "read", err)
-		}
-		for i, e := range evs {
-			if seq := ref.first + uint64(i); seq >= off && seq < end {
-				out[seq-off] = e
+	hi := lo
+	for hi < len(refs) && refs[hi].first < end {
+		hi++
+	}
+	// Each batch is one request: several in flight hide the round trips.
+	need := refs[lo:hi]
+	workers := min(len(need), fetchParallel)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(need); i += workers {
+				ref := need[i]
+				evs, err := st.fetch(ctx, s.subj, h.id, ref)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				for j, e := range evs {
+					if seq := ref.first + uint64(j); seq >= off && seq < end {
+						out[seq-off] = e
+					}
+				}
 			}
-		}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, sessionErr(h.id, "read", err)
 	}
 	for seq := max(off, framed); seq < end; seq++ {
 		out[seq-off] = open[seq-framed].Clone()
 	}
 	return out, nil
 }
+
+// fetchParallel is how many batch messages a read requests at once.
+const fetchParallel = 8
 
 // fetch reads and verifies one batch message.
 func (st *Store) fetch(ctx context.Context, subj, id string, ref frameRef) ([]event.Event, error) {

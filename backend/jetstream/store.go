@@ -50,7 +50,8 @@ type Options struct {
 	// has no deadline; default 5 s.
 	Timeout time.Duration
 	// FrameBytes is the raw size at which appended events are published
-	// without waiting for a flush; default 32 KiB.
+	// without waiting for a flush; default 128 KiB (a round trip per
+	// message: larger batches than the local engine's 32 KiB frames).
 	FrameBytes int
 	// WriteBehindWindow is Enqueue's batching window; default
 	// handle.DefaultWindow.
@@ -95,7 +96,7 @@ func (o *Options) withDefaults() (Options, error) {
 		c.Timeout = 5 * time.Second
 	}
 	if c.FrameBytes <= 0 {
-		c.FrameBytes = 32 << 10
+		c.FrameBytes = 128 << 10
 	}
 	if c.WriteBehindWindow == 0 {
 		c.WriteBehindWindow = handle.DefaultWindow
