@@ -61,7 +61,8 @@ type Cluster struct {
 }
 
 // StartCluster runs n servers (n >= 3 for replicas of 3) in one cluster,
-// each storing under dir/<name>, and waits until JetStream has a leader.
+// each storing under dir/<name>, and waits until JetStream has a leader
+// that knows all n.
 func StartCluster(dir string, n int) (*Cluster, error) {
 	ports := make([]int, 2*n)
 	for i := range ports {
@@ -92,17 +93,19 @@ func StartCluster(dir string, n int) (*Cluster, error) {
 		}
 		c.Servers = append(c.Servers, s)
 	}
+	// Ready when the metadata leader sees every server as a JetStream
+	// peer: a stream of n replicas can then be placed.
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range c.Servers {
-			if s.JetStreamIsLeader() {
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == n {
 				return c, nil
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	c.Shutdown()
-	return nil, errors.New("embedded: the cluster elected no JetStream leader")
+	return nil, fmt.Errorf("embedded: the cluster of %d has no JetStream leader that sees every peer", n)
 }
 
 // URLs returns the client URLs of the running servers, comma-separated, for
