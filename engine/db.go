@@ -1157,8 +1157,11 @@ func (db *DB) Close() error {
 		}
 	}
 	for _, h := range hs {
-		if h.wb != nil {
-			h.wb.Close(context.Background())
+		h.mu.Lock()
+		wb := h.front.Buffer()
+		h.mu.Unlock()
+		if wb != nil {
+			wb.Close(context.Background())
 		}
 	}
 	errs = append(errs, db.closeFiles())

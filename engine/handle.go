@@ -33,9 +33,8 @@ type Handle struct {
 	mu       sync.Mutex
 	closed   bool
 	closeErr error
-	wb       *handle.WriteBehind[event.Event]
-	enqNext  uint64
-	seen     uint64 // longest log this handle has observed
+	front    handle.Front // Enqueue's write-behind
+	seen     uint64       // longest log this handle has observed
 }
 
 // newHandle is called with db.mu held.
@@ -357,13 +356,11 @@ func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 		return err
 	}
 	h.mu.Lock()
-	wb := h.wb
+	wb := h.front.Buffer()
 	h.mu.Unlock()
-	if wb != nil && wb.Pending() > 0 {
-		// Events handed to Enqueue come first.
-		if err := wb.Drain(ctx); err != nil {
-			return sessionErr(h.id, "append", err)
-		}
+	// Events handed to Enqueue come first.
+	if err := handle.DrainPending(ctx, wb); err != nil {
+		return sessionErr(h.id, "append", err)
 	}
 	return h.appendNow(ctx, evs)
 }
@@ -474,41 +471,24 @@ func (h *Handle) validate(evs []event.Event, next uint64) error { return CheckBa
 // what is buffered, so the two can be mixed.
 func (h *Handle) Enqueue(evs ...event.Event) error {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if err := h.writable("enqueue"); err != nil {
-		h.mu.Unlock()
 		return err
 	}
 	if len(evs) == 0 {
-		h.mu.Unlock()
 		return nil
 	}
 	db := h.db
 	db.mu.Lock()
-	if h.enqNext < h.s.next {
-		h.enqNext = h.s.next
-	}
+	stored := h.s.next
 	db.mu.Unlock()
-	if err := h.validate(evs, h.enqNext); err != nil {
-		h.mu.Unlock()
-		return err
-	}
-	if h.wb == nil {
-		h.wb = handle.NewWriteBehind(handle.WriteBehindConfig[event.Event]{
-			Write:     func(ctx context.Context, batch []event.Event) error { return h.appendNow(ctx, batch) },
-			Window:    db.opts.WriteBehindWindow,
-			Name:      h.id,
-			Logger:    db.opts.Logger,
-			AfterFunc: db.opts.AfterFunc,
-		})
-	}
-	h.enqNext += uint64(len(evs))
-	wb := h.wb
-	h.mu.Unlock()
-	cl := make([]event.Event, len(evs))
-	for i := range evs {
-		cl[i] = evs[i].Clone()
-	}
-	return wb.Enqueue(cl...)
+	return h.front.Enqueue(handle.WriteBehindConfig[event.Event]{
+		Write:     func(ctx context.Context, batch []event.Event) error { return h.appendNow(ctx, batch) },
+		Window:    db.opts.WriteBehindWindow,
+		Name:      h.id,
+		Logger:    db.opts.Logger,
+		AfterFunc: db.opts.AfterFunc,
+	}, stored, evs, h.validate)
 }
 
 // Flush is the durability barrier: it appends what Enqueue buffered,
@@ -536,7 +516,7 @@ func (h *Handle) prepareFlush(ctx context.Context) error {
 		h.mu.Unlock()
 		return err
 	}
-	wb := h.wb
+	wb := h.front.Buffer()
 	h.mu.Unlock()
 	if wb != nil {
 		if err := wb.Drain(ctx); err != nil {
@@ -560,7 +540,7 @@ func (h *Handle) prepareFlush(ctx context.Context) error {
 // handle is closed).
 func (h *Handle) closeFlush() error {
 	h.mu.Lock()
-	wb := h.wb
+	wb := h.front.Buffer()
 	h.mu.Unlock()
 	if wb != nil {
 		if err := wb.Drain(context.Background()); err != nil {
@@ -595,7 +575,7 @@ func (h *Handle) Close() error {
 		h.mu.Unlock()
 		return err
 	}
-	wb := h.wb
+	wb := h.front.Buffer()
 	h.mu.Unlock()
 	var errs []error
 	if wb != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/internal/testclock"
 )
@@ -191,5 +192,59 @@ func TestLeases(t *testing.T) {
 	}
 	if err := l.Check(); !errors.Is(err, handle.ErrReleased) {
 		t.Error("a released lease became valid again")
+	}
+}
+
+// Front checks each Enqueue from the seq after the stored log and what it
+// buffered, buffers copies, and moves on only when the batch is taken.
+func TestFront(t *testing.T) {
+	var written []event.Event
+	cfg := handle.WriteBehindConfig[event.Event]{
+		Write: func(_ context.Context, b []event.Event) error {
+			written = append(written, b...)
+			return nil
+		},
+		AfterFunc: (&testclock.Clock{}).AfterFunc,
+	}
+	var nexts []uint64
+	check := func(evs []event.Event, next uint64) error {
+		nexts = append(nexts, next)
+		if evs[0].Seq != next {
+			return errors.New("seq gap")
+		}
+		return nil
+	}
+	var f handle.Front
+	if f.Buffer() != nil {
+		t.Fatal("a buffer before the first Enqueue")
+	}
+	ev := func(seq uint64) event.Event {
+		return event.Event{Seq: seq, Type: "t", Data: []byte(`{"a":1}`)}
+	}
+	e5 := ev(5)
+	if err := f.Enqueue(cfg, 5, []event.Event{e5}, check); err != nil {
+		t.Fatal(err)
+	}
+	e5.Data[1] = 'X' // the caller reuses its bytes
+	if err := f.Enqueue(cfg, 5, []event.Event{ev(7)}, check); err == nil {
+		t.Error("a gap after the buffered seq 5 was accepted")
+	}
+	if err := f.Enqueue(cfg, 5, []event.Event{ev(6)}, check); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Enqueue(cfg, 9, []event.Event{ev(9)}, check); err != nil { // appended past the buffer meanwhile
+		t.Fatal(err)
+	}
+	if want := []uint64{5, 6, 6, 9}; !slices.Equal(nexts, want) {
+		t.Errorf("checked from %v, want %v", nexts, want)
+	}
+	if err := handle.DrainPending(context.Background(), f.Buffer()); err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 3 || string(written[0].Data) != `{"a":1}` {
+		t.Errorf("written %d events, first %s; want 3, the original bytes", len(written), written[0].Data)
+	}
+	if err := handle.DrainPending(context.Background(), nil); err != nil {
+		t.Error(err)
 	}
 }

@@ -26,13 +26,12 @@ type Handle struct {
 	inh    uint64
 	access engine.Access
 
-	mu      sync.Mutex // serializes the writer's operations; guards the fields below
-	closed  bool
-	local   *handle.Lease
-	remote  *lease
-	wb      *handle.WriteBehind[event.Event]
-	enqNext uint64
-	seen    uint64
+	mu     sync.Mutex // serializes the writer's operations; guards the fields below
+	closed bool
+	local  *handle.Lease
+	remote *lease
+	front  handle.Front // Enqueue's write-behind
+	seen   uint64
 }
 
 func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease, remote *lease) *Handle {
@@ -212,12 +211,11 @@ func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 		return err
 	}
 	h.mu.Lock()
-	wb := h.wb
+	wb := h.front.Buffer()
 	h.mu.Unlock()
-	if wb != nil && wb.Pending() > 0 {
-		if err := wb.Drain(ctx); err != nil {
-			return err
-		}
+	// Events handed to Enqueue come first.
+	if err := handle.DrainPending(ctx, wb); err != nil {
+		return sessionErr(h.id, "append", err)
 	}
 	return h.appendNow(ctx, evs)
 }
@@ -266,28 +264,24 @@ func (h *Handle) Enqueue(evs ...event.Event) error {
 	}
 	st := h.st
 	st.mu.Lock()
-	h.enqNext = max(h.enqNext, h.s.next())
+	stored := h.s.next()
 	st.mu.Unlock()
-	if err := engine.CheckBatch(h.id, evs, h.enqNext); err != nil {
-		return err
-	}
-	if err := st.checkSizes(h.id, evs); err != nil {
-		return err
-	}
-	if h.wb == nil {
-		h.wb = handle.NewWriteBehind(handle.WriteBehindConfig[event.Event]{
-			Write:     func(ctx context.Context, batch []event.Event) error { return h.appendNow(ctx, batch) },
-			Window:    st.opts.WriteBehindWindow,
-			Name:      h.id,
-			Logger:    st.opts.Logger,
-			AfterFunc: st.opts.AfterFunc,
-		})
-	}
-	if err := h.wb.Enqueue(evs...); err != nil {
+	err := h.front.Enqueue(handle.WriteBehindConfig[event.Event]{
+		Write:     func(ctx context.Context, batch []event.Event) error { return h.appendNow(ctx, batch) },
+		Window:    st.opts.WriteBehindWindow,
+		Name:      h.id,
+		Logger:    st.opts.Logger,
+		AfterFunc: st.opts.AfterFunc,
+	}, stored, evs, func(evs []event.Event, next uint64) error {
+		if err := engine.CheckBatch(h.id, evs, next); err != nil {
+			return err
+		}
+		return st.checkSizes(h.id, evs)
+	})
+	if errors.Is(err, handle.ErrClosed) {
 		return sessionErr(h.id, "enqueue", engine.ErrHandleClosed)
 	}
-	h.enqNext += uint64(len(evs))
-	return nil
+	return err
 }
 
 // Flush publishes everything appended or enqueued through this handle and
@@ -300,7 +294,7 @@ func (h *Handle) flush(ctx context.Context, closing bool) error {
 		h.mu.Unlock()
 		return err
 	}
-	wb := h.wb
+	wb := h.front.Buffer()
 	h.mu.Unlock()
 	if wb != nil {
 		var err error
@@ -459,7 +453,7 @@ func (h *Handle) Close() error {
 	var err error
 	if write {
 		h.mu.Lock()
-		wb := h.wb
+		wb := h.front.Buffer()
 		h.mu.Unlock()
 		if wb != nil {
 			err = wb.Close(context.Background())

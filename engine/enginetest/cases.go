@@ -571,6 +571,24 @@ var contractCases = []contractCase{
 		e.restart(false)
 		e.wantEvents("remount", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
 	}},
+	{"store/enqueue-keeps-copies", func(e *env) {
+		// The caller may reuse its events' bytes once Enqueue returns.
+		h := e.create("s")
+		evs := OneTurn()
+		for i := range evs {
+			evs[i].Data = append([]byte(nil), evs[i].Data...)
+		}
+		if err := h.Enqueue(evs...); err != nil {
+			e.t.Fatal(err)
+		}
+		for i := range evs {
+			for j := range evs[i].Data {
+				evs[i].Data[j] = ' '
+			}
+		}
+		e.clock.Advance(handle.DefaultWindow)
+		e.wantEvents("after the window", OneTurn(), e.read(h, 0, -1))
+	}},
 	{"L11/second-write-handle-after-close", func(e *env) {
 		h := e.create("s")
 		if err := h.Enqueue(OneTurn()...); err != nil {

@@ -1,0 +1,55 @@
+package handle
+
+import (
+	"context"
+
+	"github.com/seglog/seglog/event"
+)
+
+// Front is a write handle's side of write-behind, the same for every
+// backend: Enqueue checks a batch against the seq that follows everything
+// appended and enqueued so far, and buffers copies of it (the caller may
+// reuse its events' bytes at once) in a WriteBehind made on first use.
+// Before an Append, Drain writes what is buffered, so the two paths keep
+// seq order. A Front is guarded by its handle's mutex; its WriteBehind is
+// safe for concurrent use.
+type Front struct {
+	wb   *WriteBehind[event.Event]
+	next uint64 // the seq the next Enqueue starts at, if past the stored log
+}
+
+// Enqueue checks evs with check, from the larger of stored (the log's next
+// seq) and the seq after what was enqueued, and buffers copies. cfg makes
+// the WriteBehind on the first call. check's error is returned as it is; a
+// closed buffer returns ErrClosed.
+func (f *Front) Enqueue(cfg WriteBehindConfig[event.Event], stored uint64, evs []event.Event, check func(evs []event.Event, next uint64) error) error {
+	f.next = max(f.next, stored)
+	if err := check(evs, f.next); err != nil {
+		return err
+	}
+	if f.wb == nil {
+		f.wb = NewWriteBehind(cfg)
+	}
+	cl := make([]event.Event, len(evs))
+	for i := range evs {
+		cl[i] = evs[i].Clone()
+	}
+	if err := f.wb.Enqueue(cl...); err != nil {
+		return err
+	}
+	f.next += uint64(len(evs))
+	return nil
+}
+
+// Buffer returns the WriteBehind, or nil before the first Enqueue. Callers
+// take it under the handle's mutex and drain it without.
+func (f *Front) Buffer() *WriteBehind[event.Event] { return f.wb }
+
+// DrainPending writes what wb buffered, if anything: what an Append does
+// first. wb may be nil.
+func DrainPending(ctx context.Context, wb *WriteBehind[event.Event]) error {
+	if wb == nil || wb.Pending() == 0 {
+		return nil
+	}
+	return wb.Drain(ctx)
+}
