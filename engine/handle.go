@@ -194,15 +194,8 @@ func (h *Handle) checkLog(ctx context.Context) error {
 	from, n := h.s.checked, h.s.next
 	seeded, inh := h.hdr.IsSeeded, h.inh
 	db.mu.Unlock()
-	const chunk = 8192
-	for off := from; off < n; off += chunk {
-		evs, err := h.Read(ctx, int(off), chunk)
-		if err != nil {
-			return err
-		}
-		if err := CheckSeeds(h.id, seeded, inh, evs); err != nil {
-			return err
-		}
+	if err := CheckLog(ctx, h.id, seeded, inh, from, n, h.Read); err != nil {
+		return err
 	}
 	db.mu.Lock()
 	if h.s.checked < n {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
@@ -51,11 +52,11 @@ func CheckBatch(id string, evs []event.Event, next uint64) error {
 	return nil
 }
 
-// CheckSeeds applies a write open's seed marker rules (REFERENCE.md §(f))
+// checkSeeds applies a write open's seed marker rules (REFERENCE.md §(f))
 // to stored events of a session (any contiguous part of its log): a seeded
 // session has the inherited end-seed marker exactly at seq inherited, an
 // unseeded one has none. It returns an error wrapping ErrSeed.
-func CheckSeeds(id string, seeded bool, inherited uint64, evs []event.Event) error {
+func checkSeeds(id string, seeded bool, inherited uint64, evs []event.Event) error {
 	for i := range evs {
 		if marker := isInheritedMarker(&evs[i]); marker && (!seeded || evs[i].Seq != inherited) {
 			return sessionErr(id, "open", fmt.Errorf("%w: unseeded session contains an inherited end-seed marker at seq %d", ErrSeed, evs[i].Seq))
@@ -85,6 +86,24 @@ func ObserveLength(seen *uint64, n uint64) error {
 		return fmt.Errorf("stored log shrank below a previously observed prefix (%d < %d events)", n, *seen)
 	}
 	*seen = n
+	return nil
+}
+
+// CheckLog is a write open's check of the stored events [from, n) of a
+// session: read (a handle's Read, which applies the event catalog) takes
+// them in chunks, and each chunk must keep the seed marker rules
+// (checkSeeds). The caller may skip events an earlier write open checked.
+func CheckLog(ctx context.Context, id string, seeded bool, inherited, from, n uint64, read func(ctx context.Context, offset, limit int) ([]event.Event, error)) error {
+	const chunk = 8192
+	for off := from; off < n; off += chunk {
+		evs, err := read(ctx, int(off), chunk)
+		if err != nil {
+			return err
+		}
+		if err := checkSeeds(id, seeded, inherited, evs); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -185,15 +185,8 @@ func (h *Handle) checkLog(ctx context.Context) error {
 	st.mu.Lock()
 	from, n := h.s.checked, h.s.next()
 	st.mu.Unlock()
-	const chunk = 8192
-	for off := from; off < n; off += chunk {
-		evs, err := h.Read(ctx, int(off), chunk)
-		if err != nil {
-			return err
-		}
-		if err := engine.CheckSeeds(h.id, h.hdr.IsSeeded, h.inh, evs); err != nil {
-			return err
-		}
+	if err := engine.CheckLog(ctx, h.id, h.hdr.IsSeeded, h.inh, from, n, h.Read); err != nil {
+		return err
 	}
 	st.mu.Lock()
 	if h.s.checked < n {
