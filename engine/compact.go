@@ -120,13 +120,8 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	if err != nil {
 		return nil, err
 	}
-	live := map[string]uint64{} // session key -> its live incarnation
 	db.mu.Lock()
-	for _, s := range db.sessions {
-		if s.uid != 0 {
-			live[s.id] = s.uid
-		}
-	}
+	live := db.liveIncarnations()
 	db.mu.Unlock()
 	// Everything deleted before the snapshot of live sessions was synced
 	// above, so its tombstone, and every frame before it, is in the sealed
@@ -140,27 +135,14 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		if id > active {
 			break
 		}
-		if err := ctx.Err(); err != nil {
-			return rep, err
-		}
-		rd, err := db.reader(id)
-		if err != nil {
-			return rep, err
-		}
-		if err := rd.Remap(); err != nil { // it may have grown since it was opened, while active
-			return rep, err
-		}
 		if id == active {
-			if err := p.scan(rd, durable, false); err != nil {
+			if _, err := db.planSegment(ctx, p, id, durable, false); err != nil {
 				return rep, err
 			}
 			break
 		}
-		if err := p.scan(rd, 0, true); err != nil {
+		if _, err := db.planSegment(ctx, p, id, 0, indexed(id)); err != nil {
 			return rep, err
-		}
-		if si := p.segs[len(p.segs)-1]; !indexed(id) {
-			si.movable = false
 		}
 		rep.Scanned++
 	}
@@ -190,6 +172,34 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		}
 	}
 	return rep, nil
+}
+
+// liveIncarnations maps each session to its live incarnation. Called with
+// db.mu held.
+func (db *DB) liveIncarnations() map[string]uint64 {
+	live := map[string]uint64{}
+	for _, s := range db.sessions {
+		if s.uid != 0 {
+			live[s.id] = s.uid
+		}
+	}
+	return live
+}
+
+// planSegment reads segment id into p, whole or (limit > 0: the active
+// segment's durable part) up to limit, and returns its reader.
+func (db *DB) planSegment(ctx context.Context, p *compactPlan, id uint64, limit int64, movable bool) (*segment.Reader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rd, err := db.reader(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := rd.Remap(); err != nil { // it may have grown since it was opened, while active
+		return nil, err
+	}
+	return rd, p.scan(rd, limit, movable)
 }
 
 // dropSegment removes a sealed segment that holds nothing to keep.
@@ -379,42 +389,37 @@ func (p *compactPlan) isLive(uid uint64) bool { return p.liveUID[uid] }
 func (p *compactPlan) scan(rd *segment.Reader, limit int64, movable bool) error {
 	si := &segPlan{id: rd.Header().ID, size: rd.Size(), fixed: segment.HeaderSize, holds: map[uint64]int64{}, movable: movable}
 	res, err := rd.Scan(segment.ScanOptions{Limit: limit}, func(fi *segment.FrameInfo) error {
-		key := string(fi.Key)
-		switch fi.Kind {
-		case segment.KindSeal:
+		if fi.Kind == segment.KindSeal {
 			si.fixed += fi.Size
+			return nil
+		}
+		key := string(fi.Key)
+		before := p.current[key]
+		owner, ends, err := p.attribute(rd, fi)
+		if err != nil {
+			return err
+		}
+		if now := p.current[key]; now != before {
+			si.assign = append(si.assign, assignment{key, now})
+		}
+		switch fi.Kind {
 		case segment.KindHeader:
-			uid, replaces, err := readHeaderUID(rd, fi)
-			if err != nil {
-				return err
-			}
-			p.current[key] = uid
-			si.assign = append(si.assign, assignment{key, uid})
-			si.holds[uid] += fi.Size
-			p.frames[uid]++
-			if replaces != 0 {
-				si.tombs = append(si.tombs, tomb{key: key, uid: replaces})
-				p.ends[replaces] = true
-				p.repl[uid] = replaces
+			si.holds[owner] += fi.Size
+			p.frames[owner]++
+			if ends != 0 {
+				si.tombs = append(si.tombs, tomb{key: key, uid: ends})
+				p.ends[ends] = true
+				p.repl[owner] = ends
 			}
 		case segment.KindEvents:
-			uid := p.current[key]
-			si.holds[uid] += fi.Size
-			p.frames[uid]++
-			if uid == 0 {
+			si.holds[owner] += fi.Size
+			p.frames[owner]++
+			if owner == 0 {
 				p.orphans[key] = true
 			}
 		case segment.KindDelete:
-			uid, err := readTombUID(rd, fi)
-			if err != nil {
-				return err
-			}
-			si.tombs = append(si.tombs, tomb{key: key, uid: uid, bytes: fi.Size})
-			p.ends[uid] = true
-			if p.current[key] == uid {
-				p.current[key] = 0 // frames after it are some later incarnation's
-				si.assign = append(si.assign, assignment{key, 0})
-			}
+			si.tombs = append(si.tombs, tomb{key: key, uid: ends, bytes: fi.Size})
+			p.ends[ends] = true
 		}
 		return nil
 	})
@@ -511,30 +516,49 @@ func (p *compactPlan) replay(si *segPlan) {
 	}
 }
 
-// keep reports whether a frame of a segment being rewritten stays, and the
-// incarnation it belongs to; it advances the attribution like scan.
-func (p *compactPlan) keep(rd *segment.Reader, fi *segment.FrameInfo) (bool, uint64, error) {
+// attribute advances the attribution over one frame (not a seal) and
+// returns the incarnation the frame belongs to (a header's own, an events
+// frame's current one, 0 for a tombstone) and the one it ends (a
+// tombstone's, or what a migration header replaces; else 0).
+func (p *compactPlan) attribute(rd *segment.Reader, fi *segment.FrameInfo) (owner, ends uint64, err error) {
 	key := string(fi.Key)
 	switch fi.Kind {
 	case segment.KindHeader:
-		uid, _, err := readHeaderUID(rd, fi)
+		uid, replaces, err := readHeaderUID(rd, fi)
 		if err != nil {
-			return true, 0, err
+			return 0, 0, err
 		}
 		p.current[key] = uid
-		return !p.purge[uid], uid, nil
+		return uid, replaces, nil
 	case segment.KindEvents:
-		uid := p.current[key]
-		return uid == 0 || !p.purge[uid], uid, nil
+		return p.current[key], 0, nil
 	case segment.KindDelete:
 		uid, err := readTombUID(rd, fi)
 		if err != nil {
-			return true, 0, err
+			return 0, 0, err
 		}
 		if p.current[key] == uid {
-			p.current[key] = 0
+			p.current[key] = 0 // frames after it are some later incarnation's
 		}
-		return !p.dropTomb(tomb{key: key, uid: uid, bytes: fi.Size}), 0, nil
+		return 0, uid, nil
+	}
+	return 0, 0, nil
+}
+
+// keep reports whether a frame of a segment being rewritten stays, and the
+// incarnation it belongs to; it advances the attribution like scan.
+func (p *compactPlan) keep(rd *segment.Reader, fi *segment.FrameInfo) (bool, uint64, error) {
+	owner, ends, err := p.attribute(rd, fi)
+	if err != nil {
+		return true, 0, err
+	}
+	switch fi.Kind {
+	case segment.KindHeader:
+		return !p.purge[owner], owner, nil
+	case segment.KindEvents:
+		return owner == 0 || !p.purge[owner], owner, nil
+	case segment.KindDelete:
+		return !p.dropTomb(tomb{key: string(fi.Key), uid: ends, bytes: fi.Size}), 0, nil
 	}
 	return true, 0, nil
 }
@@ -626,12 +650,7 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 	if err := db.lockOpen(ctx); err != nil {
 		return nil, err
 	}
-	live := map[string]uint64{}
-	for _, s := range db.sessions {
-		if s.uid != 0 {
-			live[s.id] = s.uid
-		}
-	}
+	live := db.liveIncarnations()
 	var aid uint64
 	var durable int64
 	if db.roller != nil {
@@ -646,21 +665,12 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 	p := newCompactPlan(live)
 	var out []SegmentUsage
 	for _, id := range ids {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		rd, err := db.reader(id)
-		if err != nil {
-			return nil, err
-		}
-		if err := rd.Remap(); err != nil {
-			return nil, err
-		}
 		var limit int64
 		if id == aid {
 			limit = durable
 		}
-		if err := p.scan(rd, limit, false); err != nil {
+		rd, err := db.planSegment(ctx, p, id, limit, false)
+		if err != nil {
 			return nil, err
 		}
 		si := p.segs[len(p.segs)-1]
