@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"path"
 	"strconv"
@@ -129,9 +128,5 @@ func marshalHeader(s *session) []byte {
 	if s.hdrRaw != nil {
 		return s.hdrRaw // still the index's copy, unchanged
 	}
-	b, err := json.Marshal(headerRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited})
-	if err != nil {
-		panic(err) // Header has only plain fields
-	}
-	return b
+	return MarshalHeaderRecord(HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited})
 }
