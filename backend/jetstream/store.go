@@ -400,10 +400,13 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 		seq = m.Sequence + 1
 	}
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	if cur := st.sessions[id]; cur != s || (s != nil && s.lastSubj != from) {
-		return cur, nil // raced with another load or a writer: theirs is as new
+		// Raced with another load, a writer, or a view dropped after a
+		// failed publish: start again from what is there now.
+		st.mu.Unlock()
+		return st.load(ctx, id, op)
 	}
+	defer st.mu.Unlock()
 	if s == nil {
 		if hdr == nil || !add[0].header {
 			return nil, st.corrupt(subj, add[0].seq, "the first message of a session is not its header")
