@@ -24,10 +24,8 @@ func RewriteName(id uint64) string { return Name(id) + rewriteSuffix }
 type RewriteResult struct {
 	Header Header // of the new file: same ID and creation time, next generation
 	Size   int64  // bytes of the new file
-	Before int64  // bytes of the file it replaced
-	Kept   int    // frames copied, the seal frame not counted
-	// Moved maps the offset of every frame kept to its offset in the new
-	// file.
+	// Moved maps the offset of every frame kept (the seal frame aside) to
+	// its offset in the new file.
 	Moved map[int64]int64
 }
 
@@ -63,7 +61,6 @@ func Rewrite(fsys vfs.FS, dir string, src *Reader, keep func(*FrameInfo) bool) (
 	src.mu.RUnlock()
 	res := &RewriteResult{
 		Header: Header{Version: RewriteVersion, ID: hdr.ID, CreatedNs: hdr.CreatedNs, Generation: hdr.Generation + 1},
-		Before: int64(len(data)),
 		Moved:  map[int64]int64{},
 	}
 	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -73,12 +70,17 @@ func Rewrite(fsys vfs.FS, dir string, src *Reader, keep func(*FrameInfo) bool) (
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*RewriteResult, error) {
-		f.Close()
+	// discard removes the unfinished file after err (a crash would leave
+	// it for RemoveRewrites).
+	discard := func(err error) (*RewriteResult, error) {
 		if rerr := fsys.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}
 		return nil, err
+	}
+	fail := func(err error) (*RewriteResult, error) {
+		f.Close()
+		return discard(err)
 	}
 	const chunk = 1 << 20
 	buf := appendHeader(make([]byte, 0, chunk+HeaderSize), res.Header)
@@ -101,7 +103,6 @@ func Rewrite(fsys vfs.FS, dir string, src *Reader, keep func(*FrameInfo) bool) (
 		n := len(buf)
 		buf = append(buf, data[fi.Offset:fi.End()]...)
 		rebase(buf[n:], HeaderSize)
-		res.Kept++
 		if fi.Kind == KindEvents {
 			events++
 		}
@@ -127,13 +128,10 @@ func Rewrite(fsys vfs.FS, dir string, src *Reader, keep func(*FrameInfo) bool) (
 		return fail(err)
 	}
 	if err := f.Close(); err != nil {
-		return fail(err)
+		return discard(err)
 	}
 	if err := fsys.Rename(tmp, path); err != nil {
-		if rerr := fsys.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = errors.Join(err, rerr)
-		}
-		return nil, err
+		return discard(err)
 	}
 	if err := fsys.SyncDir(dir); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrRewriteDir, dir, err)
