@@ -405,11 +405,10 @@ func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref fram
 	ref.seq = ack.Sequence
 	s.frames = append(s.frames, ref)
 	s.framed += uint64(ref.count)
-	s.open = s.open[ref.count:]
-	s.openBytes = 0
-	for i := range s.open {
-		s.openBytes += rawSize(&s.open[i])
+	for i := range ref.count {
+		s.openBytes -= rawSize(&s.open[i])
 	}
+	s.open = s.open[ref.count:]
 	return nil
 }
 
