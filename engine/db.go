@@ -209,7 +209,7 @@ func (db *DB) recover() error {
 			return err
 		}
 	}
-	if !db.opts.NoIndex {
+	if !db.opts.NoIndex { // again: a read-only open of a stale index drops it
 		idx := db.idx
 		var err error
 		if cp, err = idx.Checkpoint(); err != nil {

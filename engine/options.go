@@ -56,8 +56,8 @@ type Options struct {
 	// CompactInterval is how often the background compactor runs when
 	// something was deleted (or migrated) since its last run: it runs
 	// Compact with the default live ratio (removing dead segments and
-	// rewriting mostly dead ones) without blocking appends. Default 1 minute; negative turns it off
-	// (Compact still works by hand).
+	// rewriting mostly dead ones) without blocking appends. Default 1
+	// minute; negative turns it off (Compact still works by hand).
 	CompactInterval time.Duration
 	// AfterFunc arms write-behind windows; default time.AfterFunc. Tests
 	// pass a fake clock.
