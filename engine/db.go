@@ -1038,6 +1038,9 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 		}
 		ps[i] = placed{seg, loc}
 	}
+	if testHookAppended != nil {
+		testHookAppended()
+	}
 	if w := r.Active(); !db.opts.NoPreallocate && w.Size() > db.opts.SegmentSize/2 && !r.Prepared() {
 		select {
 		case db.prepKick <- struct{}{}:
@@ -1063,6 +1066,10 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 	}
 	return nil
 }
+
+// testHookAppended, if set, runs in appendFrames after the frames are
+// appended and before they are registered for the index.
+var testHookAppended func()
 
 // indexBatchFrames is how many unindexed frames wake the indexer before
 // its interval: index commits stay batched and off the flush path.

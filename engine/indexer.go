@@ -43,9 +43,17 @@ func (db *DB) checkpoint() error { return db.checkpointTo(false) }
 func (db *DB) checkpointTo(advance bool) error {
 	db.idxMu.Lock()
 	defer db.idxMu.Unlock()
+	// appendMu: no frame is between its append and its registration in
+	// pend while the durable offset is read, so every frame below it is in
+	// pend or already in the index. (An append can make its own frames
+	// durable before it registers them: a roll seals and syncs, a spill
+	// syncs the write before. A checkpoint taken in that window would pass
+	// frames it never indexed.)
+	db.appendMu.Lock()
 	db.mu.Lock()
 	w := db.roller.Active()
 	aid, dur := w.Header().ID, w.Durable()
+	db.appendMu.Unlock()
 	durable := func(ref frameRef) bool {
 		return ref.seg < aid || (ref.seg == aid && ref.off+int64(ref.size) <= dur)
 	}
@@ -76,14 +84,25 @@ func (db *DB) checkpointTo(advance bool) error {
 		size int64
 	}
 	touched := map[*session]was{}
+	// Frames of an incarnation whose tombstone (or replacing migration) is
+	// in this batch are not indexed: the tombstone removes its records.
+	// An incarnation erased in memory whose tombstone is not yet durable
+	// is still the session on disk: its frames are indexed, or a crash
+	// before the tombstone would lose them.
+	ended := map[*session]bool{}
+	for _, p := range batch {
+		if p.delete {
+			ended[p.s] = true
+		}
+	}
 	for _, p := range batch {
 		s := p.s
 		if p.delete {
 			u.Deleted = append(u.Deleted, s.id) // applied before the upserts below
 			continue
 		}
-		if s.erased {
-			continue // frames of a deleted incarnation: its tombstone removes them
+		if ended[s] {
+			continue
 		}
 		if _, ok := touched[s]; !ok {
 			touched[s] = was{s.idxNext, s.idxSize}
