@@ -241,3 +241,54 @@ func TestCheckpointDuringMigration(t *testing.T) {
 		t.Fatal("unreachable")
 	}
 }
+
+// TestCheckpointDuringDelete: a deleted session is gone from memory as
+// soon as its tombstone is appended, but on disk only once the tombstone
+// is durable. A checkpoint in between must index the session's unindexed
+// frames, or a crash before the tombstone's sync loses the (undeleted,
+// acknowledged) session.
+func TestCheckpointDuringDelete(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "d"} {
+		h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Append(ctx, testgen.Events(0, 3, 200)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Close(); err != nil { // acknowledged, not indexed
+			t.Fatal(err)
+		}
+	}
+	var crashed string
+	testHookDeleted = func() {
+		if err := db.checkpoint(); err != nil {
+			t.Error(err)
+		}
+		crashed = crashCopy(t, dir) // the tombstone is not written yet
+	}
+	defer func() { testHookDeleted = nil }()
+	if err := db.Delete(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	db2, err := Open(crashed, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatalf("reopen after crash: %v", err)
+	}
+	defer db2.Close()
+	for _, id := range []string{"a", "d"} {
+		if snap, err := db2.Stat(ctx, id); err != nil || snap.EventCount != 3 {
+			t.Fatalf("session %s after a crash before its Delete was durable: %+v, %v (want 3 events)", id, snap.EventCount, err)
+		}
+	}
+}

@@ -934,6 +934,9 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	db.mu.Unlock()
 	db.appendMu.Unlock()
 	db.dead.Store(true)
+	if testHookDeleted != nil {
+		testHookDeleted()
+	}
 	if err := db.sync(); err != nil {
 		return sessionErr(id, "delete", err)
 	}
@@ -1070,6 +1073,10 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 // testHookAppended, if set, runs in appendFrames after the frames are
 // appended and before they are registered for the index.
 var testHookAppended func()
+
+// testHookDeleted, if set, runs in Delete after the tombstone is appended
+// and before it is synced.
+var testHookDeleted func()
 
 // indexBatchFrames is how many unindexed frames wake the indexer before
 // its interval: index commits stay batched and off the flush path.
