@@ -76,7 +76,7 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 		r, err := segment.OpenReader(o.FS, path)
 		if err != nil {
 			var ce *CorruptionError
-			if i == len(ids)-1 && isUnfinishedSegment(o.FS, path, err) {
+			if i == len(ids)-1 && unidentifiable(o.FS, path, err) {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s: creation never finished (no frame); the next open removes it", path))
 				continue
 			}

@@ -42,6 +42,8 @@ type DB struct {
 	orphans  map[string]*orphan // replay only: frames awaiting their tombstone
 	// replay only: migrations whose events are not all replayed yet
 	replacing map[string]*replacement
+	ended     map[uint64]bool // replay only: incarnations a tombstone or migration ended
+	rec       *openRecovery      // what the open's recovery found (and did)
 
 	// layoutMu guards where frames are: reads hold it (shared) from taking
 	// their frame list to decoding the last frame; compaction takes it to

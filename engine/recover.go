@@ -5,69 +5,288 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
 )
 
+// openRecovery is what an open found that needs doing before the store takes
+// writes. A write open carries it out (recover); a read-only open and
+// Check report it (Notes) and leave the files as they are, so that Check
+// says what Open would do by running the same code.
+type openRecovery struct {
+	temps      []string       // unfinished creations and rewrites: ours by their names
+	quarantine []quarantined  // files that are not (or no longer) segments this store can use
+	drop       []uint64       // prepared segments that never held a frame
+	tail       *segment.ScanResult // the newest segment's scan, to resume appending after
+	tailID     uint64
+	rebuild    string // why the index is rebuilt from the segments; "" if it is used
+	notes      []string
+}
+
+type quarantined struct {
+	path, reason string
+}
+
+func (rc *openRecovery) note(format string, args ...any) {
+	rc.notes = append(rc.notes, fmt.Sprintf(format, args...))
+}
+
+// QuarantineDir is the directory, inside a store, where Open moves files
+// it cannot identify or use (a damaged index, a file under a segment's
+// name that holds no segment) instead of deleting them.
+const QuarantineDir = "quarantine"
+
 // recover loads the index and replays the segments after its checkpoint.
+// If the index cannot be read, or it disagrees with segments that are
+// intact, the index is set aside and every segment is replayed instead
+// (the index is a cache); only segments missing what the index proves was
+// durable are an error. On a write open it then carries out the recovery:
+// unfinished temporaries are removed, unusable files moved to quarantine/,
+// unused prepared segments removed, the torn tail of the newest segment
+// cut, migrations a crash cut short abandoned.
 func (db *DB) recover() error {
-	fsys := db.opts.FS
-	var cp index.Checkpoint
-	if !db.opts.NoIndex {
-		if db.opts.ReadOnly {
-			if _, err := os.Stat(db.opts.IndexPath); err != nil {
-				db.opts.NoIndex = true // none yet: read every segment
-			}
-		}
+	db.rec = &openRecovery{}
+	if err := db.findTemporaries(); err != nil {
+		return err
 	}
-	if !db.opts.NoIndex {
-		idx, err := index.Open(db.opts.IndexPath, &index.Options{ReadOnly: db.opts.ReadOnly})
-		if err != nil {
-			return fmt.Errorf("engine: %w", err)
+	cp, err := db.loadIndex()
+	if err != nil {
+		return err
+	}
+	err = db.replay(cp)
+	if err != nil && db.idx != nil && isCorruption(err) {
+		// The index may disagree with the segments: replay all of them.
+		first := err
+		db.resetReplay()
+		if err := db.replay(index.Checkpoint{}); err != nil {
+			return err // the segments themselves are damaged
 		}
-		db.idx = idx
-		if err := db.checkRewriteIntent(); err != nil {
+		if err := db.checkIndexClaims(cp); err != nil {
 			return err
 		}
-	}
-	if !db.opts.NoIndex { // again: a read-only open of a stale index drops it
-		idx := db.idx
-		var err error
-		if cp, err = idx.Checkpoint(); err != nil {
+		if err := db.setIndexAside("it disagrees with the segments: " + first.Error()); err != nil {
 			return err
 		}
-		err = idx.Sessions(func(is index.Session) error {
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	if db.opts.ReadOnly {
+		db.replacing = nil
+		return nil
+	}
+	return db.carryOut()
+}
+
+func isCorruption(err error) bool {
+	var ce *CorruptionError
+	return errors.As(err, &ce)
+}
+
+// findTemporaries lists the files a crash left in the middle of creating
+// or rewriting a segment (named by segment.TempName or RewriteName). They
+// never held anything acknowledged and are removed at once by a write open.
+func (db *DB) findTemporaries() error {
+	names, err := db.opts.FS.List(db.dir)
+	if err != nil {
+		return fmt.Errorf("engine: list %s: %w", db.dir, err)
+	}
+	for _, n := range names {
+		if segment.IsTemporary(n) {
+			db.rec.temps = append(db.rec.temps, filepath.Join(db.dir, n))
+		}
+	}
+	if len(db.rec.temps) == 0 {
+		return nil
+	}
+	if db.opts.ReadOnly {
+		db.rec.note("%d unfinished segment files (a creation or compaction cut short): the next write open removes them", len(db.rec.temps))
+		return nil
+	}
+	for _, p := range db.rec.temps {
+		if err := db.opts.FS.Remove(p); err != nil {
+			return fmt.Errorf("engine: removing unfinished %s: %w", p, err)
+		}
+	}
+	if err := db.opts.FS.SyncDir(db.dir); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	db.opts.Logger.Warn("engine: removed unfinished segment files of a creation or compaction cut short", "files", len(db.rec.temps))
+	return nil
+}
+
+// loadIndex opens the index and loads its checkpoint and sessions. An
+// index that cannot be read is set aside (rebuilt from the segments).
+func (db *DB) loadIndex() (index.Checkpoint, error) {
+	if db.opts.NoIndex {
+		return index.Checkpoint{}, nil
+	}
+	if db.opts.ReadOnly {
+		if _, err := os.Stat(db.opts.IndexPath); err != nil {
+			db.rec.note("no index file: the next write open builds it from the segments")
+			return index.Checkpoint{}, nil // none yet: read every segment
+		}
+	}
+	idx, err := index.Open(db.opts.IndexPath, &index.Options{ReadOnly: db.opts.ReadOnly})
+	if errors.Is(err, index.ErrLocked) {
+		return index.Checkpoint{}, fmt.Errorf("engine: %w", err)
+	}
+	if err != nil {
+		return index.Checkpoint{}, db.setIndexAside("it cannot be read: " + err.Error())
+	}
+	db.idx = idx
+	if err := db.checkRewriteIntent(); err != nil {
+		return index.Checkpoint{}, err
+	}
+	if db.idx == nil {
+		return index.Checkpoint{}, nil
+	}
+	cp, err := db.idx.Checkpoint()
+	if err == nil {
+		err = db.idx.Sessions(func(is index.Session) error {
 			db.sessions[is.ID] = &session{
 				id: is.ID, hdrRaw: is.Header, inherited: is.Inherited, uid: is.UID,
 				next: is.Events, framed: is.Events, size: is.Size, idxNext: is.Events, idxSize: is.Size,
 			}
 			return nil
 		})
-		if err != nil {
-			return err
+	}
+	if err != nil {
+		db.sessions = map[string]*session{}
+		return index.Checkpoint{}, db.setIndexAside("it cannot be read: " + err.Error())
+	}
+	return cp, nil
+}
+
+// setIndexAside stops using the index for this open. A write open moves
+// the file to quarantine/ and starts an empty index, which the first
+// checkpoint fills with everything replayed; a read-only open just reads
+// every segment.
+func (db *DB) setIndexAside(why string) error {
+	if db.idx != nil {
+		db.idx.Close()
+		db.idx = nil
+	}
+	db.rec.rebuild = why
+	if db.opts.ReadOnly {
+		db.rec.note("the index is not used (%s): the next write open sets it aside and rebuilds it from the segments", why)
+		return nil
+	}
+	db.opts.Logger.Warn("engine: the index is set aside and rebuilt from the segments", "reason", why, "index", db.opts.IndexPath)
+	if err := db.moveAside(db.opts.IndexPath); err != nil {
+		return fmt.Errorf("engine: setting the index aside: %w", err)
+	}
+	idx, err := index.Open(db.opts.IndexPath, nil)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	db.idx = idx
+	return nil
+}
+
+// moveAside moves path into the store's quarantine directory (or, if it
+// is on another file system, next to itself) and makes that durable.
+func (db *DB) moveAside(path string) error {
+	fsys := db.opts.FS
+	qdir := filepath.Join(db.dir, QuarantineDir)
+	if err := fsys.MkdirAll(qdir, 0o755); err != nil {
+		return err
+	}
+	if err := fsys.SyncDir(db.dir); err != nil {
+		return err
+	}
+	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
+	dst := filepath.Join(qdir, filepath.Base(path)+"."+stamp)
+	if err := fsys.Rename(path, dst); err != nil {
+		dst = path + ".quarantined-" + stamp
+		if err2 := fsys.Rename(path, dst); err2 != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return errors.Join(err, err2)
+		}
+		qdir = filepath.Dir(path)
+	}
+	if err := fsys.SyncDir(qdir); err != nil {
+		return err
+	}
+	if qdir != filepath.Dir(path) {
+		return fsys.SyncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+// resetReplay forgets what a replay built, for another one.
+func (db *DB) resetReplay() {
+	for _, r := range db.readers {
+		r.Close()
+	}
+	db.readers = map[uint64]*segment.Reader{}
+	db.sessions = map[string]*session{}
+	db.pend, db.orphans, db.replacing, db.ended = nil, nil, nil, nil
+	rb, notes := db.rec.rebuild, db.rec.notes
+	*db.rec = openRecovery{temps: db.rec.temps, rebuild: rb, notes: notes}
+}
+
+// checkIndexClaims, after a replay of every segment, checks what the
+// index proves was durable: the checkpoint's segment up to its offset,
+// and every session it holds (unless the replay met its end: a tombstone,
+// or the migration that replaced it).
+func (db *DB) checkIndexClaims(cp index.Checkpoint) error {
+	if cp.Segment != 0 && cp.Offset > segment.HeaderSize {
+		if _, err := db.opts.FS.Open(db.segPath(cp.Segment)); err != nil {
+			return &CorruptionError{Path: db.segPath(cp.Segment), Offset: cp.Offset,
+				Reason: "segment missing: the index checkpoint proves it held durable data up to this offset"}
 		}
 	}
-	if !db.opts.ReadOnly {
-		if n, err := segment.RemoveRewrites(fsys, db.dir); err != nil {
-			return fmt.Errorf("engine: removing unfinished rewrites: %w", err)
-		} else if n > 0 {
-			db.opts.Logger.Warn("engine: removed unfinished segment rewrites of a compaction cut short", "files", n)
+	var lost []string
+	err := db.idx.Sessions(func(is index.Session) error {
+		if db.ended[is.UID] {
+			return nil
 		}
+		s := db.sessions[is.ID]
+		switch {
+		case s == nil || s.uid != is.UID:
+			lost = append(lost, fmt.Sprintf("session %q (%d events) is in the index but not in the segments", is.ID, is.Events))
+		case s.next < is.Events:
+			lost = append(lost, fmt.Sprintf("session %q: the index holds %d events, the segments %d", is.ID, is.Events, s.next))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil // an index that cannot be read proves nothing
 	}
-	ids, err := segment.List(fsys, db.dir)
+	if len(lost) > 0 {
+		sort.Strings(lost)
+		return &CorruptionError{Path: db.dir, Offset: -1, Reason: "segments lost acknowledged data: " + strings.Join(lost, "; ")}
+	}
+	return nil
+}
+
+// replay reads the segments from the checkpoint cp (every segment if
+// cp is zero) into db.sessions and db.pend, and decides what the recovery
+// does with the newest segments.
+func (db *DB) replay(cp index.Checkpoint) error {
+	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
 		return fmt.Errorf("engine: list %s: %w", db.dir, err)
 	}
-	if ids, err = db.dropUnusedTail(ids); err != nil {
+	if ids, err = db.planTail(ids, cp); err != nil {
 		return err
 	}
 	if cp.Segment != 0 && !slices.Contains(ids, cp.Segment) {
-		return &CorruptionError{Path: db.segPath(cp.Segment), Reason: "segment named by the index checkpoint is missing"}
+		return &CorruptionError{Path: db.segPath(cp.Segment), Offset: cp.Offset, Reason: "segment named by the index checkpoint is missing"}
 	}
 	// Sessions the index knows have their frames in the index; every
 	// session first met in the scan has all of them in memory.
@@ -91,18 +310,16 @@ func (db *DB) recover() error {
 			return err
 		}
 		if !last && (!res.Sealed || res.Torn) {
-			return &CorruptionError{Path: path, Offset: res.End, Reason: "segment before the newest is not sealed: " + res.TornReason}
-		}
-		if last && db.opts.ReadOnly {
-			break // served as it is: a torn tail is simply not read
+			reason := "segment before the newest is not sealed"
+			if res.TornReason != "" {
+				reason += ": " + res.TornReason
+			}
+			return &CorruptionError{Path: path, Offset: res.End, Reason: reason}
 		}
 		if last {
+			db.rec.tail, db.rec.tailID = &res, id
 			if res.Torn {
-				db.opts.Logger.Warn("engine: recovered a torn tail; incomplete tail bytes were discarded",
-					"segment", path, "offset", res.End, "reason", res.TornReason)
-			}
-			if err := db.resumeActive(id, res); err != nil {
-				return err
+				db.rec.note("%s @%d: torn tail (%s), never acknowledged: a write open cuts it", path, res.End, res.TornReason)
 			}
 		}
 	}
@@ -110,10 +327,47 @@ func (db *DB) recover() error {
 		return &CorruptionError{Path: o.path, Offset: o.off, Reason: fmt.Sprintf("events of session %q before its header", key)}
 	}
 	db.orphans = nil
-	if db.roller == nil && !db.opts.ReadOnly {
-		next := uint64(1)
-		if len(ids) > 0 {
-			next = ids[len(ids)-1] + 1
+	for key, rp := range db.replacing {
+		db.rec.note("%s @%d: the migration of session %q was cut short: a write open abandons it (the old format stays)", db.segPath(rp.start.seg), rp.start.off, key)
+	}
+	return nil
+}
+
+// carryOut is a write open's part of the recovery, once the replay
+// succeeded.
+func (db *DB) carryOut() error {
+	fsys := db.opts.FS
+	for _, q := range db.rec.quarantine {
+		db.opts.Logger.Warn("engine: moved a file that is not a usable segment to quarantine", "file", q.path, "reason", q.reason)
+		if err := db.moveAside(q.path); err != nil {
+			return fmt.Errorf("engine: quarantining %s: %w", q.path, err)
+		}
+	}
+	for _, id := range db.rec.drop {
+		if err := fsys.Remove(db.segPath(id)); err != nil {
+			return fmt.Errorf("engine: removing unused prepared segment: %w", err)
+		}
+	}
+	if len(db.rec.drop) > 0 {
+		if err := fsys.SyncDir(db.dir); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	}
+	if t := db.rec.tail; t != nil && !t.Sealed {
+		if t.Torn {
+			db.opts.Logger.Warn("engine: recovered a torn tail; incomplete tail bytes were discarded",
+				"segment", db.segPath(db.rec.tailID), "offset", t.End, "reason", t.TornReason)
+		}
+		w, err := segment.OpenWriter(fsys, db.segPath(db.rec.tailID), *t, db.opts.writerOptions())
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		db.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
+	}
+	if db.roller == nil {
+		next := db.rec.tailID + 1
+		if db.rec.tail == nil {
+			next = db.lastSegmentID() + 1
 		}
 		w, err := segment.Create(fsys, db.segPath(next), next, db.opts.writerOptions())
 		if err != nil {
@@ -124,6 +378,24 @@ func (db *DB) recover() error {
 	return db.abandonMigrations()
 }
 
+// lastSegmentID is the highest segment ID in use or set aside by this
+// recovery (a new segment never reuses a quarantined one's name), 0 if none.
+func (db *DB) lastSegmentID() uint64 {
+	var last uint64
+	for id := range db.readers {
+		last = max(last, id)
+	}
+	for _, id := range db.rec.drop {
+		last = max(last, id)
+	}
+	for _, q := range db.rec.quarantine {
+		if id, ok := segment.ParseName(filepath.Base(q.path)); ok {
+			last = max(last, id)
+		}
+	}
+	return last
+}
+
 // checkRewriteIntent handles a compaction's rewrite that a crash cut
 // short (see Compact). If the rewritten segment is in place, the index's
 // offsets into it are stale: the index is rebuilt from the segments (read
@@ -131,8 +403,11 @@ func (db *DB) recover() error {
 // cleared.
 func (db *DB) checkRewriteIntent() error {
 	rw, ok, err := db.idx.Rewrite()
-	if err != nil || !ok {
-		return err
+	if err != nil {
+		return db.setIndexAside("it cannot be read: " + err.Error())
+	}
+	if !ok {
+		return nil
 	}
 	landed := true // a segment that cannot be read: rebuild, and let the replay report it
 	if r, err := segment.OpenReader(db.opts.FS, db.segPath(rw.Segment)); err == nil {
@@ -141,20 +416,21 @@ func (db *DB) checkRewriteIntent() error {
 	}
 	switch {
 	case !landed && db.opts.ReadOnly:
+		db.rec.note("a compaction's rewrite of segment %d never landed: a write open clears its intent", rw.Segment)
 		return nil
 	case !landed:
 		return db.idx.ClearRewrite()
 	}
-	db.opts.Logger.Warn("engine: a compaction was cut short after rewriting a segment; rebuilding the index from the segments",
-		"segment", db.segPath(rw.Segment), "generation", rw.Generation)
-	if err := db.idx.Close(); err != nil {
-		return err
-	}
+	why := fmt.Sprintf("a compaction was cut short after rewriting segment %d: its offsets in the index are stale", rw.Segment)
+	db.idx.Close()
 	db.idx = nil
+	db.rec.rebuild = why
 	if db.opts.ReadOnly {
-		db.opts.NoIndex = true // every segment is read instead
+		db.rec.note("the index is not used (%s): the next write open rebuilds it from the segments", why)
 		return nil
 	}
+	// Proven stale, and ours: removed rather than set aside.
+	db.opts.Logger.Warn("engine: rebuilding the index from the segments", "reason", why)
 	if err := index.Remove(db.opts.IndexPath); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
@@ -169,9 +445,9 @@ func (db *DB) checkRewriteIntent() error {
 // abandonMigrations ends the replay of migrations a crash cut short: their
 // new incarnation never took over (the old one is the session), and a
 // durable tombstone of it tells later replays so before anything else is
-// appended. Read-only, they are just ignored.
+// appended.
 func (db *DB) abandonMigrations() error {
-	if len(db.replacing) == 0 || db.opts.ReadOnly {
+	if len(db.replacing) == 0 {
 		db.replacing = nil
 		return nil
 	}
@@ -194,47 +470,51 @@ func (db *DB) abandonMigrations() error {
 	return nil
 }
 
-// dropUnusedTail removes, from the end of the segment list, segments that
-// never held data: a newest segment whose creation did not finish (see
-// isUnfinishedSegment), and a newest segment prepared ahead of a roll that
-// never came (a valid header, no frame, after an unsealed segment).
-// Removing them is safe: no acknowledged frame was ever in them.
-func (db *DB) dropUnusedTail(ids []uint64) ([]uint64, error) {
+// planTail decides, from the end of the segment list, what to do with
+// newest files that hold no frame, and returns the segments to replay:
+//
+//   - a file under a segment's name without a valid header and without
+//     anything that looks like a frame is not a segment this engine
+//     finished writing (segments are created under a temporary name and
+//     renamed once their header is synced): it is moved to quarantine/;
+//   - a valid segment with no frame after an unsealed segment was
+//     prepared ahead of a roll that never came (a roll syncs the seal of
+//     the previous segment first): it is removed.
+//
+// Never the segment the index checkpoint names, nor one before it: the
+// index proves those were in use.
+func (db *DB) planTail(ids []uint64, cp index.Checkpoint) ([]uint64, error) {
 	fsys := db.opts.FS
-	remove := func(path string) error {
-		if db.opts.ReadOnly {
-			return nil // left in place; just not read
-		}
-		if err := fsys.Remove(path); err != nil {
-			return err
-		}
-		return fsys.SyncDir(db.dir)
-	}
 	for len(ids) > 0 {
-		path := db.segPath(ids[len(ids)-1])
-		drop := false
+		id := ids[len(ids)-1]
+		if id <= cp.Segment {
+			return ids, nil
+		}
+		path := db.segPath(id)
 		r, err := segment.OpenReader(fsys, path)
 		switch {
 		case err != nil:
-			drop = isUnfinishedSegment(fsys, path, err)
+			if !unidentifiable(fsys, path, err) {
+				return ids, nil // replay reports it
+			}
+			reason := "not a segment (no valid header) and holds no frame: " + err.Error()
+			db.rec.quarantine = append(db.rec.quarantine, quarantined{path: path, reason: reason})
+			db.rec.note("%s: %s; a write open moves it to %s/", path, reason, QuarantineDir)
 		case len(ids) > 1:
 			empty, err := noFrames(r)
-			if err == nil && empty {
-				// Torn is allowed: garbage from its unsynced zero fill. The
-				// previous segment unsealed proves no roll ever made this
-				// one active (a roll syncs the seal first).
-				sealed, perr := isSealed(fsys, db.segPath(ids[len(ids)-2]))
-				drop = perr == nil && !sealed
-			}
-		}
-		if r != nil {
 			r.Close()
-		}
-		if !drop {
+			if err != nil || !empty || r.Header().ID != id {
+				return ids, nil
+			}
+			sealed, _ := isSealed(fsys, db.segPath(ids[len(ids)-2]))
+			if sealed {
+				return ids, nil // the active segment, rolled to but not yet written
+			}
+			db.rec.drop = append(db.rec.drop, id)
+			db.rec.note("%s: prepared for a roll that never came (no frame): a write open removes it", path)
+		default:
+			r.Close()
 			return ids, nil
-		}
-		if err := remove(path); err != nil {
-			return nil, err
 		}
 		ids = ids[:len(ids)-1]
 	}
@@ -257,6 +537,8 @@ func noFrames(r *segment.Reader) (bool, error) {
 	return !found, nil
 }
 
+// isSealed reports whether the segment at path ends with a seal frame; a
+// segment that cannot be read is not.
 func isSealed(fsys vfs.FS, path string) (bool, error) {
 	r, err := segment.OpenReader(fsys, path)
 	if err != nil {
@@ -264,20 +546,15 @@ func isSealed(fsys vfs.FS, path string) (bool, error) {
 	}
 	defer r.Close()
 	res, err := r.Scan(segment.ScanOptions{}, nil)
-	return res.Sealed, err
+	return res.Sealed && err == nil, err
 }
 
-// isUnfinishedSegment reports whether err from opening the newest segment
-// means its creation never completed: the header is bad and the file holds
-// no valid frame. Create syncs the header before the first frame is
-// appended, and an acknowledged frame is a valid frame, so such a file
-// never held acknowledged data. A bad header with a frame after it is
-// corruption.
-//
-// A garbled header may also read as another format version; that counts
-// only if the header's checksum does not match (a real header of another
-// version is refused, never removed).
-func isUnfinishedSegment(fsys vfs.FS, path string, err error) bool {
+// unidentifiable reports whether err from opening a segment file means it
+// is not a segment at all: the header is bad and the file holds nothing
+// that looks like a frame. A bad header with frames after it is damage to
+// a real segment (corruption, reported); a valid header of another format
+// version is refused, never moved.
+func unidentifiable(fsys vfs.FS, path string, err error) bool {
 	var ce *CorruptionError
 	var fe *FormatError
 	switch {
@@ -294,18 +571,6 @@ func isUnfinishedSegment(fsys vfs.FS, path string, err error) bool {
 		return false
 	}
 	return !segment.MayHoldFrames(b)
-}
-
-func (db *DB) resumeActive(id uint64, res segment.ScanResult) error {
-	if res.Sealed {
-		return nil // a new segment is created after the loop
-	}
-	w, err := segment.OpenWriter(db.opts.FS, db.segPath(id), res, db.opts.writerOptions())
-	if err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	db.roller = segment.NewRoller(db.opts.FS, db.dir, w, db.opts.writerOptions())
-	return nil
 }
 
 // replayFrame applies one frame found by the open scan.
@@ -368,6 +633,7 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 			// An abandoned migration (cut by a crash): the old incarnation
 			// stays.
 			delete(db.replacing, f.Session)
+			db.endUID(rp.s.uid)
 			return nil
 		}
 		s, ok := db.sessions[f.Session]
@@ -375,6 +641,7 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 			// Its header (and frames) were in segments compaction dropped:
 			// the orphaned frames seen since belong to it.
 			delete(db.orphans, f.Session)
+			db.endUID(binary.LittleEndian.Uint64(f.Payload))
 			return nil
 		}
 		if s.uid != binary.LittleEndian.Uint64(f.Payload) {
@@ -383,6 +650,7 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		s.erased = true
 		delete(db.sessions, s.id)
 		db.pend = append(db.pend, pendFrame{s: s, delete: true, ref: ref})
+		db.endUID(s.uid)
 	case segment.KindEvents:
 		if rp := db.replacing[string(fi.Key)]; rp != nil {
 			s := rp.s
@@ -416,6 +684,14 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 	return nil
 }
 
+// endUID records, during replay, that incarnation uid ended.
+func (db *DB) endUID(uid uint64) {
+	if db.ended == nil {
+		db.ended = map[uint64]bool{}
+	}
+	db.ended[uid] = true
+}
+
 // replacement is a migration met during replay whose events are not all
 // replayed yet.
 type replacement struct {
@@ -434,6 +710,7 @@ func (db *DB) replayReplaced(rp *replacement) {
 	}
 	delete(db.replacing, rp.s.id)
 	if rp.old != nil {
+		db.endUID(rp.old.uid)
 		rp.old.erased = true
 		db.pend = append(db.pend, pendFrame{s: rp.old, delete: true, ref: rp.start})
 	}

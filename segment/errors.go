@@ -30,4 +30,10 @@ var (
 	ErrTooLarge = errors.New("segment: frame too large")
 	// ErrClosed is returned after Close.
 	ErrClosed = base.ErrClosed
+	// ErrSyncFailed marks the failure of an fsync (of a file or of a
+	// directory): what it covered may be lost, and a retry that succeeds
+	// proves nothing, so nothing may be acknowledged after it. Errors
+	// without it (a failed write, a full disk while creating a segment)
+	// left nothing that was promised.
+	ErrSyncFailed = errors.New("segment: fsync failed")
 )

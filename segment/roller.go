@@ -136,8 +136,14 @@ func (r *Roller) roll(full *Writer) error {
 		}
 		var err error
 		if next, err = Create(r.fsys, filepath.Join(r.dir, Name(id)), id, r.opts); err != nil {
-			r.err = fmt.Errorf("segment: roll to %s: %w", Name(id), err)
-			return r.err
+			err = fmt.Errorf("segment: roll to %s: %w", Name(id), err)
+			if errors.Is(err, ErrSyncFailed) {
+				r.err = err
+			}
+			// Otherwise (a full disk, say) Create left nothing behind: the
+			// full segment stays sealed and active, and the next append
+			// tries the roll again.
+			return err
 		}
 	}
 	if err := full.Close(); err != nil {

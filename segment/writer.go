@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,26 +127,64 @@ type Writer struct {
 	durable atomic.Int64 // bytes [0, durable) fdatasynced
 }
 
-// Create creates the segment file path with the given ID, writes and syncs
-// its header (and the zero fill, with Preallocate), and syncs the directory.
-// A nil fsys means the operating system's file system.
+// Create creates the segment file path with the given ID: it builds the
+// file under TempName, writes and syncs its header (and the zero fill,
+// with Preallocate), renames it into place and syncs the directory. So a
+// file under a segment's name always starts with a valid header, and
+// what a crash or a failure (a full disk) leaves of an unfinished
+// creation is a temporary file, removed on failure and by the engine's
+// next open. It fails with an error satisfying errors.Is(err,
+// fs.ErrExist) if path exists. A nil fsys means the operating system's
+// file system.
 func Create(fsys vfs.FS, path string, id uint64, opts WriterOptions) (*Writer, error) {
 	fsys = orDefault(fsys)
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	f, err := fsys.Create(path)
+	if f, err := fsys.Open(path); err == nil {
+		f.Close()
+		return nil, fmt.Errorf("segment: create %s: %w", path, fs.ErrExist)
+	}
+	tmp := path + createSuffix
+	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("segment: create %s: %w", path, err)
+	}
+	f, err := fsys.Create(tmp)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("segment: create %s: %w", path, err)
 	}
 	hdr := Header{Version: Version, ID: id, CreatedNs: o.Now().UnixNano()}
 	w := newWriter(path, f, o, hdr, HeaderSize, 0)
-	if err := w.initFile(fsys); err != nil {
+	if err := w.initFile(fsys, tmp); err != nil {
 		f.Close()
+		if rerr := fsys.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
 		return nil, fmt.Errorf("segment: create %s: %w", path, err)
 	}
 	return w, nil
+}
+
+// createSuffix names the file a segment is created in before it is
+// renamed into place (see Create).
+const createSuffix = ".create"
+
+// TempName returns the name under which Create builds segment id.
+func TempName(id uint64) string { return Name(id) + createSuffix }
+
+// IsTemporary reports whether name is a file that Create or Rewrite
+// builds before renaming it into place (TempName, RewriteName): one that a
+// crash left behind never held anything acknowledged.
+func IsTemporary(name string) bool {
+	for _, suffix := range []string{createSuffix, rewriteSuffix} {
+		if seg, ok := strings.CutSuffix(name, suffix); ok {
+			if _, ok := ParseName(seg); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func orDefault(fsys vfs.FS) vfs.FS {
@@ -160,7 +200,9 @@ func newWriter(path string, f vfs.File, o WriterOptions, hdr Header, end int64, 
 	return w
 }
 
-func (w *Writer) initFile(fsys vfs.FS) error {
+// initFile writes the new segment's header (and zero fill) into tmp,
+// syncs it and renames it to w.path.
+func (w *Writer) initFile(fsys vfs.FS, tmp string) error {
 	if _, err := w.f.WriteAt(appendHeader(nil, w.hdr), 0); err != nil {
 		return err
 	}
@@ -170,11 +212,17 @@ func (w *Writer) initFile(fsys vfs.FS) error {
 		}
 	}
 	if err := w.f.Sync(); err != nil {
+		return err // only the temporary file is affected
+	}
+	if err := fsys.Rename(tmp, w.path); err != nil {
 		return err
 	}
 	w.written.Store(HeaderSize)
 	w.durable.Store(HeaderSize)
-	return fsys.SyncDir(filepath.Dir(w.path))
+	if err := fsys.SyncDir(filepath.Dir(w.path)); err != nil {
+		return fmt.Errorf("%w: %w", ErrSyncFailed, err)
+	}
+	return nil
 }
 
 func zeroFill(f vfs.File, from, to int64) error {
