@@ -43,7 +43,7 @@ type DB struct {
 	// replay only: migrations whose events are not all replayed yet
 	replacing map[string]*replacement
 	ended     map[uint64]bool // replay only: incarnations a tombstone or migration ended
-	rec       *openRecovery      // what the open's recovery found (and did)
+	rec       *openRecovery   // what the open's recovery found (and did)
 
 	// layoutMu guards where frames are: reads hold it (shared) from taking
 	// their frame list to decoding the last frame; compaction takes it to

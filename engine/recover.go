@@ -24,9 +24,9 @@ import (
 // Check report it (Notes) and leave the files as they are, so that Check
 // says what Open would do by running the same code.
 type openRecovery struct {
-	temps      []string       // unfinished creations and rewrites: ours by their names
-	quarantine []quarantined  // files that are not (or no longer) segments this store can use
-	drop       []uint64       // prepared segments that never held a frame
+	temps      []string            // unfinished creations and rewrites: ours by their names
+	quarantine []quarantined       // files that are not (or no longer) segments this store can use
+	drop       []uint64            // prepared segments that never held a frame
 	tail       *segment.ScanResult // the newest segment's scan, to resume appending after
 	tailID     uint64
 	rebuild    string // why the index is rebuilt from the segments; "" if it is used
@@ -717,4 +717,3 @@ func (db *DB) replayReplaced(rp *replacement) {
 	db.sessions[rp.s.id] = rp.s
 	db.pend = append(db.pend, rp.pend...)
 }
-
