@@ -1,12 +1,11 @@
 package engine
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
@@ -41,137 +40,128 @@ type CheckReport struct {
 	Problems []Problem
 }
 
-// Check verifies a store at rest without changing it: every frame's
-// checksum and payload in every segment, that each session's frames
-// continue its seqs and follow its header, that every segment before the
-// newest is sealed, and that the index (if any) agrees with the segments.
+// Check verifies a store at rest without changing it, by running what
+// Open runs and reading everything Open does not:
+//
+//   - a read-only open (the very recovery a write open runs: index, replay
+//     after its checkpoint, the newest segments): if it would fail, that is
+//     a problem; what a write open would do about the store (cut a torn
+//     tail, set the index aside and rebuild it, move a file to quarantine/,
+//     abandon a migration cut short) is listed in Notes;
+//   - a replay of every segment from the start, without the index (the
+//     same replay code), which must succeed and must agree with what the
+//     open would serve: the same sessions, incarnations and event counts,
+//     and every frame the index holds where the index says;
+//   - every frame of every segment read and decoded (checksums, payloads);
+//     after damage the scan resumes at the next valid frame, so one bad
+//     frame is one problem.
+//
 // It returns an error only if the store cannot be read at all.
 func Check(dir string, opts *Options) (*CheckReport, error) {
 	o, err := opts.withDefaults(dir)
 	if err != nil {
 		return nil, err
 	}
+	if _, err := o.FS.List(dir); err != nil {
+		return nil, fmt.Errorf("engine: check %s: %w", dir, err)
+	}
+	rep := &CheckReport{}
+	problem := func(path string, off int64, session, format string, args ...any) {
+		rep.Problems = append(rep.Problems, Problem{Path: path, Offset: off, Session: session, What: fmt.Sprintf(format, args...)})
+	}
+	problemErr := func(prefix string, err error) {
+		var ce *CorruptionError
+		if errors.As(err, &ce) {
+			problem(ce.Path, ce.Offset, "", "%s%s", prefix, ce.Reason)
+		} else {
+			problem(dir, -1, "", "%s%v", prefix, err)
+		}
+	}
+
+	// What Open does.
+	ro := o
+	ro.ReadOnly, ro.Logger = true, slog.New(slog.DiscardHandler)
+	opened, err := Open(dir, &ro)
+	if errors.Is(err, ErrLocked) || errors.Is(err, index.ErrLocked) {
+		return nil, err
+	}
+	var skip map[uint64]bool // segments the recovery sets aside or removes
+	if err != nil {
+		problemErr("open fails: ", err)
+	} else {
+		defer opened.Close()
+		rep.Notes = append(rep.Notes, opened.rec.notes...)
+		skip = map[uint64]bool{}
+		for _, id := range opened.rec.drop {
+			skip[id] = true
+		}
+		for _, q := range opened.rec.quarantine {
+			if id, ok := segment.ParseName(filepath.Base(q.path)); ok {
+				skip[id] = true
+			}
+		}
+	}
+
+	// The segments on their own, replayed from the start.
+	full := ro
+	full.NoIndex = true
+	all, err := Open(dir, &full)
+	if err != nil {
+		problemErr("the segments do not replay: ", err)
+		if opened != nil {
+			for _, s := range opened.sessions {
+				rep.Sessions++
+				rep.Events += s.next
+			}
+		}
+	} else {
+		defer all.Close()
+		for _, s := range all.sessions {
+			rep.Sessions++
+			rep.Events += s.next
+		}
+		if opened != nil {
+			checkAgreement(opened, all, problem)
+		}
+	}
+
+	// Every frame.
 	ids, err := segment.List(o.FS, dir)
 	if err != nil {
 		return nil, err
 	}
-	rep := &CheckReport{Segments: len(ids)}
-	type frame struct {
-		session string
-		first   uint64
-		count   uint32
-		header  bool
-	}
-	frames := map[uint64]map[int64]frame{} // segment -> offset -> frame
-	next := map[string]uint64{}
-	known := map[string]bool{}
-	uids := map[string]uint64{}     // incarnation of each known session
-	repl := map[string]*migration{} // migrations whose events are not all met yet
-	orphans := map[string]Problem{} // first frame of a session met without its header
-	problem := func(path string, off int64, session, format string, args ...any) {
-		rep.Problems = append(rep.Problems, Problem{Path: path, Offset: off, Session: session, What: fmt.Sprintf(format, args...)})
-	}
-	for i, id := range ids {
+	for _, id := range ids {
+		if skip[id] {
+			continue
+		}
+		rep.Segments++
 		path := filepath.Join(dir, segment.Name(id))
 		r, err := segment.OpenReader(o.FS, path)
 		if err != nil {
-			var ce *CorruptionError
-			if i == len(ids)-1 && unidentifiable(o.FS, path, err) {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s: creation never finished (no frame); the next open removes it", path))
-				continue
-			}
-			if errors.As(err, &ce) {
-				problem(path, ce.Offset, "", "%s", ce.Reason)
-			} else {
-				problem(path, -1, "", "%v", err)
-			}
+			problemErr("", err)
 			continue
 		}
 		if r.Header().ID != id {
 			problem(path, 0, "", "header says segment %d", r.Header().ID)
 		}
-		frames[id] = map[int64]frame{}
 		visit := func(fi *segment.FrameInfo) error {
 			if fi.Kind == segment.KindSeal {
 				return nil
 			}
 			rep.Frames++
-			key := string(fi.Key)
-			f, err := r.ReadFrame(fi.Offset)
-			if err != nil {
+			if _, err := r.ReadFrame(fi.Offset); err != nil {
 				var ce *CorruptionError
 				if errors.As(err, &ce) {
-					problem(path, fi.Offset, key, "%s", ce.Reason)
+					problem(path, fi.Offset, string(fi.Key), "%s", ce.Reason)
 				} else {
-					problem(path, fi.Offset, key, "%v", err)
+					problem(path, fi.Offset, string(fi.Key), "%v", err)
 				}
-				return nil
-			}
-			switch fi.Kind {
-			case segment.KindHeader:
-				var rec headerRecord
-				switch {
-				case json.Unmarshal(f.Payload, &rec) != nil || rec.Header.ID != key:
-					problem(path, fi.Offset, key, "bad session header record")
-				case repl[key] != nil:
-					problem(path, fi.Offset, key, "header inside the session's unfinished migration")
-				case rec.Replaces != 0:
-					// A migration; the replaced incarnation may be gone
-					// (compacted).
-					if known[key] && uids[key] != rec.Replaces {
-						problem(path, fi.Offset, key, "migration replaces incarnation %d, the session's is %d", rec.Replaces, uids[key])
-					}
-					if rec.Events > 0 {
-						repl[key] = &migration{uid: rec.UID, want: rec.Events, known: known[key], next: next[key], oldUID: uids[key], path: path, off: fi.Offset}
-					}
-					next[key] = 0
-				case known[key]:
-					problem(path, fi.Offset, key, "second header for the session")
-				}
-				if o, ok := orphans[key]; ok {
-					rep.Problems = append(rep.Problems, o)
-					delete(orphans, key)
-				}
-				known[key], uids[key] = true, rec.UID
-				frames[id][fi.Offset] = frame{session: key, header: true}
-			case segment.KindDelete:
-				if m := repl[key]; m != nil && len(f.Payload) == 8 && binary.LittleEndian.Uint64(f.Payload) == m.uid {
-					// An abandoned migration: the old incarnation stays.
-					known[key], next[key], uids[key] = m.known, m.next, m.oldUID
-					delete(repl, key)
-					frames[id][fi.Offset] = frame{session: key}
-					return nil
-				}
-				// A tombstone whose header compaction dropped is fine; it
-				// accounts for the orphaned frames before it.
-				delete(orphans, key)
-				known[key], next[key] = false, 0
-				frames[id][fi.Offset] = frame{session: key}
-			case segment.KindEvents:
-				if !known[key] {
-					if _, ok := orphans[key]; !ok {
-						orphans[key] = Problem{Path: path, Offset: fi.Offset, Session: key, What: "events frame of a session without a header, and no tombstone after it (orphan)"}
-					}
-				} else if fi.FirstSeq != next[key] {
-					problem(path, fi.Offset, key, "frame starts at seq %d, expected %d", fi.FirstSeq, next[key])
-				}
-				next[key] = fi.FirstSeq + uint64(fi.Count)
-				if m := repl[key]; m != nil && next[key] >= m.want {
-					if next[key] > m.want {
-						problem(path, fi.Offset, key, "migration declared %d events, its frames hold more", m.want)
-					}
-					delete(repl, key) // the migration took over
-				}
-				rep.Events += uint64(fi.Count)
-				frames[id][fi.Offset] = frame{session: key, first: fi.FirstSeq, count: fi.Count}
 			}
 			return nil
 		}
-		// Scan; after damage, report it and resume at the next valid frame,
-		// so that one bad frame is one problem and what follows is checked.
-		var res segment.ScanResult
+		// After damage, report it and resume at the next valid frame.
 		for from := int64(0); ; {
-			res, err = r.Scan(segment.ScanOptions{From: from}, visit)
+			_, err = r.Scan(segment.ScanOptions{From: from}, visit)
 			var ce *CorruptionError
 			if err == nil || !errors.As(err, &ce) {
 				break
@@ -180,74 +170,91 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 			next, ok := r.NextFrame(ce.Offset + 1)
 			if !ok {
 				err = nil
-				res.Sealed = true // the damage already counts; no second problem for the end
 				break
 			}
 			from = next
 		}
 		r.Close()
-		switch {
-		case err != nil:
-			problem(path, -1, "", "%v", err)
-		case i < len(ids)-1 && !res.Sealed:
-			problem(path, res.End, "", "segment before the newest is not sealed")
-		case res.Torn:
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s @%d: torn tail (%s); the next open cuts it", path, res.End, res.TornReason))
-		}
-	}
-	for _, p := range orphans {
-		rep.Problems = append(rep.Problems, p)
-	}
-	for key, m := range repl {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%s @%d: the migration of session %q was cut short; the next open abandons it (the old format stays)", m.path, m.off, key))
-	}
-	for _, alive := range known {
-		if alive {
-			rep.Sessions++
-		}
-	}
-	if o.NoIndex {
-		return rep, nil
-	}
-	if _, err := os.Stat(o.IndexPath); err != nil {
-		rep.Notes = append(rep.Notes, "no index file: the next open rebuilds it from the segments")
-		return rep, nil
-	}
-	idx, err := index.Open(o.IndexPath, &index.Options{ReadOnly: true})
-	if err != nil {
-		problem(o.IndexPath, -1, "", "%v", err)
-		return rep, nil
-	}
-	defer idx.Close()
-	err = idx.Sessions(func(s index.Session) error {
-		if !known[s.ID] {
-			problem(o.IndexPath, -1, s.ID, "indexed session has no header in the segments")
-			return nil
-		}
-		if s.Events > next[s.ID] {
-			problem(o.IndexPath, -1, s.ID, "index says %d events, the segments hold %d", s.Events, next[s.ID])
-		}
-		fs, err := idx.Frames(s.ID)
 		if err != nil {
-			problem(o.IndexPath, -1, s.ID, "%v", err)
-			return nil
+			problem(path, -1, "", "%v", err)
 		}
-		for _, f := range fs {
-			got, ok := frames[f.Segment][f.Offset]
-			if !ok || got.session != s.ID || got.first != f.FirstSeq || got.count != f.Count {
-				problem(o.IndexPath, -1, s.ID, "indexed frame (segment %d @%d, seqs %d+%d) does not match the segments", f.Segment, f.Offset, f.FirstSeq, f.Count)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		problem(o.IndexPath, -1, "", "%v", err)
 	}
+	rep.Problems = dedupProblems(rep.Problems)
 	return rep, nil
 }
 
-// RebuildIndex removes the index of a store at rest and rebuilds it from
-// the segments (an Open without index reads them all; Close checkpoints).
+// checkAgreement compares what an open serves (opened: the index and the
+// replay after its checkpoint) with a replay of every segment (all).
+func checkAgreement(opened, all *DB, problem func(path string, off int64, session, format string, args ...any)) {
+	idxPath := opened.opts.IndexPath
+	if opened.idx == nil {
+		idxPath = opened.dir
+	}
+	for id, s := range all.sessions {
+		o := opened.sessions[id]
+		switch {
+		case o == nil:
+			problem(idxPath, -1, id, "an open would not serve this session (%d events in the segments): the index lost it; --repair rebuilds the index", s.next)
+		case o.uid != s.uid:
+			problem(idxPath, -1, id, "an open would serve incarnation %x, the segments hold %x; --repair rebuilds the index", o.uid, s.uid)
+		case o.next != s.next:
+			problem(idxPath, -1, id, "an open would serve %d events, the segments hold %d; --repair rebuilds the index", o.next, s.next)
+		}
+	}
+	for id, o := range opened.sessions {
+		if all.sessions[id] == nil && !o.pending {
+			problem(idxPath, -1, id, "an open would serve this session (%d events), which the segments do not hold", o.next)
+		}
+	}
+	if opened.idx == nil {
+		return
+	}
+	for id, s := range all.sessions {
+		o := opened.sessions[id]
+		if o == nil || o.uid != s.uid {
+			continue
+		}
+		fs, err := opened.idx.Frames(id)
+		if err != nil {
+			problem(idxPath, -1, id, "%v", err)
+			continue
+		}
+		at := map[[2]int64]frameRef{}
+		for _, f := range s.frames {
+			at[[2]int64{int64(f.seg), f.off}] = f
+		}
+		for _, f := range fs {
+			got, ok := at[[2]int64{int64(f.Segment), f.Offset}]
+			if !ok || got.first != f.FirstSeq || got.count != f.Count {
+				problem(idxPath, -1, id, "indexed frame (segment %d @%d, seqs %d+%d) does not match the segments; --repair rebuilds the index", f.Segment, f.Offset, f.FirstSeq, f.Count)
+			}
+		}
+	}
+}
+
+// dedupProblems drops repeats (the open and the full replay often stop
+// at the same damage).
+func dedupProblems(ps []Problem) []Problem {
+	seen := map[Problem]bool{}
+	out := ps[:0]
+	for _, p := range ps {
+		k := p
+		k.What = strings.TrimPrefix(strings.TrimPrefix(k.What, "open fails: "), "the segments do not replay: ")
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, p)
+	}
+	return out
+}
+
+// RebuildIndex rebuilds the index of a store from its segments (seglog
+// check --repair). It takes the store's lock first (ErrLocked while
+// another process has the store open), replays every segment, and only
+// if that succeeds (and the segments hold everything the old index proves
+// durable) moves the old index to quarantine/ and writes the new one; if
+// the segments do not replay, the old index stays as it was.
 func RebuildIndex(dir string, opts *Options) error {
 	o, err := opts.withDefaults(dir)
 	if err != nil {
@@ -256,22 +263,13 @@ func RebuildIndex(dir string, opts *Options) error {
 	if o.NoIndex {
 		return errors.New("engine: the store has no index to rebuild")
 	}
-	if err := index.Remove(o.IndexPath); err != nil {
-		return err
+	if o.ReadOnly {
+		return ErrReadOnlyStore
 	}
-	db, err := Open(dir, opts)
+	o.rebuildIndex = true
+	db, err := Open(dir, &o)
 	if err != nil {
 		return err
 	}
 	return db.Close()
-}
-
-// migration is a migration Check met whose events are not all seen yet,
-// with the state of the incarnation it replaces.
-type migration struct {
-	uid, want    uint64
-	known        bool
-	next, oldUID uint64
-	path         string
-	off          int64
 }

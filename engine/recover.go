@@ -63,18 +63,25 @@ func (db *DB) recover() error {
 	if err != nil {
 		return err
 	}
-	err = db.replay(cp)
-	if err != nil && db.idx != nil && isCorruption(err) {
+	if db.opts.rebuildIndex && db.idx != nil {
+		err = errRebuildRequested
+	} else {
+		err = db.replay(cp, false)
+	}
+	if err != nil && db.idx != nil && (isCorruption(err) || err == errRebuildRequested) {
 		// The index may disagree with the segments: replay all of them.
-		first := err
+		why := "it disagrees with the segments: " + err.Error()
+		if err == errRebuildRequested {
+			why = err.Error()
+		}
 		db.resetReplay()
-		if err := db.replay(index.Checkpoint{}); err != nil {
-			return err // the segments themselves are damaged
+		if err := db.replay(cp, true); err != nil {
+			return err // the segments themselves are damaged; the index stays
 		}
 		if err := db.checkIndexClaims(cp); err != nil {
 			return err
 		}
-		if err := db.setIndexAside("it disagrees with the segments: " + first.Error()); err != nil {
+		if err := db.setIndexAside(why); err != nil {
 			return err
 		}
 		err = nil
@@ -88,6 +95,8 @@ func (db *DB) recover() error {
 	}
 	return db.carryOut()
 }
+
+var errRebuildRequested = errors.New("a rebuild was asked for (RebuildIndex)")
 
 func isCorruption(err error) bool {
 	var ce *CorruptionError
@@ -274,10 +283,12 @@ func (db *DB) checkIndexClaims(cp index.Checkpoint) error {
 	return nil
 }
 
-// replay reads the segments from the checkpoint cp (every segment if
-// cp is zero) into db.sessions and db.pend, and decides what the recovery
-// does with the newest segments.
-func (db *DB) replay(cp index.Checkpoint) error {
+// replay reads the segments from the checkpoint cp (with all, every
+// segment) into db.sessions and db.pend, and decides what the recovery
+// does with the newest segments. The checkpoint is what the index proves
+// durable either way: its segment and those before it are never dropped,
+// and damage before its offset is never taken for a torn tail.
+func (db *DB) replay(cp index.Checkpoint, all bool) error {
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
 		return fmt.Errorf("engine: list %s: %w", db.dir, err)
@@ -292,7 +303,11 @@ func (db *DB) replay(cp index.Checkpoint) error {
 	// session first met in the scan has all of them in memory.
 	for i, id := range ids {
 		last := i == len(ids)-1
-		if id < cp.Segment {
+		if id < cp.Segment && !all {
+			// Indexed, not read; but it must still be whole.
+			if err := segment.CheckSealed(db.opts.FS, db.segPath(id)); err != nil {
+				return fmt.Errorf("engine: %w", err)
+			}
 			continue
 		}
 		path := db.segPath(id)
@@ -303,7 +318,10 @@ func (db *DB) replay(cp index.Checkpoint) error {
 		db.readers[id] = r
 		opts := segment.ScanOptions{}
 		if id == cp.Segment {
-			opts.From, opts.Durable = cp.Offset, cp.Offset
+			opts.Durable = cp.Offset
+			if !all {
+				opts.From = cp.Offset
+			}
 		}
 		res, err := r.Scan(opts, func(fi *segment.FrameInfo) error { return db.replayFrame(r, id, fi) })
 		if err != nil {

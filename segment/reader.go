@@ -440,3 +440,46 @@ func (r *Reader) Close() error {
 	}
 	return err
 }
+
+// CheckSealed verifies, cheaply, that the segment at path still ends with
+// its seal frame, as every segment before the active one does: it reads
+// the last frame header's worth of bytes, and scans the whole file only
+// if they are not a seal (a seal followed by the zeros of a trim that a
+// crash cut short is accepted). A sealed segment cut short, or one that
+// grew, fails with a *CorruptionError at the point the scan stopped.
+func CheckSealed(fsys vfs.FS, path string) error {
+	fsys = orDefault(fsys)
+	f, err := fsys.Open(path)
+	if err != nil {
+		return err
+	}
+	size, err := f.Size()
+	if err == nil && size >= HeaderSize+frameHeaderSize && size%frameAlign == 0 {
+		buf := make([]byte, frameHeaderSize)
+		if _, err := f.ReadAt(buf, size-frameHeaderSize); err == nil {
+			fi, st, _ := parseFrameAt(buf, size-frameHeaderSize, DefaultMaxFrameRaw)
+			if st == frameOK && fi.Kind == KindSeal {
+				f.Close()
+				return nil
+			}
+		}
+	}
+	f.Close()
+	r, err := OpenReader(fsys, path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	res, err := r.Scan(ScanOptions{}, nil)
+	if err != nil {
+		return err
+	}
+	if !res.Sealed || res.Torn {
+		reason := "sealed segment does not end with its seal frame (cut short?)"
+		if res.TornReason != "" {
+			reason += ": " + res.TornReason
+		}
+		return &CorruptionError{Path: path, Offset: res.End, Reason: reason}
+	}
+	return nil
+}

@@ -1,0 +1,424 @@
+package engine_test
+
+// Recovery from hostile and damaged files: the index is a cache (set aside
+// and rebuilt, never trusted over intact segments, never a reason to
+// refuse them), files the engine cannot identify are moved aside rather
+// than deleted, and what the index proves was durable is never given up.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/index"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/segment"
+)
+
+// logBuffer collects what the engine logs.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// writeSessions writes n events to each session (one flush each) and
+// returns what was written.
+func writeSessions(t *testing.T, db *engine.DB, n int, ids ...string) map[string][]event.Event {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string][]event.Event{}
+	for _, id := range ids {
+		h, err := db.Open(ctx, id, engine.Write)
+		if errors.Is(err, engine.ErrSessionNotFound) {
+			h, err = db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := db.Stat(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := testgen.Events(snap.EventCount, n, 300)
+		if err := h.Append(ctx, evs...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = evs
+	}
+	return out
+}
+
+func checkLogs(t *testing.T, db *engine.DB, want map[string][]event.Event) {
+	t.Helper()
+	ctx := context.Background()
+	for id, evs := range want {
+		h, err := db.Open(ctx, id, engine.Read)
+		if err != nil {
+			t.Fatalf("session %s: %v", id, err)
+		}
+		got, err := h.Read(ctx, 0, -1)
+		h.Close()
+		if err != nil {
+			t.Fatalf("session %s: %v", id, err)
+		}
+		if diff := cmp.Diff(evs, got); diff != "" {
+			t.Fatalf("session %s (-want +got):\n%s", id, diff)
+		}
+	}
+}
+
+func quarantined(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, engine.QuarantineDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func segFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ids, err := segment.List(nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, id := range ids {
+		out = append(out, filepath.Join(dir, segment.Name(id)))
+	}
+	return out
+}
+
+// TestUnreadableIndexIsRebuilt: an index.db that is garbage, empty or cut
+// short never stops an open (nor crashes it): it is moved to quarantine/
+// with a warning and rebuilt from the segments.
+func TestUnreadableIndexIsRebuilt(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte) []byte
+		aside  bool // the file is set aside (an empty file is just a new index)
+	}{
+		{"garbage", func(b []byte) []byte {
+			r := rand.New(rand.NewPCG(1, 2))
+			for i := range b {
+				b[i] = byte(r.UintN(256))
+			}
+			return b
+		}, true},
+		{"zero-length", func([]byte) []byte { return nil }, false},
+		{"zeroed", func(b []byte) []byte { return make([]byte, len(b)) }, true},
+		{"text", func([]byte) []byte { return []byte("not an index\n") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := writeSessions(t, db, 50, "a", "b", "c")
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			ipath := filepath.Join(dir, "index.db")
+			b, err := os.ReadFile(ipath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(ipath, tc.damage(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var log logBuffer
+			db, err = engine.Open(dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
+			if err != nil {
+				t.Fatalf("open with a damaged index: %v", err)
+			}
+			checkLogs(t, db, want)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if q := quarantined(t, dir); tc.aside && (len(q) != 1 || !strings.HasPrefix(q[0], "index.db.")) {
+				t.Fatalf("quarantine holds %v, want the old index.db", q)
+			}
+			if tc.aside && !strings.Contains(log.String(), "set aside") {
+				t.Fatalf("no warning logged:\n%s", log.String())
+			}
+			// The rebuilt index serves the next open.
+			db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLogs(t, db, want)
+			db.Close()
+		})
+	}
+}
+
+// forgeCheckpoint moves the index checkpoint to the end of the newest
+// segment without indexing what is there: the state a checkpoint that
+// raced an append used to leave.
+func forgeCheckpoint(t *testing.T, dir string) {
+	t.Helper()
+	segs := segFiles(t, dir)
+	last := segs[len(segs)-1]
+	fi, err := os.Stat(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := segment.ParseName(filepath.Base(last))
+	idx, err := index.Open(filepath.Join(dir, "index.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.Apply(&index.Update{Checkpoint: index.Checkpoint{Segment: id, Offset: fi.Size()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDisagreeingIndexIsRebuilt: an index whose checkpoint passed frames
+// it never indexed (session b's header) makes the replay after it fail;
+// the segments are intact, so the open replays them all, sets the index
+// aside and serves every session.
+func TestDisagreeingIndexIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	opts := &engine.Options{NoPreallocate: true, CompactInterval: -1}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writeSessions(t, db, 20, "a")
+	db.Close()
+	// b is written behind the index's back, and the checkpoint forged past it.
+	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["b"] = writeSessions(t, db, 10, "b")["b"]
+	db.Close()
+	forgeCheckpoint(t, dir)
+	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["b"] = append(want["b"], writeSessions(t, db, 10, "b")["b"]...)
+	db.Close()
+
+	var log logBuffer
+	db, err = engine.Open(dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
+	if err != nil {
+		t.Fatalf("open with an index that disagrees with intact segments: %v", err)
+	}
+	checkLogs(t, db, want)
+	db.Close()
+	if q := quarantined(t, dir); len(q) != 1 {
+		t.Fatalf("quarantine holds %v, want the old index", q)
+	}
+	if !strings.Contains(log.String(), "disagrees") {
+		t.Fatalf("no warning logged:\n%s", log.String())
+	}
+}
+
+// TestIndexProvesLoss: when the index disagrees with the segments and the
+// segments lack a session the index holds (its segment was deleted), the
+// open fails naming it, rather than rebuilding an index without it.
+func TestIndexProvesLoss(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := &engine.Options{NoPreallocate: true, CompactInterval: -1}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSessions(t, db, 20, "c")
+	if _, err := db.Compact(ctx, engine.CompactOptions{Roll: true}); err != nil { // c alone in the first segment
+		t.Fatal(err)
+	}
+	writeSessions(t, db, 20, "a")
+	db.Close()
+	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSessions(t, db, 10, "b")
+	db.Close()
+	forgeCheckpoint(t, dir)
+	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSessions(t, db, 10, "b")
+	db.Close()
+	if err := os.Remove(segFiles(t, dir)[0]); err != nil {
+		t.Fatal(err)
+	}
+	_, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	var ce *engine.CorruptionError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `session "c"`) {
+		t.Fatalf("open of a store that lost an indexed session: %v, want a corruption naming session c", err)
+	}
+	if q := quarantined(t, dir); len(q) != 0 {
+		t.Fatalf("quarantine holds %v after a refused open", q)
+	}
+}
+
+// TestUnidentifiableSegmentIsQuarantined: a file under the next segment's
+// name that holds no segment (random bytes, a header never finished by an
+// older build) is moved to quarantine/, never deleted; the store goes on.
+func TestUnidentifiableSegmentIsQuarantined(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writeSessions(t, db, 20, "a")
+	db.Close()
+	segs := segFiles(t, dir)
+	id, _ := segment.ParseName(filepath.Base(segs[len(segs)-1]))
+	fake := filepath.Join(dir, segment.Name(id+4))
+	junk := []byte(strings.Repeat("user data, not a segment\n", 40))
+	if err := os.WriteFile(fake, junk, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := engine.Check(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(ro.Notes, "\n"), "quarantine") {
+		t.Fatalf("check does not say the open quarantines the file: %v %v", ro.Notes, ro.Problems)
+	}
+	var log logBuffer
+	db, err = engine.Open(dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLogs(t, db, want)
+	more := writeSessions(t, db, 5, "a")
+	want["a"] = append(want["a"], more["a"]...)
+	if _, err := db.Compact(ctx, engine.CompactOptions{Roll: true}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	q := quarantined(t, dir)
+	if len(q) != 1 || !strings.HasPrefix(q[0], segment.Name(id+4)) {
+		t.Fatalf("quarantine holds %v", q)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, engine.QuarantineDir, q[0]))
+	if err != nil || !bytes.Equal(got, junk) {
+		t.Fatalf("the quarantined file is not the user's bytes: %v", err)
+	}
+	if !strings.Contains(log.String(), "quarantine") {
+		t.Fatalf("no warning logged:\n%s", log.String())
+	}
+	db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLogs(t, db, want)
+	db.Close()
+}
+
+// TestTruncatedSealedSegmentKeepsTheNext: a sealed segment cut short is
+// damage to acknowledged data, reported where it is; the (empty) newest
+// segment that the index checkpoint names is not removed for it.
+func TestTruncatedSealedSegmentKeepsTheNext(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSessions(t, db, 50, "a", "b")
+	if _, err := db.Compact(ctx, engine.CompactOptions{Roll: true}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	segs := segFiles(t, dir)
+	if len(segs) != 2 {
+		t.Fatalf("segments %v", segs)
+	}
+	fi, _ := os.Stat(segs[0])
+	if err := os.Truncate(segs[0], fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	_, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	var ce *engine.CorruptionError
+	if !errors.As(err, &ce) || ce.Path != segs[0] {
+		t.Fatalf("open after a sealed segment was truncated: %v, want a corruption in %s", err, segs[0])
+	}
+	if _, err := os.Stat(segs[1]); err != nil {
+		t.Fatalf("the newest segment was removed: %v", err)
+	}
+	rep, err := engine.Check(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) == 0 {
+		t.Fatalf("check finds no problem in a store Open refuses; notes %v", rep.Notes)
+	}
+}
+
+// TestTemporariesAreRemoved: what a crash leaves of a segment creation or
+// rewrite (named as such) is removed by the next write open.
+func TestTemporariesAreRemoved(t *testing.T) {
+	dir := t.TempDir()
+	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writeSessions(t, db, 10, "a")
+	db.Close()
+	for _, n := range []string{segment.TempName(9), segment.RewriteName(1)} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("half a file"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLogs(t, db, want)
+	db.Close()
+	for _, n := range []string{segment.TempName(9), segment.RewriteName(1)} {
+		if _, err := os.Stat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s is still there: %v", n, err)
+		}
+	}
+}
