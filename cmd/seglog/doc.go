@@ -8,5 +8,9 @@
 // and a full replay, on a temporary directory unless -dir is given, and
 // prints a table with the ratios. Progress goes to stderr.
 //
+// The other commands (check, ls, stats, cat, segments, tail, delete,
+// compact, import, export, migrate) work on the store in -dir. Only import
+// creates a store; the others refuse a directory that holds none.
+//
 // cmd/seglog is the top of the dependency graph; nothing imports it.
 package main

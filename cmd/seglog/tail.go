@@ -136,6 +136,9 @@ func containsAfter(ids []uint64, seg uint64) bool {
 type CorruptionError = segment.CorruptionError
 
 func runTail(ctx context.Context, w io.Writer, dir, id string, n int, follow bool, every time.Duration) error {
+	if err := needStore(dir); err != nil {
+		return err
+	}
 	t := &tailer{dir: dir, id: id, seg: 1}
 	defer func() {
 		if t.r != nil {

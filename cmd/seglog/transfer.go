@@ -68,10 +68,17 @@ func findLogs(root string) ([]string, error) {
 	return out, nil
 }
 
+// runImport imports the session logs under root into the store in dir,
+// creating it: import is the one command that does. A log it cannot take
+// is refused (rep.Refused) and the others are imported; a root without
+// any log is an error, and creates nothing.
 func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 	files, err := findLogs(root)
 	if err != nil {
 		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("import: no session logs under %s (<project>/<encodedId>/session.v{2,3}.jsonl[.zstd])", root)
 	}
 	db, err := engine.Open(dir, nil)
 	if err != nil {
@@ -290,7 +297,7 @@ func newDeleteCmd(w io.Writer, dir *string) *cobra.Command {
 		Short: "delete sessions (durably; the bytes are reclaimed by compaction)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, ids []string) error {
-			db, err := engine.Open(*dir, nil)
+			db, err := openRW(*dir)
 			if err != nil {
 				return err
 			}
@@ -314,7 +321,7 @@ func newCompactCmd(w io.Writer, dir *string) *cobra.Command {
 		Short: "remove segments that hold only deleted data, rewrite mostly dead ones; report the bytes reclaimed",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			db, err := engine.Open(*dir, nil)
+			db, err := openRW(*dir)
 			if err != nil {
 				return err
 			}
@@ -349,7 +356,7 @@ func newMigrateCmd(w io.Writer, dir *string) *cobra.Command {
 }
 
 func runMigrate(w io.Writer, dir string, ids []string) error {
-	db, err := engine.Open(dir, nil)
+	db, err := openRW(dir)
 	if err != nil {
 		return err
 	}
