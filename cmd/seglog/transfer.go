@@ -27,7 +27,11 @@ func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
 		Short: "import a reference harness root (<project>/<encodedId>/session.v3.jsonl[.zstd])",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			_, err := runImport(w, progress, *dir, args[0])
+			rep, err := runImport(w, progress, *dir, args[0])
+			if err == nil && len(rep.Refused) > 0 {
+				return partialError{fmt.Sprintf("import: %d of %d session logs refused (listed above); the others were imported",
+					len(rep.Refused), rep.Files)}
+			}
 			return err
 		},
 	}
@@ -35,6 +39,7 @@ func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
 
 // importReport is what an import did.
 type importReport struct {
+	Files            int // session logs found
 	Sessions, Events int
 	Bytes            int64 // of the log files read
 	TornTails        int
@@ -87,7 +92,7 @@ func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 	defer db.Close()
 	ctx := context.Background()
 	catalog := event.NewCatalog()
-	rep := &importReport{}
+	rep := &importReport{Files: len(files)}
 	var open []*engine.Handle
 	start := time.Now()
 	refuse := func(path, format string, args ...any) {
@@ -155,7 +160,7 @@ func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 	}
 	rep.Elapsed = time.Since(start)
 	for _, r := range rep.Refused {
-		fmt.Fprintln(w, "refused:", r)
+		fmt.Fprintln(w, "refused:", untag(r))
 	}
 	fmt.Fprintf(w, "imported %d sessions, %d events (%d torn tails dropped, %d refused) in %.2fs: %.0f sessions/s, %.1f MB/s\n",
 		rep.Sessions, rep.Events, rep.TornTails, len(rep.Refused), rep.Elapsed.Seconds(),

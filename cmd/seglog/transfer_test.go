@@ -182,3 +182,17 @@ func BenchmarkImport1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(rep.Sessions)*float64(b.N)/b.Elapsed().Seconds(), "sessions/s")
 }
+
+// TestImportRefusalsExitNonZero: import brings in the good logs, says how
+// many it refused and exits 1.
+func TestImportRefusalsExitNonZero(t *testing.T) {
+	root, dir := t.TempDir(), filepath.Join(t.TempDir(), "store")
+	makeRoot(t, root, 4) // 4 sessions and a fork; a v4 log and an unknown type refused
+	stdout, stderr, code := cliSplit(t, "import", root, "--dir", dir)
+	if code != 1 || !strings.Contains(stdout, "imported 5 sessions") || !strings.Contains(stderr, "2 of 7 session logs refused") {
+		t.Fatalf("import with refusals: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if out, _ := cli(t, "ls", "--dir", dir); strings.Count(out, "\n") != 6 {
+		t.Errorf("the good logs were not imported:\n%s", out)
+	}
+}
