@@ -268,3 +268,75 @@ func TestCompactRewriteCommand(t *testing.T) {
 		t.Errorf("segment 1 is %d%% live after its rewrite", pct)
 	}
 }
+
+// cliSplit runs the CLI and returns stdout and stderr apart.
+func cliSplit(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// TestErrorsPrintOnce: an error is printed once, with the one prefix
+// "seglog: ", not each layer's ("seglog: engine: ... seglog: corruption").
+func TestErrorsPrintOnce(t *testing.T) {
+	_, stderr, code := cliSplit(t, "cat", "alpha", "--dir", copyStore(t, damagedStore))
+	if code != 1 || !strings.HasPrefix(stderr, "seglog: ") || strings.Count(stderr, "seglog: ") != 1 ||
+		strings.Contains(stderr, "engine: ") || !strings.Contains(stderr, "corruption in ") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	for _, c := range []struct{ in, want string }{
+		{"engine: session \"a\": read: seglog: corruption in x at offset 1: bad", "session \"a\": read: corruption in x at offset 1: bad"},
+		{"engine: open d: open d: no such file", "open d: open d: no such file"},
+		// A tag inside a quoted session id is the id's, and stays.
+		{`engine: session "x: engine: y" not found`, `session "x: engine: y" not found`},
+		{`engine: session "q\": seglog: " not found`, `session "q\": seglog: " not found`},
+		{"repair: engine: the store has no index", "repair: the store has no index"},
+	} {
+		if got := untag(c.in); got != c.want {
+			t.Errorf("untag(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestExitCodes: 0 ok, 1 failed or did only part of its work, 2 usage
+// error, as seglog help says.
+func TestExitCodes(t *testing.T) {
+	dir := copyStore(t, cleanStore)
+	root := t.TempDir()
+	makeRoot(t, root, 2)
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"ls", "--dir", dir}, 0},
+		{[]string{"cat", "beta", "--dir", dir}, 0},
+		{[]string{"help"}, 0},
+		{[]string{"check", "--dir", copyStore(t, damagedStore)}, 1},
+		{[]string{"cat", "nope", "--dir", dir}, 1},
+		{[]string{"delete", "nope", "--dir", dir}, 1},
+		{[]string{"import", root, "--dir", t.TempDir()}, 1},
+		{[]string{"ls", "--dir", t.TempDir()}, 1},
+		{[]string{"nope"}, 2},
+		{[]string{"ls", "--nope"}, 2},
+		{[]string{"ls", "extra", "--dir", dir}, 2},
+		{[]string{"cat", "--dir", dir}, 2},
+		{[]string{"cat", "beta", "--n", "many", "--dir", dir}, 2},
+		{[]string{"tail", "a", "b", "--dir", dir}, 2},
+		{[]string{"delete", "--dir", dir}, 2},
+		{[]string{"export", "a", "b", "c", "--dir", dir}, 2},
+		{[]string{"export", "--all", "--dir", dir}, 2},
+		{[]string{"migrate", "--dir", dir}, 2},
+		{[]string{"import", "--dir", dir}, 2},
+	} {
+		if out, code := cli(t, c.args...); code != c.code {
+			t.Errorf("%v: exit %d, want %d\n%s", c.args, code, c.code, out)
+		}
+	}
+	help, _ := cli(t, "help")
+	for _, want := range []string{"Exit codes", "0 ", "1 ", "2 ", "import"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+}

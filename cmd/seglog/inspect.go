@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 
@@ -14,8 +17,65 @@ import (
 	"github.com/seglog/seglog/segment"
 )
 
+// errNoStore is the kind of a *noStoreError.
+var errNoStore = errors.New("no store")
+
+// noStoreError: a command other than import was given a directory that
+// holds no store. It names the directory and what was missing.
+type noStoreError struct {
+	Dir    string
+	Reason string // "the directory does not exist", ...
+}
+
+func (e *noStoreError) Error() string {
+	return fmt.Sprintf("no store in %s: %s (--dir or $SEGLOG_DIR names the store; seglog import creates one)", e.Dir, e.Reason)
+}
+
+func (e *noStoreError) Is(target error) bool { return target == errNoStore }
+
+// needStore checks that dir holds a store (a segment file or index.db)
+// before a command opens it: engine.Open would create an empty store, and
+// only import may create one. The engine still verifies what it opens.
+func needStore(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &noStoreError{dir, "the directory does not exist"}
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return &noStoreError{dir, "not a directory"}
+	}
+	ids, err := segment.List(nil, dir)
+	if err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, indexFile)); err == nil {
+		return nil
+	}
+	return &noStoreError{dir, "no segment files (*.seg) and no " + indexFile}
+}
+
+// indexFile is the engine's default index file in a store directory.
+const indexFile = "index.db"
+
+// openRO opens an existing store read-only.
 func openRO(dir string) (*engine.DB, error) {
+	if err := needStore(dir); err != nil {
+		return nil, err
+	}
 	return engine.Open(dir, &engine.Options{ReadOnly: true})
+}
+
+// openRW opens an existing store for writing (never creating one).
+func openRW(dir string) (*engine.DB, error) {
+	if err := needStore(dir); err != nil {
+		return nil, err
+	}
+	return engine.Open(dir, nil)
 }
 
 func newCheckCmd(w io.Writer, dir *string) *cobra.Command {
@@ -31,6 +91,9 @@ func newCheckCmd(w io.Writer, dir *string) *cobra.Command {
 }
 
 func runCheck(w io.Writer, dir string, repair bool) error {
+	if err := needStore(dir); err != nil {
+		return err
+	}
 	rep, err := engine.Check(dir, nil)
 	if err != nil {
 		return err
@@ -166,6 +229,9 @@ func newSegmentsCmd(w io.Writer, dir *string) *cobra.Command {
 }
 
 func runSegments(w io.Writer, dir string) error {
+	if err := needStore(dir); err != nil {
+		return err
+	}
 	ids, err := segment.List(nil, dir)
 	if err != nil {
 		return err

@@ -14,34 +14,129 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// Exit codes of the CLI (helpExitCodes documents them for seglog help).
+const (
+	exitOK     = 0 // the command did all it was asked
+	exitFailed = 1 // it failed, or did only part of its work (check found problems, import refused logs, export left sessions out)
+	exitUsage  = 2 // the command line was wrong: unknown command or flag, bad flag value, wrong arguments; nothing was done
+)
+
+// helpExitCodes is the end of seglog help: the exit codes and which
+// command creates a store.
+const helpExitCodes = `Exit codes:
+  0  ok: the command did all it was asked
+  1  failed, or did only part of its work: check found problems, import refused
+     some logs, export could not write some sessions (each is listed); the
+     store or session is missing or damaged
+  2  usage error: unknown command or flag, bad flag value, wrong arguments;
+     nothing was done
+
+Only import creates a store (in --dir, made if missing). Every other command
+fails on a directory that holds no store (no *.seg files and no index.db) and
+creates nothing.
+`
+
 // errProblems makes check exit 1 after printing its report.
 var errProblems = errors.New("problems found")
 
-// run executes the CLI and returns the exit code: 0 ok, 1 a failure or
-// problems found, 2 a usage error.
+// partialError: the command did part of its work and printed what it could
+// not do, item by item, on stdout; it exits 1 with this summary.
+type partialError struct{ msg string }
+
+func (e partialError) Error() string { return e.msg }
+
+// run executes the CLI and returns the exit code (exitOK, exitFailed,
+// exitUsage). An error is printed once, on stderr, after one "seglog: ".
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(normalize(args))
 	err := root.Execute()
 	switch {
 	case err == nil:
-		return 0
+		return exitOK
 	case errors.Is(err, errProblems):
-		return 1
+		return exitFailed
 	case isUsage(err):
-		fmt.Fprintln(stderr, "seglog:", err)
-		return 2
+		fmt.Fprintln(stderr, "seglog:", untag(err.Error()))
+		fmt.Fprintln(stderr, "Run 'seglog help' for usage.")
+		return exitUsage
 	}
-	fmt.Fprintln(stderr, "seglog:", err)
-	return 1
+	fmt.Fprintln(stderr, "seglog:", untag(err.Error()))
+	return exitFailed
 }
 
+// usageError is a wrong command line.
 type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
 
 func isUsage(err error) bool {
 	var u usageError
-	return errors.As(err, &u) || strings.Contains(err.Error(), "unknown command") ||
-		strings.Contains(err.Error(), "unknown flag") || strings.Contains(err.Error(), "unknown shorthand")
+	// An unknown command is found by cobra before any of ours runs.
+	return errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command")
+}
+
+// usageArgs makes a command's argument check a usage error.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if check == nil {
+			return nil
+		}
+		if err := check(cmd, args); err != nil {
+			return usageError{fmt.Errorf("%s: %w", cmd.Name(), err)}
+		}
+		return nil
+	}
+}
+
+// packageTags are the prefixes seglog's packages put in front of their
+// errors ("engine: ", "seglog: "); wrapped through several layers they
+// stutter, so the CLI prints none of them and one "seglog: " in front.
+var packageTags = []string{"seglog: ", "engine: ", "segment: ", "index: ", "handle: ", "vfs: ",
+	"jsonl: ", "recovery: ", "event: ", "plan: ", "bench: "}
+
+// untag drops the package tags at the start of msg and after each ": "
+// that separates wrapped errors. Quoted text (a %q session id) is kept as
+// it is.
+func untag(msg string) string {
+	var b strings.Builder
+	quoted, boundary := false, true
+	for i := 0; i < len(msg); {
+		if boundary && !quoted {
+			if tag := tagAt(msg[i:]); tag > 0 {
+				i += tag
+				continue
+			}
+			boundary = false
+		}
+		c := msg[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(msg):
+			b.WriteString(msg[i : i+2])
+			i += 2
+			continue
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == ':' && strings.HasPrefix(msg[i:], ": "):
+			b.WriteString(": ")
+			i += 2
+			boundary = true
+			continue
+		}
+		b.WriteByte(c)
+		i++
+	}
+	return b.String()
+}
+
+// tagAt is the length of the package tag s starts with, or 0.
+func tagAt(s string) int {
+	for _, t := range packageTags {
+		if strings.HasPrefix(s, t) {
+			return len(t)
+		}
+	}
+	return 0
 }
 
 // normalize accepts Go-style single-dash long flags (-dir, -events) as
@@ -68,16 +163,21 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "seglog",
 		Short:         "seglog stores and inspects the event logs of agent sessions",
+		Long:          "seglog stores and inspects the event logs of agent sessions.\n\n" + helpExitCodes,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	var dir string
 	root.PersistentFlags().StringVar(&dir, "dir", defaultDir(), "the store directory ($SEGLOG_DIR, else ./seglog-data)")
 	root.AddCommand(newBenchCmd(stdout, stderr, &dir), newCheckCmd(stdout, &dir), newLsCmd(stdout, &dir),
 		newStatsCmd(stdout, &dir), newCatCmd(stdout, &dir), newSegmentsCmd(stdout, &dir),
 		newImportCmd(stdout, stderr, &dir), newExportCmd(stdout, &dir), newDeleteCmd(stdout, &dir),
 		newTailCmd(stdout, &dir), newCompactCmd(stdout, &dir), newMigrateCmd(stdout, &dir))
+	for _, c := range root.Commands() {
+		c.Args = usageArgs(c.Args)
+	}
 	return root
 }

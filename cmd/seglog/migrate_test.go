@@ -68,7 +68,7 @@ func TestImportV2ThenMigrate(t *testing.T) {
 	writeLog(t, root, engine.Header{Version: 1, ID: "ancient", CreatedAt: 1}, src[:1], 1)
 
 	out, code := cli(t, "--dir", dir, "import", root)
-	if code != 0 || !strings.Contains(out, "imported 2 sessions") ||
+	if code != 1 || !strings.Contains(out, "imported 2 sessions") || !strings.Contains(out, "1 of 3 session logs refused") ||
 		!strings.Contains(out, "filename identifies v2, but the header identifies v3") {
 		t.Fatalf("import (exit %d):\n%s", code, out)
 	}

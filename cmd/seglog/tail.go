@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 )
@@ -30,7 +31,7 @@ func newTailCmd(w io.Writer, dir *string) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&n, "n", 10, "events to print before following")
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing events as they are written")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing events as they are written (the session must exist)")
 	return cmd
 }
 
@@ -135,7 +136,14 @@ func containsAfter(ids []uint64, seg uint64) bool {
 // CorruptionError is engine's, as segment reports it.
 type CorruptionError = segment.CorruptionError
 
+// runTail prints the last n events of session id and, with follow, the
+// events written after them until ctx ends. A session that is not in the
+// store (never created, or deleted) is an error, with follow too: tail
+// follows a session, it does not wait for one to appear.
 func runTail(ctx context.Context, w io.Writer, dir, id string, n int, follow bool, every time.Duration) error {
+	if err := needStore(dir); err != nil {
+		return err
+	}
 	t := &tailer{dir: dir, id: id, seg: 1}
 	defer func() {
 		if t.r != nil {
@@ -147,8 +155,8 @@ func runTail(ctx context.Context, w io.Writer, dir, id string, n int, follow boo
 	if err != nil {
 		return err
 	}
-	if !t.started && !follow {
-		return errors.New("session " + id + " not found")
+	if !t.started {
+		return &engine.SessionError{ID: id, Op: "tail", Err: engine.ErrSessionNotFound}
 	}
 	if n >= 0 && len(evs) > n {
 		evs = evs[len(evs)-n:]

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -90,5 +92,28 @@ func TestTailFollowsAWriter(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Seq != uint64(i) {
 			t.Fatalf("line %d: seq %d, %v", i, e.Seq, err)
 		}
+	}
+}
+
+// TestTailMissingSession: tail of a session that is not there fails with
+// a not-found error, with -f too (it used to wait forever, silently).
+func TestTailMissingSession(t *testing.T) {
+	dir := copyStore(t, cleanStore)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := runTail(ctx, &bytes.Buffer{}, dir, "nope", 10, true, 5*time.Millisecond)
+	if !errors.Is(err, engine.ErrSessionNotFound) || ctx.Err() != nil {
+		t.Fatalf("tail -f of a missing session: %v (context: %v)", err, ctx.Err())
+	}
+	for _, args := range [][]string{{"tail", "nope", "-f"}, {"tail", "nope"}} {
+		out, code := cliGuarded(t, append(args, "--dir", dir)...)
+		if code != 1 || !strings.Contains(out, `session "nope" not found`) {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	// A session deleted before the tail is not there either.
+	cli(t, "delete", "alpha", "--dir", dir)
+	if out, code := cliGuarded(t, "tail", "alpha", "-f", "--dir", dir); code != 1 || !strings.Contains(out, "not found") {
+		t.Errorf("tail -f of a deleted session: exit %d\n%s", code, out)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,7 +28,11 @@ func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
 		Short: "import a reference harness root (<project>/<encodedId>/session.v3.jsonl[.zstd])",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			_, err := runImport(w, progress, *dir, args[0])
+			rep, err := runImport(w, progress, *dir, args[0])
+			if err == nil && len(rep.Refused) > 0 {
+				return partialError{fmt.Sprintf("import: %d of %d session logs refused (listed above); the others were imported",
+					len(rep.Refused), rep.Files)}
+			}
 			return err
 		},
 	}
@@ -35,6 +40,7 @@ func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
 
 // importReport is what an import did.
 type importReport struct {
+	Files            int // session logs found
 	Sessions, Events int
 	Bytes            int64 // of the log files read
 	TornTails        int
@@ -68,10 +74,17 @@ func findLogs(root string) ([]string, error) {
 	return out, nil
 }
 
+// runImport imports the session logs under root into the store in dir,
+// creating it: import is the one command that does. A log it cannot take
+// is refused (rep.Refused) and the others are imported; a root without
+// any log is an error, and creates nothing.
 func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 	files, err := findLogs(root)
 	if err != nil {
 		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("import: no session logs under %s (<project>/<encodedId>/session.v{2,3}.jsonl[.zstd])", root)
 	}
 	db, err := engine.Open(dir, nil)
 	if err != nil {
@@ -80,7 +93,7 @@ func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 	defer db.Close()
 	ctx := context.Background()
 	catalog := event.NewCatalog()
-	rep := &importReport{}
+	rep := &importReport{Files: len(files)}
 	var open []*engine.Handle
 	start := time.Now()
 	refuse := func(path, format string, args ...any) {
@@ -148,7 +161,7 @@ func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 	}
 	rep.Elapsed = time.Since(start)
 	for _, r := range rep.Refused {
-		fmt.Fprintln(w, "refused:", r)
+		fmt.Fprintln(w, "refused:", untag(r))
 	}
 	fmt.Fprintf(w, "imported %d sessions, %d events (%d torn tails dropped, %d refused) in %.2fs: %.0f sessions/s, %.1f MB/s\n",
 		rep.Sessions, rep.Events, rep.TornTails, len(rep.Refused), rep.Elapsed.Seconds(),
@@ -234,6 +247,10 @@ func newExportCmd(w io.Writer, dir *string) *cobra.Command {
 	return cmd
 }
 
+// runExport writes the sessions ids (nil: all) as reference logs under
+// root. A session it cannot export is reported by name on w, with the
+// reason, and the others are exported; then it returns a partialError.
+// With one session asked for by name, its error is returned as it is.
 func runExport(w io.Writer, dir, root string, ids []string, compressed bool) error {
 	db, err := openRO(dir)
 	if err != nil {
@@ -241,7 +258,8 @@ func runExport(w io.Writer, dir, root string, ids []string, compressed bool) err
 	}
 	defer db.Close()
 	ctx := context.Background()
-	if ids == nil {
+	all := ids == nil
+	if all {
 		snaps, err := db.List(ctx)
 		if err != nil {
 			return err
@@ -250,38 +268,83 @@ func runExport(w io.Writer, dir, root string, ids []string, compressed bool) err
 			ids = append(ids, s.Header.ID)
 		}
 	}
+	failed := 0
 	for _, id := range ids {
-		h, err := db.Open(ctx, id, engine.Read)
+		n, path, err := exportSession(ctx, db, root, id, compressed)
+		if err != nil && !all {
+			return err
+		}
 		if err != nil {
-			return err
+			fmt.Fprintf(w, "not exported: %s\n", untag(err.Error())) // the error names the session
+			failed++
+			continue
 		}
-		evs, err := h.Read(ctx, 0, -1)
-		if err != nil {
-			return err
-		}
-		var batches []int
-		for n := len(evs); n > 0; n -= min(n, 256) {
-			batches = append(batches, min(n, 256))
-		}
-		hdr := h.Header()
-		hdr.Version = jsonl.Version // an older session reads migrated
-		b, err := jsonl.Encode(hdr, evs, compressed, batches)
-		if err != nil {
-			return err
-		}
-		path, err := jsonl.LogPath(root, hdr, compressed)
-		if err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return err
-		}
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "%s: %d events -> %s\n", id, len(evs), path)
+		fmt.Fprintf(w, "%s: %d events -> %s\n", id, n, path)
+	}
+	if failed > 0 {
+		return partialError{fmt.Sprintf("export: %d of %d sessions not exported (listed above); the others were exported", failed, len(ids))}
 	}
 	return nil
+}
+
+// maxNameLen is the longest file name (in bytes) the common file systems
+// take (NAME_MAX of ext4, XFS, btrfs, tmpfs, APFS).
+const maxNameLen = 255
+
+// errNameTooLong: a session whose directory name in the reference layout
+// (its encoded id) is longer than file systems allow. The reference has no
+// other place for it, so export refuses that session.
+var errNameTooLong = errors.New("too long for a file name")
+
+// exportSession writes one session's log under root and returns its event
+// count and path. Its errors name the session (the engine's do, its own
+// are an *engine.SessionError of Op "export").
+func exportSession(ctx context.Context, db *engine.DB, root, id string, compressed bool) (int, string, error) {
+	fail := func(err error) (int, string, error) {
+		if errors.Is(err, syscall.ENAMETOOLONG) {
+			err = fmt.Errorf("its log path in the reference layout is %w on this file system: %w", errNameTooLong, err)
+		}
+		return 0, "", &engine.SessionError{ID: id, Op: "export", Err: err}
+	}
+	h, err := db.Open(ctx, id, engine.Read)
+	if err != nil {
+		return 0, "", err
+	}
+	defer h.Close()
+	hdr := h.Header()
+	hdr.Version = jsonl.Version // an older session reads migrated
+	enc, err := jsonl.EncodeID(hdr.ID)
+	if err != nil {
+		return fail(err)
+	}
+	if len(enc) > maxNameLen {
+		// Refused before anything is written: no directory is left behind.
+		return fail(fmt.Errorf("its directory name in the reference layout (the encoded id) is %d bytes, %w (at most %d); the layout has no other place for it",
+			len(enc), errNameTooLong, maxNameLen))
+	}
+	path, err := jsonl.LogPath(root, hdr, compressed)
+	if err != nil {
+		return fail(err)
+	}
+	evs, err := h.Read(ctx, 0, -1)
+	if err != nil {
+		return 0, "", err
+	}
+	var batches []int
+	for n := len(evs); n > 0; n -= min(n, 256) {
+		batches = append(batches, min(n, 256))
+	}
+	b, err := jsonl.Encode(hdr, evs, compressed, batches)
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fail(err)
+	}
+	return len(evs), path, nil
 }
 
 func newDeleteCmd(w io.Writer, dir *string) *cobra.Command {
@@ -290,7 +353,7 @@ func newDeleteCmd(w io.Writer, dir *string) *cobra.Command {
 		Short: "delete sessions (durably; the bytes are reclaimed by compaction)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, ids []string) error {
-			db, err := engine.Open(*dir, nil)
+			db, err := openRW(*dir)
 			if err != nil {
 				return err
 			}
@@ -314,7 +377,7 @@ func newCompactCmd(w io.Writer, dir *string) *cobra.Command {
 		Short: "remove segments that hold only deleted data, rewrite mostly dead ones; report the bytes reclaimed",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			db, err := engine.Open(*dir, nil)
+			db, err := openRW(*dir)
 			if err != nil {
 				return err
 			}
@@ -349,7 +412,7 @@ func newMigrateCmd(w io.Writer, dir *string) *cobra.Command {
 }
 
 func runMigrate(w io.Writer, dir string, ids []string) error {
-	db, err := engine.Open(dir, nil)
+	db, err := openRW(dir)
 	if err != nil {
 		return err
 	}

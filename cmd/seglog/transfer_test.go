@@ -182,3 +182,76 @@ func BenchmarkImport1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(rep.Sessions)*float64(b.N)/b.Elapsed().Seconds(), "sessions/s")
 }
+
+// TestImportRefusalsExitNonZero: import brings in the good logs, says how
+// many it refused and exits 1.
+func TestImportRefusalsExitNonZero(t *testing.T) {
+	root, dir := t.TempDir(), filepath.Join(t.TempDir(), "store")
+	makeRoot(t, root, 4) // 4 sessions and a fork; a v4 log and an unknown type refused
+	stdout, stderr, code := cliSplit(t, "import", root, "--dir", dir)
+	if code != 1 || !strings.Contains(stdout, "imported 5 sessions") || !strings.Contains(stderr, "2 of 7 session logs refused") {
+		t.Fatalf("import with refusals: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if out, _ := cli(t, "ls", "--dir", dir); strings.Count(out, "\n") != 6 {
+		t.Errorf("the good logs were not imported:\n%s", out)
+	}
+}
+
+// TestExportAllGoesOn: export --all writes every session it can; one
+// whose path the file system cannot hold (a valid 1,024-byte id) is
+// reported by name with the reason, and export exits 1 at the end.
+func TestExportAllGoesOn(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, NoPreallocate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "m" + strings.Repeat("x", engine.MaxIDLen-1)
+	ids := []string{"a", long, "z"} // the long one in the middle, as List orders them
+	for _, id := range ids {
+		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Append(ctx, testgen.Events(0, 4, 100)...); err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	stdout, stderr, code := cliSplit(t, "export", "--all", root, "--dir", dir)
+	if code != 1 || !strings.Contains(stdout, `"`+long+`"`) || !strings.Contains(stdout, "too long") ||
+		!strings.Contains(stderr, "1 of 3 sessions not exported") {
+		t.Errorf("export --all: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, id := range []string{"a", "z"} {
+		path, _ := jsonl.LogPath(root, engine.Header{ID: id}, false)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("%s not exported: %v", id, err)
+			continue
+		}
+		if log, err := jsonl.Parse(b, false); err != nil || len(log.Events) != 4 {
+			t.Errorf("%s exported wrong: %v", id, err)
+		}
+	}
+	// Nothing was left behind for the refused one.
+	entries, _ := os.ReadDir(filepath.Join(root, jsonl.ProjectDir("")))
+	if len(entries) != 2 {
+		t.Errorf("%d session directories, want 2", len(entries))
+	}
+	// One id asked for by name: the same refusal, exit 1.
+	if out, code := cli(t, "export", long, t.TempDir(), "--dir", dir); code != 1 || !strings.Contains(out, "too long") {
+		t.Errorf("export of the long id: exit %d\n%s", code, out)
+	}
+	// A session that does not read (damage) is left out the same way.
+	out, code := cli(t, "export", "--all", t.TempDir(), "--dir", copyStore(t, damagedStore))
+	if code != 1 || !strings.Contains(out, `not exported: session "alpha"`) || !strings.Contains(out, "corruption in ") ||
+		!strings.Contains(out, "beta: 50 events") || !strings.Contains(out, "1 of 2 sessions not exported") {
+		t.Errorf("export --all of the damaged store: exit %d\n%s", code, out)
+	}
+}
