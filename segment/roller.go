@@ -124,8 +124,11 @@ func (r *Roller) roll(full *Writer) error {
 		return nil // another goroutine rolled already
 	}
 	if err := full.Seal(); err != nil {
-		r.err = err
-		return err
+		var lost *LostError
+		if !errors.As(err, &lost) {
+			r.err = err
+		}
+		return err // a lost seal is undone by Recover, and the roll tried again
 	}
 	id := full.Header().ID + 1
 	next := r.spare
@@ -211,6 +214,26 @@ func (r *Roller) Sync() error {
 		return err
 	}
 	return w.Sync()
+}
+
+// Recover undoes a failed write of the active segment (see
+// Writer.Recover).
+func (r *Roller) Recover() error {
+	r.mu.Lock()
+	w, err := r.active, r.err
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := w.Recover(); err != nil {
+		r.mu.Lock()
+		if r.err == nil {
+			r.err = err
+		}
+		r.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 // Close closes the active segment without syncing it. It is idempotent.

@@ -119,9 +119,19 @@ type Writer struct {
 	inflight      []byte // frames at [inflightStart, ...) being written by the file's owner
 	inflightStart int64
 	frames        uint32 // event frames appended
+	bufFrames     uint32 // event frames in buf
 	sealed        bool
+	sealAt        int64 // offset of the seal frame, once appended
 	closed        bool
-	err           error // sticky I/O error
+	err           error // sticky I/O error: an fsync failed, or a loss could not be undone
+
+	// A write that failed before its fdatasync lost the frames from its
+	// start on (lost.From); appends and syncs fail with lost until Recover.
+	lost           *LostError
+	lostEnd        int64   // how far the failed write may have reached
+	lostFrames     uint32  // event frames in the failed write
+	losses         []int64 // From of every loss so far, by epoch
+	inflightFrames uint32
 
 	written atomic.Int64 // bytes [0, written) issued to the file
 	durable atomic.Int64 // bytes [0, durable) fdatasynced
@@ -500,6 +510,10 @@ func (w *Writer) appendFrame(kind Kind, codec Codec, key, stored []byte, rawLen 
 		err := w.err
 		w.mu.Unlock()
 		return Location{}, err
+	case w.lost != nil:
+		err := w.lost
+		w.mu.Unlock()
+		return Location{}, err
 	case w.sealed:
 		w.mu.Unlock()
 		return Location{}, ErrSealed
@@ -515,6 +529,7 @@ func (w *Writer) appendFrame(kind Kind, codec Codec, key, stored []byte, rawLen 
 	}
 	if kind == KindSeal {
 		w.sealed = true
+		w.sealAt = w.end
 		count = w.frames
 	}
 	off := w.end
@@ -524,6 +539,7 @@ func (w *Writer) appendFrame(kind Kind, codec Codec, key, stored []byte, rawLen 
 	w.end += size
 	if kind == KindEvents {
 		w.frames++
+		w.bufFrames++
 	}
 	spill := len(w.buf) >= w.opts.BufferSize
 	w.mu.Unlock()
@@ -551,10 +567,16 @@ func (w *Writer) writeOut(sync bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	target := w.end
+	epoch := len(w.losses)
 	for {
 		switch {
 		case w.err != nil:
 			return w.err
+		case w.lostSince(epoch, target):
+			if w.lost != nil {
+				return w.lost
+			}
+			return &LostError{Path: w.path, From: w.losses[epoch], Err: errors.New("lost by an earlier failed write")}
 		case sync && w.durable.Load() >= target:
 			return nil // durable already, even if the writer was sealed and closed since
 		case !sync && w.bufStart >= target:
@@ -585,6 +607,7 @@ func (w *Writer) writeOut(sync bool) error {
 	w.buf, w.spare = w.spare[:0], nil
 	w.bufStart = w.end
 	w.inflight, w.inflightStart = buf, start
+	w.inflightFrames, w.bufFrames = w.bufFrames, 0
 	w.mu.Unlock()
 
 	err := w.write(buf, start, sync)
@@ -594,13 +617,118 @@ func (w *Writer) writeOut(sync bool) error {
 	w.ioBusy = false
 	w.released = w.waiting
 	w.ioDone.Broadcast()
-	if err != nil && w.err == nil {
-		w.err = fmt.Errorf("segment: %s: %w", w.path, err)
+	var we *writeError
+	switch {
+	case err == nil:
+	case errors.As(err, &we) && w.err == nil:
+		// Nothing from start on was synced, nor acknowledged: the frames
+		// of this write and those appended since are lost, and the
+		// writer waits for Recover to undo them.
+		w.lost = &LostError{Path: w.path, From: start, Err: we.err}
+		w.lostEnd = start + int64(len(buf))
+		w.lostFrames = w.inflightFrames
+		w.losses = append(w.losses, start)
+		return w.lost
+	case w.err == nil:
+		w.err = fmt.Errorf("segment: %s: %w: %w", w.path, ErrSyncFailed, err)
 	}
 	if w.spare == nil && cap(buf) <= 4*w.opts.BufferSize {
 		w.spare = buf[:0]
 	}
 	return w.err
+}
+
+// lostSince reports whether frames up to target, appended at epoch, were
+// lost by a failed write since. Called with mu held.
+func (w *Writer) lostSince(epoch int, target int64) bool {
+	for _, from := range w.losses[epoch:] {
+		if from < target {
+			return true
+		}
+	}
+	return w.lost != nil && w.lost.From < target
+}
+
+// writeError marks a failed write (not an fdatasync): it promised nothing.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// LostError reports frames lost by a write that failed before it was
+// synced (a full disk, say): every frame the writer held from offset From
+// on, in this write and appended after it, is gone and was never
+// acknowledged; the frames before From are durable. The Writer refuses
+// appends and syncs with it until Recover undoes the failed write. It
+// wraps the write's error.
+type LostError struct {
+	Path string
+	From int64
+	Err  error
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("segment: %s: frames from offset %d were not written: %v", e.Path, e.From, e.Err)
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
+
+// Lost returns the loss the Writer waits to have undone by Recover, or
+// nil.
+func (w *Writer) Lost() *LostError {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lost
+}
+
+// Recover undoes a failed write (see LostError): what it may have written
+// is zeroed (a preallocated file) or cut off, the file is fdatasynced, and
+// appending resumes at the loss's offset. The caller must have forgotten
+// every frame it appended from there and must not append meanwhile. If
+// the undo fails, the writer fails for good (that error is returned from
+// then on).
+func (w *Writer) Recover() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if w.lost == nil {
+		return nil
+	}
+	w.acquireIO()
+	from, end := w.lost.From, max(w.lostEnd, w.end)
+	w.mu.Unlock()
+	var err error
+	size, err := w.f.Size()
+	if err == nil {
+		if w.opts.Preallocate && size >= w.opts.Size {
+			err = zeroFill(w.f, from, min(end, size))
+		} else if size > from {
+			err = w.f.Truncate(from)
+		}
+	}
+	if err == nil {
+		if err = w.f.Sync(); err != nil {
+			err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
+		}
+	}
+	w.mu.Lock()
+	w.releaseIO()
+	if err != nil {
+		w.err = fmt.Errorf("segment: %s: undoing a failed write: %w", w.path, err)
+		return w.err
+	}
+	w.frames -= w.lostFrames + w.bufFrames
+	w.lostFrames, w.bufFrames = 0, 0
+	w.buf = w.buf[:0]
+	w.bufStart, w.end = from, from
+	w.written.Store(from)
+	if w.sealed && w.sealAt >= from {
+		w.sealed = false
+	}
+	w.lost = nil
+	return nil
 }
 
 // acquireIO waits until no goroutine owns the file and takes ownership.
@@ -630,7 +758,7 @@ func (w *Writer) write(buf []byte, start int64, sync bool) error {
 			w.durable.Store(w.written.Load())
 		}
 		if _, err := w.f.WriteAt(buf, start); err != nil {
-			return err
+			return &writeError{err}
 		}
 		w.written.Store(start + int64(len(buf)))
 	}
