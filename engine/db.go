@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -494,12 +493,9 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		if err != nil {
 			return err
 		}
-		var rec headerRecord
-		if err := json.Unmarshal(f.Payload, &rec); err != nil {
-			return corrupt("session header record: " + err.Error())
-		}
-		if rec.Header.ID != f.Session {
-			return corrupt(fmt.Sprintf("header of session %q stored under key %q", rec.Header.ID, f.Session))
+		rec, err := decodeHeaderRecord(f.Payload, f.Session)
+		if err != nil {
+			return corrupt(err.Error())
 		}
 		if rec.UID == 0 {
 			return corrupt(fmt.Sprintf("header of session %q has no incarnation id", f.Session))
@@ -815,8 +811,8 @@ func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
 // Called with db.mu held.
 func (db *DB) header(s *session) (Header, error) {
 	if s.hdrRaw != nil {
-		var rec headerRecord
-		if err := json.Unmarshal(s.hdrRaw, &rec); err != nil || rec.Header.ID != s.id {
+		rec, err := decodeHeaderRecord(s.hdrRaw, s.id)
+		if err != nil {
 			return Header{}, &CorruptionError{Path: db.opts.IndexPath, Reason: fmt.Sprintf("index record of session %q has a bad header", s.id), Err: err}
 		}
 		s.hdr, s.hdrRaw = rec.Header, nil
