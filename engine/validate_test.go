@@ -46,6 +46,9 @@ func TestAppendRefusesUnstorableTime(t *testing.T) {
 		if !errors.As(err, &ie) || !errors.Is(err, engine.ErrInvalidEvent) || ie.Seq != 4 || ie.Index != 1 || !strings.Contains(ie.Reason, "time") {
 			t.Fatalf("Append with time %d: %v, want *event.InvalidError for seq 4 naming the time", bad, err)
 		}
+		if err := h.Enqueue(ev(3, bad)); !errors.As(err, &ie) || ie.Seq != 3 || !strings.Contains(ie.Reason, "time") {
+			t.Fatalf("Enqueue with time %d: %v, want *event.InvalidError for seq 3 naming the time", bad, err)
+		}
 		if snap, err := db.Stat(ctx, "t"); err != nil || snap.EventCount != 3 {
 			t.Fatalf("after a refused append: Stat = %+v, %v; want 3 events", snap, err)
 		}
