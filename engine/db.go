@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -385,8 +384,8 @@ func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
 // Called with db.mu held.
 func (db *DB) header(s *session) (Header, error) {
 	if s.hdrRaw != nil {
-		var rec headerRecord
-		if err := json.Unmarshal(s.hdrRaw, &rec); err != nil || rec.Header.ID != s.id {
+		rec, err := decodeHeaderRecord(s.hdrRaw, s.id)
+		if err != nil {
 			return Header{}, &CorruptionError{Path: db.opts.IndexPath, Reason: fmt.Sprintf("index record of session %q has a bad header", s.id), Err: err}
 		}
 		s.hdr, s.hdrRaw = rec.Header, nil

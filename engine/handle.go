@@ -114,14 +114,11 @@ func (h *Handle) readMigrated(ctx context.Context, offset, limit int) ([]event.E
 	if err != nil {
 		return nil, sessionErr(h.id, "read", err)
 	}
-	if offset >= len(evs) {
+	lo, hi := ReadRange(uint64(len(evs)), offset, limit) // offset+limit may overflow an int
+	if lo >= hi {
 		return []event.Event{}, nil
 	}
-	end := len(evs)
-	if limit >= 0 && offset+limit < end {
-		end = offset + limit
-	}
-	return evs[offset:end], nil
+	return evs[lo:hi], nil
 }
 
 // readStored is Read of the events as stored; check applies the catalog.

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"strconv"
+	"unicode"
+	"unicode/utf8"
 )
 
 // FormatVersion is the session format version this build writes (the
@@ -22,11 +25,19 @@ const OldestFormatVersion = 2
 const maxSafeInt = 1<<53 - 1
 
 // Header is the metadata stored with a session (REFERENCE.md §(b)).
+//
+// ID names the session: 1..MaxIDLen bytes of valid UTF-8 without control
+// characters (U+0000..U+001F, U+007F..U+009F); Create refuses any other
+// with ErrInvalidHeader. The header is stored as JSON and exported as
+// JSONL, whose strings hold only Unicode text (encoding/json would store
+// U+FFFD for a byte that is not UTF-8, and the stored header would no
+// longer name its session), and `seglog ls` prints one ID per line. The
+// other string fields must be valid UTF-8 too.
 type Header struct {
-	Version         int    `json:"version"` // 0 in Create means FormatVersion
-	ID              string `json:"id"`
-	CreatedAt       int64  `json:"createdAt"` // milliseconds since the Unix epoch
-	Cwd             string `json:"cwd,omitempty"`
+	Version         int    `json:"version"`       // 0 in Create means FormatVersion
+	ID              string `json:"id"`            // UTF-8 without control characters: see above
+	CreatedAt       int64  `json:"createdAt"`     // milliseconds since the Unix epoch
+	Cwd             string `json:"cwd,omitempty"` // absolute
 	ParentSession   string `json:"parentSession,omitempty"`
 	IsSeeded        bool   `json:"isSeeded"`
 	Origin          string `json:"origin,omitempty"` // "" or "subagent"
@@ -34,8 +45,39 @@ type Header struct {
 	AgentPreset     string `json:"agentPreset,omitempty"`
 }
 
-// MaxIDLen is the longest session ID.
+// MaxIDLen is the longest session ID, in bytes.
 const MaxIDLen = 1024
+
+// idProblem says what makes id unfit for a session ID other than its
+// length, or "" if nothing does: bytes that are not UTF-8 (encoding/json
+// would store U+FFFD instead, so the stored header would not name its
+// session) or a control character.
+func idProblem(id string) string {
+	if p := utf8Problem("id", id); p != "" {
+		return p
+	}
+	for i, r := range id {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("id holds control character %U at offset %d", r, i)
+		}
+	}
+	return ""
+}
+
+// utf8Problem names the first byte of s that is not UTF-8, or returns "".
+func utf8Problem(field, s string) string {
+	if utf8.ValidString(s) {
+		return ""
+	}
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			return fmt.Sprintf("%s is not valid UTF-8 (byte %#x at offset %d)", field, s[i], i)
+		}
+		i += n
+	}
+	return ""
+}
 
 func (h *Header) validate(inherited uint64) error {
 	bad := func(format string, args ...any) error {
@@ -46,6 +88,14 @@ func (h *Header) validate(inherited uint64) error {
 		return bad("empty id")
 	case len(h.ID) > MaxIDLen:
 		return bad("id of %d bytes, more than %d", len(h.ID), MaxIDLen)
+	case idProblem(h.ID) != "":
+		return bad("%s", idProblem(h.ID))
+	case utf8Problem("cwd", h.Cwd) != "":
+		return bad("%s", utf8Problem("cwd", h.Cwd))
+	case utf8Problem("parentSession", h.ParentSession) != "":
+		return bad("%s", utf8Problem("parentSession", h.ParentSession))
+	case utf8Problem("agentPreset", h.AgentPreset) != "":
+		return bad("%s", utf8Problem("agentPreset", h.AgentPreset))
 	case h.Version < OldestFormatVersion || h.Version > FormatVersion:
 		return bad("version %d, this build writes %d and imports from %d", h.Version, FormatVersion, OldestFormatVersion)
 	case h.CreatedAt < 0 || h.CreatedAt > maxSafeInt:
@@ -100,6 +150,41 @@ type headerRecord struct {
 	// all its Events events are stored (see DB.Migrate).
 	Replaces uint64 `json:"replaces,omitempty"`
 	Events   uint64 `json:"events,omitempty"`
+}
+
+// decodeHeaderRecord decodes the header record b stored under key (the
+// session ID of its header frame, or of its index record) and checks that
+// it names that session. A build before the session ID rule (see Header)
+// could store an ID that is not UTF-8: encoding/json wrote U+FFFD in the
+// record for each bad byte. Such a record names key too: the session keeps
+// the ID it is stored under, so that it and every other session of the
+// store still open, list and read.
+func decodeHeaderRecord(b []byte, key string) (headerRecord, error) {
+	var rec headerRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, fmt.Errorf("session header record: %w", err)
+	}
+	if rec.Header.ID != key {
+		if utf8.ValidString(key) || rec.Header.ID != jsonSpelling(key) {
+			return rec, fmt.Errorf("header of session %q stored under key %q", rec.Header.ID, key)
+		}
+		rec.Header.ID = key
+	}
+	return rec, nil
+}
+
+// jsonSpelling is s as encoding/json stores it: each byte that is not
+// UTF-8 becomes U+FFFD.
+func jsonSpelling(s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // a string always marshals
+	}
+	var out string
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(err)
+	}
+	return out
 }
 
 // CreateOption configures Create.

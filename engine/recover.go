@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -603,12 +602,9 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		if err != nil {
 			return err
 		}
-		var rec headerRecord
-		if err := json.Unmarshal(f.Payload, &rec); err != nil {
-			return corrupt("session header record: " + err.Error())
-		}
-		if rec.Header.ID != f.Session {
-			return corrupt(fmt.Sprintf("header of session %q stored under key %q", rec.Header.ID, f.Session))
+		rec, err := decodeHeaderRecord(f.Payload, f.Session)
+		if err != nil {
+			return corrupt(err.Error())
 		}
 		if rec.UID == 0 {
 			return corrupt(fmt.Sprintf("header of session %q has no incarnation id", f.Session))

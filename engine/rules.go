@@ -69,10 +69,11 @@ func checkSeeds(id string, seeded bool, inherited uint64, evs []event.Event) err
 
 // ReadRange is the window of a Read(offset, limit) (offset >= 0; limit < 0
 // means to the end) over a log of n events: the seqs [lo, hi), empty when
-// lo >= hi.
+// lo >= hi. Any offset and limit are safe (math.MaxInt included): nothing
+// is added before it is known to fit.
 func ReadRange(n uint64, offset, limit int) (lo, hi uint64) {
 	lo, hi = uint64(offset), n
-	if limit >= 0 && lo+uint64(limit) < hi {
+	if limit >= 0 && lo < hi && uint64(limit) < hi-lo {
 		hi = lo + uint64(limit)
 	}
 	return lo, hi

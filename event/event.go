@@ -16,7 +16,7 @@ import (
 type Event struct {
 	Seq             uint64          `json:"seq"`
 	Type            string          `json:"type"`
-	Time            int64           `json:"time"` // milliseconds since the Unix epoch
+	Time            int64           `json:"time"` // milliseconds since the Unix epoch, in [MinTime, MaxTime]
 	Data            json.RawMessage `json:"data"`
 	Ignorable       bool            `json:"ignorable,omitempty"`
 	SourceEventSeqs []uint64        `json:"sourceEventSeqs,omitempty"`
@@ -28,6 +28,15 @@ type Event struct {
 const (
 	MaxTypeLen = 256      // bytes of Type
 	MaxDataLen = 16 << 20 // bytes of Data
+)
+
+// The range of Time: JavaScript's safe integers, as the reference harness
+// requires of an event time. A segment stores each time as the difference
+// from the previous event's, which for times in this range always fits an
+// int64; a time outside it could make a log that reads back as corrupt.
+const (
+	MaxTime = 1<<53 - 1
+	MinTime = -MaxTime
 )
 
 // ErrInvalid is the kind of every *InvalidError.
@@ -50,9 +59,9 @@ func (e *InvalidError) Error() string {
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
 // Validate checks the shape of e: a non-empty Type of at most MaxTypeLen
-// bytes, Data a JSON object of at most MaxDataLen bytes, SurfaceOp empty or
-// valid JSON. It does not check the Type against a catalog. index is
-// reported in the error.
+// bytes, Time in [MinTime, MaxTime], Data a JSON object of at most
+// MaxDataLen bytes, SurfaceOp empty or valid JSON. It does not check the
+// Type against a catalog. index is reported in the error.
 func (e *Event) Validate(index int) error {
 	bad := func(reason string) error {
 		return &InvalidError{Index: index, Seq: e.Seq, Type: e.Type, Reason: reason}
@@ -62,6 +71,8 @@ func (e *Event) Validate(index int) error {
 		return bad("missing type")
 	case len(e.Type) > MaxTypeLen:
 		return bad(fmt.Sprintf("type is %d bytes, more than %d", len(e.Type), MaxTypeLen))
+	case e.Time < MinTime || e.Time > MaxTime:
+		return bad(fmt.Sprintf("time %d is not a safe integer (at most %d from 0)", e.Time, int64(MaxTime)))
 	case len(e.Data) > MaxDataLen:
 		return bad(fmt.Sprintf("data is %d bytes, more than %d", len(e.Data), MaxDataLen))
 	case !isObject(e.Data):

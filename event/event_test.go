@@ -3,6 +3,7 @@ package event
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -22,6 +23,12 @@ func TestValidate(t *testing.T) {
 		{"data empty", func(e *Event) { e.Data = nil }, "not a JSON object"},
 		{"surfaceOp invalid", func(e *Event) { e.SurfaceOp = json.RawMessage(`{`) }, "surfaceOp"},
 		{"surfaceOp valid", func(e *Event) { e.SurfaceOp = json.RawMessage(`"append"`) }, ""},
+		{"time max", func(e *Event) { e.Time = MaxTime }, ""},
+		{"time min", func(e *Event) { e.Time = MinTime }, ""},
+		{"time past max", func(e *Event) { e.Time = MaxTime + 1 }, "time 9007199254740992 is not a safe integer"},
+		{"time before min", func(e *Event) { e.Time = MinTime - 1 }, "time -9007199254740992 is not a safe integer"},
+		{"time MaxInt64", func(e *Event) { e.Time = math.MaxInt64 }, "time"},
+		{"time MinInt64", func(e *Event) { e.Time = math.MinInt64 }, "time"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
