@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
@@ -115,7 +116,8 @@ type pendFrame struct {
 	ref    frameRef
 	// groupEnd, on the first entry of a migration, is its last frame: the
 	// index takes the migration whole or not at all.
-	groupEnd *frameRef
+	groupEnd  *frameRef
+	migration bool // an entry of a migration's group
 }
 
 type closerFunc func() error
@@ -492,8 +494,8 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	}
 	seg, loc, err := r.AppendEncoded(e)
 	if err != nil {
+		err = db.storeErr(err, true)
 		db.appendMu.Unlock()
-		db.poisonWith(err)
 		return sessionErr(id, "delete", err)
 	}
 	db.mu.Lock()
@@ -561,11 +563,7 @@ func (db *DB) sync() error {
 	}
 	r := db.roller
 	db.mu.Unlock()
-	if err := r.Sync(); err != nil {
-		db.poisonWith(err)
-		return err
-	}
-	return nil
+	return db.storeErr(r.Sync(), false)
 }
 
 func (db *DB) poisonWith(err error) {
@@ -592,36 +590,34 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 		seg uint64
 		loc segment.Location
 	}
-	var hp placed
+	var hp *placed
+	var ps []placed
+	var err error
 	if header != nil {
-		seg, loc, err := r.AppendEncoded(header)
-		if err != nil {
-			db.poisonWith(err)
-			return err
+		seg, loc, aerr := r.AppendEncoded(header)
+		if err = aerr; err == nil {
+			hp = &placed{seg, loc}
 		}
-		hp = placed{seg, loc}
 	}
-	ps := make([]placed, len(frames))
-	for i, e := range frames {
-		seg, loc, err := r.AppendEncoded(e)
-		if err != nil {
-			db.poisonWith(err)
-			return err
+	for i := 0; err == nil && i < len(frames); i++ {
+		seg, loc, aerr := r.AppendEncoded(frames[i])
+		if err = aerr; err == nil {
+			ps = append(ps, placed{seg, loc})
 		}
-		ps[i] = placed{seg, loc}
 	}
 	if testHookAppended != nil {
 		testHookAppended()
 	}
-	if w := r.Active(); !db.opts.NoPreallocate && w.Size() > db.opts.SegmentSize/2 && !r.Prepared() {
+	if w := r.Active(); err == nil && !db.opts.NoPreallocate && w.Size() > db.opts.SegmentSize/2 && !r.Prepared() {
 		select {
 		case db.prepKick <- struct{}{}:
 		default:
 		}
 	}
+	// Register what was appended, even when a later frame failed: it may
+	// be durable already (a roll syncs), and the index must know it.
 	db.mu.Lock()
-	defer db.mu.Unlock()
-	if header != nil {
+	if hp != nil {
 		s.pending = false
 		s.size += hp.loc.Size
 		db.pend = append(db.pend, pendFrame{s: s, header: true, ref: frameRef{seg: hp.seg, off: hp.loc.Offset, size: uint32(hp.loc.Size)}})
@@ -636,7 +632,9 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 		s.open = s.open[counts[i]:]
 		db.pend = append(db.pend, s.addFrame(frameRef{first: s.framed, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}))
 	}
-	return nil
+	db.mu.Unlock()
+	// What was not appended stays in s.open for the next cut.
+	return db.storeErr(err, true)
 }
 
 // testHookAppended, if set, runs in appendFrames after the frames are
@@ -656,6 +654,8 @@ const indexBatchFrames = 8192
 // zero-filling a file.
 func (db *DB) prepareLoop() {
 	defer db.wg.Done()
+	var failedFor uint64 // the active segment whose successor could not be prepared
+	var failedAt time.Time
 	for {
 		select {
 		case <-db.stop:
@@ -665,7 +665,12 @@ func (db *DB) prepareLoop() {
 		db.mu.Lock()
 		r := db.roller
 		db.mu.Unlock()
+		active := r.Active().Header().ID
+		if active == failedFor && time.Since(failedAt) < prepareBackoff {
+			continue // one warning per segment and backoff, not one per append
+		}
 		if err := r.PrepareNext(); err != nil {
+			failedFor, failedAt = active, time.Now()
 			db.opts.Logger.Warn("engine: preparing the next segment failed; the roll will create it", "error", err)
 		}
 	}

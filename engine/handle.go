@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
@@ -35,6 +36,8 @@ type Handle struct {
 	closeErr error
 	front    handle.Front // Enqueue's write-behind
 	seen     uint64       // longest log this handle has observed
+
+	lost atomic.Pointer[lostErr] // set when a failed write lost events appended through it
 }
 
 // newHandle is called with db.mu held.
@@ -76,6 +79,9 @@ func (h *Handle) writable(op string) error {
 	}
 	if err := h.lease.Check(); err != nil {
 		return sessionErr(h.id, op, ErrOwnershipLost)
+	}
+	if l := h.lost.Load(); l != nil {
+		return sessionErr(h.id, op, fmt.Errorf("%w; close this handle and open the session again to continue from its stored events", l.err))
 	}
 	return nil
 }

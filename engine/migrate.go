@@ -131,8 +131,10 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 	for _, e := range append([]*segment.Encoded{header}, frames...) {
 		seg, loc, err := r.AppendEncoded(e)
 		if err != nil {
+			// Part of the group may be appended, even durable: the store
+			// cannot go on (the next open abandons the group).
 			db.poisonWith(err)
-			return err
+			return db.poisonErr()
 		}
 		refs = append(refs, frameRef{seg: seg, off: loc.Offset, size: uint32(loc.Size)})
 	}
@@ -143,12 +145,14 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 	}
 	last := refs[len(refs)-1]
 	db.pend = append(db.pend,
-		pendFrame{s: old, delete: true, ref: refs[0], groupEnd: &last},
-		pendFrame{s: ns, header: true, ref: refs[0]})
+		pendFrame{s: old, delete: true, ref: refs[0], groupEnd: &last, migration: true},
+		pendFrame{s: ns, header: true, ref: refs[0], migration: true})
 	ns.size = int64(refs[0].size)
 	for i, ref := range refs[1:] {
 		ref.first, ref.count = ns.framed, counts[i]
-		db.pend = append(db.pend, ns.addFrame(ref))
+		p := ns.addFrame(ref)
+		p.migration = true
+		db.pend = append(db.pend, p)
 	}
 	ns.next = ns.framed
 	old.erased = true

@@ -167,7 +167,7 @@ func Create(fsys vfs.FS, path string, id uint64, opts WriterOptions) (*Writer, e
 	hdr := Header{Version: Version, ID: id, CreatedNs: o.Now().UnixNano()}
 	w := newWriter(path, f, o, hdr, HeaderSize, 0)
 	if err := w.initFile(fsys, tmp); err != nil {
-		f.Close()
+		w.f.Close()
 		if rerr := fsys.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}
@@ -226,6 +226,11 @@ func (w *Writer) initFile(fsys vfs.FS, tmp string) error {
 	}
 	if err := fsys.Rename(tmp, w.path); err != nil {
 		return err
+	}
+	// The same file under its own name (errors then name it).
+	if f, err := fsys.OpenReadWrite(w.path); err == nil {
+		w.f.Close()
+		w.f = f
 	}
 	w.written.Store(HeaderSize)
 	w.durable.Store(HeaderSize)
@@ -809,7 +814,7 @@ func (w *Writer) Seal() error {
 	w.mu.Lock()
 	w.releaseIO()
 	if err != nil && w.err == nil {
-		w.err = fmt.Errorf("segment: %s: trim after seal: %w", w.path, err)
+		w.err = fmt.Errorf("segment: %s: trim after seal: %w: %w", w.path, ErrSyncFailed, err)
 	}
 	return w.err
 }

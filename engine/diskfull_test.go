@@ -1,0 +1,292 @@
+package engine_test
+
+// A full disk is not a broken disk: a write that fails before its
+// fdatasync is undone, the flushes it covered fail with the cause, and the
+// store goes on for everyone else (and for the sessions that lost events,
+// once reopened). An fsync error still poisons (poison_test.go).
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// TestWriteErrorIsUndone: session b's flush hits ENOSPC on its write (full
+// and short writes, preallocated or not). The flush fails with
+// ErrWriteLost wrapping ENOSPC; b's handle refuses further writes until it
+// is reopened, which continues from b's stored events; session a, whose
+// events were stored, is untouched and goes on appending and flushing; a
+// crash at any point afterwards, and a clean reopen, keep exactly what was
+// acknowledged.
+func TestWriteErrorIsUndone(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rule     vfs.Rule
+		prealloc bool
+	}{
+		{"enospc", vfs.Rule{Op: vfs.OpWrite, Nth: 1, Err: syscall.ENOSPC}, false},
+		{"short", vfs.Rule{Op: vfs.OpWrite, Nth: 1, Short: -1, Err: syscall.ENOSPC}, false},
+		{"short-prealloc", vfs.Rule{Op: vfs.OpWrite, Nth: 1, Short: -1, Err: syscall.ENOSPC}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			mem := vfs.NewMem()
+			ff := vfs.NewFault(mem)
+			opts := &engine.Options{FS: ff, NoPreallocate: !tc.prealloc, SegmentSize: 1 << 20, CompactInterval: -1}
+			db, err := engine.Open("/db", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string][]event.Event{}
+			a, err := db.Create(ctx, engine.Header{ID: "a", CreatedAt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := db.Create(ctx, engine.Header{ID: "b", CreatedAt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want["a"] = testgen.Events(0, 5, 300)
+			want["b"] = testgen.Events(0, 3, 300)
+			for id, h := range map[string]*engine.Handle{"a": a, "b": b} {
+				if err := h.Append(ctx, want[id]...); err != nil {
+					t.Fatal(err)
+				}
+				if err := h.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// b's next flush meets the full disk.
+			if err := b.Append(ctx, testgen.Events(3, 4, 300)...); err != nil {
+				t.Fatal(err)
+			}
+			ff.Add(tc.rule)
+			err = b.Flush(ctx)
+			if !errors.Is(err, engine.ErrWriteLost) || !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("flush on a full disk: %v, want ErrWriteLost wrapping ENOSPC", err)
+			}
+			ff.Clear()
+			if err := b.Append(ctx, testgen.Events(3, 1, 300)...); !errors.Is(err, engine.ErrWriteLost) {
+				t.Fatalf("append through a handle that lost events: %v, want ErrWriteLost", err)
+			}
+			// The store goes on: a appends and flushes.
+			more := testgen.Events(5, 10, 300)
+			if err := a.Append(ctx, more...); err != nil {
+				t.Fatalf("another session after the full disk: %v", err)
+			}
+			if err := a.Flush(ctx); err != nil {
+				t.Fatalf("another session's flush after the full disk: %v", err)
+			}
+			want["a"] = append(want["a"], more...)
+			if snap, err := db.Stat(ctx, "b"); err != nil || snap.EventCount != 3 {
+				t.Fatalf("b after its lost write: %d events, %v; want the 3 stored", snap.EventCount, err)
+			}
+			// b, reopened, continues from what is stored.
+			b.Close()
+			b, err = db.Open(ctx, "b", engine.Write)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again := testgen.Events(3, 2, 300)
+			if err := b.Append(ctx, again...); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want["b"] = append(want["b"], again...)
+			checkLogs(t, db, want)
+			// A power cut now keeps every acknowledged event.
+			for _, cfg := range []vfs.CrashConfig{{KeepAll: true}, {}} {
+				crashed := mem.CrashClone(cfg)
+				db2, err := engine.Open("/db", &engine.Options{FS: crashed, NoPreallocate: !tc.prealloc, CompactInterval: -1})
+				if err != nil {
+					t.Fatalf("reopen after a crash: %v", err)
+				}
+				checkLogs(t, db2, want)
+				if rep, err := engine.Check("/db", &engine.Options{FS: crashed}); err != nil || len(rep.Problems) != 0 {
+					t.Fatalf("check after a crash: %v %v", rep.Problems, err)
+				}
+				db2.Close()
+			}
+			a.Close()
+			b.Close()
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err = engine.Open("/db", &engine.Options{FS: mem, NoPreallocate: !tc.prealloc, CompactInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLogs(t, db, want)
+			db.Close()
+		})
+	}
+}
+
+// TestPoisonedStoreReopensInPlace: after an fsync error poisons the store,
+// Close releases it and the same process opens it again, with every
+// acknowledged event.
+func TestPoisonedStoreReopensInPlace(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	ff := vfs.NewFault(mem)
+	opts := &engine.Options{FS: ff, NoPreallocate: true, CompactInterval: -1}
+	db, err := engine.Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	want := testgen.Events(0, 4, 200)
+	h.Append(ctx, want...)
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Append(ctx, testgen.Events(4, 2, 200)...)
+	ff.Add(vfs.Rule{Op: vfs.OpSync, Nth: 1})
+	if err := h.Flush(ctx); err == nil {
+		t.Fatal("flush succeeded despite the fsync error")
+	}
+	if err := db.Close(); err == nil {
+		t.Fatal("close of a poisoned store reports nothing")
+	}
+	ff.Clear()
+	db, err = engine.Open("/db", opts)
+	if err != nil {
+		t.Fatalf("reopen in the same process: %v", err)
+	}
+	defer db.Close()
+	r, err := db.Open(ctx, "s", engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Read(ctx, 0, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("acknowledged events (-want +got):\n%s", diff)
+	}
+}
+
+// TestFullTmpfs runs the engine on a real, small file system (a tmpfs
+// mounted for the test; it needs root, as CI has): the disk fills while
+// the next segment is prepared and then at the roll (preallocated), or
+// while a flush writes (not preallocated). The flush fails with
+// ENOSPC, nothing but the segments is left behind (no partial segment, no
+// poisoned store, a bounded number of warnings), and once space is freed
+// the same DB goes on without a reopen.
+func TestFullTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	t.Run("prealloc", func(t *testing.T) { fullTmpfs(t, false) })
+	t.Run("no-prealloc", func(t *testing.T) { fullTmpfs(t, true) })
+}
+
+func fullTmpfs(t *testing.T, noPrealloc bool) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	ctx := context.Background()
+	store := filepath.Join(dir, "store")
+	filler := filepath.Join(dir, "filler")
+	var log logBuffer
+	db, err := engine.Open(store, &engine.Options{SegmentSize: 256 << 10, NoPreallocate: noPrealloc, IndexInterval: 1 << 40, CompactInterval: -1, Logger: log.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fill what is left but a little.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	if err := os.WriteFile(filler, make([]byte, free-64<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acked, pending []event.Event
+	var failed error
+	for seq := uint64(0); seq < 2000 && failed == nil; seq += 10 {
+		evs := testgen.Events(seq, 10, 1000)
+		if err := h.Append(ctx, evs...); err != nil {
+			failed = err
+			break
+		}
+		if err := h.Flush(ctx); err != nil {
+			failed, pending = err, evs
+			break
+		}
+		acked = append(acked, evs...)
+	}
+	if !errors.Is(failed, syscall.ENOSPC) {
+		t.Fatalf("the disk never filled, or failed otherwise: %v (%d events acknowledged)", failed, len(acked))
+	}
+	t.Logf("failed with %v after %d events; log:\n%s", failed, len(acked), log.String())
+	if n := strings.Count(log.String(), "preparing the next segment failed"); n > 2 {
+		t.Errorf("%d warnings about the same failure", n)
+	}
+	names, _ := os.ReadDir(store)
+	for _, n := range names {
+		if strings.Contains(n.Name(), ".create") {
+			t.Errorf("a partial segment was left: %s", n.Name())
+		}
+	}
+	// Space comes back: the same DB goes on.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if errors.Is(failed, engine.ErrWriteLost) {
+		// The write was undone: reopen and go on from what is stored.
+		h.Close()
+		if h, err = db.Open(ctx, "s", engine.Write); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		// Nothing was written (the roll could not create the next
+		// segment): the appended events are still there; flush again.
+		if err := h.Flush(ctx); err != nil {
+			t.Fatalf("flush again once space is back: %v", err)
+		}
+		acked = append(acked, pending...)
+	}
+	if snap, _ := db.Stat(ctx, "s"); snap.EventCount != uint64(len(acked)) {
+		t.Fatalf("%d events stored, %d acknowledged", snap.EventCount, len(acked))
+	}
+	next := uint64(len(acked))
+	evs := testgen.Events(next, 300, 1000) // past the next roll
+	if err := h.Append(ctx, evs...); err != nil {
+		t.Fatalf("append once space is back: %v", err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatalf("flush once space is back: %v", err)
+	}
+	acked = append(acked, evs...)
+	h.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = engine.Open(store, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkLogs(t, db, map[string][]event.Event{"s": acked})
+}
