@@ -7,7 +7,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -234,11 +233,8 @@ func TestCheckpointDuringMigration(t *testing.T) {
 	if err != nil {
 		t.Fatalf("session lost by a migration cut short: %v", err)
 	}
-	if snap.EventCount != uint64(len(old)) && snap.Header.Version != FormatVersion {
+	if snap.EventCount != uint64(len(old)) { // migrated or not: the same events (no step/start, no head)
 		t.Fatalf("session m: %d events in format %d, want the %d it had", snap.EventCount, snap.Header.Version, len(old))
-	}
-	if errors.Is(err, ErrSessionNotFound) {
-		t.Fatal("unreachable")
 	}
 }
 

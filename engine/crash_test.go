@@ -2,9 +2,13 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
@@ -16,13 +20,18 @@ import (
 // from seed, until an operation fails (the injected cut). It returns, per
 // session, every event whose append was attempted and how many a
 // successful flush acked.
-func crashWorkload(fsys vfs.FS, seed uint64, steps int) (appended map[string][]event.Event, acked map[string]int, err error) {
+//
+// With indexPath, the store keeps a persistent bbolt index in that real
+// file (the segments stay on fsys), checkpointed every millisecond, so
+// that index checkpoints race the cut.
+func crashWorkload(fsys vfs.FS, seed uint64, steps int, indexPath string) (appended map[string][]event.Event, acked map[string]int, err error) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, 7))
 	appended, acked = map[string][]event.Event{}, map[string]int{}
 	// Odd seeds run without preallocation: no background segment creation,
 	// so their cut points replay exactly.
-	db, err := engine.Open("/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: seed%2 == 1})
+	db, err := engine.Open("/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: seed%2 == 1,
+		IndexPath: indexPath, IndexInterval: time.Millisecond, CompactInterval: -1})
 	if err != nil {
 		return appended, acked, err
 	}
@@ -69,10 +78,27 @@ func crashWorkload(fsys vfs.FS, seed uint64, steps int) (appended map[string][]e
 
 // checkAfterCrash reopens the crashed FS and checks each session holds at
 // least its acked events and nothing but a prefix of what was appended.
-func checkAfterCrash(t *testing.T, crashed *vfs.MemFS, appended map[string][]event.Event, acked map[string]int, label string) {
+//
+// With indexPath, the index file as the crash left it is copied and used
+// (a bbolt commit is synced, so the file holds the last one: what a power
+// cut leaves of it).
+func checkAfterCrash(t *testing.T, crashed *vfs.MemFS, appended map[string][]event.Event, acked map[string]int, label, indexPath string) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := engine.Open("/db", &engine.Options{FS: crashed, SegmentSize: 16 << 10})
+	opts := &engine.Options{FS: crashed, SegmentSize: 16 << 10, CompactInterval: -1}
+	if indexPath != "" {
+		b, err := os.ReadFile(indexPath)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		opts.IndexPath = filepath.Join(t.TempDir(), "index.db")
+		if err == nil {
+			if err := os.WriteFile(opts.IndexPath, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	db, err := engine.Open("/db", opts)
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", label, err)
 	}
@@ -117,15 +143,26 @@ func sameEvent(a, b event.Event) bool {
 // TestPowerCutAtEverySyncAndWrite cuts the power at every sync and every
 // write of a fixed workload (the cut operation and all later ones fail),
 // keeps a random part of what was not synced, reopens and checks.
+//
+// It runs without an index (every open replays every segment) and with a
+// persistent index checkpointed every millisecond, whose checkpoints then
+// race the cut: what the index claims must be what a power cut keeps.
 func TestPowerCutAtEverySyncAndWrite(t *testing.T) {
 	for _, seed := range []uint64{42, 7, 1234} {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { powerCutSweep(t, seed, 300) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { powerCutSweep(t, seed, 300, false) })
+		t.Run(fmt.Sprintf("seed=%d/index", seed), func(t *testing.T) { powerCutSweep(t, seed, 300, true) })
 	}
 }
 
-func powerCutSweep(t *testing.T, seed uint64, steps int) {
+func powerCutSweep(t *testing.T, seed uint64, steps int, withIndex bool) {
+	indexPath := func() string {
+		if !withIndex {
+			return ""
+		}
+		return filepath.Join(t.TempDir(), "index.db")
+	}
 	probe := vfs.NewFault(vfs.NewMem())
-	if _, _, err := crashWorkload(probe, seed, steps); err != nil {
+	if _, _, err := crashWorkload(probe, seed, steps, indexPath()); err != nil {
 		t.Fatalf("workload without faults: %v", err)
 	}
 	syncs, writes := probe.Count(vfs.OpSync), probe.Count(vfs.OpWrite)
@@ -141,14 +178,15 @@ func powerCutSweep(t *testing.T, seed uint64, steps int) {
 		for k := 1; k <= cut.n; k++ {
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem, vfs.Rule{Op: cut.op, Nth: k, Sticky: true, Short: cut.short})
-			appended, acked, _ := crashWorkload(ff, seed, steps)
+			ipath := indexPath()
+			appended, acked, _ := crashWorkload(ff, seed, steps, ipath)
 			for variant, cfg := range []vfs.CrashConfig{
 				{},              // the page cache lost whole
 				{KeepAll: true}, // all of it reached the disk
 				{Rand: rand.New(rand.NewPCG(uint64(k), 1)), Garble: true},
 			} {
 				label := fmt.Sprintf("cut at %v #%d, variant %d", cut.op, k, variant)
-				checkAfterCrash(t, mem.CrashClone(cfg), appended, acked, label)
+				checkAfterCrash(t, mem.CrashClone(cfg), appended, acked, label, ipath)
 				points++
 			}
 		}
