@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/seglog/seglog/internal/base"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Version is the index format version this build writes and reads. Part of
@@ -69,19 +69,31 @@ func encodeSession(s Session) []byte {
 }
 
 func decodeSession(v []byte) (Session, bool) {
-	if len(v) == 0 || v[0] != sessionRecordV1 {
+	f, hdr, ok := parseSession(v)
+	if !ok {
 		return Session{}, false
 	}
+	return Session{UID: f[0], Events: f[1], Size: int64(f[2]), Inherited: f[3], Header: bytes.Clone(hdr)}, true
+}
+
+func validSession(v []byte) bool {
+	_, _, ok := parseSession(v)
+	return ok
+}
+
+func parseSession(v []byte) (f [4]uint64, hdr []byte, ok bool) {
+	if len(v) == 0 || v[0] != sessionRecordV1 {
+		return f, nil, false
+	}
 	v = v[1:]
-	var f [4]uint64
 	for i := range f {
 		x, n := binary.Uvarint(v)
 		if n <= 0 {
-			return Session{}, false
+			return f, nil, false
 		}
 		f[i], v = x, v[n:]
 	}
-	return Session{UID: f[0], Events: f[1], Size: int64(f[2]), Inherited: f[3], Header: bytes.Clone(v)}, true
+	return f, v, true
 }
 
 // Frame locates one frame of a session.
@@ -123,13 +135,23 @@ type Options struct {
 
 // Index is the bbolt-backed catalog. It is safe for concurrent use.
 type Index struct {
-	db   *bolt.DB
-	path string
+	db       *bolt.DB
+	path     string
+	file     *os.File // bbolt's file (bbolt closes it)
+	readOnly bool
+	broken   atomic.Pointer[DamageError] // set once bbolt panicked or faulted
 }
 
-// Open opens or creates the index file at path. It returns a
-// *base.FormatError for an index written by a build with another format
-// version, and ErrLocked if another process holds it.
+// Open opens or creates the index file at path.
+//
+// An existing file is checked whole before bbolt reads it (see Verify for
+// what a check covers, and doc.go for what no check can see): Open returns
+// a *DamageError (errors.Is(err, ErrDamaged)) for a file that is empty,
+// truncated, not a bbolt file, a bbolt file of another layout, damaged in
+// any page bbolt would read, or of another index format version (the
+// *DamageError then wraps a *base.FormatError). It returns ErrLocked if
+// another process holds the file, and an error wrapping fs.ErrNotExist for
+// a read-only open of a missing file. A failed Open writes nothing.
 func Open(path string, opts *Options) (*Index, error) {
 	var o Options
 	if opts != nil {
@@ -138,57 +160,61 @@ func Open(path string, opts *Options) (*Index, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 100 * time.Millisecond
 	}
-	db, err := bolt.Open(path, 0o644, &bolt.Options{
-		Timeout:        o.Timeout,
-		ReadOnly:       o.ReadOnly,
-		NoSync:         o.NoSync,
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
+	f, fresh, err := lockFile(path, o.ReadOnly, o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if !fresh {
+		if err := checkLocked(f, path, nil); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	var db *bolt.DB
+	err = protect(path, "open", nil, func() error {
+		var err error
+		db, err = bolt.Open(path, 0o644, &bolt.Options{
+			Timeout:        o.Timeout,
+			ReadOnly:       o.ReadOnly,
+			NoSync:         o.NoSync,
+			NoFreelistSync: true,
+			FreelistType:   bolt.FreelistMapType,
+			// bbolt takes the lock lockFile holds again, on the same file.
+			OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil },
+		})
+		return err
 	})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		f.Close() // bbolt closed it unless it panicked
+		switch {
+		case errors.Is(err, ErrDamaged):
+			return nil, err
+		case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
+			return nil, newDamage(path, -1, "bbolt refuses it", err)
+		case errors.Is(err, bolt.ErrTimeout):
 			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 		}
 		return nil, fmt.Errorf("index: open %s: %w", path, err)
 	}
-	x := &Index{db: db, path: path}
-	if err := x.init(o.ReadOnly); err != nil {
-		db.Close()
-		return nil, err
+	x := &Index{db: db, path: path, file: f, readOnly: o.ReadOnly}
+	if fresh {
+		if err := x.create(); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return x, nil
 }
 
-func (x *Index) init(readOnly bool) error {
-	check := func(tx *bolt.Tx) error {
-		m := tx.Bucket(bucketMeta)
-		if m == nil {
-			return nil
-		}
-		v := m.Get(keyVersion)
-		if len(v) != 2 {
-			return &base.CorruptionError{Path: x.path, Reason: "index has no format version"}
-		}
-		if got := int(binary.LittleEndian.Uint16(v)); got != Version {
-			return &base.FormatError{Path: x.path, What: "index", Version: got, Supported: Version, Oldest: Version}
-		}
-		return nil
-	}
-	if readOnly {
-		return x.db.View(check)
-	}
+// create lays out a new index.
+func (x *Index) create() error {
 	return x.db.Update(func(tx *bolt.Tx) error {
-		if err := check(tx); err != nil {
-			return err
-		}
 		m, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
 		}
-		if m.Get(keyVersion) == nil {
-			if err := m.Put(keyVersion, binary.LittleEndian.AppendUint16(nil, Version)); err != nil {
-				return err
-			}
+		if err := m.Put(keyVersion, binary.LittleEndian.AppendUint16(nil, Version)); err != nil {
+			return err
 		}
 		for _, b := range [][]byte{bucketSessions, bucketFrames} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -197,6 +223,26 @@ func (x *Index) init(readOnly bool) error {
 		}
 		return nil
 	})
+}
+
+// do runs fn, an operation that reads pages, under protect. Once bbolt has
+// panicked or faulted, every later call returns that damage.
+func (x *Index) do(op string, user *bool, fn func() error) error {
+	if d := x.broken.Load(); d != nil {
+		return d
+	}
+	err := protect(x.path, op, user, fn)
+	var pe panicError
+	var d *DamageError
+	if errors.As(err, &pe) && errors.As(err, &d) {
+		x.broken.CompareAndSwap(nil, d)
+	}
+	return err
+}
+
+// damagef returns a *DamageError for a record that does not decode.
+func (x *Index) damagef(format string, args ...any) error {
+	return newDamage(x.path, -1, fmt.Sprintf(format, args...), nil)
 }
 
 // Path returns the index file name.
@@ -208,10 +254,12 @@ func (x *Index) Close() error { return x.db.Close() }
 // Checkpoint returns the stored checkpoint.
 func (x *Index) Checkpoint() (Checkpoint, error) {
 	var c Checkpoint
-	err := x.db.View(func(tx *bolt.Tx) error {
-		var err error
-		c, err = x.checkpoint(tx)
-		return err
+	err := x.do("checkpoint", nil, func() error {
+		return x.db.View(func(tx *bolt.Tx) error {
+			var err error
+			c, err = x.checkpoint(tx)
+			return err
+		})
 	})
 	return c, err
 }
@@ -219,32 +267,48 @@ func (x *Index) Checkpoint() (Checkpoint, error) {
 func (x *Index) checkpoint(tx *bolt.Tx) (Checkpoint, error) {
 	m := tx.Bucket(bucketMeta)
 	if m == nil {
-		return Checkpoint{}, nil
+		return Checkpoint{}, x.damagef("no meta bucket")
 	}
 	v := m.Get(keyCheckpoint)
 	if v == nil {
 		return Checkpoint{}, nil
 	}
 	if len(v) != 16 {
-		return Checkpoint{}, &base.CorruptionError{Path: x.path, Reason: fmt.Sprintf("checkpoint of %d bytes", len(v))}
+		return Checkpoint{}, x.damagef("checkpoint of %d bytes", len(v))
 	}
 	return Checkpoint{Segment: binary.LittleEndian.Uint64(v), Offset: int64(binary.LittleEndian.Uint64(v[8:]))}, nil
 }
 
-// Sessions calls fn for every session, in ID order.
+// bucket returns the named bucket of tx; the layout has it.
+func (x *Index) bucket(tx *bolt.Tx, name []byte) (*bolt.Bucket, error) {
+	b := tx.Bucket(name)
+	if b == nil {
+		return nil, x.damagef("no %q bucket", name)
+	}
+	return b, nil
+}
+
+// Sessions calls fn for every session, in ID order. A panic in fn is fn's
+// own and goes up unchanged.
 func (x *Index) Sessions(fn func(Session) error) error {
-	return x.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSessions)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(k, v []byte) error {
-			s, ok := decodeSession(v)
-			if !ok {
-				return &base.CorruptionError{Path: x.path, Reason: fmt.Sprintf("session %q record is malformed", k)}
+	var user bool
+	return x.do("sessions", &user, func() error {
+		return x.db.View(func(tx *bolt.Tx) error {
+			b, err := x.bucket(tx, bucketSessions)
+			if err != nil {
+				return err
 			}
-			s.ID = string(k)
-			return fn(s)
+			return b.ForEach(func(k, v []byte) error {
+				s, ok := decodeSession(v)
+				if !ok {
+					return x.damagef("session %q record is malformed", k)
+				}
+				s.ID = string(k)
+				user = true
+				err := fn(s)
+				user = false
+				return err
+			})
 		})
 	})
 }
@@ -255,80 +319,106 @@ func frameKey(dst []byte, id string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(dst, seq)
 }
 
+// parseFrameKey splits a frames key into session ID and first seq.
+func parseFrameKey(k []byte) (id []byte, seq uint64, ok bool) {
+	n, w := binary.Uvarint(k)
+	if w <= 0 || n > uint64(len(k)) || uint64(len(k)) != uint64(w)+n+8 {
+		return nil, 0, false
+	}
+	return k[w : w+int(n)], binary.BigEndian.Uint64(k[w+int(n):]), true
+}
+
+func decodeFrame(seq uint64, v []byte) Frame {
+	return Frame{
+		FirstSeq: seq,
+		Segment:  binary.LittleEndian.Uint64(v),
+		Offset:   int64(binary.LittleEndian.Uint64(v[8:])),
+		Count:    binary.LittleEndian.Uint32(v[16:]),
+		Size:     binary.LittleEndian.Uint32(v[20:]),
+	}
+}
+
 // Frames returns the frames of session id, in seq order.
 func (x *Index) Frames(id string) ([]Frame, error) {
 	var out []Frame
-	err := x.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketFrames)
-		if b == nil {
-			return nil
-		}
-		prefix := frameKey(nil, id, 0)
-		prefix = prefix[:len(prefix)-8]
-		c := b.Cursor()
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, v = c.Next() {
-			if len(v) != frameValueLen {
-				return &base.CorruptionError{Path: x.path, Reason: fmt.Sprintf("frame record of session %q: %d bytes", id, len(v))}
+	err := x.do("frames", nil, func() error {
+		return x.db.View(func(tx *bolt.Tx) error {
+			b, err := x.bucket(tx, bucketFrames)
+			if err != nil {
+				return err
 			}
-			out = append(out, Frame{
-				FirstSeq: binary.BigEndian.Uint64(k[len(prefix):]),
-				Segment:  binary.LittleEndian.Uint64(v),
-				Offset:   int64(binary.LittleEndian.Uint64(v[8:])),
-				Count:    binary.LittleEndian.Uint32(v[16:]),
-				Size:     binary.LittleEndian.Uint32(v[20:]),
-			})
-		}
-		return nil
+			prefix := frameKey(nil, id, 0)
+			prefix = prefix[:len(prefix)-8]
+			c := b.Cursor()
+			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				if len(k) != len(prefix)+8 {
+					return x.damagef("frame key %x of session %q is malformed", k, id)
+				}
+				if len(v) != frameValueLen {
+					return x.damagef("frame record of session %q: %d bytes", id, len(v))
+				}
+				out = append(out, decodeFrame(binary.BigEndian.Uint64(k[len(prefix):]), v))
+			}
+			return nil
+		})
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Apply makes u durable in one bbolt transaction. A checkpoint before the
 // stored one is an error.
 func (x *Index) Apply(u *Update) error {
-	return x.db.Update(func(tx *bolt.Tx) error {
-		old, err := x.checkpoint(tx)
-		if err != nil {
-			return err
-		}
-		if u.Checkpoint.Less(old) {
-			return fmt.Errorf("index: checkpoint %+v before the stored %+v", u.Checkpoint, old)
-		}
-		sb, fb, mb := tx.Bucket(bucketSessions), tx.Bucket(bucketFrames), tx.Bucket(bucketMeta)
-		for _, id := range u.Deleted {
-			if err := sb.Delete([]byte(id)); err != nil {
+	return x.do("apply", nil, func() error {
+		return x.db.Update(func(tx *bolt.Tx) error {
+			old, err := x.checkpoint(tx)
+			if err != nil {
 				return err
 			}
-			prefix := frameKey(nil, id, 0)
-			prefix = prefix[:len(prefix)-8]
-			c := fb.Cursor()
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
-				if err := c.Delete(); err != nil {
+			if u.Checkpoint.Less(old) {
+				return fmt.Errorf("index: checkpoint %+v before the stored %+v", u.Checkpoint, old)
+			}
+			sb, fb, mb := tx.Bucket(bucketSessions), tx.Bucket(bucketFrames), tx.Bucket(bucketMeta)
+			if sb == nil || fb == nil {
+				return x.damagef("no sessions or frames bucket")
+			}
+			for _, id := range u.Deleted {
+				if err := sb.Delete([]byte(id)); err != nil {
+					return err
+				}
+				prefix := frameKey(nil, id, 0)
+				prefix = prefix[:len(prefix)-8]
+				c := fb.Cursor()
+				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+					if err := c.Delete(); err != nil {
+						return err
+					}
+				}
+			}
+			for _, s := range u.Sessions {
+				if err := sb.Put([]byte(s.ID), encodeSession(s)); err != nil {
 					return err
 				}
 			}
-		}
-		for _, s := range u.Sessions {
-			if err := sb.Put([]byte(s.ID), encodeSession(s)); err != nil {
-				return err
+			var kbuf []byte
+			for _, f := range u.Frames {
+				kbuf = frameKey(kbuf[:0], f.ID, f.FirstSeq)
+				var v [frameValueLen]byte
+				binary.LittleEndian.PutUint64(v[0:], f.Segment)
+				binary.LittleEndian.PutUint64(v[8:], uint64(f.Offset))
+				binary.LittleEndian.PutUint32(v[16:], f.Count)
+				binary.LittleEndian.PutUint32(v[20:], f.Size)
+				if err := fb.Put(kbuf, v[:]); err != nil {
+					return err
+				}
 			}
-		}
-		var kbuf []byte
-		for _, f := range u.Frames {
-			kbuf = frameKey(kbuf[:0], f.ID, f.FirstSeq)
-			var v [frameValueLen]byte
-			binary.LittleEndian.PutUint64(v[0:], f.Segment)
-			binary.LittleEndian.PutUint64(v[8:], uint64(f.Offset))
-			binary.LittleEndian.PutUint32(v[16:], f.Count)
-			binary.LittleEndian.PutUint32(v[20:], f.Size)
-			if err := fb.Put(kbuf, v[:]); err != nil {
-				return err
-			}
-		}
-		var cp [16]byte
-		binary.LittleEndian.PutUint64(cp[0:], u.Checkpoint.Segment)
-		binary.LittleEndian.PutUint64(cp[8:], uint64(u.Checkpoint.Offset))
-		return mb.Put(keyCheckpoint, cp[:])
+			var cp [16]byte
+			binary.LittleEndian.PutUint64(cp[0:], u.Checkpoint.Segment)
+			binary.LittleEndian.PutUint64(cp[8:], uint64(u.Checkpoint.Offset))
+			return mb.Put(keyCheckpoint, cp[:])
+		})
 	})
 }
 
@@ -345,21 +435,23 @@ type Rewrite struct {
 func (x *Index) Rewrite() (Rewrite, bool, error) {
 	var r Rewrite
 	var ok bool
-	err := x.db.View(func(tx *bolt.Tx) error {
-		m := tx.Bucket(bucketMeta)
-		if m == nil {
+	err := x.do("rewrite", nil, func() error {
+		return x.db.View(func(tx *bolt.Tx) error {
+			m, err := x.bucket(tx, bucketMeta)
+			if err != nil {
+				return err
+			}
+			v := m.Get(keyRewrite)
+			if v == nil {
+				return nil
+			}
+			if len(v) != 16 {
+				return x.damagef("rewrite intent of %d bytes", len(v))
+			}
+			r = Rewrite{Segment: binary.LittleEndian.Uint64(v), Generation: binary.LittleEndian.Uint64(v[8:])}
+			ok = true
 			return nil
-		}
-		v := m.Get(keyRewrite)
-		if v == nil {
-			return nil
-		}
-		if len(v) != 16 {
-			return &base.CorruptionError{Path: x.path, Reason: fmt.Sprintf("rewrite intent of %d bytes", len(v))}
-		}
-		r = Rewrite{Segment: binary.LittleEndian.Uint64(v), Generation: binary.LittleEndian.Uint64(v[8:])}
-		ok = true
-		return nil
+		})
 	})
 	return r, ok, err
 }
@@ -367,23 +459,34 @@ func (x *Index) Rewrite() (Rewrite, bool, error) {
 // BeginRewrite durably records the intent to rewrite a segment. It fails
 // if another intent is recorded.
 func (x *Index) BeginRewrite(r Rewrite) error {
-	return x.db.Update(func(tx *bolt.Tx) error {
-		m := tx.Bucket(bucketMeta)
-		if v := m.Get(keyRewrite); v != nil {
-			return fmt.Errorf("index: a rewrite is already recorded (%x)", v)
-		}
-		var v [16]byte
-		binary.LittleEndian.PutUint64(v[0:], r.Segment)
-		binary.LittleEndian.PutUint64(v[8:], r.Generation)
-		return m.Put(keyRewrite, v[:])
+	return x.do("begin rewrite", nil, func() error {
+		return x.db.Update(func(tx *bolt.Tx) error {
+			m, err := x.bucket(tx, bucketMeta)
+			if err != nil {
+				return err
+			}
+			if v := m.Get(keyRewrite); v != nil {
+				return fmt.Errorf("index: a rewrite is already recorded (%x)", v)
+			}
+			var v [16]byte
+			binary.LittleEndian.PutUint64(v[0:], r.Segment)
+			binary.LittleEndian.PutUint64(v[8:], r.Generation)
+			return m.Put(keyRewrite, v[:])
+		})
 	})
 }
 
 // ClearRewrite removes the rewrite intent (a rewrite that never renamed
 // its file into place changed nothing the index holds).
 func (x *Index) ClearRewrite() error {
-	return x.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Delete(keyRewrite)
+	return x.do("clear rewrite", nil, func() error {
+		return x.db.Update(func(tx *bolt.Tx) error {
+			m, err := x.bucket(tx, bucketMeta)
+			if err != nil {
+				return err
+			}
+			return m.Delete(keyRewrite)
+		})
 	})
 }
 
@@ -399,28 +502,125 @@ type Relocation struct {
 // frame named must be indexed in r.Segment; anything else is an error and
 // changes nothing.
 func (x *Index) Relocate(r Rewrite, moves []Relocation) error {
-	return x.db.Update(func(tx *bolt.Tx) error {
-		m, fb := tx.Bucket(bucketMeta), tx.Bucket(bucketFrames)
-		v := m.Get(keyRewrite)
-		if len(v) != 16 || binary.LittleEndian.Uint64(v) != r.Segment || binary.LittleEndian.Uint64(v[8:]) != r.Generation {
-			return fmt.Errorf("index: relocate into segment %d generation %d without its rewrite intent", r.Segment, r.Generation)
-		}
-		var kbuf []byte
-		for _, mv := range moves {
-			kbuf = frameKey(kbuf[:0], mv.ID, mv.FirstSeq)
-			old := fb.Get(kbuf)
-			if len(old) != frameValueLen || binary.LittleEndian.Uint64(old) != r.Segment {
-				return fmt.Errorf("index: relocate session %q seq %d: not indexed in segment %d", mv.ID, mv.FirstSeq, r.Segment)
+	return x.do("relocate", nil, func() error {
+		return x.db.Update(func(tx *bolt.Tx) error {
+			m, fb := tx.Bucket(bucketMeta), tx.Bucket(bucketFrames)
+			if m == nil || fb == nil {
+				return x.damagef("no meta or frames bucket")
 			}
-			var nv [frameValueLen]byte
-			copy(nv[:], old)
-			binary.LittleEndian.PutUint64(nv[8:], uint64(mv.Offset))
-			if err := fb.Put(kbuf, nv[:]); err != nil {
-				return err
+			v := m.Get(keyRewrite)
+			if len(v) != 16 || binary.LittleEndian.Uint64(v) != r.Segment || binary.LittleEndian.Uint64(v[8:]) != r.Generation {
+				return fmt.Errorf("index: relocate into segment %d generation %d without its rewrite intent", r.Segment, r.Generation)
 			}
-		}
-		return m.Delete(keyRewrite)
+			var kbuf []byte
+			for _, mv := range moves {
+				kbuf = frameKey(kbuf[:0], mv.ID, mv.FirstSeq)
+				old := fb.Get(kbuf)
+				if len(old) != frameValueLen || binary.LittleEndian.Uint64(old) != r.Segment {
+					return fmt.Errorf("index: relocate session %q seq %d: not indexed in segment %d", mv.ID, mv.FirstSeq, r.Segment)
+				}
+				var nv [frameValueLen]byte
+				copy(nv[:], old)
+				binary.LittleEndian.PutUint64(nv[8:], uint64(mv.Offset))
+				if err := fb.Put(kbuf, nv[:]); err != nil {
+					return err
+				}
+			}
+			return m.Delete(keyRewrite)
+		})
 	})
+}
+
+// Verify checks the whole index file and returns nil or a *DamageError
+// (errors.Is(err, ErrDamaged)). It runs the check Open runs (every page
+// bbolt can reach: its place, type, elements and key order; the layout;
+// every record's shape), bbolt's own tx.Check, and then decodes every
+// record through bbolt. It holds off writers while it runs and reads the
+// whole file: about as long as reading the file from the page cache (see
+// BenchmarkVerify). It cannot see damage to the bytes of a key or value
+// that leaves them well-formed: bbolt keeps no checksums of its pages.
+func (x *Index) Verify() error {
+	return x.do("verify", nil, func() error {
+		// A write transaction (in a read-write index) keeps the file as
+		// this transaction sees it while the file is checked.
+		tx, err := x.db.Begin(!x.readOnly)
+		if err != nil {
+			return fmt.Errorf("index: verify %s: %w", x.path, err)
+		}
+		defer tx.Rollback()
+		c := &fileCheck{}
+		if err := checkLocked(x.file, x.path, c); err != nil {
+			return err
+		}
+		var first error
+		for err := range tx.Check() { // drained whole: the checker sends until it is done
+			if first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return newDamage(x.path, -1, "bbolt check: "+first.Error(), first)
+		}
+		return x.decodeAll(tx, c.sessions, c.frames)
+	})
+}
+
+// decodeAll decodes every record through bbolt and checks that bbolt
+// reads as many as the file check counted.
+func (x *Index) decodeAll(tx *bolt.Tx, sessions, frames int) error {
+	m, err := x.bucket(tx, bucketMeta)
+	if err != nil {
+		return err
+	}
+	if v := m.Get(keyVersion); len(v) != 2 || binary.LittleEndian.Uint16(v) != Version {
+		return x.damagef("format version %x", v)
+	}
+	if _, err := x.checkpoint(tx); err != nil {
+		return err
+	}
+	if v := m.Get(keyRewrite); v != nil && len(v) != 16 {
+		return x.damagef("rewrite intent of %d bytes", len(v))
+	}
+	sb, err := x.bucket(tx, bucketSessions)
+	if err != nil {
+		return err
+	}
+	n := 0
+	err = sb.ForEach(func(k, v []byte) error {
+		n++
+		if _, ok := decodeSession(v); !ok {
+			return x.damagef("session %q record is malformed", k)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if n != sessions {
+		return x.damagef("bbolt reads %d sessions, the pages hold %d", n, sessions)
+	}
+	fb, err := x.bucket(tx, bucketFrames)
+	if err != nil {
+		return err
+	}
+	n = 0
+	err = fb.ForEach(func(k, v []byte) error {
+		n++
+		if _, _, ok := parseFrameKey(k); !ok {
+			return x.damagef("frame key %x is malformed", k)
+		}
+		if len(v) != frameValueLen {
+			return x.damagef("frame record of %d bytes", len(v))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if n != frames {
+		return x.damagef("bbolt reads %d frames, the pages hold %d", n, frames)
+	}
+	return nil
 }
 
 // Remove deletes the index file at path (to rebuild it from the segments).
