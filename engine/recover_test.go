@@ -143,6 +143,13 @@ func TestUnreadableIndexIsRebuilt(t *testing.T) {
 		{"zero-length", func([]byte) []byte { return nil }, false},
 		{"zeroed", func(b []byte) []byte { return make([]byte, len(b)) }, true},
 		{"text", func([]byte) []byte { return []byte("not an index\n") }, true},
+		{"half", func(b []byte) []byte { return b[:len(b)/2] }, true}, // was SIGBUS
+		{"page-flips", func(b []byte) []byte { // was a bbolt panic
+			for off := 4096 * 2; off < len(b); off += 4096 {
+				b[off+17] ^= 0x5a
+			}
+			return b
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
