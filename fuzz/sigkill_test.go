@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
 		os.Exit(childWriter(dir))
 	}
+	if dir := os.Getenv(mixChildEnv); dir != "" {
+		os.Exit(mixChild(dir))
+	}
 	os.Exit(m.Run())
 }
 
