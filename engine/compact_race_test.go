@@ -9,8 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
@@ -335,4 +339,158 @@ func TestCompactRewriteIndexFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSessions(t, "after compaction", db, want)
+}
+
+// TestCompactStressWithIndex: writers delete, create again, append to and
+// migrate sessions (ids reused, so keys move between incarnations) while
+// compactions with rewrites and Usage run in a loop and the index
+// checkpoints every few milliseconds. No compaction may fail; after Close
+// and a reopen every acknowledged event is there byte for byte, deleted
+// sessions are gone, and Check agrees. Run with -race.
+func TestCompactStressWithIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 1 << 10, NoPreallocate: true, CompactInterval: -1, IndexInterval: 2 * time.Millisecond}
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, ops = 4, 120
+	models := make([]map[string][]event.Event, writers)
+	errs := make(chan error, writers+1)
+	var wg sync.WaitGroup
+	for w := range writers {
+		models[w] = map[string][]event.Event{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- stressWriter(ctx, db, w, ops, models[w])
+		}()
+	}
+	stop := make(chan struct{})
+	var compactions, rewrites, drops int
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rep, err := db.Compact(ctx, CompactOptions{Roll: compactions%2 == 0, LiveRatio: 0.9})
+			if err != nil {
+				errs <- fmt.Errorf("compaction %d: %w", compactions, err)
+				return
+			}
+			compactions++
+			rewrites += len(rep.Rewritten)
+			drops += len(rep.Dropped)
+			if _, err := db.Usage(ctx); err != nil {
+				errs <- fmt.Errorf("usage: %w", err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-done
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		db.Close()
+		return
+	}
+	t.Logf("%d compactions: %d rewrites, %d drops", compactions, rewrites, drops)
+	want := map[string][]event.Event{}
+	for _, m := range models {
+		maps.Copy(want, m)
+	}
+	checkSessions(t, "before close", db, want)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, opts); err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	checkSessions(t, "after reopen", db, want)
+	if _, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9}); err != nil {
+		t.Fatalf("compact after reopen: %v", err)
+	}
+	db.Close()
+	if rep, err := Check(dir, opts); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v, %v", rep, err)
+	}
+	if db, err = Open(dir, opts); err != nil {
+		t.Fatalf("second reopen: %v", err)
+	}
+	defer db.Close()
+	checkSessions(t, "after compacting the reopened store", db, want)
+}
+
+// stressWriter runs ops operations on three ids of its own, recording in
+// model what each acknowledged: a session created (and closed: flushed),
+// appended to, deleted, or migrated from a v2 log.
+func stressWriter(ctx context.Context, db *DB, w, ops int, model map[string][]event.Event) error {
+	r := rand.New(rand.NewPCG(uint64(w), 11))
+	for op := range ops {
+		id := fmt.Sprintf("w%d-%d", w, r.IntN(3))
+		evs, exists := model[id]
+		switch {
+		case !exists && r.IntN(4) == 0: // a v2 session, migrated at once
+			src := v2Log(1 + r.IntN(8))
+			h, err := db.Create(ctx, Header{Version: 2, ID: id, CreatedAt: 1})
+			if err != nil {
+				return fmt.Errorf("op %d: create v2 %s: %w", op, id, err)
+			}
+			if err := h.Append(ctx, src...); err != nil {
+				return err
+			}
+			if err := h.Close(); err != nil {
+				return err
+			}
+			if model[id], err = recovery.MigrateV2(id, src); err != nil {
+				return err
+			}
+			if _, err := db.Migrate(ctx, id); err != nil {
+				return fmt.Errorf("op %d: migrate %s: %w", op, id, err)
+			}
+		case !exists:
+			h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+			if err != nil {
+				return fmt.Errorf("op %d: create %s: %w", op, id, err)
+			}
+			add := testgen.Events(0, 1+r.IntN(20), 100+r.IntN(300))
+			if err := h.Append(ctx, add...); err != nil {
+				return err
+			}
+			if err := h.Close(); err != nil {
+				return err
+			}
+			model[id] = add
+		case r.IntN(3) == 0:
+			if err := db.Delete(ctx, id); err != nil {
+				return fmt.Errorf("op %d: delete %s: %w", op, id, err)
+			}
+			delete(model, id)
+		default:
+			h, err := db.Open(ctx, id, Write)
+			if err != nil {
+				return fmt.Errorf("op %d: open %s: %w", op, id, err)
+			}
+			add := testgen.Events(uint64(len(evs)), 1+r.IntN(20), 100+r.IntN(300))
+			if err := h.Append(ctx, add...); err != nil {
+				return err
+			}
+			if err := h.Close(); err != nil {
+				return err
+			}
+			model[id] = append(evs, add...)
+		}
+	}
+	return nil
 }
