@@ -806,10 +806,20 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 }
 
 // segmentUsage scans segment id into p for Usage, under layoutMu: a
-// compaction neither closes its reader nor removes it meanwhile.
+// compaction neither closes its reader nor removes it meanwhile. limit is
+// the durable end of the segment if it was the active one; if it has been
+// sealed since (and maybe rewritten, shorter), it is read whole.
 func (db *DB) segmentUsage(ctx context.Context, p *compactPlan, id uint64, limit int64) (SegmentUsage, error) {
 	db.layoutMu.RLock()
 	defer db.layoutMu.RUnlock()
+	if limit > 0 {
+		db.mu.Lock()
+		r := db.roller
+		db.mu.Unlock()
+		if r.Active().Header().ID != id {
+			limit = 0
+		}
+	}
 	rd, err := db.planSegment(ctx, p, id, limit, false)
 	if err != nil {
 		return SegmentUsage{}, err
