@@ -78,7 +78,9 @@ func reopenCompactReopen(t *testing.T, label string, crashed *vfs.MemFS, opts fu
 // keep their tombstone, and never purge a live incarnation.
 func TestCompactAfterCutCompaction(t *testing.T) {
 	ctx := context.Background()
-	opts := func(fsys vfs.FS) *engine.Options { return &engine.Options{FS: fsys, NoPreallocate: true, CompactInterval: -1} }
+	opts := func(fsys vfs.FS) *engine.Options {
+		return &engine.Options{FS: fsys, NoPreallocate: true, CompactInterval: -1}
+	}
 	points := 0
 	for k := 1; ; k++ {
 		mem := vfs.NewMem()
