@@ -111,10 +111,10 @@ const migrationTurns = 150
 // migrationStore is a store with a v2 session "m" (several frames),
 // sessions interleaved with it in the same segments, two of them deleted,
 // all closed. It returns the live sessions' events other than m's.
-func migrationStore(t *testing.T, fsys vfs.FS, opts *engine.Options) map[string][]event.Event {
+func migrationStore(t *testing.T, dir string, opts *engine.Options) map[string][]event.Event {
 	t.Helper()
 	ctx := context.Background()
-	db, err := engine.Open("/db", opts)
+	db, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestCompactAfterCutMigration(t *testing.T) {
 	var want map[string][]event.Event
 	setup := func() *vfs.MemFS {
 		mem := vfs.NewMem()
-		want = migrationStore(t, mem, opts(mem))
+		want = migrationStore(t, "/db", opts(mem))
 		return mem
 	}
 	side := testgen.Events(0, 10, 300)
