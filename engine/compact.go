@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/seglog/seglog/index"
@@ -62,7 +63,12 @@ var testHookRewrite func(seg uint64) error
 // With an index, a rewrite is bracketed by a durable intent in the index:
 // the index's offsets into the segment are updated, and the intent
 // cleared, in one transaction after the rename; a crash in between makes
-// the next open rebuild the index from the segments.
+// the next open rebuild the index from the segments. The offsets moved are
+// those the index holds at that moment: sessions deleted, created again or
+// migrated since the plan are no error. A rewrite that fails before its
+// rename clears its intent (or the next compaction does); one that fails
+// after it poisons the store, which serves the old file until it is
+// reopened and the index rebuilt.
 //
 // Appends go on meanwhile (only sealed segments are touched; the active
 // one is sealed first only with Roll); reads wait only while a rewritten
@@ -101,6 +107,9 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	}
 	if err := db.checkpointTo(true); err != nil {
 		return nil, fmt.Errorf("engine: compact: index checkpoint: %w", err)
+	}
+	if err := db.settleRewriteIntent(); err != nil {
+		return nil, err
 	}
 	aw := r.Active()
 	active := aw.Header().ID
@@ -202,18 +211,22 @@ func (db *DB) planSegment(ctx context.Context, p *compactPlan, id uint64, limit 
 	return rd, p.scan(rd, limit, movable)
 }
 
-// dropSegment removes a sealed segment that holds nothing to keep.
+// dropSegment removes a sealed segment that holds nothing to keep. The
+// reader is closed and the file removed under layoutMu, so that Usage
+// (which scans under it) never scans a closed reader, nor opens the file
+// again between the two.
 func (db *DB) dropSegment(id uint64) error {
 	db.layoutMu.Lock()
 	db.mu.Lock()
 	rd := db.readers[id]
 	delete(db.readers, id)
 	db.mu.Unlock()
-	db.layoutMu.Unlock()
 	if rd != nil {
 		rd.Close()
 	}
-	if err := db.opts.FS.Remove(db.segPath(id)); err != nil {
+	err := db.opts.FS.Remove(db.segPath(id))
+	db.layoutMu.Unlock()
+	if err != nil {
 		return err
 	}
 	if err := db.opts.FS.SyncDir(db.dir); err != nil {
@@ -224,8 +237,16 @@ func (db *DB) dropSegment(id uint64) error {
 }
 
 // rewriteSegment rewrites si without the frames the plan drops, switches
-// the sessions' frame lists, the reader and the index to it, and returns
+// the index, the sessions' frame lists and the reader to it, and returns
 // its new size.
+//
+// The intent recorded in the index says: from the rename on, the index's
+// offsets into the segment may be stale. So a failure before the rename
+// clears it (nothing changed; if even that fails, the next compaction
+// clears it, see settleRewriteIntent), and a failure after the rename
+// leaves it and poisons the store: the process goes on serving the old
+// file it still has open, and the next open, seeing the segment at the
+// intent's generation, rebuilds the index from the segments.
 func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	rd, err := db.reader(si.id)
 	if err != nil {
@@ -237,37 +258,44 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 			return 0, fmt.Errorf("engine: compact: %w", err)
 		}
 	}
-	var moves []index.Relocation
+	// Every events frame kept may have to move in the index, whoever it
+	// belongs to now: relocate moves those the index still holds there.
+	var moves []relocation
 	var ferr error
 	res, err := segment.Rewrite(db.opts.FS, db.dir, rd, func(fi *segment.FrameInfo) bool {
-		keep, uid, err := p.keep(rd, fi)
-		if err != nil {
+		keep, _, err := p.keep(rd, fi)
+		if err != nil && ferr == nil {
 			ferr = err
-			return true
 		}
-		if keep && fi.Kind == segment.KindEvents && uid != 0 && p.live[string(fi.Key)] == uid {
-			moves = append(moves, index.Relocation{ID: string(fi.Key), FirstSeq: fi.FirstSeq, Offset: fi.Offset})
+		if keep && fi.Kind == segment.KindEvents {
+			moves = append(moves, relocation{Relocation: index.Relocation{ID: string(fi.Key), FirstSeq: fi.FirstSeq}, from: fi.Offset})
 		}
 		return keep
 	})
-	if err == nil && ferr != nil {
-		err = ferr // the file was renamed: the frames it holds are a superset; fine to keep, but stop here
-	}
 	if err != nil {
 		if errors.Is(err, segment.ErrRewriteDir) {
 			db.poisonWith(err)
 			return 0, err
 		}
-		if res == nil && db.idx != nil {
-			// Nothing was renamed into place: the index is still right.
+		// segment.Rewrite removed its file: nothing was renamed into place,
+		// the index is still right.
+		if db.idx != nil {
 			if cerr := db.idx.ClearRewrite(); cerr != nil {
-				err = errors.Join(err, cerr)
+				err = errors.Join(err, fmt.Errorf("clearing the rewrite intent (the next compaction clears it): %w", cerr))
 			}
 		}
 		return 0, fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, err)
 	}
+	if ferr != nil {
+		// The plan read every frame before; one that cannot be read now
+		// leaves the attribution of the frames after it unknown: the new
+		// file may lack frames the index points at.
+		err := fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, ferr)
+		db.poisonWith(err)
+		return 0, err
+	}
 	for i := range moves {
-		moves[i].Offset = res.Moved[moves[i].Offset]
+		moves[i].Offset = res.Moved[moves[i].from]
 	}
 	if testHookRewrite != nil {
 		if err := testHookRewrite(si.id); err != nil {
@@ -284,16 +312,37 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	db.mu.Lock()
 	var lost error
 	for _, s := range db.sessions {
-		for i := range s.frames {
-			f := &s.frames[i]
-			if f.seg != si.id {
-				continue
-			}
-			off, ok := res.Moved[f.off]
-			if !ok && lost == nil {
+		for _, f := range s.frames {
+			if _, ok := res.Moved[f.off]; f.seg == si.id && !ok {
 				lost = fmt.Errorf("session %q: frame of seqs %d+%d at %d was not kept", s.id, f.first, f.count, f.off)
+				break
 			}
-			f.off = off
+		}
+	}
+	db.mu.Unlock()
+	if lost != nil { // a bug in the plan; never silently serve a wrong frame
+		nr.Close()
+		err := &CorruptionError{Path: db.segPath(si.id), Reason: "compaction dropped a live frame: " + lost.Error()}
+		db.poisonWith(err)
+		return 0, err
+	}
+	// The index first: if it cannot learn the new offsets, the old file
+	// keeps serving (reads of sessions not loaded yet take their offsets
+	// from the index; layoutMu keeps them out until both agree).
+	if db.idx != nil {
+		if err := db.relocate(intent, moves); err != nil {
+			nr.Close()
+			err = fmt.Errorf("engine: compact: index relocation for segment %d (the next open rebuilds the index): %w", si.id, err)
+			db.poisonWith(err)
+			return 0, err
+		}
+	}
+	db.mu.Lock()
+	for _, s := range db.sessions {
+		for i := range s.frames {
+			if f := &s.frames[i]; f.seg == si.id {
+				f.off = res.Moved[f.off]
+			}
 		}
 	}
 	old := db.readers[si.id]
@@ -302,21 +351,82 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	if old != nil {
 		old.Close()
 	}
-	if lost != nil { // a bug in the plan; never silently serve a wrong frame
-		err := &CorruptionError{Path: db.segPath(si.id), Reason: "compaction dropped a live frame: " + lost.Error()}
-		db.poisonWith(err)
-		return 0, err
-	}
-	if db.idx != nil {
-		db.idxMu.Lock()
-		err := db.idx.Relocate(intent, moves)
-		db.idxMu.Unlock()
-		if err != nil {
-			// The intent stays: the next open rebuilds the index.
-			return 0, fmt.Errorf("engine: compact: index relocation for segment %d: %w", si.id, err)
+	return res.Size, nil
+}
+
+// relocation is one frame a rewrite kept: where it was (from) and where it
+// is now.
+type relocation struct {
+	index.Relocation
+	from int64
+}
+
+// relocate ends the rewrite rw in the index: it moves every frame the
+// index holds in the rewritten segment at a kept frame's old offset.
+// Which those are is known only now: a session deleted since the plan, or
+// replaced by a new incarnation (deleted and created again, or migrated),
+// has no frames there in the index once a checkpoint applied the change
+// (they are gone, or its keys name the new incarnation's frames
+// elsewhere), and one deleted just before the plan may still have them.
+// idxMu keeps checkpoints out until Relocate has committed.
+func (db *DB) relocate(rw index.Rewrite, moves []relocation) error {
+	db.idxMu.Lock()
+	defer db.idxMu.Unlock()
+	held := map[string]map[uint64]int64{} // session -> first seq -> offset, of its indexed frames in rw.Segment
+	var rel []index.Relocation
+	for _, m := range moves {
+		at, ok := held[m.ID]
+		if !ok {
+			frames, err := db.idx.Frames(m.ID)
+			if err != nil {
+				return err
+			}
+			at = map[uint64]int64{}
+			for _, f := range frames {
+				if f.Segment == rw.Segment {
+					at[f.FirstSeq] = f.Offset
+				}
+			}
+			held[m.ID] = at
+		}
+		if off, ok := at[m.FirstSeq]; ok && off == m.from {
+			rel = append(rel, m.Relocation)
 		}
 	}
-	return res.Size, nil
+	return db.idx.Relocate(rw, rel)
+}
+
+// settleRewriteIntent deals with a rewrite intent an earlier compaction of
+// this process left in the index. If the segment on disk has not reached
+// the intent's generation, the rename never happened and the intent is
+// cleared. Otherwise the index is stale for that segment until the next
+// open rebuilds it: that compaction poisoned the store, and so does this
+// one (never compact over a stale index).
+func (db *DB) settleRewriteIntent() error {
+	if db.idx == nil {
+		return nil
+	}
+	rw, ok, err := db.idx.Rewrite()
+	if err != nil || !ok {
+		return err
+	}
+	r, err := db.openSegment(rw.Segment)
+	if err != nil {
+		err = fmt.Errorf("engine: compact: segment %d of a recorded rewrite intent: %w", rw.Segment, err)
+		db.poisonWith(err)
+		return err
+	}
+	landed := r.Header().Generation >= rw.Generation
+	r.Close()
+	if landed {
+		err := fmt.Errorf("engine: compact: segment %d was rewritten but the index does not know its offsets (the next open rebuilds the index)", rw.Segment)
+		db.poisonWith(err)
+		return err
+	}
+	if err := db.idx.ClearRewrite(); err != nil {
+		return fmt.Errorf("engine: compact: clearing the intent of a rewrite that never happened: %w", err)
+	}
+	return nil
 }
 
 // segAction is what Compact does with a sealed segment.
@@ -610,6 +720,10 @@ func (db *DB) compactLoop() {
 		}
 		rep, err := db.Compact(ctx, CompactOptions{})
 		switch {
+		case err != nil && ctx.Err() == nil && db.poisoned():
+			// Nothing succeeds on a failed store until it is reopened.
+			db.opts.Logger.Warn("engine: background compaction stopped: the store failed", "error", err)
+			return
 		case err != nil && ctx.Err() == nil:
 			db.dead.Store(true) // try again next time
 			db.opts.Logger.Warn("engine: background compaction failed", "error", err)
@@ -617,6 +731,13 @@ func (db *DB) compactLoop() {
 			db.opts.Logger.Info("engine: background compaction", "dropped", len(rep.Dropped), "rewritten", len(rep.Rewritten), "reclaimed_bytes", rep.ReclaimedBytes)
 		}
 	}
+}
+
+// poisoned reports whether the store failed (see poisonWith).
+func (db *DB) poisoned() bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.poison != nil
 }
 
 // headerUID returns the incarnation of a header record, and the one it
@@ -669,18 +790,46 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 		if id == aid {
 			limit = durable
 		}
-		rd, err := db.planSegment(ctx, p, id, limit, false)
+		u, err := db.segmentUsage(ctx, p, id, limit)
+		if errors.Is(err, fs.ErrNotExist) {
+			// A compaction removed it since the listing: it held nothing
+			// alive, and skipping its frames only leaves frames of dead
+			// incarnations after it unattributed, which count as dead.
+			continue
+		}
 		if err != nil {
 			return nil, err
-		}
-		si := p.segs[len(p.segs)-1]
-		u := SegmentUsage{ID: id, Generation: rd.Header().Generation, Bytes: si.size}
-		for uid, n := range si.holds {
-			if p.isLive(uid) {
-				u.LiveBytes += n
-			}
 		}
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// segmentUsage scans segment id into p for Usage, under layoutMu: a
+// compaction neither closes its reader nor removes it meanwhile. limit is
+// the durable end of the segment if it was the active one; if it has been
+// sealed since (and maybe rewritten, shorter), it is read whole.
+func (db *DB) segmentUsage(ctx context.Context, p *compactPlan, id uint64, limit int64) (SegmentUsage, error) {
+	db.layoutMu.RLock()
+	defer db.layoutMu.RUnlock()
+	if limit > 0 {
+		db.mu.Lock()
+		r := db.roller
+		db.mu.Unlock()
+		if r.Active().Header().ID != id {
+			limit = 0
+		}
+	}
+	rd, err := db.planSegment(ctx, p, id, limit, false)
+	if err != nil {
+		return SegmentUsage{}, err
+	}
+	si := p.segs[len(p.segs)-1]
+	u := SegmentUsage{ID: id, Generation: rd.Header().Generation, Bytes: si.size}
+	for uid, n := range si.holds {
+		if p.isLive(uid) {
+			u.LiveBytes += n
+		}
+	}
+	return u, nil
 }
