@@ -206,27 +206,28 @@ func checkAgreement(opened, all *DB, problem func(path string, off int64, sessio
 			problem(idxPath, -1, id, "an open would serve this session (%d events), which the segments do not hold", o.next)
 		}
 	}
-	if opened.idx == nil {
-		return
-	}
+	// Every frame a read would use (the index's, then those replayed after
+	// its checkpoint: the read path's own snapshot) where the segments have
+	// it.
 	for id, s := range all.sessions {
 		o := opened.sessions[id]
 		if o == nil || o.uid != s.uid {
 			continue
 		}
-		fs, err := opened.idx.Frames(id)
+		v, err := opened.snapshot(o)
 		if err != nil {
 			problem(idxPath, -1, id, "%v", err)
 			continue
 		}
-		at := map[[2]int64]frameRef{}
-		for _, f := range s.frames {
-			at[[2]int64{int64(f.seg), f.off}] = f
+		if len(v.refs) != len(s.frames) {
+			problem(idxPath, -1, id, "a read would use %d frames, the segments hold %d; --repair rebuilds the index", len(v.refs), len(s.frames))
+			continue
 		}
-		for _, f := range fs {
-			got, ok := at[[2]int64{int64(f.Segment), f.Offset}]
-			if !ok || got.first != f.FirstSeq || got.count != f.Count {
-				problem(idxPath, -1, id, "indexed frame (segment %d @%d, seqs %d+%d) does not match the segments; --repair rebuilds the index", f.Segment, f.Offset, f.FirstSeq, f.Count)
+		for i, f := range v.refs {
+			if g := s.frames[i]; g.seg != f.seg || g.off != f.off || g.first != f.first || g.count != f.count {
+				problem(idxPath, -1, id, "indexed frame (segment %d @%d, seqs %d+%d) does not match the segments (segment %d @%d, seqs %d+%d); --repair rebuilds the index",
+					f.seg, f.off, f.first, f.count, g.seg, g.off, g.first, g.count)
+				break
 			}
 		}
 	}
