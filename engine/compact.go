@@ -307,6 +307,10 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 		db.poisonWith(err) // the segment under its name is not what was just written
 		return 0, err
 	}
+	// idxMu before layoutMu (the lock order: a checkpoint holds idxMu
+	// then appendMu, the undo of a lost write appendMu then layoutMu).
+	db.idxMu.Lock()
+	defer db.idxMu.Unlock()
 	db.layoutMu.Lock()
 	defer db.layoutMu.Unlock()
 	db.mu.Lock()
@@ -368,10 +372,9 @@ type relocation struct {
 // has no frames there in the index once a checkpoint applied the change
 // (they are gone, or its keys name the new incarnation's frames
 // elsewhere), and one deleted just before the plan may still have them.
-// idxMu keeps checkpoints out until Relocate has committed.
+// The caller holds idxMu, which keeps checkpoints out until Relocate has
+// committed.
 func (db *DB) relocate(rw index.Rewrite, moves []relocation) error {
-	db.idxMu.Lock()
-	defer db.idxMu.Unlock()
 	held := map[string]map[uint64]int64{} // session -> first seq -> offset, of its indexed frames in rw.Segment
 	var rel []index.Relocation
 	for _, m := range moves {

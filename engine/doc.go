@@ -37,10 +37,26 @@
 //
 // engine composes segment, index, handle and internal/vfs; it must not
 // import bench, fuzz or cmd (docs/DESIGN.md#layering). It owns the store's
-// goroutines (the index checkpointer and the segment preparer), started in
-// Open and stopped in Close. A DB and its Handles are safe for concurrent
-// use. Lock order: Handle.mu, then DB.layoutMu (reads hold it shared
-// while they decode frames; compaction takes it to switch a rewritten
-// segment in), then DB.appendMu, then DB.mu; the segment writer's locks
-// are taken under none of them for I/O.
+// goroutines (the index checkpointer, the segment preparer and the
+// background compactor), started in Open and stopped in Close. A DB and
+// its Handles are safe for concurrent use. Lock order: Handle.mu, then
+// DB.compactMu (one compaction at a time), then DB.idxMu (one index
+// checkpoint or relocation at a time), then DB.appendMu (a frame is
+// appended and registered for the index under it; the checkpoint reads
+// the durable offset under it, and a failed write is undone under it),
+// then DB.layoutMu (reads hold it shared while they decode frames;
+// compaction and the undo of a failed write take it to change where
+// frames are), then DB.mu; the segment writer's locks are taken under
+// none of them for I/O.
+//
+// # Recovery and failing storage
+//
+// Open's recovery (recover.go) is one code path that a write open carries
+// out and a read-only open and Check report: the index is a cache, set
+// aside to quarantine/ and rebuilt when it cannot be read or disagrees
+// with intact segments; files the engine cannot identify are moved to
+// quarantine/, never deleted. A write lost before its fdatasync (a full
+// disk) is undone (lost.go) and fails only the flushes and handles it
+// touched (ErrWriteLost); an fsync error poisons the DB until it is closed
+// and opened again.
 package engine
