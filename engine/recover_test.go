@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -427,5 +428,92 @@ func TestTemporariesAreRemoved(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s is still there: %v", n, err)
 		}
+	}
+}
+
+// TestDamagedActiveFrameBeforePreparedSegment: a damaged frame in the
+// middle of the active segment, with an empty segment prepared after it,
+// is reported at the damaged frame (the open and check agree), not at the
+// end of the data, and nothing is removed.
+func TestDamagedActiveFrameBeforePreparedSegment(t *testing.T) {
+	dir := t.TempDir()
+	db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past half the segment, the next one is prepared (in the background).
+	prepared := func() bool {
+		segs := segFiles(t, dir)
+		if len(segs) < 2 {
+			return false
+		}
+		r, err := segment.OpenReader(nil, segs[len(segs)-1])
+		if err != nil {
+			return false
+		}
+		defer r.Close()
+		res, err := r.Scan(segment.ScanOptions{}, nil)
+		return err == nil && res.Frames == 0 && !res.Sealed
+	}
+	for i := 0; !prepared(); i++ {
+		if i == 1000 {
+			t.Fatal("no segment was prepared")
+		}
+		writeSessions(t, db, 5, "a")
+		time.Sleep(time.Millisecond)
+	}
+	db.Close()
+	segs := segFiles(t, dir)
+	active := segs[len(segs)-2]
+	r, err := segment.OpenReader(nil, active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	r.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
+		offs = append(offs, fi.Offset)
+		return nil
+	})
+	r.Close()
+	bad := offs[len(offs)/2]
+	f, err := os.OpenFile(active, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{0xff, 0xee}, bad+50)
+	f.Close()
+	// Without the index, the open replays the damaged frame.
+	_, err = engine.Open(dir, &engine.Options{NoIndex: true, CompactInterval: -1})
+	var ce *engine.CorruptionError
+	if !errors.As(err, &ce) || ce.Path != active || ce.Offset != bad {
+		t.Fatalf("open: %v; want a corruption in %s at %d", err, active, bad)
+	}
+	// With it, the frame is before the checkpoint: the open does not read
+	// it, a read of the session does, and says where.
+	ro, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ro.Open(context.Background(), "a", engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Read(context.Background(), 0, -1); !errors.As(err, &ce) || ce.Path != active || ce.Offset != bad {
+		t.Fatalf("read: %v; want a corruption in %s at %d", err, active, bad)
+	}
+	ro.Close()
+	rep, err := engine.Check(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range rep.Problems {
+		found = found || (p.Path == active && p.Offset == bad)
+	}
+	if !found {
+		t.Fatalf("check does not report %s @%d: %v", active, bad, rep.Problems)
+	}
+	if got := segFiles(t, dir); len(got) != len(segs) {
+		t.Fatalf("segments %v after the refused open, were %v", got, segs)
 	}
 }
