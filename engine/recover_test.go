@@ -517,3 +517,158 @@ func TestDamagedActiveFrameBeforePreparedSegment(t *testing.T) {
 		t.Fatalf("segments %v after the refused open, were %v", got, segs)
 	}
 }
+
+// copyStore copies the files of the store in dir (not its lock) to a new
+// directory: what a crash of the process leaves.
+func copyStore(t *testing.T, dir string) string {
+	t.Helper()
+	dst := t.TempDir()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() || e.Name() == "LOCK" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// TestCheckAgreesWithOpen: states a healthy store passes through are no
+// problem for check (it used to report them), and check's notes say what
+// the next write open does.
+func TestCheckAgreesWithOpen(t *testing.T) {
+	ctx := context.Background()
+	noProblems := func(t *testing.T, dir, wantNote string) {
+		t.Helper()
+		rep, err := engine.Check(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Problems) != 0 {
+			t.Fatalf("check of a store Open accepts: %v", rep.Problems)
+		}
+		if wantNote != "" && !strings.Contains(strings.Join(rep.Notes, "\n"), wantNote) {
+			t.Fatalf("check notes %q, want one about %q", rep.Notes, wantNote)
+		}
+		db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		db.Close()
+	}
+	t.Run("deleted-after-checkpoint", func(t *testing.T) {
+		dir := t.TempDir()
+		db, err := engine.Open(dir, &engine.Options{IndexInterval: time.Hour, CompactInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeSessions(t, db, 5, "a", "b")
+		db.Close()
+		db, err = engine.Open(dir, &engine.Options{IndexInterval: time.Hour, CompactInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Delete(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		crashed := copyStore(t, dir) // the tombstone is durable, the index does not know it
+		db.Close()
+		noProblems(t, crashed, "")
+	})
+	t.Run("prepared-segment", func(t *testing.T) {
+		dir := t.TempDir()
+		db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; len(segFiles(t, dir)) < 2; i++ {
+			if i == 1000 {
+				t.Fatal("no segment prepared")
+			}
+			writeSessions(t, db, 5, "a")
+			time.Sleep(time.Millisecond)
+		}
+		crashed := copyStore(t, dir)
+		db.Close()
+		noProblems(t, dir, "")
+		noProblems(t, crashed, "")
+	})
+	t.Run("index-passed-frames", func(t *testing.T) {
+		// The state the checkpoint race left (see TestDisagreeingIndexIsRebuilt).
+		dir := t.TempDir()
+		db, err := engine.Open(dir, &engine.Options{NoPreallocate: true, CompactInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeSessions(t, db, 5, "a")
+		db.Close()
+		noIdx := &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1}
+		db, _ = engine.Open(dir, noIdx)
+		writeSessions(t, db, 5, "b")
+		db.Close()
+		forgeCheckpoint(t, dir)
+		// Open serves a store without b (the index passed its frames):
+		// check must say so, and --repair must bring it back.
+		rep, err := engine.Check(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Problems) == 0 || !strings.Contains(rep.Problems[0].String(), `"b"`) {
+			t.Fatalf("check of a store whose index lost session b: %v", rep.Problems)
+		}
+		if err := engine.RebuildIndex(dir, nil); err != nil {
+			t.Fatal(err)
+		}
+		noProblems(t, dir, "")
+		db, _ = engine.Open(dir, nil)
+		if _, err := db.Stat(ctx, "b"); err != nil {
+			t.Fatalf("b after repair: %v", err)
+		}
+		db.Close()
+	})
+}
+
+// TestRepairOfALiveStore: check --repair of a store another DB has open
+// fails with ErrLocked and leaves its index alone; a repair of a store
+// whose segments do not replay leaves the old index in place.
+func TestRepairOfALiveStore(t *testing.T) {
+	dir := t.TempDir()
+	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writeSessions(t, db, 5, "a")
+	ipath := filepath.Join(dir, "index.db")
+	if err := engine.RebuildIndex(dir, nil); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("repair of a live store: %v, want ErrLocked", err)
+	}
+	if _, err := os.Stat(ipath); err != nil {
+		t.Fatalf("the live store's index is gone: %v", err)
+	}
+	checkLogs(t, db, want)
+	db.Close()
+
+	// Segments that do not replay (a middle frame damaged): the repair
+	// fails and the index stays.
+	segs := segFiles(t, dir)
+	before, _ := os.ReadFile(ipath)
+	f, _ := os.OpenFile(segs[0], os.O_RDWR, 0)
+	f.WriteAt([]byte("XXXX"), segment.HeaderSize+8)
+	f.Close()
+	if err := engine.RebuildIndex(dir, nil); err == nil {
+		t.Fatal("repair of damaged segments succeeded")
+	}
+	after, err := os.ReadFile(ipath)
+	if err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("a failed repair changed the index: %v", err)
+	}
+}
