@@ -62,6 +62,7 @@ func (db *DB) recover() error {
 	if err != nil {
 		return err
 	}
+	notes := len(db.rec.notes)
 	if db.opts.rebuildIndex && db.idx != nil {
 		err = errRebuildRequested
 	} else {
@@ -74,6 +75,7 @@ func (db *DB) recover() error {
 			why = err.Error()
 		}
 		db.resetReplay()
+		db.rec.notes = db.rec.notes[:notes] // the full replay finds them again
 		if err := db.replay(cp, true); err != nil {
 			return err // the segments themselves are damaged; the index stays
 		}
@@ -192,7 +194,12 @@ func (db *DB) setIndexAside(why string) error {
 		return nil
 	}
 	db.opts.Logger.Warn("engine: the index is set aside and rebuilt from the segments", "reason", why, "index", db.opts.IndexPath)
-	if err := db.moveAside(db.opts.IndexPath); err != nil {
+	// The index is a file of the OS (bbolt), wherever the segments are.
+	qdir := filepath.Join(db.dir, QuarantineDir)
+	if db.opts.FS != vfs.Default {
+		qdir = ""
+	}
+	if err := moveAside(vfs.Default, db.opts.IndexPath, qdir); err != nil {
 		return fmt.Errorf("engine: setting the index aside: %w", err)
 	}
 	idx, err := index.Open(db.opts.IndexPath, nil)
@@ -203,37 +210,43 @@ func (db *DB) setIndexAside(why string) error {
 	return nil
 }
 
-// moveAside moves path into the store's quarantine directory (or, if it
-// is on another file system, next to itself) and makes that durable.
-func (db *DB) moveAside(path string) error {
-	fsys := db.opts.FS
-	qdir := filepath.Join(db.dir, QuarantineDir)
-	if err := fsys.MkdirAll(qdir, 0o755); err != nil {
-		return err
+// moveAside moves path into the directory qdir (created if needed), or,
+// if qdir is "" or on another file system, next to itself under a
+// ".quarantined-" name, and makes the move durable. A path that does not
+// exist is nothing to move.
+func moveAside(fsys vfs.FS, path, qdir string) error {
+	f, err := fsys.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	if err := fsys.SyncDir(db.dir); err != nil {
-		return err
+	if err == nil {
+		f.Close()
 	}
 	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
-	dst := filepath.Join(qdir, filepath.Base(path)+"."+stamp)
-	if err := fsys.Rename(path, dst); err != nil {
-		dst = path + ".quarantined-" + stamp
-		if err2 := fsys.Rename(path, dst); err2 != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return errors.Join(err, err2)
+	dir := filepath.Dir(path)
+	moved := false
+	if qdir != "" {
+		if err := fsys.MkdirAll(qdir, 0o755); err == nil && fsys.SyncDir(filepath.Dir(qdir)) == nil {
+			moved = fsys.Rename(path, filepath.Join(qdir, filepath.Base(path)+"."+stamp)) == nil
 		}
-		qdir = filepath.Dir(path)
+	}
+	if !moved {
+		qdir = dir
+		if err := fsys.Rename(path, path+".quarantined-"+stamp); err != nil {
+			return err
+		}
 	}
 	if err := fsys.SyncDir(qdir); err != nil {
 		return err
 	}
-	if qdir != filepath.Dir(path) {
-		return fsys.SyncDir(filepath.Dir(path))
+	if qdir != dir {
+		return fsys.SyncDir(dir)
 	}
 	return nil
 }
+
+// quarantineDir is the store's quarantine directory.
+func (db *DB) quarantineDir() string { return filepath.Join(db.dir, QuarantineDir) }
 
 // resetReplay forgets what a replay built, for another one.
 func (db *DB) resetReplay() {
@@ -253,7 +266,10 @@ func (db *DB) resetReplay() {
 // or the migration that replaced it).
 func (db *DB) checkIndexClaims(cp index.Checkpoint) error {
 	if cp.Segment != 0 && cp.Offset > segment.HeaderSize {
-		if _, err := db.opts.FS.Open(db.segPath(cp.Segment)); err != nil {
+		f, err := db.opts.FS.Open(db.segPath(cp.Segment))
+		if err == nil {
+			f.Close()
+		} else {
 			return &CorruptionError{Path: db.segPath(cp.Segment), Offset: cp.Offset,
 				Reason: "segment missing: the index checkpoint proves it held durable data up to this offset"}
 		}
@@ -356,7 +372,7 @@ func (db *DB) carryOut() error {
 	fsys := db.opts.FS
 	for _, q := range db.rec.quarantine {
 		db.opts.Logger.Warn("engine: moved a file that is not a usable segment to quarantine", "file", q.path, "reason", q.reason)
-		if err := db.moveAside(q.path); err != nil {
+		if err := moveAside(db.opts.FS, q.path, db.quarantineDir()); err != nil {
 			return fmt.Errorf("engine: quarantining %s: %w", q.path, err)
 		}
 	}

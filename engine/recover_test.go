@@ -24,6 +24,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
 )
 
@@ -670,5 +671,33 @@ func TestRepairOfALiveStore(t *testing.T) {
 	after, err := os.ReadFile(ipath)
 	if err != nil || !bytes.Equal(before, after) {
 		t.Fatalf("a failed repair changed the index: %v", err)
+	}
+}
+
+// TestUnreadableIndexBesideAnotherFS: with the segments on another file
+// system than the OS (the crashable MemFS of the tests) and the index in a
+// real file, a damaged index is set aside next to itself.
+func TestUnreadableIndexBesideAnotherFS(t *testing.T) {
+	mem := vfs.NewMem()
+	ipath := filepath.Join(t.TempDir(), "index.db")
+	opts := &engine.Options{FS: mem, IndexPath: ipath, CompactInterval: -1}
+	db, err := engine.Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writeSessions(t, db, 10, "a")
+	db.Close()
+	if err := os.WriteFile(ipath, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err = engine.Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLogs(t, db, want)
+	db.Close()
+	aside, _ := filepath.Glob(ipath + ".quarantined-*")
+	if len(aside) != 1 {
+		t.Fatalf("the damaged index was not set aside next to itself: %v", aside)
 	}
 }

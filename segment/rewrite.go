@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"strings"
 
 	"github.com/seglog/seglog/internal/vfs"
 )
@@ -144,35 +143,4 @@ func Rewrite(fsys vfs.FS, dir string, src *Reader, keep func(*FrameInfo) bool) (
 func rebase(b []byte, base int64) {
 	binary.LittleEndian.PutUint32(b[28:], uint32(base))
 	binary.LittleEndian.PutUint64(b[32:], frameSum(b))
-}
-
-// RemoveRewrites deletes the unfinished rewrites a crash left in dir (files
-// named by RewriteName: a rewrite that was renamed into place has no such
-// file any more) and syncs the directory if it removed any.
-func RemoveRewrites(fsys vfs.FS, dir string) (int, error) {
-	fsys = orDefault(fsys)
-	names, err := fsys.List(dir)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, name := range names {
-		seg, ok := strings.CutSuffix(name, rewriteSuffix)
-		if !ok {
-			continue
-		}
-		if _, ok := ParseName(seg); !ok {
-			continue
-		}
-		if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
-			return n, err
-		}
-		n++
-	}
-	if n > 0 {
-		if err := fsys.SyncDir(dir); err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
