@@ -50,6 +50,9 @@ func crashCopy(t *testing.T, dir string) string {
 	return dst
 }
 
+// CrashCopy is crashCopy for the external tests (package engine_test).
+func CrashCopy(t *testing.T, dir string) string { return crashCopy(t, dir) }
+
 // checkpointInWindow starts a checkpoint and waits until it finishes or
 // has plainly blocked (it must wait for the append in progress).
 func checkpointInWindow(db *DB) <-chan error {

@@ -6,7 +6,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,26 +20,6 @@ import (
 	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/recovery"
 )
-
-// v2Log is a small v2 log of turns (the v2 envelope keys as
-// migrate_test.go's v2Events writes them).
-func v2Log(turns int) []event.Event {
-	var evs []event.Event
-	add := func(typ, data string) *event.Event {
-		evs = append(evs, event.Event{Seq: uint64(len(evs)), Type: typ, Time: int64(1000 + len(evs)), Data: json.RawMessage(data)})
-		return &evs[len(evs)-1]
-	}
-	for t := range turns {
-		turn := fmt.Sprintf(`"turn":"t%d"`, t)
-		add("turn/start", "{"+turn+"}")
-		add("step/start", "{"+turn+`,"step":"s"}`)
-		u := add("user/message", "{"+turn+`,"step":"s","message":{"id":"u","role":"user","content":[],"source":{"kind":"user"}}}`)
-		u.SurfaceOp, u.SourceEventSeqs = json.RawMessage(`"append"`), []uint64{u.Seq - 2}
-		add("step/end", "{"+turn+`,"step":"s"}`)
-		add("turn/end", "{"+turn+`,"reason":{"kind":"completed"}}`)
-	}
-	return evs
-}
 
 // TestCompactRacingDeleteCreateMigrate: between a compaction's plan and
 // its index relocation, sessions whose frames the rewritten segment holds
@@ -58,7 +37,7 @@ func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { db.Close() }()
-	src := v2Log(30)
+	src := testgen.V2Turns("", 30)
 	h, err := db.Create(ctx, Header{Version: 2, ID: "m", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -442,7 +421,7 @@ func stressWriter(ctx context.Context, db *DB, w, ops int, model map[string][]ev
 		evs, exists := model[id]
 		switch {
 		case !exists && r.IntN(4) == 0: // a v2 session, migrated at once
-			src := v2Log(1 + r.IntN(8))
+			src := testgen.V2Turns("", 1+r.IntN(8))
 			h, err := db.Create(ctx, Header{Version: 2, ID: id, CreatedAt: 1})
 			if err != nil {
 				return fmt.Errorf("op %d: create v2 %s: %w", op, id, err)

@@ -15,31 +15,6 @@ import (
 	"github.com/seglog/seglog/recovery"
 )
 
-// v2Events is a v2 log of n turns: the first has a replace envelope in
-// v2's keys (REFERENCE-cases.md J31), later turns are plain.
-func v2Events(turns int) []event.Event {
-	var evs []event.Event
-	add := func(typ, data string) *event.Event {
-		evs = append(evs, event.Event{Seq: uint64(len(evs)), Type: typ, Time: int64(1000 + len(evs)), Data: json.RawMessage(data)})
-		return &evs[len(evs)-1]
-	}
-	for t := range turns {
-		turn := fmt.Sprintf(`"turn":"t%d"`, t)
-		add("turn/start", "{"+turn+"}")
-		add("step/start", "{"+turn+`,"step":"s"}`)
-		u := add("user/message", "{"+turn+`,"step":"s","message":{"id":"u","role":"user","content":[],"source":{"kind":"user"}}}`)
-		u.SurfaceOp, u.SourceEventSeqs = json.RawMessage(`"append"`), []uint64{u.Seq - 2}
-		if t == 0 {
-			r := add("user/message", "{"+turn+`,"step":"s","message":{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}}`)
-			r.SurfaceOp = json.RawMessage(fmt.Sprintf(`{"op":"replace","start":%d,"end":%d}`, u.Seq, u.Seq))
-			r.SourceEventSeqs = []uint64{u.Seq}
-		}
-		add("step/end", "{"+turn+`,"step":"s"}`)
-		add("turn/end", "{"+turn+`,"reason":{"kind":"completed"}}`)
-	}
-	return evs
-}
-
 func createV2(t *testing.T, db *engine.DB, id string, evs []event.Event) {
 	t.Helper()
 	ctx := context.Background()
@@ -324,3 +299,6 @@ func TestMigratePowerCut(t *testing.T) {
 		t.Errorf("the sweep never saw one of the outcomes: %v", outcomes)
 	}
 }
+
+// v2Events is a v2 log of n turns (testgen.V2Turns).
+func v2Events(turns int) []event.Event { return testgen.V2Turns("", turns) }

@@ -194,13 +194,21 @@ func (db *DB) setIndexAside(why string) error {
 		return nil
 	}
 	db.opts.Logger.Warn("engine: the index is set aside and rebuilt from the segments", "reason", why, "index", db.opts.IndexPath)
-	// The index is a file of the OS (bbolt), wherever the segments are.
-	qdir := filepath.Join(db.dir, QuarantineDir)
-	if db.opts.FS != vfs.Default {
-		qdir = ""
-	}
-	if err := moveAside(vfs.Default, db.opts.IndexPath, qdir); err != nil {
-		return fmt.Errorf("engine: setting the index aside: %w", err)
+	return db.newIndex(func() error {
+		// The index is a file of the OS (bbolt), wherever the segments are.
+		qdir := filepath.Join(db.dir, QuarantineDir)
+		if db.opts.FS != vfs.Default {
+			qdir = ""
+		}
+		return moveAside(vfs.Default, db.opts.IndexPath, qdir)
+	})
+}
+
+// newIndex gets the old index file out of the way (away) and starts an
+// empty index, which the first checkpoint fills with everything replayed.
+func (db *DB) newIndex(away func() error) error {
+	if err := away(); err != nil {
+		return fmt.Errorf("engine: replacing the index: %w", err)
 	}
 	idx, err := index.Open(db.opts.IndexPath, nil)
 	if err != nil {
@@ -464,15 +472,7 @@ func (db *DB) checkRewriteIntent() error {
 	}
 	// Proven stale, and ours: removed rather than set aside.
 	db.opts.Logger.Warn("engine: rebuilding the index from the segments", "reason", why)
-	if err := index.Remove(db.opts.IndexPath); err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	idx, err := index.Open(db.opts.IndexPath, nil)
-	if err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	db.idx = idx
-	return nil
+	return db.newIndex(func() error { return index.Remove(db.opts.IndexPath) })
 }
 
 // abandonMigrations ends the replay of migrations a crash cut short: their

@@ -519,30 +519,6 @@ func TestDamagedActiveFrameBeforePreparedSegment(t *testing.T) {
 	}
 }
 
-// copyStore copies the files of the store in dir (not its lock) to a new
-// directory: what a crash of the process leaves.
-func copyStore(t *testing.T, dir string) string {
-	t.Helper()
-	dst := t.TempDir()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.IsDir() || e.Name() == "LOCK" {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
-
 // TestCheckAgreesWithOpen: states a healthy store passes through are no
 // problem for check (it used to report them), and check's notes say what
 // the next write open does.
@@ -581,7 +557,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 		if err := db.Delete(ctx, "a"); err != nil {
 			t.Fatal(err)
 		}
-		crashed := copyStore(t, dir) // the tombstone is durable, the index does not know it
+		crashed := engine.CrashCopy(t, dir) // the tombstone is durable, the index does not know it
 		db.Close()
 		noProblems(t, crashed, "")
 	})
@@ -598,7 +574,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 			writeSessions(t, db, 5, "a")
 			time.Sleep(time.Millisecond)
 		}
-		crashed := copyStore(t, dir)
+		crashed := engine.CrashCopy(t, dir)
 		db.Close()
 		noProblems(t, dir, "")
 		noProblems(t, crashed, "")

@@ -91,27 +91,7 @@ func mixEvent(id string, seq uint64) event.Event {
 func mixV2Log(id string) []event.Event {
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	turns := 1 + int(h.Sum32()%3)
-	var evs []event.Event
-	add := func(typ, data string) *event.Event {
-		evs = append(evs, event.Event{Seq: uint64(len(evs)), Type: typ, Time: int64(1000 + len(evs)), Data: json.RawMessage(data)})
-		return &evs[len(evs)-1]
-	}
-	for t := range turns {
-		turn := fmt.Sprintf(`"turn":"%s-t%d"`, id, t)
-		add("turn/start", "{"+turn+"}")
-		add("step/start", "{"+turn+`,"step":"s"}`)
-		u := add("user/message", "{"+turn+`,"step":"s","message":{"id":"u","role":"user","content":[],"source":{"kind":"user"}}}`)
-		u.SurfaceOp, u.SourceEventSeqs = json.RawMessage(`"append"`), []uint64{u.Seq - 2}
-		if t == 0 {
-			r := add("user/message", "{"+turn+`,"step":"s","message":{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}}`)
-			r.SurfaceOp = json.RawMessage(fmt.Sprintf(`{"op":"replace","start":%d,"end":%d}`, u.Seq, u.Seq))
-			r.SourceEventSeqs = []uint64{u.Seq}
-		}
-		add("step/end", "{"+turn+`,"step":"s"}`)
-		add("turn/end", "{"+turn+`,"reason":{"kind":"completed"}}`)
-	}
-	return evs
+	return testgen.V2Turns(id+"-", 1+int(h.Sum32()%3))
 }
 
 func isV2ID(id string) bool { return strings.HasSuffix(id, "-v2") }

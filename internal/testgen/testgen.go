@@ -66,3 +66,31 @@ func Size(evs []event.Event) int {
 	}
 	return n
 }
+
+// V2Turns returns a format-v2 session log of turns turns (REFERENCE-cases
+// J31's shape): turn/start, step/start, a user message citing the turn
+// start, in the first turn a second user message replacing it with a v2
+// replace envelope ({"op":"replace","start","end"}), step/end and
+// turn/end. The turns are named prefix+"t<n>".
+func V2Turns(prefix string, turns int) []event.Event {
+	var evs []event.Event
+	add := func(typ, data string) *event.Event {
+		evs = append(evs, event.Event{Seq: uint64(len(evs)), Type: typ, Time: int64(1000 + len(evs)), Data: json.RawMessage(data)})
+		return &evs[len(evs)-1]
+	}
+	for t := range turns {
+		turn := fmt.Sprintf(`"turn":%q`, fmt.Sprintf("%st%d", prefix, t))
+		add("turn/start", "{"+turn+"}")
+		add("step/start", "{"+turn+`,"step":"s"}`)
+		u := add("user/message", "{"+turn+`,"step":"s","message":{"id":"u","role":"user","content":[],"source":{"kind":"user"}}}`)
+		u.SurfaceOp, u.SourceEventSeqs = json.RawMessage(`"append"`), []uint64{u.Seq - 2}
+		if t == 0 {
+			r := add("user/message", "{"+turn+`,"step":"s","message":{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}}`)
+			r.SurfaceOp = json.RawMessage(fmt.Sprintf(`{"op":"replace","start":%d,"end":%d}`, u.Seq, u.Seq))
+			r.SourceEventSeqs = []uint64{u.Seq}
+		}
+		add("step/end", "{"+turn+`,"step":"s"}`)
+		add("turn/end", "{"+turn+`,"reason":{"kind":"completed"}}`)
+	}
+	return evs
+}
