@@ -71,8 +71,11 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	}
 	problemErr := func(prefix string, err error) {
 		var ce *CorruptionError
+		var fe *FormatError
 		if errors.As(err, &ce) {
 			problem(ce.Path, ce.Offset, "", "%s%s", prefix, ce.Reason)
+		} else if errors.As(err, &fe) {
+			problem(fe.Path, 0, "", "%s%v", prefix, err)
 		} else {
 			problem(dir, -1, "", "%s%v", prefix, err)
 		}
