@@ -54,7 +54,8 @@ type CheckReport struct {
 //     and every frame the index holds where the index says;
 //   - every frame of every segment read and decoded (checksums, payloads);
 //     after damage the scan resumes at the next valid frame, so one bad
-//     frame is one problem.
+//     frame is one problem. Damage before the index checkpoint is a
+//     problem, never taken for a torn tail (as in Open).
 //
 // It returns an error only if the store cannot be read at all.
 func Check(dir string, opts *Options) (*CheckReport, error) {
@@ -89,10 +90,14 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 		return nil, err
 	}
 	var skip map[uint64]bool // segments the recovery sets aside or removes
+	var cp index.Checkpoint  // what the index proves durable: damage before it is no torn tail
 	if err != nil {
 		problemErr("open fails: ", err)
 	} else {
 		defer opened.Close()
+		if opened.idx != nil {
+			cp, _ = opened.idx.Checkpoint()
+		}
 		rep.Notes = append(rep.Notes, opened.rec.notes...)
 		skip = map[uint64]bool{}
 		for _, id := range opened.rec.drop {
@@ -164,7 +169,11 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 		}
 		// After damage, report it and resume at the next valid frame.
 		for from := int64(0); ; {
-			_, err = r.Scan(segment.ScanOptions{From: from}, visit)
+			so := segment.ScanOptions{From: from}
+			if id == cp.Segment {
+				so.Durable = cp.Offset
+			}
+			_, err = r.Scan(so, visit)
 			var ce *CorruptionError
 			if err == nil || !errors.As(err, &ce) {
 				break
