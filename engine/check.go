@@ -3,8 +3,11 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/seglog/seglog/index"
@@ -51,10 +54,13 @@ type CheckReport struct {
 //   - a replay of every segment from the start, without the index (the
 //     same replay code), which must succeed and must agree with what the
 //     open would serve: the same sessions, incarnations and event counts,
-//     and every frame the index holds where the index says;
+//     and every frame the index holds where the index says; every segment
+//     a read would use must be there (a missing one is a problem at its
+//     name: the open does not notice it, a read fails there);
 //   - every frame of every segment read and decoded (checksums, payloads);
 //     after damage the scan resumes at the next valid frame, so one bad
-//     frame is one problem.
+//     frame is one problem. Damage before the index checkpoint is a
+//     problem, never taken for a torn tail (as in Open).
 //
 // It returns an error only if the store cannot be read at all.
 func Check(dir string, opts *Options) (*CheckReport, error) {
@@ -71,8 +77,11 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	}
 	problemErr := func(prefix string, err error) {
 		var ce *CorruptionError
+		var fe *FormatError
 		if errors.As(err, &ce) {
 			problem(ce.Path, ce.Offset, "", "%s%s", prefix, ce.Reason)
+		} else if errors.As(err, &fe) {
+			problem(fe.Path, 0, "", "%s%v", prefix, err)
 		} else {
 			problem(dir, -1, "", "%s%v", prefix, err)
 		}
@@ -86,10 +95,15 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 		return nil, err
 	}
 	var skip map[uint64]bool // segments the recovery sets aside or removes
+	var cp index.Checkpoint  // what the index proves durable: damage before it is no torn tail
 	if err != nil {
 		problemErr("open fails: ", err)
 	} else {
 		defer opened.Close()
+		if opened.idx != nil {
+			cp, _ = opened.idx.Checkpoint()
+		}
+		checkSegmentsThere(opened, problem)
 		rep.Notes = append(rep.Notes, opened.rec.notes...)
 		skip = map[uint64]bool{}
 		for _, id := range opened.rec.drop {
@@ -161,7 +175,11 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 		}
 		// After damage, report it and resume at the next valid frame.
 		for from := int64(0); ; {
-			_, err = r.Scan(segment.ScanOptions{From: from}, visit)
+			so := segment.ScanOptions{From: from}
+			if id == cp.Segment {
+				so.Durable = cp.Offset
+			}
+			_, err = r.Scan(so, visit)
 			var ce *CorruptionError
 			if err == nil || !errors.As(err, &ce) {
 				break
@@ -181,6 +199,33 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	}
 	rep.Problems = dedupProblems(rep.Problems)
 	return rep, nil
+}
+
+// checkSegmentsThere reports every segment a read would use that is
+// missing: the open does not notice (the index does not list segments),
+// and the replay without the index only meets the gap it leaves.
+func checkSegmentsThere(opened *DB, problem func(path string, off int64, session, format string, args ...any)) {
+	there := map[uint64]bool{}
+	for _, id := range slices.Sorted(maps.Keys(opened.sessions)) {
+		v, err := opened.snapshot(opened.sessions[id])
+		if err != nil {
+			continue
+		}
+		for _, f := range v.refs {
+			ok, seen := there[f.seg]
+			if !seen {
+				r, err := opened.opts.FS.Open(opened.segPath(f.seg))
+				ok = !errors.Is(err, fs.ErrNotExist)
+				if err == nil {
+					r.Close()
+				}
+				there[f.seg] = ok
+				if !ok {
+					problem(opened.segPath(f.seg), f.off, id, "segment missing: it held events %d..%d of this session", f.first, f.first+uint64(f.count))
+				}
+			}
+		}
+	}
 }
 
 // checkAgreement compares what an open serves (opened: the index and the

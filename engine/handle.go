@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"runtime"
 	"slices"
 	"sort"
@@ -327,6 +328,12 @@ func (db *DB) readFrame(ref frameRef, active *segment.Writer) (*segment.Frame, e
 		}
 	}
 	r, err := db.reader(ref.seg)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Reads hold the layout lock: a compaction removes only segments
+		// with no live frame, so this one was lost.
+		return nil, &CorruptionError{Path: db.segPath(ref.seg), Offset: ref.off, Err: err,
+			Reason: fmt.Sprintf("segment missing: it held events %d..%d of this session", ref.first, ref.first+uint64(ref.count))}
+	}
 	if err != nil {
 		return nil, err
 	}

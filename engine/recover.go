@@ -512,7 +512,9 @@ func (db *DB) abandonMigrations() error {
 //     renamed once their header is synced): it is moved to quarantine/;
 //   - a valid segment with no frame after an unsealed segment was
 //     prepared ahead of a roll that never came (a roll syncs the seal of
-//     the previous segment first): it is removed.
+//     the previous segment first): it is removed;
+//   - a valid header naming another segment (a copy, a misnamed file) is
+//     a *CorruptionError at that file.
 //
 // Never the segment the index checkpoint names, nor one before it: the
 // index proves those were in use.
@@ -533,10 +535,16 @@ func (db *DB) planTail(ids []uint64, cp index.Checkpoint) ([]uint64, error) {
 			reason := "not a segment (no valid header) and holds no frame: " + err.Error()
 			db.rec.quarantine = append(db.rec.quarantine, quarantined{path: path, reason: reason})
 			db.rec.note("%s: %s; a write open moves it to %s/", path, reason, QuarantineDir)
+		case r.Header().ID != id:
+			// A valid header of another segment (a copy, a misnamed
+			// file): reported where it is, not as the segment before it
+			// being unsealed.
+			r.Close()
+			return nil, &CorruptionError{Path: path, Offset: 0, Reason: fmt.Sprintf("header says segment %d", r.Header().ID)}
 		case len(ids) > 1:
 			empty, err := noFrames(r)
 			r.Close()
-			if err != nil || !empty || r.Header().ID != id {
+			if err != nil || !empty {
 				return ids, nil
 			}
 			sealed, _ := isSealed(fsys, db.segPath(ids[len(ids)-2]))
