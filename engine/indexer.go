@@ -57,7 +57,7 @@ func (db *DB) checkpointTo(advance bool) error {
 	durable := func(ref frameRef) bool {
 		return ref.seg < aid || (ref.seg == aid && ref.off+int64(ref.size) <= dur)
 	}
-	cp := index.Checkpoint{Segment: aid, Offset: dur}
+	cp := index.Checkpoint{Segment: aid, Offset: dur, Created: w.Header().CreatedNs}
 	n := 0
 	for n < len(db.pend) {
 		p := &db.pend[n]
@@ -68,6 +68,9 @@ func (db *DB) checkpointTo(advance bool) error {
 			// A migration not yet durable as a whole: the checkpoint stops
 			// before it, so that a reopen replays it from its header.
 			cp = index.Checkpoint{Segment: p.ref.seg, Offset: p.ref.off}
+			if p.ref.seg == aid {
+				cp.Created = w.Header().CreatedNs
+			}
 			break
 		}
 		n++

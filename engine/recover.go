@@ -80,7 +80,11 @@ func (db *DB) recover() error {
 			return err // the segments themselves are damaged; the index stays
 		}
 		if err := db.checkIndexClaims(cp); err != nil {
-			return err
+			if !db.opts.rebuildIndex {
+				return err
+			}
+			// Asked for: the old index (kept in quarantine/) is overruled.
+			db.opts.Logger.Warn("engine: rebuilding the index although it holds data the segments lack", "error", err)
 		}
 		if err := db.setIndexAside(why); err != nil {
 			return err
@@ -163,6 +167,18 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 		return index.Checkpoint{}, nil
 	}
 	cp, err := db.idx.Checkpoint()
+	if err == nil && cp.Created != 0 {
+		// The checkpoint's segment must be the one the index was written
+		// with: an index of another store, or an old copy of this one,
+		// proves nothing about these segments.
+		if r, oerr := segment.OpenReader(db.opts.FS, db.segPath(cp.Segment)); oerr == nil {
+			created := r.Header().CreatedNs
+			r.Close()
+			if created != cp.Created {
+				return index.Checkpoint{}, db.setIndexAside(fmt.Sprintf("it belongs to another store or an older copy of this one (its checkpoint's segment %d was created at %d, the store's at %d)", cp.Segment, cp.Created, created))
+			}
+		}
+	}
 	if err == nil {
 		err = db.idx.Sessions(func(is index.Session) error {
 			db.sessions[is.ID] = &session{

@@ -677,3 +677,54 @@ func TestUnreadableIndexBesideAnotherFS(t *testing.T) {
 		t.Fatalf("the damaged index was not set aside next to itself: %v", aside)
 	}
 }
+
+// TestRepairOverrulesAStaleIndex: an index.db restored from an older copy
+// of the store claims a session deleted and compacted away since; the
+// open refuses (the index proves data the segments lack), and check
+// --repair, asked for, rebuilds the index from the segments.
+func TestRepairOverrulesAStaleIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := &engine.Options{CompactInterval: -1}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writeSessions(t, db, 20, "a", "b")
+	db.Close()
+	ipath := filepath.Join(dir, "index.db")
+	old, err := os.ReadFile(ipath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err = engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "b")
+	if _, err := db.Compact(ctx, engine.CompactOptions{Roll: true, LiveRatio: 1}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if err := os.WriteFile(ipath, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Open(dir, opts); !errors.Is(err, engine.ErrCorrupt) || !strings.Contains(err.Error(), `"b"`) {
+		t.Fatalf("open with a stale index: %v, want a corruption naming session b", err)
+	}
+	if err := engine.RebuildIndex(dir, nil); err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	db, err = engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkLogs(t, db, want)
+	if _, err := db.Stat(ctx, "b"); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("deleted session after repair: %v", err)
+	}
+}

@@ -457,6 +457,10 @@ func (c *fileCheck) record(kind bucketKind, k, v []byte) {
 			if len(v) != 16 {
 				c.schemaf(v, "meta %q of %d bytes", k, len(v))
 			}
+		case bytes.Equal(k, keyCheckpointSegment):
+			if len(v) != 8 {
+				c.schemaf(v, "meta %q of %d bytes", k, len(v))
+			}
 		default:
 			c.schemaf(k, "meta key %q that is not part of the index", k)
 		}

@@ -19,12 +19,13 @@ const Version = 1
 
 // Bucket and key names. Part of the on-disk format.
 var (
-	bucketMeta     = []byte("meta")
-	bucketSessions = []byte("sessions")
-	bucketFrames   = []byte("frames")
-	keyVersion     = []byte("version")
-	keyCheckpoint  = []byte("checkpoint")
-	keyRewrite     = []byte("rewrite")
+	bucketMeta           = []byte("meta")
+	bucketSessions       = []byte("sessions")
+	bucketFrames         = []byte("frames")
+	keyVersion           = []byte("version")
+	keyCheckpoint        = []byte("checkpoint")
+	keyRewrite           = []byte("rewrite")
+	keyCheckpointSegment = []byte("checkpoint-segment")
 )
 
 // ErrLocked is returned by Open when another process has the index open.
@@ -37,6 +38,10 @@ var ErrLocked = errors.New("index: locked by another process")
 type Checkpoint struct {
 	Segment uint64 // segment ID
 	Offset  int64  // offset within that segment
+	// Created is the creation time (Unix ns) in that segment's header, so
+	// that an index of another store, or an old copy, is told from the
+	// store's own; 0 if unknown (indexes written before it was kept).
+	Created int64
 }
 
 // Less reports whether c is before d.
@@ -276,7 +281,14 @@ func (x *Index) checkpoint(tx *bolt.Tx) (Checkpoint, error) {
 	if len(v) != 16 {
 		return Checkpoint{}, x.damagef("checkpoint of %d bytes", len(v))
 	}
-	return Checkpoint{Segment: binary.LittleEndian.Uint64(v), Offset: int64(binary.LittleEndian.Uint64(v[8:]))}, nil
+	cp := Checkpoint{Segment: binary.LittleEndian.Uint64(v), Offset: int64(binary.LittleEndian.Uint64(v[8:]))}
+	if c := m.Get(keyCheckpointSegment); c != nil {
+		if len(c) != 8 {
+			return Checkpoint{}, x.damagef("checkpoint segment of %d bytes", len(c))
+		}
+		cp.Created = int64(binary.LittleEndian.Uint64(c))
+	}
+	return cp, nil
 }
 
 // bucket returns the named bucket of tx; the layout has it.
@@ -417,7 +429,13 @@ func (x *Index) Apply(u *Update) error {
 			var cp [16]byte
 			binary.LittleEndian.PutUint64(cp[0:], u.Checkpoint.Segment)
 			binary.LittleEndian.PutUint64(cp[8:], uint64(u.Checkpoint.Offset))
-			return mb.Put(keyCheckpoint, cp[:])
+			if err := mb.Put(keyCheckpoint, cp[:]); err != nil {
+				return err
+			}
+			if u.Checkpoint.Created == 0 {
+				return mb.Delete(keyCheckpointSegment)
+			}
+			return mb.Put(keyCheckpointSegment, binary.LittleEndian.AppendUint64(nil, uint64(u.Checkpoint.Created)))
 		})
 	})
 }

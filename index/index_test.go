@@ -68,7 +68,7 @@ func TestApplyAndRead(t *testing.T) {
 			t.Errorf("Frames(%q) mismatch (-want +got):\n%s", id, diff)
 		}
 	}
-	if cp, _ := x.Checkpoint(); cp != (Checkpoint{2, 144}) {
+	if cp, _ := x.Checkpoint(); cp != (Checkpoint{Segment: 2, Offset: 144}) {
 		t.Errorf("checkpoint = %+v", cp)
 	}
 	if err := x.Apply(&Update{Checkpoint: Checkpoint{Segment: 2, Offset: 100}}); err == nil {
