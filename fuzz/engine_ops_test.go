@@ -371,7 +371,9 @@ func (r *opsRun) waitCheckpoint(arg byte) {
 // indexDir returns a directory for the index files of one script: on
 // tmpfs (/dev/shm) where there is one, where bbolt's fsyncs cost nothing,
 // else in t.TempDir(). Either way a copy of the file holds its last
-// commit: the copy reads what bbolt wrote, not what a disk kept.
+// commit: the copy reads what bbolt wrote, not what a disk kept. (A fuzz
+// worker stopped in the middle of an input leaves its directory, tens of
+// KiB, behind, as it would a t.TempDir.)
 func indexDir(t *testing.T) string {
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		if dir, err := os.MkdirTemp("/dev/shm", "seglog-fuzz-"); err == nil {
