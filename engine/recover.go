@@ -380,6 +380,9 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 			}
 		}
 	}
+	for _, rp := range db.replacing {
+		db.restoreOrphans(rp) // a migration cut short accounts for nothing
+	}
 	for key, o := range db.orphans {
 		return &CorruptionError{Path: o.path, Offset: o.off, Reason: fmt.Sprintf("events of session %q before its header", key)}
 	}
@@ -656,8 +659,9 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		if exists && (rec.Replaces == 0 || old.uid != rec.Replaces) {
 			return corrupt(fmt.Sprintf("second header for session %q", f.Session))
 		}
-		if o := db.orphans[f.Session]; o != nil {
-			return &CorruptionError{Path: o.path, Offset: o.off, Reason: fmt.Sprintf("events of session %q without its header", f.Session)}
+		orphans := db.orphans[f.Session]
+		if orphans != nil && (rec.Replaces == 0 || exists) {
+			return &CorruptionError{Path: orphans.path, Offset: orphans.off, Reason: fmt.Sprintf("events of session %q without its header", f.Session)}
 		}
 		s := &session{id: f.Session, hdr: rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size}
 		if rec.Replaces == 0 {
@@ -668,7 +672,15 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		// A migration: the new incarnation takes over once all its events
 		// are replayed. (The old one may be gone already: compaction drops
 		// a replaced incarnation's segments.)
-		rp := &replacement{s: s, old: old, want: rec.Events, start: ref}
+		rp := &replacement{s: s, old: old, replaces: rec.Replaces, want: rec.Events, start: ref}
+		if orphans != nil {
+			// Frames of the incarnation it replaces, whose header
+			// compaction dropped before them (a compaction cut short):
+			// the migration accounts for them, as a tombstone would, once
+			// it takes over.
+			rp.orphans = orphans
+			delete(db.orphans, f.Session)
+		}
 		rp.pend = append(rp.pend, pendFrame{s: s, header: true, ref: ref})
 		if db.replacing == nil {
 			db.replacing = map[string]*replacement{}
@@ -688,6 +700,7 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 			// stays.
 			delete(db.replacing, f.Session)
 			db.endUID(rp.s.uid)
+			db.restoreOrphans(rp)
 			return nil
 		}
 		s, ok := db.sessions[f.Session]
@@ -738,6 +751,18 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 	return nil
 }
 
+// restoreOrphans puts back the orphaned frames a migration that did not
+// take over was holding: without a header, they are corruption.
+func (db *DB) restoreOrphans(rp *replacement) {
+	if rp.orphans == nil {
+		return
+	}
+	if db.orphans == nil {
+		db.orphans = map[string]*orphan{}
+	}
+	db.orphans[rp.s.id] = rp.orphans
+}
+
 // endUID records, during replay, that incarnation uid ended.
 func (db *DB) endUID(uid uint64) {
 	if db.ended == nil {
@@ -754,6 +779,12 @@ type replacement struct {
 	want  uint64   // its events
 	start frameRef // its header frame
 	pend  []pendFrame
+	// replaces is the replaced incarnation's uid (old may be nil)
+	replaces uint64
+	// orphans: frames of the replaced incarnation met without its header
+	// (compaction dropped it first), accounted for once the migration
+	// takes over.
+	orphans *orphan
 }
 
 // replayReplaced switches to the new incarnation of a migration once all
@@ -763,8 +794,8 @@ func (db *DB) replayReplaced(rp *replacement) {
 		return
 	}
 	delete(db.replacing, rp.s.id)
+	db.endUID(rp.replaces)
 	if rp.old != nil {
-		db.endUID(rp.old.uid)
 		rp.old.erased = true
 		db.pend = append(db.pend, pendFrame{s: rp.old, delete: true, ref: rp.start})
 	}
