@@ -130,7 +130,7 @@ type Writer struct {
 	lost           *LostError
 	lostEnd        int64   // how far the failed write may have reached
 	lostFrames     uint32  // event frames in the failed write
-	losses         []int64 // From of every loss so far, by epoch
+	losses         []*LostError // every loss so far, by epoch
 	inflightFrames uint32
 
 	written atomic.Int64 // bytes [0, written) issued to the file
@@ -577,11 +577,8 @@ func (w *Writer) writeOut(sync bool) error {
 		switch {
 		case w.err != nil:
 			return w.err
-		case w.lostSince(epoch, target):
-			if w.lost != nil {
-				return w.lost
-			}
-			return &LostError{Path: w.path, From: w.losses[epoch], Err: errors.New("lost by an earlier failed write")}
+		case w.lostSince(epoch, target) != nil:
+			return w.lostSince(epoch, target)
 		case sync && w.durable.Load() >= target:
 			return nil // durable already, even if the writer was sealed and closed since
 		case !sync && w.bufStart >= target:
@@ -632,7 +629,7 @@ func (w *Writer) writeOut(sync bool) error {
 		w.lost = &LostError{Path: w.path, From: start, Err: we.err}
 		w.lostEnd = start + int64(len(buf))
 		w.lostFrames = w.inflightFrames
-		w.losses = append(w.losses, start)
+		w.losses = append(w.losses, w.lost)
 		return w.lost
 	case w.err == nil:
 		w.err = fmt.Errorf("segment: %s: %w: %w", w.path, ErrSyncFailed, err)
@@ -643,15 +640,19 @@ func (w *Writer) writeOut(sync bool) error {
 	return w.err
 }
 
-// lostSince reports whether frames up to target, appended at epoch, were
-// lost by a failed write since. Called with mu held.
-func (w *Writer) lostSince(epoch int, target int64) bool {
-	for _, from := range w.losses[epoch:] {
-		if from < target {
-			return true
+// lostSince returns the loss that took frames below target, appended at
+// epoch: the loss not yet undone, or one since epoch; nil if none. Called
+// with mu held.
+func (w *Writer) lostSince(epoch int, target int64) *LostError {
+	if w.lost != nil && w.lost.From < target {
+		return w.lost // not undone yet: frames appended since are gone too
+	}
+	for _, l := range w.losses[epoch:] {
+		if l.From < target {
+			return l
 		}
 	}
-	return w.lost != nil && w.lost.From < target
+	return nil
 }
 
 // writeError marks a failed write (not an fdatasync): it promised nothing.
