@@ -128,8 +128,8 @@ type Writer struct {
 	// A write that failed before its fdatasync lost the frames from its
 	// start on (lost.From); appends and syncs fail with lost until Recover.
 	lost           *LostError
-	lostEnd        int64   // how far the failed write may have reached
-	lostFrames     uint32  // event frames in the failed write
+	lostEnd        int64        // how far the failed write may have reached
+	lostFrames     uint32       // event frames in the failed write
 	losses         []*LostError // every loss so far, by epoch
 	inflightFrames uint32
 
