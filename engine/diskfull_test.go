@@ -193,6 +193,37 @@ func TestFullTmpfs(t *testing.T) {
 	}
 	t.Run("prealloc", func(t *testing.T) { fullTmpfs(t, false) })
 	t.Run("no-prealloc", func(t *testing.T) { fullTmpfs(t, true) })
+	t.Run("smaller-than-a-segment", smallerThanASegment)
+}
+
+// smallerThanASegment: a store on a file system with less room than one
+// preallocated segment (64 MiB) opens, takes writes and reopens: the
+// segment is created without preallocation. (Open used to fail, as did a
+// write open whose newest segment was sealed, on a full disk.)
+func smallerThanASegment(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	ctx := context.Background()
+	store := filepath.Join(dir, "store")
+	want := map[string][]event.Event{}
+	for round := range 3 {
+		db, err := engine.Open(store, &engine.Options{CompactInterval: -1})
+		if err != nil {
+			t.Fatalf("open %d on a small file system: %v", round, err)
+		}
+		more := writeSessions(t, db, 20, "a")
+		want["a"] = append(want["a"], more["a"]...)
+		checkLogs(t, db, want)
+		if _, err := db.Compact(ctx, engine.CompactOptions{Roll: true}); err != nil { // the newest sealed: the next open creates one
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func fullTmpfs(t *testing.T, noPrealloc bool) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/seglog/seglog/event"
@@ -34,7 +35,9 @@ type WriterOptions struct {
 	MinCompress int
 	// Preallocate fills the file with zeros up to Size when it is created
 	// (and synced), so that later data syncs overwrite allocated blocks and
-	// need not commit a new file size. Seal trims the unused tail.
+	// need not commit a new file size. Seal trims the unused tail. If the
+	// file system has no room for the whole segment (ENOSPC), the segment
+	// is created without it and grows as it is written.
 	Preallocate bool
 	// BufferSize is how many bytes of frames Append gathers before it
 	// writes them without waiting for Sync. Default 1 MiB.
@@ -218,7 +221,15 @@ func (w *Writer) initFile(fsys vfs.FS, tmp string) error {
 	}
 	if w.opts.Preallocate {
 		if err := zeroFill(w.f, HeaderSize, w.opts.Size); err != nil {
-			return err
+			if !errors.Is(err, syscall.ENOSPC) {
+				return err
+			}
+			// No room for the whole segment: this one grows as it is
+			// written (slower flushes, but the store goes on).
+			if err := w.f.Truncate(HeaderSize); err != nil {
+				return err
+			}
+			w.opts.Preallocate = false
 		}
 	}
 	if err := w.f.Sync(); err != nil {
