@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -244,6 +246,12 @@ func checkAgreement(opened, all *DB, problem func(path string, off int64, sessio
 			problem(idxPath, -1, id, "an open would serve incarnation %x, the segments hold %x; --repair rebuilds the index", o.uid, s.uid)
 		case o.next != s.next:
 			problem(idxPath, -1, id, "an open would serve %d events, the segments hold %d; --repair rebuilds the index", o.next, s.next)
+		default:
+			if h, err := opened.header(o); err != nil {
+				problem(idxPath, -1, id, "%v; --repair rebuilds the index", err)
+			} else if !reflect.DeepEqual(h, s.hdr) {
+				problem(idxPath, -1, id, "an open would serve the header %+v, the segments hold %+v; --repair rebuilds the index", h, s.hdr)
+			}
 		}
 	}
 	for id, o := range opened.sessions {
@@ -311,6 +319,13 @@ func RebuildIndex(dir string, opts *Options) error {
 	}
 	if o.ReadOnly {
 		return ErrReadOnlyStore
+	}
+	ids, err := segment.List(o.FS, dir)
+	if err != nil {
+		return fmt.Errorf("engine: rebuild the index of %s: %w", dir, err)
+	}
+	if _, serr := os.Stat(o.IndexPath); len(ids) == 0 && serr != nil {
+		return fmt.Errorf("engine: rebuild the index of %s: %w", dir, ErrNoStore)
 	}
 	o.rebuildIndex = true
 	db, err := Open(dir, &o)

@@ -388,7 +388,7 @@ func (db *DB) header(s *session) (Header, error) {
 	if s.hdrRaw != nil {
 		rec, err := decodeHeaderRecord(s.hdrRaw, s.id)
 		if err != nil {
-			return Header{}, &CorruptionError{Path: db.opts.IndexPath, Reason: fmt.Sprintf("index record of session %q has a bad header", s.id), Err: err}
+			return Header{}, &CorruptionError{Path: db.opts.IndexPath, Offset: -1, Reason: fmt.Sprintf("index record of session %q has a bad header (seglog check --repair rebuilds the index)", s.id), Err: err}
 		}
 		s.hdr, s.hdrRaw = rec.Header, nil
 	}

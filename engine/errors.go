@@ -54,6 +54,9 @@ var (
 	// FormatMigrationRequired). DB.Migrate upgrades it; read handles see
 	// it migrated, in memory.
 	ErrMigrationRequired = errors.New("is stored in an older format: migrate it first (DB.Migrate, seglog migrate)")
+	// ErrNoStore: RebuildIndex of a directory that holds no store (no
+	// segment and no index).
+	ErrNoStore = errors.New("no store here (no segment, no index)")
 	// ErrCorrupt is the kind of every *CorruptionError.
 	ErrCorrupt = base.ErrCorrupt
 	// ErrFormat is the kind of every *FormatError.

@@ -549,7 +549,9 @@ func (db *DB) planTail(ids []uint64, cp index.Checkpoint) ([]uint64, error) {
 		switch {
 		case err != nil:
 			if !unidentifiable(fsys, path, err) {
-				return ids, nil // replay reports it
+				// Reported at this file, not as the segment before it
+				// being unsealed.
+				return nil, fmt.Errorf("engine: newest segment file: %w", err)
 			}
 			reason := "not a segment (no valid header) and holds no frame: " + err.Error()
 			db.rec.quarantine = append(db.rec.quarantine, quarantined{path: path, reason: reason})

@@ -728,3 +728,68 @@ func TestRepairOverrulesAStaleIndex(t *testing.T) {
 		t.Fatalf("deleted session after repair: %v", err)
 	}
 }
+
+// TestCheckSeesABadIndexHeader: a session's header record in the index
+// that no longer decodes, or differs from the segments', makes reads of
+// that session fail (naming the index): check reports it, --repair
+// fixes it.
+func TestCheckSeesABadIndexHeader(t *testing.T) {
+	ctx := context.Background()
+	for _, header := range []string{`{"header":{"id":"a","createdAt":`, `{"header":{"id":"a","createdAt":99},"uid":1}`} {
+		dir := t.TempDir()
+		db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := writeSessions(t, db, 5, "a", "b")
+		db.Close()
+		idx, err := index.Open(filepath.Join(dir, "index.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec index.Session
+		idx.Sessions(func(s index.Session) error {
+			if s.ID == "a" {
+				rec = s
+			}
+			return nil
+		})
+		rec.Header = []byte(header)
+		cp, _ := idx.Checkpoint()
+		if err := idx.Apply(&index.Update{Sessions: []index.Session{rec}, Checkpoint: cp}); err != nil {
+			t.Fatal(err)
+		}
+		idx.Close()
+		rep, err := engine.Check(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Problems) == 0 || rep.Problems[0].Session != "a" {
+			t.Fatalf("check with a bad header record of a (%s): %v", header, rep.Problems)
+		}
+		if err := engine.RebuildIndex(dir, nil); err != nil {
+			t.Fatal(err)
+		}
+		db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkLogs(t, db, want)
+		if snap, err := db.Stat(ctx, "a"); err != nil || snap.Header.CreatedAt != 1 {
+			t.Fatalf("a after repair: %+v %v", snap.Header, err)
+		}
+		db.Close()
+	}
+}
+
+// TestRebuildIndexNeedsAStore: check --repair of a directory without a
+// store creates nothing.
+func TestRebuildIndexNeedsAStore(t *testing.T) {
+	dir := t.TempDir()
+	if err := engine.RebuildIndex(dir, nil); !errors.Is(err, engine.ErrNoStore) {
+		t.Fatalf("rebuild in an empty directory: %v, want ErrNoStore", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("it created %d files", len(ents))
+	}
+}

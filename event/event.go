@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 )
 
 // Event is one entry of a session log.
@@ -60,7 +61,8 @@ func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
 // Validate checks the shape of e: a non-empty Type of at most MaxTypeLen
 // bytes, Time in [MinTime, MaxTime], Data a JSON object of at most
-// MaxDataLen bytes, SurfaceOp empty or valid JSON. It does not check the
+// MaxDataLen bytes, SurfaceOp empty or valid JSON, and all three valid
+// UTF-8. It does not check the
 // Type against a catalog. index is reported in the error.
 func (e *Event) Validate(index int) error {
 	bad := func(reason string) error {
@@ -80,7 +82,33 @@ func (e *Event) Validate(index int) error {
 	case len(e.SurfaceOp) > 0 && !validJSON(e.SurfaceOp):
 		return bad("surfaceOp is not valid JSON")
 	}
+	// JSON text is UTF-8 (RFC 8259 §8.1): what is stored must read back
+	// and export as JSON.
+	for _, f := range []struct {
+		name string
+		b    []byte
+	}{{"type", []byte(e.Type)}, {"data", e.Data}, {"surfaceOp", e.SurfaceOp}} {
+		if at := invalidUTF8(f.b); at >= 0 {
+			return bad(fmt.Sprintf("%s is not valid UTF-8 (byte %#x at offset %d)", f.name, f.b[at], at))
+		}
+	}
 	return nil
+}
+
+// invalidUTF8 returns the offset of the first byte of b that is not valid
+// UTF-8, or -1.
+func invalidUTF8(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 func isObject(b []byte) bool {
