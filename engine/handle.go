@@ -17,8 +17,9 @@ import (
 	"github.com/seglog/seglog/segment"
 )
 
-// ErrInvalidArgument: a negative offset given to Read.
-var ErrInvalidArgument = errors.New("engine: offset must be a non-negative integer")
+// ErrInvalidArgument: an argument outside its range (a negative offset
+// given to Read, a compaction live ratio over 1); the error says which.
+var ErrInvalidArgument = errors.New("engine: invalid argument")
 
 // Handle is one open channel onto a session: a read handle, or the single
 // write handle. It is safe for concurrent use; appends through one handle
@@ -99,7 +100,7 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 		return nil, err
 	}
 	if offset < 0 {
-		return nil, sessionErr(h.id, "read", ErrInvalidArgument)
+		return nil, sessionErr(h.id, "read", fmt.Errorf("%w: offset %d must be a non-negative integer", ErrInvalidArgument, offset))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -77,7 +77,7 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 		return nil, sessionErr(h.id, "read", engine.ErrHandleClosed)
 	}
 	if offset < 0 {
-		return nil, sessionErr(h.id, "read", engine.ErrInvalidArgument)
+		return nil, sessionErr(h.id, "read", fmt.Errorf("%w: offset %d must be a non-negative integer", engine.ErrInvalidArgument, offset))
 	}
 	out, err := h.read(ctx, offset, limit)
 	if err != nil {

@@ -328,6 +328,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"export", "--all", "--dir", dir}, 2},
 		{[]string{"migrate", "--dir", dir}, 2},
 		{[]string{"import", "--dir", dir}, 2},
+		{[]string{"cat", "beta", "--from", "-1", "--dir", dir}, 2},
+		{[]string{"compact", "--live-ratio", "2", "--dir", dir}, 2},
+		{[]string{"compact", "--live-ratio", "NaN", "--dir", dir}, 2},
 	} {
 		if out, code := cli(t, c.args...); code != c.code {
 			t.Errorf("%v: exit %d, want %d\n%s", c.args, code, c.code, out)

@@ -188,7 +188,12 @@ func newCatCmd(w io.Writer, dir *string) *cobra.Command {
 		Use:   "cat <id>",
 		Short: "print a session's events as JSON lines",
 		Args:  cobra.ExactArgs(1),
-		RunE:  func(_ *cobra.Command, args []string) error { return runCat(w, *dir, args[0], from, n) },
+		RunE: func(_ *cobra.Command, args []string) error {
+			if from < 0 {
+				return usageError{fmt.Errorf("--from %d: a seq is not negative", from)}
+			}
+			return runCat(w, *dir, args[0], from, n)
+		},
 	}
 	cmd.Flags().IntVar(&from, "from", 0, "first seq")
 	cmd.Flags().IntVar(&n, "n", -1, "at most this many events (-1: all)")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"maps"
 	"os"
 	"path/filepath"
@@ -377,6 +378,9 @@ func newCompactCmd(w io.Writer, dir *string) *cobra.Command {
 		Short: "remove segments that hold only deleted data, rewrite mostly dead ones; report the bytes reclaimed",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			if ratio > 1 || math.IsNaN(ratio) {
+				return usageError{fmt.Errorf("--live-ratio %v: a fraction of at most 1 (negative: never rewrite)", ratio)}
+			}
 			db, err := openRW(*dir)
 			if err != nil {
 				return err
