@@ -67,7 +67,6 @@ type session struct {
 	inherited uint64
 	uid       uint64        // location of the header frame; 0 while pending
 	pending   bool          // created here, header frame not yet appended
-	memRev    uint64        // revision counter while pending
 	next      uint64        // next seq: framed + len(open)
 	framed    uint64        // events already in frames
 	open      []event.Event // appended, not yet encoded into a frame (the caller's copies)
@@ -464,22 +463,16 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 		return sessionErr(id, "delete", ErrAlreadyOwned)
 	}
 	defer lease.Release()
-	if s.pending && len(s.open) == 0 {
+	if s.pending {
+		// Never written (its events, if any, not yet framed): nothing of
+		// it is on disk.
 		s.erased = true
 		delete(db.sessions, id)
 		db.mu.Unlock()
 		return nil
 	}
-	pending, uid := s.pending, s.uid
+	uid := s.uid
 	db.mu.Unlock()
-	if pending {
-		// Appended events not yet framed: nothing of it is on disk.
-		db.mu.Lock()
-		s.erased = true
-		delete(db.sessions, id)
-		db.mu.Unlock()
-		return nil
-	}
 	e, err := db.enc.Delete(id, uid)
 	if err != nil {
 		return sessionErr(id, "delete", err)

@@ -75,9 +75,6 @@ func (o *Owners) RevokeAll() {
 	}
 }
 
-// Key returns the leased key.
-func (l *Lease) Key() string { return l.key }
-
 // Generation returns the lease's fencing token: it increases with every
 // grant by the same Owners.
 func (l *Lease) Generation() uint64 { return l.gen }
