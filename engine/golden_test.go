@@ -1,0 +1,112 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/segment"
+)
+
+// TestGoldenStore reads a store written once by an earlier build and
+// checked in (testdata/golden, never regenerated): segments of format
+// versions 1 and 2 and a bbolt index. Every way of opening it (with the
+// index, without, read-only, for write) serves the same sessions and
+// events, and check finds nothing.
+func TestGoldenStore(t *testing.T) {
+	ctx := context.Background()
+	want := map[string][]event.Event{
+		"alpha":  append(testgen.Events(0, 40, 400), testgen.Events(40, 20, 400)...),
+		"legacy": testgen.V2Turns("", 2),
+	}
+	migratedLegacy, err := recovery.MigrateV2("legacy", want["legacy"]) // read handles see v2 migrated
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrated, err := recovery.MigrateV2("migrated", testgen.V2Turns("", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []int{2, 1} {
+		r, err := segment.OpenReader(nil, filepath.Join("testdata/golden", segment.Name(uint64(i+1))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Header().Version; got != v {
+			t.Fatalf("golden segment %d has format version %d, want %d", i+1, got, v)
+		}
+		r.Close()
+	}
+	for _, tc := range []struct {
+		name string
+		opts engine.Options
+	}{
+		{"index", engine.Options{CompactInterval: -1}},
+		{"no-index", engine.Options{NoIndex: true, CompactInterval: -1}},
+		{"read-only", engine.Options{ReadOnly: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, n := range []string{segment.Name(1), segment.Name(2), "index.db"} {
+				b, err := os.ReadFile(filepath.Join("testdata/golden", n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := engine.Check(dir, nil)
+			if err != nil || len(rep.Problems) != 0 {
+				t.Fatalf("check of the golden store: %v %v", rep.Problems, err)
+			}
+			db, err := engine.Open(dir, &tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			list, err := db.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, s := range list {
+				ids = append(ids, s.Header.ID)
+				if s.Header.CreatedAt != 1700000000000 || s.Header.Cwd != "/golden" {
+					t.Errorf("session %s header %+v", s.Header.ID, s.Header)
+				}
+			}
+			if diff := cmp.Diff([]string{"alpha", "legacy", "migrated"}, ids); diff != "" {
+				t.Fatalf("sessions (-want +got):\n%s", diff)
+			}
+			for id, evs := range map[string][]event.Event{"alpha": want["alpha"], "legacy": migratedLegacy, "migrated": migrated} {
+				h, err := db.Open(ctx, id, engine.Read)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := h.Read(ctx, 0, -1)
+				if err != nil {
+					t.Fatalf("%s: %v", id, err)
+				}
+				if diff := cmp.Diff(evs, got); diff != "" {
+					t.Fatalf("%s (-want +got):\n%s", id, diff)
+				}
+			}
+			snap, err := db.Stat(ctx, "legacy")
+			if err != nil || snap.FormatStatus != engine.FormatMigrationRequired || snap.EventCount != uint64(len(want["legacy"])) {
+				t.Fatalf("legacy: %+v %v", snap, err)
+			}
+			if _, err := db.Stat(ctx, "deleted"); !errors.Is(err, engine.ErrSessionNotFound) {
+				t.Fatalf("deleted: %v", err)
+			}
+		})
+	}
+}
