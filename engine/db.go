@@ -15,6 +15,7 @@ import (
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // DB is an open store directory. It is safe for concurrent use.
@@ -123,10 +124,6 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
-// ErrReadOnlyStore: a write (Create, Open for write, Resume, Flush) on a
-// DB opened with Options.ReadOnly.
-var ErrReadOnlyStore = errors.New("engine: store opened read-only")
-
 // Open opens the store in dir, creating it if needed, and recovers it: it
 // takes the directory lock (ErrLocked, with the holder's pid, if another
 // process has it), loads the index, re-reads the frames written after the
@@ -233,7 +230,7 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	h, inherited, err := PrepareHeader(h, opts...)
+	h, inherited, err := store.PrepareHeader(h, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -252,28 +249,11 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	if err != nil {
 		return nil, sessionErr(h.ID, "create", ErrSessionExists)
 	}
-	s := &session{id: h.ID, hdr: h, inherited: inherited, pending: true, loaded: true, uid: newUID()}
+	s := &session{id: h.ID, hdr: h, inherited: inherited, pending: true, loaded: true, uid: store.NewIncarnation()}
 	db.sessions[h.ID] = s
 	hd := db.newHandle(s, Write, lease)
 	s.owner = hd
 	return hd, nil
-}
-
-// Access is what a handle may do.
-type Access int
-
-const (
-	// Read handles read; they take no ownership and coexist with a writer.
-	Read Access = iota
-	// Write handles also append and flush; one per session at a time.
-	Write
-)
-
-func (a Access) String() string {
-	if a == Write {
-		return "write"
-	}
-	return "read"
 }
 
 // Open returns a handle on an existing session: ErrSessionNotFound if it
@@ -385,7 +365,7 @@ func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
 // Called with db.mu held.
 func (db *DB) header(s *session) (Header, error) {
 	if s.hdrRaw != nil {
-		rec, err := decodeHeaderRecord(s.hdrRaw, s.id)
+		rec, err := store.DecodeHeaderRecord(s.hdrRaw, s.id)
 		if err != nil {
 			return Header{}, &CorruptionError{Path: db.opts.IndexPath, Offset: -1, Reason: fmt.Sprintf("index record of session %q has a bad header (seglog check --repair rebuilds the index)", s.id), Err: err}
 		}
@@ -404,7 +384,7 @@ func (db *DB) snapshotOf(s *session) (Snapshot, error) {
 func (s *session) snapshot() Snapshot {
 	snap := Snapshot{
 		Header:              s.hdr,
-		Revision:            revision(s.uid, s.next),
+		Revision:            store.Revision(s.uid, s.next),
 		EventCount:          s.next,
 		SizeBytes:           s.size,
 		InheritedEventCount: s.inherited,

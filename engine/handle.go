@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,11 +14,8 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
-
-// ErrInvalidArgument: an argument outside its range (a negative offset
-// given to Read, a compaction live ratio over 1); the error says which.
-var ErrInvalidArgument = errors.New("engine: invalid argument")
 
 // Handle is one open channel onto a session: a read handle, or the single
 // write handle. It is safe for concurrent use; appends through one handle
@@ -122,7 +118,7 @@ func (h *Handle) readMigrated(ctx context.Context, offset, limit int) ([]event.E
 	if err != nil {
 		return nil, sessionErr(h.id, "read", err)
 	}
-	lo, hi := ReadRange(uint64(len(evs)), offset, limit) // offset+limit may overflow an int
+	lo, hi := store.ReadRange(uint64(len(evs)), offset, limit) // offset+limit may overflow an int
 	if lo >= hi {
 		return []event.Event{}, nil
 	}
@@ -157,12 +153,12 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 		return nil, sessionErr(h.id, "read", err)
 	}
 	h.mu.Lock()
-	err = ObserveLength(&h.seen, v.len())
+	err = store.ObserveLength(&h.seen, v.len())
 	h.mu.Unlock()
 	if err != nil {
 		return nil, sessionErr(h.id, "read", err)
 	}
-	off, end := ReadRange(v.len(), offset, limit)
+	off, end := store.ReadRange(v.len(), offset, limit)
 	if off >= end {
 		return []event.Event{}, nil
 	}
@@ -199,7 +195,7 @@ func (h *Handle) checkLog(ctx context.Context) error {
 	from, n := h.s.checked, h.s.next
 	seeded, inh := h.hdr.IsSeeded, h.inh
 	db.mu.Unlock()
-	if err := CheckLog(ctx, h.id, seeded, inh, from, n, h.Read); err != nil {
+	if err := store.CheckLog(ctx, h.id, seeded, inh, from, n, h.Read); err != nil {
 		return err
 	}
 	db.mu.Lock()
@@ -208,16 +204,6 @@ func (h *Handle) checkLog(ctx context.Context) error {
 	}
 	db.mu.Unlock()
 	return nil
-}
-
-func isInheritedMarker(e *event.Event) bool {
-	if e.Type != "session/end-seed" {
-		return false
-	}
-	var d struct {
-		Inherited bool `json:"inherited"`
-	}
-	return json.Unmarshal(e.Data, &d) == nil && d.Inherited
 }
 
 // parallelFrames is the number of frames from which a read decodes on
@@ -463,7 +449,9 @@ func (h *Handle) cut() error {
 	return db.appendFrames(h.s, hdr, frames, counts)
 }
 
-func (h *Handle) validate(evs []event.Event, next uint64) error { return CheckBatch(h.id, evs, next) }
+func (h *Handle) validate(evs []event.Event, next uint64) error {
+	return store.CheckBatch(h.id, evs, next)
+}
 
 // Enqueue hands events to the write-behind buffer without waiting for
 // I/O: the first pending event opens a batching window (Options.

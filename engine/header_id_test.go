@@ -8,6 +8,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/store"
 )
 
 // Create refuses a session ID that is not valid UTF-8 or holds a control
@@ -28,7 +29,7 @@ func TestCreateRefusesBadIDs(t *testing.T) {
 		{"csi-\u009b[2J", "id holds control character U+009B at offset 4"},
 	}
 	for _, c := range bad {
-		_, _, err := engine.PrepareHeader(engine.Header{ID: c.id, CreatedAt: 1})
+		_, _, err := store.PrepareHeader(engine.Header{ID: c.id, CreatedAt: 1})
 		if !errors.Is(err, engine.ErrInvalidHeader) || !strings.Contains(err.Error(), c.reason) {
 			t.Errorf("PrepareHeader(%q) = %v, want ErrInvalidHeader with %q", c.id, err, c.reason)
 		}
@@ -38,7 +39,7 @@ func TestCreateRefusesBadIDs(t *testing.T) {
 		{ID: "s", CreatedAt: 1, ParentSession: "p\xff"},
 		{ID: "s", CreatedAt: 1, AgentPreset: "\xfe"},
 	} {
-		if _, _, err := engine.PrepareHeader(h); !errors.Is(err, engine.ErrInvalidHeader) || !strings.Contains(err.Error(), "not valid UTF-8") {
+		if _, _, err := store.PrepareHeader(h); !errors.Is(err, engine.ErrInvalidHeader) || !strings.Contains(err.Error(), "not valid UTF-8") {
 			t.Errorf("PrepareHeader(%+v) = %v, want ErrInvalidHeader: not valid UTF-8", h, err)
 		}
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/seglog/seglog/store"
 	"testing"
 
 	"github.com/seglog/seglog/internal/testgen"
@@ -18,7 +19,7 @@ func createAsOldBuild(t *testing.T, db *DB, h Header) *Handle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &session{id: h.ID, hdr: h, pending: true, loaded: true, uid: newUID()}
+	s := &session{id: h.ID, hdr: h, pending: true, loaded: true, uid: store.NewIncarnation()}
 	db.sessions[h.ID] = s
 	hd := db.newHandle(s, Write, lease)
 	s.owner = hd

@@ -8,17 +8,6 @@ import (
 	"github.com/seglog/seglog/segment"
 )
 
-// ErrWriteLost: events (or a session's header, or a tombstone) that a
-// write failed to store before it was synced, with a full disk for
-// example. Nothing of it was acknowledged; the rest of the store is
-// intact and usable, and the failed write is undone (see DESIGN.md,
-// "Failing storage"). The flushes that covered it fail with this error
-// (wrapping the cause: errors.Is(err, syscall.ENOSPC) tells a full disk),
-// and so does every later write through the write handles of the sessions
-// that lost events: close such a handle and open the session again, which
-// continues from its stored events.
-var ErrWriteLost = errors.New("not stored: a write failed before it was synced")
-
 // storeErr classifies an error of the segment layer for an append or a
 // flush: a loss is undone (the caller holds appendMu if held is true), an
 // fsync failure poisons the store, anything else is returned as it is (a

@@ -2,12 +2,12 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // migrate converts the events of a session stored in format version v to
@@ -81,11 +81,8 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 
 	newHdr := hdr
 	newHdr.Version = FormatVersion
-	ns := &session{id: id, hdr: newHdr, inherited: old.inherited, uid: newUID(), loaded: true}
-	rec, err := json.Marshal(headerRecord{Header: newHdr, UID: ns.uid, Inherited: ns.inherited, Replaces: old.uid, Events: uint64(len(evs))})
-	if err != nil {
-		return Snapshot{}, err
-	}
+	ns := &session{id: id, hdr: newHdr, inherited: old.inherited, uid: store.NewIncarnation(), loaded: true}
+	rec := store.MarshalHeaderRecord(store.HeaderRecord{Header: newHdr, UID: ns.uid, Inherited: ns.inherited, Replaces: old.uid, Events: uint64(len(evs))})
 	he, err := db.enc.Header(id, rec)
 	if err != nil {
 		return Snapshot{}, sessionErr(id, "migrate", err)

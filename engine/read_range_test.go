@@ -8,6 +8,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/store"
 )
 
 // ReadRange never overflows: any offset and limit a caller can pass give a
@@ -28,7 +29,7 @@ func TestReadRangeExtremes(t *testing.T) {
 		{math.MaxUint64, math.MaxInt, math.MaxInt, math.MaxInt, math.MaxInt + math.MaxInt},
 		{math.MaxUint64, 5, -1, 5, math.MaxUint64},
 	} {
-		lo, hi := engine.ReadRange(c.n, c.offset, c.limit)
+		lo, hi := store.ReadRange(c.n, c.offset, c.limit)
 		if lo != c.lo || hi != c.hi {
 			t.Errorf("ReadRange(%d, %d, %d) = %d, %d; want %d, %d", c.n, c.offset, c.limit, lo, hi, c.lo, c.hi)
 		}

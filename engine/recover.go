@@ -16,6 +16,7 @@ import (
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // openRecovery is what an open found that needs doing before the store takes
@@ -647,7 +648,7 @@ func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) 
 		if err != nil {
 			return err
 		}
-		rec, err := decodeHeaderRecord(f.Payload, f.Session)
+		rec, err := store.DecodeHeaderRecord(f.Payload, f.Session)
 		if err != nil {
 			return corrupt(err.Error())
 		}

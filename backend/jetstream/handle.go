@@ -15,6 +15,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // Handle is a read or write handle on one session, as engine.Handle.
@@ -109,12 +110,12 @@ func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, er
 	st.mu.Unlock()
 	n := framed + uint64(len(open))
 	h.mu.Lock()
-	err := engine.ObserveLength(&h.seen, n)
+	err := store.ObserveLength(&h.seen, n)
 	h.mu.Unlock()
 	if err != nil {
 		return nil, sessionErr(h.id, "read", err)
 	}
-	off, end := engine.ReadRange(n, offset, limit)
+	off, end := store.ReadRange(n, offset, limit)
 	if off >= end {
 		return []event.Event{}, nil
 	}
@@ -185,7 +186,7 @@ func (h *Handle) checkLog(ctx context.Context) error {
 	st.mu.Lock()
 	from, n := h.s.checked, h.s.next()
 	st.mu.Unlock()
-	if err := engine.CheckLog(ctx, h.id, h.hdr.IsSeeded, h.inh, from, n, h.Read); err != nil {
+	if err := store.CheckLog(ctx, h.id, h.hdr.IsSeeded, h.inh, from, n, h.Read); err != nil {
 		return err
 	}
 	st.mu.Lock()
@@ -227,7 +228,7 @@ func (h *Handle) appendNow(ctx context.Context, evs []event.Event) error {
 		return err
 	}
 	st.mu.Lock()
-	if err := engine.CheckBatch(h.id, evs, h.s.next()); err != nil {
+	if err := store.CheckBatch(h.id, evs, h.s.next()); err != nil {
 		st.mu.Unlock()
 		return err
 	}
@@ -266,7 +267,7 @@ func (h *Handle) Enqueue(evs ...event.Event) error {
 		Logger:    st.opts.Logger,
 		AfterFunc: st.opts.AfterFunc,
 	}, stored, evs, func(evs []event.Event, next uint64) error {
-		if err := engine.CheckBatch(h.id, evs, next); err != nil {
+		if err := store.CheckBatch(h.id, evs, next); err != nil {
 			return err
 		}
 		return st.checkSizes(h.id, evs)
@@ -325,7 +326,7 @@ func (h *Handle) publish(ctx context.Context) error {
 	pending, batch, first := s.pending, s.open, s.framed
 	st.mu.Unlock()
 	if pending {
-		e, err := st.enc.Header(h.id, engine.MarshalHeaderRecord(engine.HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited}))
+		e, err := st.enc.Header(h.id, store.MarshalHeaderRecord(store.HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited}))
 		if err != nil {
 			return sessionErr(h.id, "flush", err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // Options configures a Store. The zero value works against a NATS server
@@ -275,7 +276,7 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	h, inherited, err := engine.PrepareHeader(h, opts...)
+	h, inherited, err := store.PrepareHeader(h, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +329,7 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 		}
 		return nil, sessionErr(h.ID, "create", err)
 	}
-	s := &session{id: h.ID, subj: subj, hdr: h, uid: engine.NewIncarnation(), inherited: inherited, pending: true}
+	s := &session{id: h.ID, subj: subj, hdr: h, uid: store.NewIncarnation(), inherited: inherited, pending: true}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
@@ -379,7 +380,7 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 	}
 	// Index the messages after what this instance knows.
 	var add []frameRef
-	var hdr *engine.HeaderRecord
+	var hdr *store.HeaderRecord
 	var size int64
 	for seq := from + 1; seq <= last.Sequence; {
 		m := last
@@ -440,7 +441,7 @@ const (
 
 // index reads the index headers of one message (decoding it whole only if
 // it is the session's header record).
-func (st *Store) index(subj string, m *natsjs.RawStreamMsg) (frameRef, *engine.HeaderRecord, error) {
+func (st *Store) index(subj string, m *natsjs.RawStreamMsg) (frameRef, *store.HeaderRecord, error) {
 	if m.Header.Get(hdrCount) == "" {
 		f, err := segment.UnmarshalFrame(fmt.Sprintf("nats:%s/%s#%d", st.opts.Stream, subj, m.Sequence), m.Data)
 		if err != nil {
@@ -449,7 +450,7 @@ func (st *Store) index(subj string, m *natsjs.RawStreamMsg) (frameRef, *engine.H
 		if f.Kind != segment.KindHeader {
 			return frameRef{}, nil, st.corrupt(subj, m.Sequence, "a message without index headers that is not a header record")
 		}
-		rec, err := engine.UnmarshalHeaderRecord(f.Payload)
+		rec, err := store.UnmarshalHeaderRecord(f.Payload)
 		if err != nil {
 			return frameRef{}, nil, st.corrupt(subj, m.Sequence, err.Error())
 		}
@@ -540,7 +541,7 @@ func (st *Store) Stat(ctx context.Context, id string) (engine.Snapshot, error) {
 func (s *session) snapshot() engine.Snapshot {
 	return engine.Snapshot{
 		Header:              s.hdr,
-		Revision:            engine.Revision(s.uid, s.next()),
+		Revision:            store.Revision(s.uid, s.next()),
 		EventCount:          s.next(),
 		SizeBytes:           s.size,
 		InheritedEventCount: s.inherited,

@@ -3,7 +3,7 @@
 // <project>/<encodedId>/session.v3.jsonl (or .jsonl.zstd) files, a header
 // line and one JSON line per event. cmd/seglog's import and export use it.
 //
-// jsonl sits above engine (it speaks engine.Header and event.Event) and
+// jsonl sits on the store contract (it speaks store.Header and event.Event) and
 // does I/O only on the paths it is given.
 package jsonl
 
@@ -18,8 +18,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 )
 
 // Version is the log format version this package writes.
@@ -107,7 +107,7 @@ func ProjectDir(cwd string) string {
 }
 
 // LogPath is the log file of a session under a root.
-func LogPath(root string, h engine.Header, compressed bool) (string, error) {
+func LogPath(root string, h store.Header, compressed bool) (string, error) {
 	enc, err := EncodeID(h.ID)
 	if err != nil {
 		return "", err
@@ -116,7 +116,7 @@ func LogPath(root string, h engine.Header, compressed bool) (string, error) {
 }
 
 // HeaderLine renders the header line, keys in the reference's order.
-func HeaderLine(h engine.Header) []byte {
+func HeaderLine(h store.Header) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"type":"session","version":3,"id":`)
 	writeJSON(&b, h.ID)
@@ -162,35 +162,35 @@ var headerKeys = map[string]bool{"type": true, "version": true, "id": true, "cre
 
 // ParseHeader parses a header line. The version is checked first: a log
 // of another version is refused before its shape is looked at.
-func ParseHeader(line []byte) (engine.Header, error) {
+func ParseHeader(line []byte) (store.Header, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
-		return engine.Header{}, fmt.Errorf("%w: first line is not a JSON object", ErrUnsupported)
+		return store.Header{}, fmt.Errorf("%w: first line is not a JSON object", ErrUnsupported)
 	}
 	var v int
 	if err := json.Unmarshal(m["version"], &v); err != nil {
-		return engine.Header{}, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
+		return store.Header{}, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
 	}
 	if v > Version {
-		return engine.Header{}, fmt.Errorf("%w: uses log format v%d, but this build reads only up to v%d: upgrade seglog", ErrUnsupported, v, Version)
+		return store.Header{}, fmt.Errorf("%w: uses log format v%d, but this build reads only up to v%d: upgrade seglog", ErrUnsupported, v, Version)
 	}
 	if v < OldestVersion {
-		return engine.Header{}, fmt.Errorf("%w: log format v%d is older than the supported v%d, and this build ships no upgrade path", ErrUnsupported, v, OldestVersion)
+		return store.Header{}, fmt.Errorf("%w: log format v%d is older than the supported v%d, and this build ships no upgrade path", ErrUnsupported, v, OldestVersion)
 	}
 	for k := range m {
 		if !headerKeys[k] {
-			return engine.Header{}, fmt.Errorf("%w: header key %q", ErrUnsupported, k)
+			return store.Header{}, fmt.Errorf("%w: header key %q", ErrUnsupported, k)
 		}
 	}
 	if string(m["type"]) != `"session"` {
-		return engine.Header{}, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
+		return store.Header{}, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
 	}
-	var h engine.Header
+	var h store.Header
 	if err := json.Unmarshal(line, &h); err != nil {
-		return engine.Header{}, fmt.Errorf("%w: session header: %v", ErrUnsupported, err)
+		return store.Header{}, fmt.Errorf("%w: session header: %v", ErrUnsupported, err)
 	}
 	if _, ok := m["isSeeded"]; !ok {
-		return engine.Header{}, fmt.Errorf("%w: session header lacks isSeeded", ErrUnsupported)
+		return store.Header{}, fmt.Errorf("%w: session header lacks isSeeded", ErrUnsupported)
 	}
 	return h, nil
 }
@@ -307,7 +307,7 @@ func ParseEvent(line []byte) (event.Event, error) {
 
 // Log is a parsed session log.
 type Log struct {
-	Header    engine.Header
+	Header    store.Header
 	Events    []event.Event
 	Inherited uint64 // seq of the last session/end-seed {inherited: true}
 	TornBytes int    // bytes of a torn tail that were dropped
@@ -402,7 +402,7 @@ func decodeFrames(b []byte) ([]byte, error) {
 // Encode renders a log. With compressed, the header is one zstd frame and
 // each batch (a run of events; batches gives their lengths, nil for one
 // batch) another, as the reference writes a frame per durable batch.
-func Encode(h engine.Header, evs []event.Event, compressed bool, batches []int) ([]byte, error) {
+func Encode(h store.Header, evs []event.Event, compressed bool, batches []int) ([]byte, error) {
 	head := HeaderLine(h)
 	if !compressed {
 		var b bytes.Buffer

@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/store"
 )
 
 func TestEncodeID(t *testing.T) {
@@ -48,7 +48,7 @@ func TestProjectDir(t *testing.T) {
 }
 
 func TestHeaderLineKeyOrder(t *testing.T) {
-	h := engine.Header{Version: 3, ID: "s", CreatedAt: 5, Cwd: "/w", ParentSession: "p", IsSeeded: true, Origin: "subagent", DelegationDepth: 2, AgentPreset: "x"}
+	h := store.Header{Version: 3, ID: "s", CreatedAt: 5, Cwd: "/w", ParentSession: "p", IsSeeded: true, Origin: "subagent", DelegationDepth: 2, AgentPreset: "x"}
 	want := `{"type":"session","version":3,"id":"s","createdAt":5,"cwd":"/w","parentSession":"p","isSeeded":true,"origin":"subagent","delegationDepth":2,"agentPreset":"x"}` + "\n"
 	if got := string(HeaderLine(h)); got != want {
 		t.Errorf("header line\n got %s\nwant %s", got, want)
@@ -82,7 +82,7 @@ func TestSourceSeqCompaction(t *testing.T) {
 }
 
 func TestRoundTripAndTornTail(t *testing.T) {
-	h := engine.Header{Version: 3, ID: "s", CreatedAt: 1, DelegationDepth: 0}
+	h := store.Header{Version: 3, ID: "s", CreatedAt: 1, DelegationDepth: 0}
 	evs := testgen.Events(0, 25, 200)
 	for _, compressed := range []bool{false, true} {
 		b, err := Encode(h, evs, compressed, []int{10, 10, 5})
@@ -109,7 +109,7 @@ func TestRoundTripAndTornTail(t *testing.T) {
 }
 
 func TestCommittedBadRowIsCorrupt(t *testing.T) {
-	b := []byte(string(HeaderLine(engine.Header{Version: 3, ID: "s"})) +
+	b := []byte(string(HeaderLine(store.Header{Version: 3, ID: "s"})) +
 		`{"type":"turn/start","seq":0,"time":1,"data":{}}` + "\n" +
 		`{not json}` + "\n" +
 		`{"type":"turn/end","seq":1,"time":1,"data":{}}` + "\n")

@@ -29,9 +29,13 @@ var mustNotDepend = map[string][]string{
 	"plan":               {"segment", "index", "engine", "bench", "fuzz", "internal/vfs"},
 	"internal/testclock": {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "internal/vfs"},
 	"internal/testgen":   {"segment", "index", "handle", "engine", "recovery", "plan", "bench", "fuzz", "internal/vfs"},
-	"engine":             {"bench", "fuzz", "cmd/seglog", "backend"},
-	"bench":              {"fuzz", "cmd/seglog", "backend"},
-	"backend/jetstream":  {"bench", "fuzz", "cmd/seglog"},
+	// store is the contract every backend implements: types, errors, the
+	// session rules; no storage.
+	"store":             {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
+	"internal/jsonl":    {"segment", "index", "engine", "bench", "fuzz", "cmd/seglog", "backend"},
+	"engine":            {"bench", "fuzz", "cmd/seglog", "backend"},
+	"bench":             {"fuzz", "cmd/seglog", "backend"},
+	"backend/jetstream": {"bench", "fuzz", "cmd/seglog"},
 	// The embedded NATS servers know nothing of seglog.
 	"backend/jetstream/embedded": {"*"},
 }
@@ -46,6 +50,7 @@ var mustNotDependExternal = map[string][]string{
 	"index":         {"github.com/nats-io"},
 	"handle":        {"github.com/nats-io"},
 	"engine":        {"github.com/nats-io"},
+	"store":         {"github.com/nats-io"},
 	"recovery":      {"github.com/nats-io"},
 	"plan":          {"github.com/nats-io"},
 	"bench":         {"github.com/nats-io"},

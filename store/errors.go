@@ -1,4 +1,4 @@
-package engine
+package store
 
 import (
 	"errors"
@@ -113,3 +113,22 @@ func (e *SeqError) Error() string {
 
 // Is reports whether target is ErrSeqMismatch.
 func (e *SeqError) Is(target error) bool { return target == ErrSeqMismatch }
+
+// ErrReadOnlyStore: a write (Create, Open for write, Resume, Flush) on a
+// DB opened with Options.ReadOnly.
+var ErrReadOnlyStore = errors.New("engine: store opened read-only")
+
+// ErrInvalidArgument: an argument outside its range (a negative offset
+// given to Read, a compaction live ratio over 1); the error says which.
+var ErrInvalidArgument = errors.New("engine: invalid argument")
+
+// ErrWriteLost: events (or a session's header, or a tombstone) that a
+// write failed to store before it was synced, with a full disk for
+// example. Nothing of it was acknowledged; the rest of the store is
+// intact and usable, and the failed write is undone (see DESIGN.md,
+// "Failing storage"). The flushes that covered it fail with this error
+// (wrapping the cause: errors.Is(err, syscall.ENOSPC) tells a full disk),
+// and so does every later write through the write handles of the sessions
+// that lost events: close such a handle and open the session again, which
+// continues from its stored events.
+var ErrWriteLost = errors.New("not stored: a write failed before it was synced")

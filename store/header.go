@@ -1,4 +1,4 @@
-package engine
+package store
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/seglog/seglog/event"
 )
 
 // FormatVersion is the session format version this build writes (the
@@ -140,27 +142,28 @@ type Snapshot struct {
 	InheritedEventCount uint64
 }
 
-// headerRecord is the payload of a session's header frame.
-type headerRecord struct {
+// HeaderRecord is a session's stored header: the payload of a header
+// frame (and the header part of an index record), JSON.
+type HeaderRecord struct {
 	Header    Header `json:"header"`
-	UID       uint64 `json:"uid"`
+	UID       uint64 `json:"uid"` // the incarnation
 	Inherited uint64 `json:"inherited,omitempty"`
 	// Replaces and Events are set by a migration: this incarnation
 	// replaces incarnation Replaces of the same id, and takes effect once
-	// all its Events events are stored (see DB.Migrate).
+	// all its Events events are stored (see engine.DB.Migrate).
 	Replaces uint64 `json:"replaces,omitempty"`
 	Events   uint64 `json:"events,omitempty"`
 }
 
-// decodeHeaderRecord decodes the header record b stored under key (the
+// DecodeHeaderRecord decodes the header record b stored under key (the
 // session ID of its header frame, or of its index record) and checks that
 // it names that session. A build before the session ID rule (see Header)
 // could store an ID that is not UTF-8: encoding/json wrote U+FFFD in the
 // record for each bad byte. Such a record names key too: the session keeps
 // the ID it is stored under, so that it and every other session of the
 // store still open, list and read.
-func decodeHeaderRecord(b []byte, key string) (headerRecord, error) {
-	var rec headerRecord
+func DecodeHeaderRecord(b []byte, key string) (HeaderRecord, error) {
+	var rec HeaderRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return rec, fmt.Errorf("session header record: %w", err)
 	}
@@ -207,11 +210,29 @@ func revision(uid, events uint64) string {
 	return "r" + strconv.FormatUint(uid, 36) + "." + strconv.FormatUint(events, 10)
 }
 
-// marshalHeader encodes s's header record; called with db.mu held (or by
-// the session's owner, whose header is decoded).
-func marshalHeader(s *session) []byte {
-	if s.hdrRaw != nil {
-		return s.hdrRaw // still the index's copy, unchanged
+// Access is what a handle may do.
+type Access int
+
+const (
+	// Read handles read; they take no ownership and coexist with a writer.
+	Read Access = iota
+	// Write handles also append and flush; one per session at a time.
+	Write
+)
+
+func (a Access) String() string {
+	if a == Write {
+		return "write"
 	}
-	return MarshalHeaderRecord(HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited})
+	return "read"
+}
+
+func isInheritedMarker(e *event.Event) bool {
+	if e.Type != "session/end-seed" {
+		return false
+	}
+	var d struct {
+		Inherited bool `json:"inherited"`
+	}
+	return json.Unmarshal(e.Data, &d) == nil && d.Inherited
 }

@@ -1,4 +1,4 @@
-package engine
+package store
 
 import (
 	"context"
@@ -117,34 +117,26 @@ func Revision(uid, events uint64) string { return revision(uid, events) }
 // one.
 func NewIncarnation() uint64 { return newUID() }
 
-// HeaderRecord is a session's stored header: what a header frame holds.
-type HeaderRecord struct {
-	Header    Header
-	UID       uint64 // the incarnation
-	Inherited uint64
-}
-
-// MarshalHeaderRecord encodes a header record as this engine's header
-// frames hold it.
+// MarshalHeaderRecord encodes a header record as header frames hold it.
 func MarshalHeaderRecord(r HeaderRecord) []byte {
-	b, err := json.Marshal(headerRecord{Header: r.Header, UID: r.UID, Inherited: r.Inherited})
+	b, err := json.Marshal(r)
 	if err != nil {
-		panic(err) // Header has only plain fields
+		panic(err) // a header record has only plain fields
 	}
 	return b
 }
 
-// UnmarshalHeaderRecord decodes a header frame's payload; a record of a
-// migration, or without an incarnation, is an error.
+// UnmarshalHeaderRecord decodes the payload of a session's first header
+// frame; a record of a migration, or without an incarnation, is an error.
 func UnmarshalHeaderRecord(b []byte) (HeaderRecord, error) {
-	var rec headerRecord
+	var rec HeaderRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return HeaderRecord{}, fmt.Errorf("session header record: %w", err)
 	}
 	if rec.UID == 0 || rec.Replaces != 0 {
 		return HeaderRecord{}, fmt.Errorf("session header record of %q: no incarnation, or a migration's", rec.Header.ID)
 	}
-	return HeaderRecord{Header: rec.Header, UID: rec.UID, Inherited: rec.Inherited}, nil
+	return rec, nil
 }
 
 func newUID() uint64 {

@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
+)
+
+// The store contract (package store) as this engine serves it: its types,
+// constants and errors under the names engine has always had, so that a
+// host needs one import.
+
+// Event is one event of a session's log.
+type Event = event.Event
+
+// Header is the metadata stored with a session; see store.Header.
+type Header = store.Header
+
+// Snapshot describes a session as Stat and List see it.
+type Snapshot = store.Snapshot
+
+// FormatStatus tells whether a session is stored in the current format.
+type FormatStatus = store.FormatStatus
+
+// Access is what a handle may do: Read or Write.
+type Access = store.Access
+
+// CreateOption configures Create.
+type CreateOption = store.CreateOption
+
+const (
+	// FormatVersion is the session format version this build writes.
+	FormatVersion = store.FormatVersion
+	// OldestFormatVersion is the oldest session format version it reads.
+	OldestFormatVersion = store.OldestFormatVersion
+	// MaxIDLen is the longest session ID, in bytes.
+	MaxIDLen = store.MaxIDLen
+
+	FormatCurrent           = store.FormatCurrent
+	FormatMigrationRequired = store.FormatMigrationRequired
+
+	// Read handles read; they take no ownership and coexist with a writer.
+	Read = store.Read
+	// Write handles also append and flush; one per session at a time.
+	Write = store.Write
+)
+
+// Inherited declares a seeded session's inherited prefix (see
+// store.Inherited).
+func Inherited(n uint64) CreateOption { return store.Inherited(n) }
+
+// Errors: see package store for what each means.
+var (
+	ErrSessionExists     = store.ErrSessionExists
+	ErrSessionNotFound   = store.ErrSessionNotFound
+	ErrAlreadyOwned      = store.ErrAlreadyOwned
+	ErrOwnershipLost     = store.ErrOwnershipLost
+	ErrReadOnly          = store.ErrReadOnly
+	ErrHandleClosed      = store.ErrHandleClosed
+	ErrClosed            = store.ErrClosed
+	ErrSeqMismatch       = store.ErrSeqMismatch
+	ErrInvalidEvent      = store.ErrInvalidEvent
+	ErrInvalidHeader     = store.ErrInvalidHeader
+	ErrInvalidArgument   = store.ErrInvalidArgument
+	ErrLocked            = store.ErrLocked
+	ErrUnsupportedEvent  = store.ErrUnsupportedEvent
+	ErrSeed              = store.ErrSeed
+	ErrMigrationRequired = store.ErrMigrationRequired
+	ErrReadOnlyStore     = store.ErrReadOnlyStore
+	ErrWriteLost         = store.ErrWriteLost
+	ErrNoStore           = store.ErrNoStore
+	ErrCorrupt           = store.ErrCorrupt
+	ErrFormat            = store.ErrFormat
+)
+
+// Error types: see package store.
+type (
+	CorruptionError       = store.CorruptionError
+	FormatError           = store.FormatError
+	UnsupportedEventError = store.UnsupportedEventError
+	LockError             = store.LockError
+	SessionError          = store.SessionError
+	SeqError              = store.SeqError
+)
+
+func sessionErr(id, op string, err error) error { return &SessionError{ID: id, Op: op, Err: err} }
+
+// marshalHeader encodes s's header record; called with db.mu held (or by
+// the session's owner, whose header is decoded).
+func marshalHeader(s *session) []byte {
+	if s.hdrRaw != nil {
+		return s.hdrRaw // still the index's copy, unchanged
+	}
+	return store.MarshalHeaderRecord(store.HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited})
+}
