@@ -13,6 +13,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/store"
 )
 
 // Workload names a measured scenario.
@@ -52,21 +53,12 @@ type Config struct {
 }
 
 // Store is what the workloads need of a store: the local engine's API,
-// which other backends of the store contract (backend/jetstream) share.
-type Store interface {
-	Create(ctx context.Context, h engine.Header) (Session, error)
-	Open(ctx context.Context, id string, access engine.Access) (Session, error)
-	List(ctx context.Context) ([]engine.Snapshot, error)
-	Close() error
-}
+// Store is what the workloads run on: the contract's store (store.Store),
+// the local engine by default (Local).
+type Store = store.Store
 
-// Session is what the workloads need of a handle.
-type Session interface {
-	Append(ctx context.Context, evs ...event.Event) error
-	Flush(ctx context.Context) error
-	Read(ctx context.Context, offset, limit int) ([]event.Event, error)
-	Close() error
-}
+// Session is what the workloads need of a handle (store.Handle).
+type Session = store.Handle
 
 // Local opens the local engine with opts in dir.
 func Local(opts *engine.Options) func(dir string) (Store, error) {
@@ -75,30 +67,9 @@ func Local(opts *engine.Options) func(dir string) (Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return localStore{db}, nil
+		return store.Wrap[*engine.Handle](db), nil
 	}
 }
-
-type localStore struct{ db *engine.DB }
-
-func (l localStore) Create(ctx context.Context, h engine.Header) (Session, error) {
-	s, err := l.db.Create(ctx, h)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (l localStore) Open(ctx context.Context, id string, access engine.Access) (Session, error) {
-	s, err := l.db.Open(ctx, id, access)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (l localStore) List(ctx context.Context) ([]engine.Snapshot, error) { return l.db.List(ctx) }
-func (l localStore) Close() error                                        { return l.db.Close() }
 
 // Result is what a run measured.
 type Result struct {

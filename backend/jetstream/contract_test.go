@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -10,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/seglog/seglog/backend/jetstream/embedded"
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 )
 
 // One embedded server for the package's tests; each test uses streams and
@@ -60,32 +61,6 @@ func connect(t testing.TB, url string) *nats.Conn {
 	return nc
 }
 
-// contractStore adapts *Store to enginetest.Store.
-type contractStore struct{ st *Store }
-
-func (c contractStore) Create(ctx context.Context, h engine.Header, opts ...engine.CreateOption) (enginetest.Session, error) {
-	s, err := c.st.Create(ctx, h, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (c contractStore) Open(ctx context.Context, id string, access engine.Access) (enginetest.Session, error) {
-	s, err := c.st.Open(ctx, id, access)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (c contractStore) Stat(ctx context.Context, id string) (engine.Snapshot, error) {
-	return c.st.Stat(ctx, id)
-}
-func (c contractStore) List(ctx context.Context) ([]engine.Snapshot, error) { return c.st.List(ctx) }
-func (c contractStore) Flush(ctx context.Context) error                     { return c.st.Flush(ctx) }
-func (c contractStore) Close() error                                        { return c.st.Close() }
-
 // backend is the suite's Backend: a restart abandons the store as a crash
 // of its process would and opens a new instance under the same host name
 // over the same stream.
@@ -103,14 +78,18 @@ func (b *backend) Open() (enginetest.Store, error) {
 	}
 	b.cur = st
 	b.t.Cleanup(func() { st.Close() })
-	return contractStore{st}, nil
+	return store.Wrap[*Handle](st), nil
 }
 
 // Restart ignores torn: a JetStream message is stored whole or not at
 // all, so a crash cannot leave a torn batch (the case still checks that
 // the flushed log reads back and grows).
 func (b *backend) Restart(s enginetest.Store, torn bool) (enginetest.Store, error) {
-	s.(contractStore).st.abandon()
+	st, ok := store.Unwrap[*Store](s)
+	if !ok {
+		return nil, errors.New("not a store of this backend")
+	}
+	st.abandon()
 	return b.Open()
 }
 

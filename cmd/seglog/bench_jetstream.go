@@ -15,30 +15,8 @@ import (
 	"github.com/seglog/seglog/backend/jetstream"
 	"github.com/seglog/seglog/backend/jetstream/embedded"
 	"github.com/seglog/seglog/bench"
-	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/store"
 )
-
-// jsStore adapts a *jetstream.Store to bench.Store.
-type jsStore struct{ st *jetstream.Store }
-
-func (j jsStore) Create(ctx context.Context, h engine.Header) (bench.Session, error) {
-	s, err := j.st.Create(ctx, h)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (j jsStore) Open(ctx context.Context, id string, access engine.Access) (bench.Session, error) {
-	s, err := j.st.Open(ctx, id, access)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (j jsStore) List(ctx context.Context) ([]engine.Snapshot, error) { return j.st.List(ctx) }
-func (j jsStore) Close() error                                        { return j.st.Close() }
 
 // runBenchJetStream runs the durable, bulk and replay workloads on the
 // local engine and on backend/jetstream against an embedded NATS server
@@ -65,7 +43,7 @@ func runBenchJetStream(w, progress io.Writer, a benchArgs) error {
 		if err != nil {
 			return nil, err
 		}
-		return jsStore{st}, nil
+		return store.Wrap[*jetstream.Handle](st), nil
 	}
 	runs := []struct {
 		name string

@@ -11,35 +11,16 @@
 package enginetest
 
 import (
-	"context"
-
 	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testclock"
+	"github.com/seglog/seglog/store"
 )
 
-// Store is the service interface of a session store.
-type Store interface {
-	Create(ctx context.Context, h engine.Header, opts ...engine.CreateOption) (Session, error)
-	Open(ctx context.Context, id string, access engine.Access) (Session, error)
-	Stat(ctx context.Context, id string) (engine.Snapshot, error)
-	List(ctx context.Context) ([]engine.Snapshot, error)
-	Flush(ctx context.Context) error
-	Close() error
-}
+// Store is the contract's store interface (store.Store).
+type Store = store.Store
 
-// Session is the handle interface.
-type Session interface {
-	ID() string
-	Header() engine.Header
-	InheritedEventCount() uint64
-	Access() engine.Access
-	Read(ctx context.Context, offset, limit int) ([]event.Event, error)
-	Append(ctx context.Context, evs ...event.Event) error
-	Enqueue(evs ...event.Event) error
-	Flush(ctx context.Context) error
-	Close() error
-}
+// Session is the contract's handle interface (store.Handle).
+type Session = store.Handle
 
 // Backend gives the suite fresh instances over one storage.
 type Backend interface {
@@ -53,39 +34,12 @@ type Backend interface {
 }
 
 // Local adapts an *engine.DB to Store.
-func Local(db *engine.DB) Store { return localStore{db} }
-
-type localStore struct{ db *engine.DB }
-
-func (l localStore) Create(ctx context.Context, h engine.Header, opts ...engine.CreateOption) (Session, error) {
-	s, err := l.db.Create(ctx, h, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (l localStore) Open(ctx context.Context, id string, access engine.Access) (Session, error) {
-	s, err := l.db.Open(ctx, id, access)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (l localStore) Stat(ctx context.Context, id string) (engine.Snapshot, error) {
-	return l.db.Stat(ctx, id)
-}
-func (l localStore) List(ctx context.Context) ([]engine.Snapshot, error) { return l.db.List(ctx) }
-func (l localStore) Flush(ctx context.Context) error                     { return l.db.Flush(ctx) }
-func (l localStore) Close() error                                        { return l.db.Close() }
+func Local(db *engine.DB) Store { return store.Wrap[*engine.Handle](db) }
 
 // DB returns the *engine.DB behind a Store made by Local, or nil.
 func DB(s Store) *engine.DB {
-	if l, ok := s.(localStore); ok {
-		return l.db
-	}
-	return nil
+	db, _ := store.Unwrap[*engine.DB](s)
+	return db
 }
 
 // Clock is the fake clock the suite drives write-behind windows with:

@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+
+	"github.com/seglog/seglog/event"
+)
+
+// Store is what every backend of the contract offers: sessions created,
+// opened, described and listed, and a flush barrier over every write
+// handle. *engine.DB and *jetstream.Store implement it through Wrap (their
+// methods return their own handle types).
+type Store interface {
+	Create(ctx context.Context, h Header, opts ...CreateOption) (Handle, error)
+	Open(ctx context.Context, id string, access Access) (Handle, error)
+	Stat(ctx context.Context, id string) (Snapshot, error)
+	List(ctx context.Context) ([]Snapshot, error)
+	Flush(ctx context.Context) error
+	Close() error
+}
+
+// Handle is one open channel onto a session: a read handle, or the single
+// write handle.
+type Handle interface {
+	ID() string
+	Header() Header
+	InheritedEventCount() uint64
+	Access() Access
+	Read(ctx context.Context, offset, limit int) ([]event.Event, error)
+	Append(ctx context.Context, evs ...event.Event) error
+	Enqueue(evs ...event.Event) error
+	Flush(ctx context.Context) error
+	Close() error
+}
+
+// Backend is a Store whose Create and Open return its own handle type H.
+type Backend[H Handle] interface {
+	Create(ctx context.Context, h Header, opts ...CreateOption) (H, error)
+	Open(ctx context.Context, id string, access Access) (H, error)
+	Stat(ctx context.Context, id string) (Snapshot, error)
+	List(ctx context.Context) ([]Snapshot, error)
+	Flush(ctx context.Context) error
+	Close() error
+}
+
+// Wrap makes a Store of b (Go has no covariant results: a method returning
+// *engine.Handle does not satisfy one returning Handle). A failed Create
+// or Open gives a nil Handle, never a typed nil.
+func Wrap[H Handle](b Backend[H]) Store { return wrapped[H]{b} }
+
+// Unwrap returns the backend a Store made by Wrap holds, and whether it is
+// a B.
+func Unwrap[B any](s Store) (B, bool) {
+	type unwrapper interface{ backend() any }
+	var zero B
+	u, ok := s.(unwrapper)
+	if !ok {
+		return zero, false
+	}
+	b, ok := u.backend().(B)
+	return b, ok
+}
+
+type wrapped[H Handle] struct{ b Backend[H] }
+
+func (w wrapped[H]) backend() any { return w.b }
+
+func (w wrapped[H]) Create(ctx context.Context, h Header, opts ...CreateOption) (Handle, error) {
+	s, err := w.b.Create(ctx, h, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (w wrapped[H]) Open(ctx context.Context, id string, access Access) (Handle, error) {
+	s, err := w.b.Open(ctx, id, access)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (w wrapped[H]) Stat(ctx context.Context, id string) (Snapshot, error) { return w.b.Stat(ctx, id) }
+func (w wrapped[H]) List(ctx context.Context) ([]Snapshot, error)          { return w.b.List(ctx) }
+func (w wrapped[H]) Flush(ctx context.Context) error                       { return w.b.Flush(ctx) }
+func (w wrapped[H]) Close() error                                          { return w.b.Close() }
