@@ -27,12 +27,13 @@ type Handle struct {
 	inh    uint64
 	access engine.Access
 
-	mu     sync.Mutex // serializes the writer's operations; guards the fields below
-	closed bool
-	local  *handle.Lease
-	remote *lease
-	front  handle.Front // Enqueue's write-behind
-	seen   uint64
+	mu       sync.Mutex // serializes the writer's operations; guards the fields below
+	closed   bool
+	closeErr error // what the first Close returned
+	local    *handle.Lease
+	remote   *lease
+	front    handle.Front // Enqueue's write-behind
+	seen     uint64
 }
 
 func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease, remote *lease) *Handle {
@@ -438,8 +439,9 @@ func rawSize(e *event.Event) int {
 func (h *Handle) Close() error {
 	h.mu.Lock()
 	if h.closed {
+		err := h.closeErr
 		h.mu.Unlock()
-		return nil
+		return err
 	}
 	write := h.access == engine.Write
 	h.mu.Unlock()
@@ -461,6 +463,9 @@ func (h *Handle) Close() error {
 			err = nil // nothing of this handle's can be written any more
 		}
 	}
+	h.mu.Lock()
+	h.closeErr = err // a second Close returns it again
+	h.mu.Unlock()
 	h.abandon()
 	return err
 }

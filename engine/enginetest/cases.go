@@ -518,9 +518,10 @@ var contractCases = []contractCase{
 		e.wantEvents("at 200ms", OneTurn()[:2], e.read(r, 0, -1))
 	}},
 	{"L3/background-failure-is-never-acked", func(e *env) {
-		// The local engine's I/O errors poison the store (an fsync error is
-		// never retried), so recovery happens across a restart: what was
-		// never acknowledged may be gone, and nothing is duplicated.
+		// A failed write is never acknowledged (the local engine undoes a
+		// write that failed before its fsync, and poisons on an fsync
+		// error), and after a restart what was never acknowledged may be
+		// gone, and nothing is duplicated.
 		fi, ok := e.b.(FaultInjector)
 		if !ok {
 			e.t.Skip("backend cannot inject write failures")
@@ -548,6 +549,32 @@ var contractCases = []contractCase{
 			e.t.Fatalf("after restart %d events, want the flushed 6 (or 8 if the failed write reached the disk)", len(got))
 		}
 		e.wantEvents("prefix", append(OneTurn(), Turn2()...)[:len(got)], got)
+	}},
+	{"store/close-reports-its-failure-again", func(e *env) {
+		// Close is idempotent: a second call returns the first call's
+		// error (on every backend).
+		fi, ok := e.b.(FaultInjector)
+		if !ok {
+			e.t.Skip("backend cannot inject write failures")
+		}
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		fi.FailWrites(true)
+		e.append(h, Turn2()...)
+		first := h.Close()
+		if first == nil {
+			e.t.Fatal("close succeeded although its flush failed")
+		}
+		if second := h.Close(); second == nil || second.Error() != first.Error() {
+			e.t.Fatalf("second close = %v, want the first's error %v", second, first)
+		}
+		fi.FailWrites(false)
+		e.restart(false)
+		got := e.read(e.open("s", engine.Read), 0, -1)
+		e.wantEvents("after restart", append(OneTurn(), Turn2()...)[:len(got)], got)
 	}},
 	{"L5/close-drains-buffer", func(e *env) {
 		h := e.create("s")
