@@ -49,6 +49,17 @@
 // frames are), then DB.mu; the segment writer's locks are taken under
 // none of them for I/O.
 //
+// # Files
+//
+// db.go: the DB, Open, Close and the session API (Create, Open, Stat,
+// List, Delete); session.go: a session's in-memory state; write.go: the
+// write path (append, encode, frame, sync, poison, Flush); read.go: the
+// read path (snapshot, frame decoding, readers); handle.go: the handle and
+// its lease; recover.go: Open's recovery, shared with Check (check.go);
+// indexer.go: index checkpoints; lost.go: undoing a lost write;
+// compact.go: compaction; migrate.go: v2 migration; contract.go: the
+// store contract's names re-exported.
+//
 // # Recovery and failing storage
 //
 // Open's recovery (recover.go) is one code path that a write open carries

@@ -1,0 +1,285 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
+)
+
+// openSegment opens segment id and checks that its header names the same
+// ID as its file name (a renamed or swapped file is corruption).
+func (db *DB) openSegment(id uint64) (*segment.Reader, error) {
+	r, err := segment.OpenReader(db.opts.FS, db.segPath(id))
+	if err != nil {
+		return nil, err
+	}
+	if got := r.Header().ID; got != id {
+		r.Close()
+		return nil, &CorruptionError{Path: db.segPath(id), Offset: 0, Reason: fmt.Sprintf("header says segment %d", got)}
+	}
+	return r, nil
+}
+
+// reader returns the open reader of segment id, opening it if needed.
+func (db *DB) reader(id uint64) (*segment.Reader, error) {
+	db.mu.Lock()
+	r := db.readers[id]
+	db.mu.Unlock()
+	if r != nil {
+		return r, nil
+	}
+	r, err := db.openSegment(id)
+	if err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if old := db.readers[id]; old != nil {
+		r.Close()
+		return old, nil
+	}
+	if db.closed {
+		r.Close()
+		return nil, ErrClosed
+	}
+	db.readers[id] = r
+	return r, nil
+}
+
+// Read returns the events at offset..offset+limit-1 (limit < 0: to the
+// end). An offset at or past the end gives an empty slice and no error.
+// The events are the caller's: they share no memory with the store or with
+// other reads. Reads started after an Append returned see its events.
+func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, error) {
+	h.mu.Lock()
+	err := h.usable("read")
+	h.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if offset < 0 {
+		return nil, sessionErr(h.id, "read", fmt.Errorf("%w: offset %d must be a non-negative integer", ErrInvalidArgument, offset))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if h.hdr.Version < FormatVersion {
+		return h.readMigrated(ctx, offset, limit)
+	}
+	return h.readStored(ctx, offset, limit, true)
+}
+
+// readMigrated is Read of a session stored in an older format: the whole
+// log is read and migrated in memory (nothing is written), then sliced.
+func (h *Handle) readMigrated(ctx context.Context, offset, limit int) ([]event.Event, error) {
+	raw, err := h.readStored(ctx, 0, -1, false)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := migrate(h.hdr.Version, h.id, raw)
+	if err != nil {
+		return nil, sessionErr(h.id, "read", err)
+	}
+	lo, hi := store.ReadRange(uint64(len(evs)), offset, limit) // offset+limit may overflow an int
+	if lo >= hi {
+		return []event.Event{}, nil
+	}
+	return evs[lo:hi], nil
+}
+
+// readStored is Read of the events as stored; check applies the catalog.
+func (h *Handle) readStored(ctx context.Context, offset, limit int, check bool) ([]event.Event, error) {
+	db := h.db
+	db.layoutMu.RLock()
+	out, err := h.readFrames(ctx, offset, limit)
+	db.layoutMu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	for i := range out { // fail closed on events this build does not know
+		if !check {
+			break
+		}
+		if err := db.opts.Catalog.Check(&out[i]); err != nil {
+			return nil, sessionErr(h.id, "read", err)
+		}
+	}
+	return out, nil
+}
+
+// readFrames is readStored's part under db.layoutMu.
+func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Event, error) {
+	db := h.db
+	v, err := db.snapshot(h.s)
+	if err != nil {
+		return nil, sessionErr(h.id, "read", err)
+	}
+	h.mu.Lock()
+	err = store.ObserveLength(&h.seen, v.len())
+	h.mu.Unlock()
+	if err != nil {
+		return nil, sessionErr(h.id, "read", err)
+	}
+	off, end := store.ReadRange(v.len(), offset, limit)
+	if off >= end {
+		return []event.Event{}, nil
+	}
+	refs := v.refs
+	lo := sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
+	hi := lo
+	for hi < len(refs) && refs[hi].first < end {
+		hi++
+	}
+	out := make([]event.Event, end-off)
+	if err := db.decodeFrames(ctx, refs[lo:hi], v.active, off, end, out); err != nil {
+		return nil, sessionErr(h.id, "read", err)
+	}
+	filled := uint64(0)
+	if hi > lo {
+		filled = min(refs[hi-1].first+uint64(refs[hi-1].count), end) - off
+	}
+	for seq := max(off, v.framed); seq < end; seq++ {
+		out[seq-off] = v.open[seq-v.framed].Clone()
+		filled = seq - off + 1
+	}
+	if filled != end-off {
+		return nil, sessionErr(h.id, "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.id, filled, off, end)})
+	}
+	return out, nil
+}
+
+// parallelFrames is the number of frames from which a read decodes on
+// several cores.
+const parallelFrames = 16
+
+// decodeFrames decodes refs (consecutive frames of one session) and puts
+// the events in [off, end) at out[seq-off]. Large reads fan out over
+// GOMAXPROCS goroutines, each taking every n-th frame.
+func (db *DB) decodeFrames(ctx context.Context, refs []frameRef, active *segment.Writer, off, end uint64, out []event.Event) error {
+	one := func(ref frameRef) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := db.readFrame(ref, active)
+		if err != nil {
+			return err
+		}
+		for i, e := range f.Events {
+			if seq := ref.first + uint64(i); seq >= off && seq < end {
+				out[seq-off] = e
+			}
+		}
+		return nil
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(refs)/parallelFrames*2)
+	if workers <= 1 {
+		for _, ref := range refs {
+			if err := one(ref); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(refs); i += workers {
+				if err := one(refs[i]); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// snapshotFrames returns s's frames, its event count and the active
+// writer, loading the frame list from the index on first use.
+type view struct {
+	refs   []frameRef    // frames covering [0, framed)
+	framed uint64        //
+	open   []event.Event // events [framed, framed+len(open)), not yet framed
+	active *segment.Writer
+}
+
+func (v *view) len() uint64 { return v.framed + uint64(len(v.open)) }
+
+// snapshot returns a consistent view of s's events, loading the frame
+// list from the index on first use.
+func (db *DB) snapshot(s *session) (view, error) {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return view{}, ErrClosed
+	}
+	if s.erased {
+		db.mu.Unlock()
+		return view{}, ErrSessionNotFound
+	}
+	if !s.loaded && db.idx != nil {
+		db.mu.Unlock()
+		fromIdx, err := db.idx.Frames(s.id)
+		if err != nil {
+			return view{}, err
+		}
+		db.mu.Lock()
+		if !s.loaded {
+			limit := s.framed
+			if len(s.frames) > 0 {
+				limit = s.frames[0].first
+			}
+			all := make([]frameRef, 0, len(fromIdx)+len(s.frames))
+			for _, f := range fromIdx {
+				if f.FirstSeq < limit {
+					all = append(all, frameRef{first: f.FirstSeq, count: f.Count, seg: f.Segment, off: f.Offset, size: f.Size})
+				}
+			}
+			s.frames = append(all, s.frames...)
+			s.loaded = true
+		}
+	}
+	v := view{refs: s.frames, framed: s.framed, open: s.open}
+	if db.roller != nil {
+		v.active = db.roller.Active()
+	}
+	db.mu.Unlock()
+	return v, nil
+}
+
+func (db *DB) readFrame(ref frameRef, active *segment.Writer) (*segment.Frame, error) {
+	if active != nil && ref.seg == active.Header().ID {
+		buf := make([]byte, ref.size)
+		if active.ReadBuffered(buf, ref.off) {
+			return segment.DecodeFrameAt(active.Path(), buf, ref.off, 0)
+		}
+	}
+	r, err := db.reader(ref.seg)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Reads hold the layout lock: a compaction removes only segments
+		// with no live frame, so this one was lost.
+		return nil, &CorruptionError{Path: db.segPath(ref.seg), Offset: ref.off, Err: err,
+			Reason: fmt.Sprintf("segment missing: it held events %d..%d of this session", ref.first, ref.first+uint64(ref.count))}
+	}
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.ReadFrame(ref.off)
+	if err != nil {
+		return nil, err
+	}
+	if f.Kind != segment.KindEvents || f.FirstSeq != ref.first || len(f.Events) != int(ref.count) {
+		return nil, &CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d", ref.first, ref.first+uint64(ref.count))}
+	}
+	return f, nil
+}

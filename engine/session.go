@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
+)
+
+// session is the in-memory state of one session. Guarded by DB.mu.
+type session struct {
+	id        string
+	hdr       Header
+	hdrRaw    []byte // the header record as the index holds it, decoded on first use
+	inherited uint64
+	uid       uint64        // location of the header frame; 0 while pending
+	pending   bool          // created here, header frame not yet appended
+	next      uint64        // next seq: framed + len(open)
+	framed    uint64        // events already in frames
+	open      []event.Event // appended, not yet encoded into a frame (the caller's copies)
+	openBytes int
+	size      int64
+	frames    []frameRef // every frame if loaded, else those after the index's
+	loaded    bool       // frames holds every frame
+	owner     *Handle    // the write handle holding the lease, if any
+	erased    bool       // a pending session its creator closed
+
+	checked uint64 // events verified against the catalog and the seed rules by a write open
+
+	idxNext uint64 // events the index holds (frames in pend are not counted)
+	idxSize int64
+}
+
+type frameRef struct {
+	first uint64
+	count uint32
+	seg   uint64
+	off   int64
+	size  uint32
+}
+
+// addFrame records a frame of s's events, which continue its framed seqs,
+// and returns its entry for the index. Called with db.mu held (or during
+// replay).
+func (s *session) addFrame(ref frameRef) pendFrame {
+	s.framed += uint64(ref.count)
+	s.size += int64(ref.size)
+	s.frames = append(s.frames, ref)
+	return pendFrame{s: s, ref: ref}
+}
+
+// orphan is the first events frame of a session met without its header
+// during replay.
+type orphan struct {
+	path string
+	off  int64
+}
+
+type pendFrame struct {
+	s      *session
+	header bool
+	delete bool // a tombstone of s
+	ref    frameRef
+	// groupEnd, on the first entry of a migration, is its last frame: the
+	// index takes the migration whole or not at all.
+	groupEnd  *frameRef
+	migration bool // an entry of a migration's group
+}
+
+// header returns the session header, decoding the index's copy on first
+// use (Open of a store with many sessions does not parse every header).
+// Called with db.mu held.
+func (db *DB) header(s *session) (Header, error) {
+	if s.hdrRaw != nil {
+		rec, err := store.DecodeHeaderRecord(s.hdrRaw, s.id)
+		if err != nil {
+			return Header{}, &CorruptionError{Path: db.opts.IndexPath, Offset: -1, Reason: fmt.Sprintf("index record of session %q has a bad header (seglog check --repair rebuilds the index)", s.id), Err: err}
+		}
+		s.hdr, s.hdrRaw = rec.Header, nil
+	}
+	return s.hdr, nil
+}
+
+func (db *DB) snapshotOf(s *session) (Snapshot, error) {
+	if _, err := db.header(s); err != nil {
+		return Snapshot{}, err
+	}
+	return s.snapshot(), nil
+}
+
+func (s *session) snapshot() Snapshot {
+	snap := Snapshot{
+		Header:              s.hdr,
+		Revision:            store.Revision(s.uid, s.next),
+		EventCount:          s.next,
+		SizeBytes:           s.size,
+		InheritedEventCount: s.inherited,
+	}
+	if s.hdr.Version < FormatVersion {
+		snap.FormatStatus = FormatMigrationRequired
+	}
+	return snap
+}

@@ -1,0 +1,428 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
+)
+
+// Flush is the barrier over every open write handle: it drains each one's
+// write-behind buffer, writes each created-but-empty session, and makes
+// everything durable with one fdatasync. The error joins one error per
+// failing session, each naming it; the other sessions still flush.
+func (db *DB) Flush(ctx context.Context) error {
+	if db.opts.ReadOnly {
+		return ErrReadOnlyStore
+	}
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	hs := db.writeHandles()
+	db.mu.Unlock()
+	var errs []error
+	for _, h := range hs {
+		if err := h.prepareFlush(ctx); err != nil && !errors.Is(err, ErrHandleClosed) {
+			errs = append(errs, sessionErr(h.s.id, "flush", err))
+		}
+	}
+	if err := db.sync(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// writeHandles returns the open write handles, by session id. Called with
+// db.mu held.
+func (db *DB) writeHandles() []*Handle {
+	hs := make([]*Handle, 0, len(db.handles))
+	for h := range db.handles {
+		hs = append(hs, h)
+	}
+	sort.Slice(hs, func(i, j int) bool { return hs[i].id < hs[j].id })
+	return hs
+}
+
+// sync makes every appended frame durable (group commit with concurrent
+// callers) and wakes the indexer.
+func (db *DB) sync() error {
+	db.mu.Lock()
+	if db.poison != nil {
+		err := db.poison
+		db.mu.Unlock()
+		return err
+	}
+	r := db.roller
+	db.mu.Unlock()
+	return db.storeErr(r.Sync(), false)
+}
+
+func (db *DB) poisonWith(err error) {
+	db.mu.Lock()
+	if db.poison == nil {
+		db.poison = fmt.Errorf("engine: store failed, nothing more is acknowledged: %w", err)
+	}
+	db.mu.Unlock()
+}
+
+// appendFrames appends encoded frames of s (made from the head of s.open)
+// and registers them. Called with no lock held; the caller holds s's lease.
+func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
+	db.appendMu.Lock()
+	defer db.appendMu.Unlock()
+	db.mu.Lock()
+	if err := db.poison; err != nil {
+		db.mu.Unlock()
+		return err
+	}
+	r := db.roller
+	db.mu.Unlock()
+	type placed struct {
+		seg uint64
+		loc segment.Location
+	}
+	var hp *placed
+	var ps []placed
+	var err error
+	if header != nil {
+		seg, loc, aerr := r.AppendEncoded(header)
+		if err = aerr; err == nil {
+			hp = &placed{seg, loc}
+		}
+	}
+	for i := 0; err == nil && i < len(frames); i++ {
+		seg, loc, aerr := r.AppendEncoded(frames[i])
+		if err = aerr; err == nil {
+			ps = append(ps, placed{seg, loc})
+		}
+	}
+	if testHookAppended != nil {
+		testHookAppended()
+	}
+	if w := r.Active(); err == nil && !db.opts.NoPreallocate && w.Size() > db.opts.SegmentSize/2 && !r.Prepared() {
+		select {
+		case db.prepKick <- struct{}{}:
+		default:
+		}
+	}
+	// Register what was appended, even when a later frame failed: it may
+	// be durable already (a roll syncs), and the index must know it.
+	db.mu.Lock()
+	if hp != nil {
+		s.pending = false
+		s.size += hp.loc.Size
+		db.pend = append(db.pend, pendFrame{s: s, header: true, ref: frameRef{seg: hp.seg, off: hp.loc.Offset, size: uint32(hp.loc.Size)}})
+	}
+	if len(db.pend) >= indexBatchFrames {
+		select { // enough for a checkpoint before the next tick
+		case db.idxKick <- struct{}{}:
+		default:
+		}
+	}
+	for i, p := range ps {
+		s.open = s.open[counts[i]:]
+		db.pend = append(db.pend, s.addFrame(frameRef{first: s.framed, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}))
+	}
+	db.mu.Unlock()
+	// What was not appended stays in s.open for the next cut.
+	return db.storeErr(err, true)
+}
+
+// testHookAppended, if set, runs in appendFrames after the frames are
+// appended and before they are registered for the index.
+var testHookAppended func()
+
+// testHookDeleted, if set, runs in Delete after the tombstone is appended
+// and before it is synced.
+var testHookDeleted func()
+
+// indexBatchFrames is how many unindexed frames wake the indexer before
+// its interval: index commits stay batched and off the flush path.
+const indexBatchFrames = 8192
+
+// prepareLoop creates the next segment in the background once the active
+// one is half full, so that rolling does not stall appends on creating and
+// zero-filling a file.
+func (db *DB) prepareLoop() {
+	defer db.wg.Done()
+	var failedFor uint64 // the active segment whose successor could not be prepared
+	var failedAt time.Time
+	for {
+		select {
+		case <-db.stop:
+			return
+		case <-db.prepKick:
+		}
+		db.mu.Lock()
+		r := db.roller
+		db.mu.Unlock()
+		active := r.Active().Header().ID
+		if active == failedFor && time.Since(failedAt) < prepareBackoff {
+			continue // one warning per segment and backoff, not one per append
+		}
+		if err := r.PrepareNext(); err != nil {
+			failedFor, failedAt = active, time.Now()
+			db.opts.Logger.Warn("engine: preparing the next segment failed; the roll will create it", "error", err)
+		}
+	}
+}
+
+// encodeBatch splits evs into frames of about FrameBytes raw bytes.
+func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []uint32, error) {
+	var out []*segment.Encoded
+	var counts []uint32
+	start, bytes := 0, 0
+	flush := func(end int) error {
+		e, err := db.enc.Events(id, evs[start].Seq, evs[start:end])
+		if err != nil {
+			return err
+		}
+		out = append(out, e)
+		counts = append(counts, uint32(end-start))
+		start, bytes = end, 0
+		return nil
+	}
+	for i := range evs {
+		bytes += len(evs[i].Data) + len(evs[i].Type) + 16
+		if bytes >= db.opts.FrameBytes && i+1 > start {
+			if err := flush(i + 1); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if start < len(evs) {
+		if err := flush(len(evs)); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, counts, nil
+}
+
+// Append adds events to the session. The first seq must be the session's
+// next seq and the seqs contiguous (*SeqError); every event must be valid
+// (*event.InvalidError). A bad batch fails whole and writes nothing.
+//
+// Append is best-effort: when it returns, the events are ordered and
+// visible to every read started afterwards on this DB; only Flush promises
+// they survive a crash. An empty batch does nothing.
+func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	wb := h.front.Buffer()
+	h.mu.Unlock()
+	// Events handed to Enqueue come first.
+	if err := handle.DrainPending(ctx, wb); err != nil {
+		return sessionErr(h.id, "append", err)
+	}
+	return h.appendNow(ctx, evs)
+}
+
+// appendNow is Append without draining the write-behind buffer (which
+// calls it).
+func (h *Handle) appendNow(ctx context.Context, evs []event.Event) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable("append"); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	db := h.db
+	db.mu.Lock()
+	next, poison := h.s.next, db.poison
+	db.mu.Unlock()
+	if poison != nil {
+		return sessionErr(h.id, "append", poison)
+	}
+	if err := h.validate(evs, next); err != nil {
+		return err
+	}
+	cl, size := cloneBatch(evs)
+	db.mu.Lock()
+	h.s.open = append(h.s.open, cl...)
+	h.s.openBytes += size
+	h.s.next += uint64(len(cl))
+	full := h.s.openBytes >= db.opts.FrameBytes
+	db.mu.Unlock()
+	if full {
+		if err := h.cut(); err != nil {
+			return sessionErr(h.id, "append", err)
+		}
+	}
+	return nil
+}
+
+// cloneBatch copies events into one allocation for their bytes, so that
+// the store's copy shares nothing with the caller's.
+func cloneBatch(evs []event.Event) ([]event.Event, int) {
+	n := 0
+	for i := range evs {
+		n += len(evs[i].Data) + len(evs[i].SurfaceOp)
+	}
+	arena := make([]byte, 0, n)
+	out := make([]event.Event, len(evs))
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		start := len(arena)
+		arena = append(arena, b...)
+		return arena[start:len(arena):len(arena)]
+	}
+	for i, e := range evs {
+		e.Data = take(e.Data)
+		e.SurfaceOp = take(e.SurfaceOp)
+		if e.SourceEventSeqs != nil {
+			e.SourceEventSeqs = slices.Clone(e.SourceEventSeqs)
+		}
+		out[i] = e
+	}
+	return out, n + 64*len(evs)
+}
+
+// cut encodes the session's open events into frames and appends them (with
+// the header frame first if the session is not yet written). Called with
+// h.mu held by the owner.
+func (h *Handle) cut() error {
+	db := h.db
+	db.mu.Lock()
+	batch, pending := h.s.open, h.s.pending
+	h.s.openBytes = 0
+	db.mu.Unlock()
+	if len(batch) == 0 && !pending {
+		return nil
+	}
+	var frames []*segment.Encoded
+	var counts []uint32
+	if len(batch) > 0 {
+		var err error
+		if frames, counts, err = db.encodeBatch(h.id, batch); err != nil {
+			return err
+		}
+	}
+	var hdr *segment.Encoded
+	if pending {
+		var err error
+		if hdr, err = db.enc.Header(h.id, marshalHeader(h.s)); err != nil {
+			return err
+		}
+	}
+	return db.appendFrames(h.s, hdr, frames, counts)
+}
+
+func (h *Handle) validate(evs []event.Event, next uint64) error {
+	return store.CheckBatch(h.id, evs, next)
+}
+
+// Enqueue hands events to the write-behind buffer without waiting for
+// I/O: the first pending event opens a batching window (Options.
+// WriteBehindWindow) that later events do not extend; then the batch is
+// appended in the background. Seqs and shapes are checked here, so a
+// background write fails only on I/O; such a failure keeps the events in
+// order, pauses the automatic path and logs a warning, and the next Flush
+// retries and returns the error. An Append after Enqueue first appends
+// what is buffered, so the two can be mixed.
+func (h *Handle) Enqueue(evs ...event.Event) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable("enqueue"); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	db := h.db
+	db.mu.Lock()
+	stored := h.s.next
+	db.mu.Unlock()
+	return h.front.Enqueue(handle.WriteBehindConfig[event.Event]{
+		Write:     func(ctx context.Context, batch []event.Event) error { return h.appendNow(ctx, batch) },
+		Window:    db.opts.WriteBehindWindow,
+		Name:      h.id,
+		Logger:    db.opts.Logger,
+		AfterFunc: db.opts.AfterFunc,
+	}, stored, evs, h.validate)
+}
+
+// Flush is the durability barrier: it appends what Enqueue buffered,
+// writes a created-but-empty session, and returns once everything this
+// handle appended is on stable storage. Flushes of many sessions at the
+// same time share one fdatasync.
+func (h *Handle) Flush(ctx context.Context) error {
+	if err := h.prepareFlush(ctx); err != nil {
+		return err
+	}
+	if err := h.db.sync(); err != nil {
+		return sessionErr(h.id, "flush", err)
+	}
+	return nil
+}
+
+// prepareFlush drains the write-behind buffer and materializes a pending
+// session, without syncing.
+func (h *Handle) prepareFlush(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if err := h.writable("flush"); err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	wb := h.front.Buffer()
+	h.mu.Unlock()
+	if wb != nil {
+		if err := wb.Drain(ctx); err != nil {
+			return sessionErr(h.id, "flush", err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable("flush"); err != nil {
+		return err
+	}
+	if err := h.cut(); err != nil {
+		return sessionErr(h.id, "flush", err)
+	}
+	return nil
+}
+
+// closeFlush is DB.Close's flush of one write handle: drain the
+// write-behind buffer and frame the open events, except that a creator
+// that never appended is left unwritten (its session vanishes, as when the
+// handle is closed).
+func (h *Handle) closeFlush() error {
+	h.mu.Lock()
+	wb := h.front.Buffer()
+	h.mu.Unlock()
+	if wb != nil {
+		if err := wb.Drain(context.Background()); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable("close"); err != nil {
+		return err
+	}
+	db := h.db
+	db.mu.Lock()
+	untouched := h.s.pending && h.s.next == 0
+	db.mu.Unlock()
+	if untouched {
+		return nil
+	}
+	return h.cut()
+}
