@@ -327,8 +327,7 @@ func RebuildIndex(dir string, opts *Options) error {
 	if _, serr := os.Stat(o.IndexPath); len(ids) == 0 && serr != nil {
 		return fmt.Errorf("engine: rebuild the index of %s: %w", dir, ErrNoStore)
 	}
-	o.rebuildIndex = true
-	db, err := Open(dir, &o)
+	db, err := open(dir, &o, true)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,9 @@ type DB struct {
 	replacing map[string]*replacement
 	ended     map[uint64]bool // replay only: incarnations a tombstone or migration ended
 	rec       *openRecovery   // what the open's recovery found (and did)
+	// rebuildIndex: this open replays every segment and replaces the
+	// index (RebuildIndex)
+	rebuildIndex bool
 
 	// layoutMu guards where frames are: reads hold it (shared) from taking
 	// their frame list to decoding the last frame; compaction takes it to
@@ -67,7 +70,11 @@ func (f closerFunc) Close() error { return f() }
 // process has it), loads the index, re-reads the frames written after the
 // index's checkpoint, cuts off a torn tail of the newest segment, and
 // reports damage to synced data as a *CorruptionError.
-func Open(dir string, opts *Options) (*DB, error) {
+func Open(dir string, opts *Options) (*DB, error) { return open(dir, opts, false) }
+
+// open is Open; with rebuildIndex (RebuildIndex), every segment is
+// replayed and the index replaced.
+func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	o, err := opts.withDefaults(dir)
 	if err != nil {
 		return nil, err
@@ -90,16 +97,17 @@ func Open(dir string, opts *Options) (*DB, error) {
 		}
 	}
 	db := &DB{
-		dir:      dir,
-		opts:     o,
-		lock:     lock,
-		enc:      segment.Encoder{Uncompressed: o.Uncompressed},
-		sessions: map[string]*session{},
-		readers:  map[uint64]*segment.Reader{},
-		handles:  map[*Handle]struct{}{},
-		idxKick:  make(chan struct{}, 1),
-		prepKick: make(chan struct{}, 1),
-		stop:     make(chan struct{}),
+		dir:          dir,
+		opts:         o,
+		rebuildIndex: rebuildIndex,
+		lock:         lock,
+		enc:          segment.Encoder{Uncompressed: o.Uncompressed},
+		sessions:     map[string]*session{},
+		readers:      map[uint64]*segment.Reader{},
+		handles:      map[*Handle]struct{}{},
+		idxKick:      make(chan struct{}, 1),
+		prepKick:     make(chan struct{}, 1),
+		stop:         make(chan struct{}),
 	}
 	if err := db.recover(); err != nil {
 		db.closeFiles()

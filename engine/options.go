@@ -62,8 +62,6 @@ type Options struct {
 	// AfterFunc arms write-behind windows; default time.AfterFunc. Tests
 	// pass a fake clock.
 	AfterFunc func(d time.Duration, f func()) handle.Timer
-
-	rebuildIndex bool // RebuildIndex: replay every segment and replace the index
 }
 
 const (

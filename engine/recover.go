@@ -64,7 +64,7 @@ func (db *DB) recover() error {
 		return err
 	}
 	notes := len(db.rec.notes)
-	if db.opts.rebuildIndex && db.idx != nil {
+	if db.rebuildIndex && db.idx != nil {
 		err = errRebuildRequested
 	} else {
 		err = db.replay(cp, false)
@@ -81,7 +81,7 @@ func (db *DB) recover() error {
 			return err // the segments themselves are damaged; the index stays
 		}
 		if err := db.checkIndexClaims(cp); err != nil {
-			if !db.opts.rebuildIndex {
+			if !db.rebuildIndex {
 				return err
 			}
 			// Asked for: the old index (kept in quarantine/) is overruled.
