@@ -136,9 +136,16 @@ func TestClusterLeaderKilled(t *testing.T) {
 	// A fresh instance (another host) reads everything back.
 	o2 := *o
 	o2.Host = "checker"
-	st2, err := Open(ctx, nc, &o2)
-	if err != nil {
-		t.Fatal(err)
+	var st2 *Store
+	for wait := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		// The lease bucket may still be electing a leader after the
+		// shutdowns (slow on a loaded machine): its Open times out until then.
+		if st2, err = Open(ctx, nc, &o2); err == nil {
+			break
+		}
+		if time.Since(wait) > 90*time.Second {
+			t.Fatal(err)
+		}
 	}
 	defer st2.Close()
 	r, err := st2.Open(ctx, "s", engine.Read)
