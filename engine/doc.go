@@ -21,7 +21,8 @@
 // only Flush (per handle, or DB.Flush for all) promises they survive a
 // crash, and flushes of many sessions at once share one fdatasync. Enqueue
 // is the non-blocking write-behind path: a fixed 200 ms window batches
-// events in the background. A write or fsync error poisons the store.
+// events in the background. An fsync error poisons the store; a write that
+// fails before its fsync (a full disk) is undone (ErrWriteLost).
 // Delete writes a tombstone; Compact (and a background compactor) removes
 // sealed segments with nothing alive and rewrites mostly dead ones under
 // the same ID, crash-safe at every step. docs/DESIGN.md has the format and
@@ -29,7 +30,8 @@
 //
 // # Errors
 //
-// Every error is typed or wraps a sentinel (see errors.go): test with
+// Every error is typed or wraps a sentinel (package store, re-exported in
+// contract.go): test with
 // errors.Is and errors.As. Corruption is a *CorruptionError with its file
 // and offset; a newer format is a *FormatError.
 //

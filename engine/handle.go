@@ -26,8 +26,8 @@ type Handle struct {
 	mu       sync.Mutex
 	closed   bool
 	closeErr error
-	front    handle.Front // Enqueue's write-behind
-	seen     uint64       // longest log this handle has observed
+	front    handle.Front  // Enqueue's write-behind
+	seen     atomic.Uint64 // longest log this handle has observed
 
 	lost atomic.Pointer[lostErr] // set when a failed write lost events appended through it
 }

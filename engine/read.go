@@ -122,10 +122,9 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 	if err != nil {
 		return nil, sessionErr(h.id, "read", err)
 	}
-	h.mu.Lock()
-	err = store.ObserveLength(&h.seen, v.len())
-	h.mu.Unlock()
-	if err != nil {
+	// Not under h.mu: readFrames runs under layoutMu, which an appender
+	// holding h.mu may need (to undo a lost write).
+	if err := h.observe(v.len()); err != nil {
 		return nil, sessionErr(h.id, "read", err)
 	}
 	off, end := store.ReadRange(v.len(), offset, limit)
@@ -282,4 +281,18 @@ func (db *DB) readFrame(ref frameRef, active *segment.Writer) (*segment.Frame, e
 		return nil, &CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d", ref.first, ref.first+uint64(ref.count))}
 	}
 	return f, nil
+}
+
+// observe records that the handle saw a log of n events (store.ObserveLength,
+// lock-free).
+func (h *Handle) observe(n uint64) error {
+	for {
+		old := h.seen.Load()
+		if seen := old; store.ObserveLength(&seen, n) != nil {
+			return store.ObserveLength(&seen, n)
+		}
+		if n == old || h.seen.CompareAndSwap(old, n) {
+			return nil
+		}
+	}
 }
