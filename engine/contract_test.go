@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -52,6 +53,20 @@ func (b *memBackend) FailWrites(on bool) {
 	}
 }
 
+func (b *memBackend) Check() error { return checkStore("/db", &engine.Options{FS: b.mem}) }
+
+// checkStore runs engine.Check on a closed store: any problem is an error.
+func checkStore(dir string, opts *engine.Options) error {
+	rep, err := engine.Check(dir, opts)
+	if err != nil {
+		return err
+	}
+	if len(rep.Problems) > 0 {
+		return fmt.Errorf("check found %d problems: %v", len(rep.Problems), rep.Problems)
+	}
+	return nil
+}
+
 // osBackend runs the engine on the OS with its bbolt index: Restart closes
 // the instance cleanly and reopens the directory.
 type osBackend struct {
@@ -79,6 +94,8 @@ func (b *osBackend) Restart(s enginetest.Store, torn bool) (enginetest.Store, er
 	}
 	return b.Open()
 }
+
+func (b *osBackend) Check() error { return checkStore(b.dir, nil) }
 
 // tearTail writes a torn frame after the last frame of the newest segment.
 func tearTail(fsys vfs.FS, dir string) error {

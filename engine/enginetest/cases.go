@@ -61,7 +61,16 @@ func Run(t *testing.T, newBackend func(t *testing.T, clock *Clock) Backend) {
 				t.Fatal(err)
 			}
 			env := &env{t: t, b: b, s: s, clock: clock, ctx: context.Background()}
-			t.Cleanup(func() { env.s.Close() })
+			t.Cleanup(func() {
+				env.s.Close()
+				// bbolt's MustCheck habit: what a case leaves must be a
+				// store its own checker finds nothing wrong with.
+				if c, ok := b.(Checker); ok {
+					if err := c.Check(); err != nil {
+						t.Errorf("the store this case left: %v", err)
+					}
+				}
+			})
 			c.run(env)
 		})
 	}
@@ -672,6 +681,12 @@ var contractCases = []contractCase{
 			e.t.Errorf("stat after restart = %+v, %v", snap, err)
 		}
 	}},
+}
+
+// Checker is implemented by backends that can check the storage a case
+// left (after its store is closed): Run calls it when each case ends.
+type Checker interface {
+	Check() error
 }
 
 // FaultInjector is implemented by backends that can make their storage
