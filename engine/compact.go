@@ -737,11 +737,7 @@ func (db *DB) compactLoop() {
 }
 
 // poisoned reports whether the store failed (see poisonWith).
-func (db *DB) poisoned() bool {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.poison != nil
-}
+func (db *DB) poisoned() bool { return db.poisonErr() != nil }
 
 // headerUID returns the incarnation of a header record, and the one it
 // replaces if it is a migration's.

@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/seglog/seglog/segment"
 )
@@ -124,7 +123,3 @@ func (db *DB) poisonErr() error {
 	defer db.mu.Unlock()
 	return db.poison
 }
-
-// prepareBackoff is how long the segment preparer waits after a failure
-// (a full disk) before it tries again; the roll itself always tries.
-const prepareBackoff = 5 * time.Second

@@ -149,6 +149,10 @@ var testHookDeleted func()
 // its interval: index commits stay batched and off the flush path.
 const indexBatchFrames = 8192
 
+// prepareBackoff is how long the segment preparer waits after a failure
+// (a full disk) before it tries again; the roll itself always tries.
+const prepareBackoff = 5 * time.Second
+
 // prepareLoop creates the next segment in the background once the active
 // one is half full, so that rolling does not stall appends on creating and
 // zero-filling a file.

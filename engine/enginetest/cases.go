@@ -148,6 +148,16 @@ func (e *env) wantErr(what string, err, kind error) {
 	}
 }
 
+// faults returns the backend's FaultInjector; a backend without one
+// skips the case.
+func (e *env) faults() FaultInjector {
+	fi, ok := e.b.(FaultInjector)
+	if !ok {
+		e.t.Skip("backend cannot inject write failures")
+	}
+	return fi
+}
+
 func (e *env) listed(id string) bool {
 	e.t.Helper()
 	snaps, err := e.s.List(e.ctx)
@@ -531,10 +541,7 @@ var contractCases = []contractCase{
 		// write that failed before its fsync, and poisons on an fsync
 		// error), and after a restart what was never acknowledged may be
 		// gone, and nothing is duplicated.
-		fi, ok := e.b.(FaultInjector)
-		if !ok {
-			e.t.Skip("backend cannot inject write failures")
-		}
+		fi := e.faults()
 		h := e.create("s")
 		e.append(h, OneTurn()...)
 		if err := h.Flush(e.ctx); err != nil {
@@ -562,10 +569,7 @@ var contractCases = []contractCase{
 	{"store/close-reports-its-failure-again", func(e *env) {
 		// Close is idempotent: a second call returns the first call's
 		// error (on every backend).
-		fi, ok := e.b.(FaultInjector)
-		if !ok {
-			e.t.Skip("backend cannot inject write failures")
-		}
+		fi := e.faults()
 		h := e.create("s")
 		e.append(h, OneTurn()...)
 		if err := h.Flush(e.ctx); err != nil {
