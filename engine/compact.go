@@ -2,11 +2,8 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/seglog/seglog/index"
@@ -168,7 +165,6 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 			}
 			rep.Dropped = append(rep.Dropped, si.id)
 			rep.ReclaimedBytes += si.size
-			p.replay(si)
 		case actRewrite:
 			after, err := db.rewriteSegment(p, si)
 			if err != nil {
@@ -176,8 +172,6 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 			}
 			rep.Rewritten = append(rep.Rewritten, si.id)
 			rep.ReclaimedBytes += si.size - after
-		default:
-			p.replay(si) // keep the attribution of later frames right
 		}
 	}
 	return rep, nil
@@ -262,8 +256,10 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	// belongs to now: relocate moves those the index still holds there.
 	var moves []relocation
 	var ferr error
+	at := 0
 	res, err := segment.Rewrite(db.opts.FS, db.dir, rd, func(fi *segment.FrameInfo) bool {
-		keep, _, err := p.keep(rd, fi)
+		keep, err := p.keep(si, at, fi)
+		at++
 		if err != nil && ferr == nil {
 			ferr = err
 		}
@@ -287,9 +283,9 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 		return 0, fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, err)
 	}
 	if ferr != nil {
-		// The plan read every frame before; one that cannot be read now
-		// leaves the attribution of the frames after it unknown: the new
-		// file may lack frames the index points at.
+		// The plan recorded every frame of the sealed file; one that is
+		// not what it read there means the file changed under it: the new
+		// file (which kept what it could not place) cannot be trusted.
 		err := fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, ferr)
 		db.poisonWith(err)
 		return 0, err
@@ -448,7 +444,9 @@ type segPlan struct {
 	fixed  int64            // bytes that never go: file header and seal frame
 	holds  map[uint64]int64 // frame bytes per incarnation (0: frames whose header is not in a sealed segment)
 	tombs  []tomb           // its tombstones and migration headers
-	assign []assignment     // the attribution changes its frames make, in order
+	// owners, of a movable segment, is each frame's incarnation in order
+	// (a tombstone's: the one it ends), for the rewrite to decide by
+	owners []frameOwner
 	// movable: sealed and before the index checkpoint, so it may be
 	// removed or rewritten
 	movable bool
@@ -463,18 +461,17 @@ type tomb struct {
 	bytes int64
 }
 
-type assignment struct {
-	key string
+type frameOwner struct {
+	off int64
 	uid uint64
 }
 
-// compactPlan decides what stays. Frames of events carry no incarnation;
-// they belong to the incarnation whose header (or migration header) came
-// last for their key, in segment order, until a tombstone ends it.
+// compactPlan decides what stays. Frames of events carry no incarnation:
+// the replay fold, fed every segment in order, attributes them.
 type compactPlan struct {
 	live    map[string]uint64 // key -> live incarnation
 	liveUID map[uint64]bool   // the live incarnations
-	current map[string]uint64 // attribution while scanning (key -> incarnation)
+	fold    *fold             // attributes frames to incarnations
 	segs    []*segPlan
 	frames  map[uint64]int    // frames per incarnation, all sealed segments
 	ends    map[uint64]bool   // incarnations a tombstone or migration ends
@@ -485,7 +482,7 @@ type compactPlan struct {
 
 func newCompactPlan(live map[string]uint64) *compactPlan {
 	p := &compactPlan{
-		live: live, liveUID: map[uint64]bool{}, current: map[string]uint64{}, frames: map[uint64]int{},
+		live: live, liveUID: map[uint64]bool{}, fold: newFold(map[string]*session{}, false), frames: map[uint64]int{},
 		ends: map[uint64]bool{}, repl: map[uint64]uint64{}, orphans: map[string]bool{},
 	}
 	for _, uid := range live {
@@ -507,13 +504,17 @@ func (p *compactPlan) scan(rd *segment.Reader, limit int64, movable bool) error 
 			return nil
 		}
 		key := string(fi.Key)
-		before := p.current[key]
-		owner, ends, err := p.attribute(rd, fi)
+		st, err := p.fold.frame(rd, si.id, fi)
 		if err != nil {
 			return err
 		}
-		if now := p.current[key]; now != before {
-			si.assign = append(si.assign, assignment{key, now})
+		owner, ends := st.owner, st.ends
+		if movable {
+			uid := owner
+			if fi.Kind == segment.KindDelete {
+				uid = ends
+			}
+			si.owners = append(si.owners, frameOwner{off: fi.Offset, uid: uid})
 		}
 		switch fi.Kind {
 		case segment.KindHeader:
@@ -617,86 +618,25 @@ func (p *compactPlan) decide(ratio float64) {
 			}
 		}
 	}
-	p.current = map[string]uint64{} // the execution pass attributes again
 }
 
-// replay applies the attribution changes of a segment Compact keeps as it
-// is or removes (a removed segment's headers are of purged incarnations,
-// whose later frames, if any, must still be attributed to them).
-func (p *compactPlan) replay(si *segPlan) {
-	for _, a := range si.assign {
-		p.current[a.key] = a.uid
+// keep reports whether the frame of si at fi stays in its rewrite, by
+// the attribution its planning recorded (owners, the frames in order;
+// at is the frame's index there).
+func (p *compactPlan) keep(si *segPlan, at int, fi *segment.FrameInfo) (bool, error) {
+	if at >= len(si.owners) || si.owners[at].off != fi.Offset {
+		return true, fmt.Errorf("frame at %d is not the one the plan read there", fi.Offset)
 	}
-}
-
-// attribute advances the attribution over one frame (not a seal) and
-// returns the incarnation the frame belongs to (a header's own, an events
-// frame's current one, 0 for a tombstone) and the one it ends (a
-// tombstone's, or what a migration header replaces; else 0).
-func (p *compactPlan) attribute(rd *segment.Reader, fi *segment.FrameInfo) (owner, ends uint64, err error) {
-	key := string(fi.Key)
+	uid := si.owners[at].uid
 	switch fi.Kind {
 	case segment.KindHeader:
-		uid, replaces, err := readHeaderUID(rd, fi)
-		if err != nil {
-			return 0, 0, err
-		}
-		p.current[key] = uid
-		return uid, replaces, nil
+		return !p.purge[uid], nil
 	case segment.KindEvents:
-		return p.current[key], 0, nil
+		return uid == 0 || !p.purge[uid], nil
 	case segment.KindDelete:
-		uid, err := readTombUID(rd, fi)
-		if err != nil {
-			return 0, 0, err
-		}
-		if p.current[key] == uid {
-			p.current[key] = 0 // frames after it are some later incarnation's
-		}
-		return 0, uid, nil
+		return !p.dropTomb(tomb{key: string(fi.Key), uid: uid, bytes: fi.Size}), nil
 	}
-	return 0, 0, nil
-}
-
-// keep reports whether a frame of a segment being rewritten stays, and the
-// incarnation it belongs to; it advances the attribution like scan.
-func (p *compactPlan) keep(rd *segment.Reader, fi *segment.FrameInfo) (bool, uint64, error) {
-	owner, ends, err := p.attribute(rd, fi)
-	if err != nil {
-		return true, 0, err
-	}
-	switch fi.Kind {
-	case segment.KindHeader:
-		return !p.purge[owner], owner, nil
-	case segment.KindEvents:
-		return owner == 0 || !p.purge[owner], owner, nil
-	case segment.KindDelete:
-		return !p.dropTomb(tomb{key: string(fi.Key), uid: ends, bytes: fi.Size}), 0, nil
-	}
-	return true, 0, nil
-}
-
-func readHeaderUID(rd *segment.Reader, fi *segment.FrameInfo) (uid, replaces uint64, err error) {
-	f, err := rd.ReadFrame(fi.Offset)
-	if err != nil {
-		return 0, 0, err
-	}
-	uid, replaces, err = headerUID(f.Payload)
-	if err != nil {
-		return 0, 0, &CorruptionError{Path: rd.Path(), Offset: fi.Offset, Reason: err.Error()}
-	}
-	return uid, replaces, nil
-}
-
-func readTombUID(rd *segment.Reader, fi *segment.FrameInfo) (uint64, error) {
-	f, err := rd.ReadFrame(fi.Offset)
-	if err != nil {
-		return 0, err
-	}
-	if len(f.Payload) != 8 {
-		return 0, &CorruptionError{Path: rd.Path(), Offset: fi.Offset, Reason: "tombstone payload is not 8 bytes"}
-	}
-	return binary.LittleEndian.Uint64(f.Payload), nil
+	return true, nil
 }
 
 // compactLoop is the background compactor: every CompactInterval, if
@@ -739,19 +679,6 @@ func (db *DB) compactLoop() {
 // poisoned reports whether the store failed (see poisonWith).
 func (db *DB) poisoned() bool { return db.poisonErr() != nil }
 
-// headerUID returns the incarnation of a header record, and the one it
-// replaces if it is a migration's.
-func headerUID(payload []byte) (uid, replaces uint64, err error) {
-	var rec struct {
-		UID      uint64 `json:"uid"`
-		Replaces uint64 `json:"replaces"`
-	}
-	if err := json.Unmarshal(payload, &rec); err != nil || rec.UID == 0 {
-		return 0, 0, errors.New("header record without an incarnation id")
-	}
-	return rec.UID, rec.Replaces, nil
-}
-
 // SegmentUsage is how much of one segment file is alive.
 type SegmentUsage struct {
 	ID         uint64
@@ -765,8 +692,11 @@ type SegmentUsage struct {
 // Usage reports, for every segment, the bytes its live sessions take: the
 // live ratio Compact's LiveRatio is compared with. It reads every segment
 // (the active one up to its durable end), like Compact's planning, and
-// works on a read-only DB.
+// works on a read-only DB. It waits for a compaction in progress, and
+// holds the next one back until it is done.
 func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
+	db.compactMu.Lock()
+	defer db.compactMu.Unlock()
 	if err := db.lockOpen(ctx); err != nil {
 		return nil, err
 	}
@@ -790,12 +720,6 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 			limit = durable
 		}
 		u, err := db.segmentUsage(ctx, p, id, limit)
-		if errors.Is(err, fs.ErrNotExist) {
-			// A compaction removed it since the listing: it held nothing
-			// alive, and skipping its frames only leaves frames of dead
-			// incarnations after it unattributed, which count as dead.
-			continue
-		}
 		if err != nil {
 			return nil, err
 		}
@@ -804,8 +728,8 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 	return out, nil
 }
 
-// segmentUsage scans segment id into p for Usage, under layoutMu: a
-// compaction neither closes its reader nor removes it meanwhile. limit is
+// segmentUsage scans segment id into p for Usage, under layoutMu (the
+// undo of a lost write cuts the active segment under it). limit is
 // the durable end of the segment if it was the active one; if it has been
 // sealed since (and maybe rewritten, shorter), it is read whole.
 func (db *DB) segmentUsage(ctx context.Context, p *compactPlan, id uint64, limit int64) (SegmentUsage, error) {

@@ -37,12 +37,9 @@ type DB struct {
 	pend     []pendFrame // appended frames not yet in the index, in file order
 	handles  map[*Handle]struct{}
 	closed   bool
-	poison   error              // sticky write/sync error: nothing is acked after it
-	orphans  map[string]*orphan // replay only: frames awaiting their tombstone
-	// replay only: migrations whose events are not all replayed yet
-	replacing map[string]*replacement
-	ended     map[uint64]bool // replay only: incarnations a tombstone or migration ended
-	rec       *openRecovery   // what the open's recovery found (and did)
+	poison   error         // sticky write/sync error: nothing is acked after it
+	fold     *fold         // the open's replay; nil once it is over
+	rec      *openRecovery // what the open's recovery found (and did)
 	// rebuildIndex: this open replays every segment and replaces the
 	// index (RebuildIndex)
 	rebuildIndex bool

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,7 +15,6 @@ import (
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
-	"github.com/seglog/seglog/store"
 )
 
 // openRecovery is what an open found that needs doing before the store takes
@@ -56,6 +54,7 @@ const QuarantineDir = "quarantine"
 // cut, migrations a crash cut short abandoned.
 func (db *DB) recover() error {
 	db.rec = &openRecovery{}
+	db.fold = newFold(db.sessions, true)
 	if err := db.findTemporaries(); err != nil {
 		return err
 	}
@@ -96,7 +95,7 @@ func (db *DB) recover() error {
 		return err
 	}
 	if db.opts.ReadOnly {
-		db.replacing = nil
+		db.fold = nil
 		return nil
 	}
 	return db.carryOut()
@@ -190,7 +189,7 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 		})
 	}
 	if err != nil {
-		db.sessions = map[string]*session{}
+		clear(db.sessions)
 		return index.Checkpoint{}, db.setIndexAside("it cannot be read: " + err.Error())
 	}
 	return cp, nil
@@ -280,7 +279,7 @@ func (db *DB) resetReplay() {
 	}
 	db.readers = map[uint64]*segment.Reader{}
 	db.sessions = map[string]*session{}
-	db.pend, db.orphans, db.replacing, db.ended = nil, nil, nil, nil
+	db.fold = newFold(db.sessions, true)
 	rb, notes := db.rec.rebuild, db.rec.notes
 	*db.rec = openRecovery{temps: db.rec.temps, rebuild: rb, notes: notes}
 }
@@ -301,7 +300,7 @@ func (db *DB) checkIndexClaims(cp index.Checkpoint) error {
 	}
 	var lost []string
 	err := db.idx.Sessions(func(is index.Session) error {
-		if db.ended[is.UID] {
+		if db.fold.ended[is.UID] {
 			return nil
 		}
 		s := db.sessions[is.ID]
@@ -363,7 +362,13 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 				opts.From = cp.Offset
 			}
 		}
-		res, err := r.Scan(opts, func(fi *segment.FrameInfo) error { return db.replayFrame(r, id, fi) })
+		res, err := r.Scan(opts, func(fi *segment.FrameInfo) error {
+			if fi.Kind == segment.KindSeal {
+				return nil
+			}
+			_, err := db.fold.frame(r, id, fi)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -381,14 +386,12 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 			}
 		}
 	}
-	for _, rp := range db.replacing {
-		db.restoreOrphans(rp) // a migration cut short accounts for nothing
+	if err := db.fold.finish(); err != nil {
+		return err
 	}
-	for key, o := range db.orphans {
-		return &CorruptionError{Path: o.path, Offset: o.off, Reason: fmt.Sprintf("events of session %q before its header", key)}
-	}
-	db.orphans = nil
-	for key, rp := range db.replacing {
+	db.pend = append(db.pend, db.fold.pend...)
+	db.fold.pend = nil
+	for key, rp := range db.fold.replacing {
 		db.rec.note("%s @%d: the migration of session %q was cut short: a write open abandons it (the old format stays)", db.segPath(rp.start.seg), rp.start.off, key)
 	}
 	return nil
@@ -500,13 +503,14 @@ func (db *DB) checkRewriteIntent() error {
 // durable tombstone of it tells later replays so before anything else is
 // appended.
 func (db *DB) abandonMigrations() error {
-	if len(db.replacing) == 0 {
-		db.replacing = nil
+	replacing := db.fold.replacing
+	db.fold = nil // the replay is over
+	keys := slices.Sorted(maps.Keys(replacing))
+	if len(keys) == 0 {
 		return nil
 	}
-	keys := slices.Sorted(maps.Keys(db.replacing))
 	for _, key := range keys {
-		rp := db.replacing[key]
+		rp := replacing[key]
 		e, err := db.enc.Delete(key, rp.s.uid)
 		if err != nil {
 			return err
@@ -516,7 +520,6 @@ func (db *DB) abandonMigrations() error {
 		}
 		db.opts.Logger.Warn("engine: a migration was cut short; the session stays in its old format", "session", key)
 	}
-	db.replacing = nil
 	if err := db.roller.Sync(); err != nil {
 		return fmt.Errorf("engine: abandoning migrations: %w", err)
 	}
@@ -634,174 +637,4 @@ func unidentifiable(fsys vfs.FS, path string, err error) bool {
 		return false
 	}
 	return !segment.MayHoldFrames(b)
-}
-
-// replayFrame applies one frame found by the open scan.
-func (db *DB) replayFrame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) error {
-	corrupt := func(reason string) error {
-		return &CorruptionError{Path: r.Path(), Offset: fi.Offset, Reason: reason}
-	}
-	ref := frameRef{first: fi.FirstSeq, count: fi.Count, seg: seg, off: fi.Offset, size: uint32(fi.Size)}
-	switch fi.Kind {
-	case segment.KindHeader:
-		f, err := r.ReadFrame(fi.Offset)
-		if err != nil {
-			return err
-		}
-		rec, err := store.DecodeHeaderRecord(f.Payload, f.Session)
-		if err != nil {
-			return corrupt(err.Error())
-		}
-		if rec.UID == 0 {
-			return corrupt(fmt.Sprintf("header of session %q has no incarnation id", f.Session))
-		}
-		if db.replacing[f.Session] != nil {
-			return corrupt(fmt.Sprintf("header of session %q inside its unfinished migration", f.Session))
-		}
-		old, exists := db.sessions[f.Session]
-		if exists && (rec.Replaces == 0 || old.uid != rec.Replaces) {
-			return corrupt(fmt.Sprintf("second header for session %q", f.Session))
-		}
-		orphans := db.orphans[f.Session]
-		if orphans != nil && (rec.Replaces == 0 || exists) {
-			return &CorruptionError{Path: orphans.path, Offset: orphans.off, Reason: fmt.Sprintf("events of session %q without its header", f.Session)}
-		}
-		s := &session{id: f.Session, hdr: rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size}
-		if rec.Replaces == 0 {
-			db.sessions[s.id] = s
-			db.pend = append(db.pend, pendFrame{s: s, header: true, ref: ref})
-			return nil
-		}
-		// A migration: the new incarnation takes over once all its events
-		// are replayed. (The old one may be gone already: compaction drops
-		// a replaced incarnation's segments.)
-		rp := &replacement{s: s, old: old, replaces: rec.Replaces, want: rec.Events, start: ref}
-		if orphans != nil {
-			// Frames of the incarnation it replaces, whose header
-			// compaction dropped before them (a compaction cut short):
-			// the migration accounts for them, as a tombstone would, once
-			// it takes over.
-			rp.orphans = orphans
-			delete(db.orphans, f.Session)
-		}
-		rp.pend = append(rp.pend, pendFrame{s: s, header: true, ref: ref})
-		if db.replacing == nil {
-			db.replacing = map[string]*replacement{}
-		}
-		db.replacing[s.id] = rp
-		db.replayReplaced(rp)
-	case segment.KindDelete:
-		f, err := r.ReadFrame(fi.Offset)
-		if err != nil {
-			return err
-		}
-		if rp := db.replacing[f.Session]; rp != nil {
-			if rp.s.uid != binary.LittleEndian.Uint64(f.Payload) {
-				return corrupt(fmt.Sprintf("tombstone of session %q inside its unfinished migration", f.Session))
-			}
-			// An abandoned migration (cut by a crash): the old incarnation
-			// stays.
-			delete(db.replacing, f.Session)
-			db.endUID(rp.s.uid)
-			db.restoreOrphans(rp)
-			return nil
-		}
-		s, ok := db.sessions[f.Session]
-		if !ok {
-			// Its header (and frames) were in segments compaction dropped:
-			// the orphaned frames seen since belong to it.
-			delete(db.orphans, f.Session)
-			db.endUID(binary.LittleEndian.Uint64(f.Payload))
-			return nil
-		}
-		if s.uid != binary.LittleEndian.Uint64(f.Payload) {
-			return corrupt(fmt.Sprintf("tombstone of session %q, which does not exist in that incarnation", f.Session))
-		}
-		s.erased = true
-		delete(db.sessions, s.id)
-		db.pend = append(db.pend, pendFrame{s: s, delete: true, ref: ref})
-		db.endUID(s.uid)
-	case segment.KindEvents:
-		if rp := db.replacing[string(fi.Key)]; rp != nil {
-			s := rp.s
-			if fi.FirstSeq != s.next || s.next+uint64(fi.Count) > rp.want {
-				return corrupt(fmt.Sprintf("session %q: migrated frame of seqs %d+%d, expected %d of %d", s.id, fi.FirstSeq, fi.Count, s.next, rp.want))
-			}
-			rp.pend = append(rp.pend, s.addFrame(ref))
-			s.next = s.framed
-			db.replayReplaced(rp)
-			return nil
-		}
-		s, ok := db.sessions[string(fi.Key)]
-		if !ok {
-			// Frames of a deleted incarnation whose header compaction
-			// dropped are fine if its tombstone follows; the end of the
-			// replay checks that one did.
-			if db.orphans == nil {
-				db.orphans = map[string]*orphan{}
-			}
-			if db.orphans[string(fi.Key)] == nil {
-				db.orphans[string(fi.Key)] = &orphan{path: r.Path(), off: fi.Offset}
-			}
-			return nil
-		}
-		if fi.FirstSeq != s.next {
-			return corrupt(fmt.Sprintf("session %q: frame starts at seq %d, expected %d", s.id, fi.FirstSeq, s.next))
-		}
-		db.pend = append(db.pend, s.addFrame(ref)) // s.frames: all of them, or those after the index's
-		s.next = s.framed
-	}
-	return nil
-}
-
-// restoreOrphans puts back the orphaned frames a migration that did not
-// take over was holding: without a header, they are corruption.
-func (db *DB) restoreOrphans(rp *replacement) {
-	if rp.orphans == nil {
-		return
-	}
-	if db.orphans == nil {
-		db.orphans = map[string]*orphan{}
-	}
-	db.orphans[rp.s.id] = rp.orphans
-}
-
-// endUID records, during replay, that incarnation uid ended.
-func (db *DB) endUID(uid uint64) {
-	if db.ended == nil {
-		db.ended = map[uint64]bool{}
-	}
-	db.ended[uid] = true
-}
-
-// replacement is a migration met during replay whose events are not all
-// replayed yet.
-type replacement struct {
-	s     *session // the new incarnation
-	old   *session // the one it replaces; nil if compaction dropped it
-	want  uint64   // its events
-	start frameRef // its header frame
-	pend  []pendFrame
-	// replaces is the replaced incarnation's uid (old may be nil)
-	replaces uint64
-	// orphans: frames of the replaced incarnation met without its header
-	// (compaction dropped it first), accounted for once the migration
-	// takes over.
-	orphans *orphan
-}
-
-// replayReplaced switches to the new incarnation of a migration once all
-// its events are replayed.
-func (db *DB) replayReplaced(rp *replacement) {
-	if rp.s.next < rp.want {
-		return
-	}
-	delete(db.replacing, rp.s.id)
-	db.endUID(rp.replaces)
-	if rp.old != nil {
-		rp.old.erased = true
-		db.pend = append(db.pend, pendFrame{s: rp.old, delete: true, ref: rp.start})
-	}
-	db.sessions[rp.s.id] = rp.s
-	db.pend = append(db.pend, rp.pend...)
 }

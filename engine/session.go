@@ -49,13 +49,6 @@ func (s *session) addFrame(ref frameRef) pendFrame {
 	return pendFrame{s: s, ref: ref}
 }
 
-// orphan is the first events frame of a session met without its header
-// during replay.
-type orphan struct {
-	path string
-	off  int64
-}
-
 type pendFrame struct {
 	s      *session
 	header bool

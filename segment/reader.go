@@ -202,6 +202,7 @@ type Frame struct {
 	RawLen   int
 	Events   []event.Event // KindEvents
 	Payload  []byte        // KindHeader: the record the engine wrote; KindDelete: the uid, uint64 LE
+	Deletes  uint64        // KindDelete: the incarnation the tombstone ends (Payload decoded)
 }
 
 // DecodeFrame decodes and verifies the events or header frame at off in
@@ -253,6 +254,12 @@ func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int) (*Frame, erro
 		FirstSeq: fi.FirstSeq,
 		Codec:    fi.Codec,
 		RawLen:   int(fi.RawLen),
+	}
+	if fi.Kind == KindDelete {
+		if len(raw) != 8 {
+			return bad(fmt.Sprintf("tombstone payload of %d bytes, want 8", len(raw)))
+		}
+		f.Deletes = binary.LittleEndian.Uint64(raw)
 	}
 	if fi.Kind != KindEvents {
 		f.Payload = raw
