@@ -439,11 +439,11 @@ const (
 
 // segPlan is one sealed segment as the plan sees it.
 type segPlan struct {
-	id     uint64
-	size   int64
-	fixed  int64            // bytes that never go: file header and seal frame
-	holds  map[uint64]int64 // frame bytes per incarnation (0: frames whose header is not in a sealed segment)
-	tombs  []tomb           // its tombstones and migration headers
+	id    uint64
+	size  int64
+	fixed int64            // bytes that never go: file header and seal frame
+	holds map[uint64]int64 // frame bytes per incarnation (0: frames whose header is not in a sealed segment)
+	tombs []tomb           // its tombstones and migration headers
 	// owners, of a movable segment, is each frame's incarnation in order
 	// (a tombstone's: the one it ends), for the rewrite to decide by
 	owners []frameOwner
