@@ -203,7 +203,7 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 		if s.owner == h {
 			s.owner = nil
 		}
-		h.closed = true
+		h.front.MarkClosed()
 		lease.Release()
 		return nil, err
 	}
@@ -395,12 +395,7 @@ func (db *DB) Close() error {
 		}
 	}
 	for _, h := range hs {
-		h.mu.Lock()
-		wb := h.front.Buffer()
-		h.mu.Unlock()
-		if wb != nil {
-			wb.Close(context.Background())
-		}
+		h.front.CloseBuffer()
 	}
 	errs = append(errs, db.closeFiles())
 	return errors.Join(errs...)

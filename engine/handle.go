@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/seglog/seglog/handle"
@@ -15,68 +13,60 @@ import (
 // write handle. It is safe for concurrent use; appends through one handle
 // are applied in call order.
 type Handle struct {
-	db     *DB
-	s      *session
-	id     string
-	hdr    Header
-	inh    uint64
-	access Access
-	lease  *handle.Lease
-
-	mu       sync.Mutex
-	closed   bool
-	closeErr error
-	front    handle.Front  // Enqueue's write-behind
-	seen     atomic.Uint64 // longest log this handle has observed
+	front store.Front // what every backend's handle does the same
+	db    *DB
+	s     *session
+	lease *handle.Lease
 
 	lost atomic.Pointer[lostErr] // set when a failed write lost events appended through it
 }
 
 // newHandle is called with db.mu held.
 func (db *DB) newHandle(s *session, access Access, lease *handle.Lease) *Handle {
-	h := &Handle{db: db, s: s, id: s.id, hdr: s.hdr, inh: s.inherited, access: access, lease: lease}
+	h := &Handle{db: db, s: s, lease: lease}
+	var w store.Writer
 	if access == Write {
 		db.handles[h] = struct{}{}
+		w = (*handleWriter)(h)
 	}
+	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
+		Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,
+	})
 	return h
 }
 
 // ID returns the session ID.
-func (h *Handle) ID() string { return h.id }
+func (h *Handle) ID() string { return h.front.ID() }
 
 // Header returns the session header, fixed when the handle opened.
-func (h *Handle) Header() Header { return h.hdr }
+func (h *Handle) Header() Header { return h.front.Header() }
 
 // InheritedEventCount returns the length of a seeded session's inherited
 // prefix (0 for an unseeded one).
-func (h *Handle) InheritedEventCount() uint64 { return h.inh }
+func (h *Handle) InheritedEventCount() uint64 { return h.front.InheritedEventCount() }
 
 // Access returns Read or Write.
-func (h *Handle) Access() Access { return h.access }
+func (h *Handle) Access() Access { return h.front.Access() }
 
-func (h *Handle) usable(op string) error {
-	if h.closed {
-		return sessionErr(h.id, op, ErrHandleClosed)
-	}
-	return nil
-}
+// Append adds events to the session. The first seq must be the session's
+// next seq and the seqs contiguous (*SeqError); every event must be valid
+// (*event.InvalidError). A bad batch fails whole and writes nothing.
+//
+// Append is best-effort: when it returns, the events are ordered and
+// visible to every read started afterwards on this DB; only Flush promises
+// they survive a crash. Events handed to Enqueue before are appended
+// first. An empty batch does nothing.
+func (h *Handle) Append(ctx context.Context, evs ...Event) error { return h.front.Append(ctx, evs...) }
 
-// writable is called with h.mu held.
-func (h *Handle) writable(op string) error {
-	if err := h.usable(op); err != nil {
-		return err
-	}
-	if h.access != Write {
-		return sessionErr(h.id, op, ErrReadOnly)
-	}
-	if err := h.lease.Check(); err != nil {
-		return sessionErr(h.id, op, ErrOwnershipLost)
-	}
-	if l := h.lost.Load(); l != nil {
-		return sessionErr(h.id, op, fmt.Errorf("%w; close this handle and open the session again to continue from its stored events", l.err))
-	}
-	return nil
-}
+// Enqueue hands events to the write-behind buffer without waiting for
+// I/O: the first pending event opens a batching window (Options.
+// WriteBehindWindow) that later events do not extend; then the batch is
+// appended in the background. Seqs and shapes are checked here, so a
+// background write fails only on I/O; such a failure keeps the events in
+// order, pauses the automatic path and logs a warning, and the next Flush
+// retries and returns the error. An Append after Enqueue first appends
+// what is buffered, so the two can be mixed.
+func (h *Handle) Enqueue(evs ...Event) error { return h.front.Enqueue(evs...) }
 
 // checkLog is a write open's validation of the stored log: every event's
 // type against the catalog, and the seed marker rules (REFERENCE.md §(f)).
@@ -85,9 +75,9 @@ func (h *Handle) checkLog(ctx context.Context) error {
 	db := h.db
 	db.mu.Lock()
 	from, n := h.s.checked, h.s.next
-	seeded, inh := h.hdr.IsSeeded, h.inh
+	seeded, inh := h.Header().IsSeeded, h.InheritedEventCount()
 	db.mu.Unlock()
-	if err := store.CheckLog(ctx, h.id, seeded, inh, from, n, h.Read); err != nil {
+	if err := store.CheckLog(ctx, h.ID(), seeded, inh, from, n, h.Read); err != nil {
 		return err
 	}
 	db.mu.Lock()
@@ -105,54 +95,36 @@ func (h *Handle) checkLog(ctx context.Context) error {
 // ErrHandleClosed. Close is idempotent and returns the first call's error;
 // the lease is released even when draining fails.
 func (h *Handle) Close() error {
-	h.mu.Lock()
-	if h.closed {
-		err := h.closeErr
-		h.mu.Unlock()
-		return err
-	}
-	wb := h.front.Buffer()
-	h.mu.Unlock()
-	var errs []error
-	if wb != nil {
-		if err := wb.Close(context.Background()); err != nil {
-			errs = append(errs, sessionErr(h.id, "close", fmt.Errorf("close failed to drain: %w", err)))
-		}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return h.closeErr
-	}
-	h.closed = true
-	if h.access == Write {
-		db := h.db
-		db.mu.Lock()
-		delete(db.handles, h)
-		s := h.s
-		if s.owner == h {
-			s.owner = nil
-		}
-		erase := s.pending && s.next == 0 && !s.erased // never appended, never flushed
-		if erase {
-			s.erased = true
-			if db.sessions[s.id] == s {
-				delete(db.sessions, s.id)
+	return h.front.Close(func(drained error) error {
+		errs := []error{drained}
+		if h.Access() == Write {
+			db := h.db
+			db.mu.Lock()
+			delete(db.handles, h)
+			s := h.s
+			if s.owner == h {
+				s.owner = nil
 			}
-		}
-		dbClosed := db.closed
-		db.mu.Unlock()
-		if !erase && !dbClosed && h.lease.Check() == nil {
-			err := h.cut()
-			if err == nil {
-				err = db.sync()
+			erase := s.pending && s.next == 0 && !s.erased // never appended, never flushed
+			if erase {
+				s.erased = true
+				if db.sessions[s.id] == s {
+					delete(db.sessions, s.id)
+				}
 			}
-			if err != nil {
-				errs = append(errs, sessionErr(h.id, "close", err))
+			dbClosed := db.closed
+			db.mu.Unlock()
+			if !erase && !dbClosed && h.lease.Check() == nil {
+				err := h.cut()
+				if err == nil {
+					err = db.sync()
+				}
+				if err != nil {
+					errs = append(errs, sessionErr(h.ID(), "close", err))
+				}
 			}
+			h.lease.Release()
 		}
-		h.lease.Release()
-	}
-	h.closeErr = errors.Join(errs...)
-	return h.closeErr
+		return errors.Join(errs...)
+	})
 }

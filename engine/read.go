@@ -59,19 +59,13 @@ func (db *DB) reader(id uint64) (*segment.Reader, error) {
 // The events are the caller's: they share no memory with the store or with
 // other reads. Reads started after an Append returned see its events.
 func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, error) {
-	h.mu.Lock()
-	err := h.usable("read")
-	h.mu.Unlock()
-	if err != nil {
+	if err := h.front.CheckRead(offset); err != nil {
 		return nil, err
-	}
-	if offset < 0 {
-		return nil, sessionErr(h.id, "read", fmt.Errorf("%w: offset %d must be a non-negative integer", ErrInvalidArgument, offset))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if h.hdr.Version < FormatVersion {
+	if h.Header().Version < FormatVersion {
 		return h.readMigrated(ctx, offset, limit)
 	}
 	return h.readStored(ctx, offset, limit, true)
@@ -84,9 +78,9 @@ func (h *Handle) readMigrated(ctx context.Context, offset, limit int) ([]event.E
 	if err != nil {
 		return nil, err
 	}
-	evs, err := migrate(h.hdr.Version, h.id, raw)
+	evs, err := migrate(h.Header().Version, h.ID(), raw)
 	if err != nil {
-		return nil, sessionErr(h.id, "read", err)
+		return nil, sessionErr(h.ID(), "read", err)
 	}
 	lo, hi := store.ReadRange(uint64(len(evs)), offset, limit) // offset+limit may overflow an int
 	if lo >= hi {
@@ -109,7 +103,7 @@ func (h *Handle) readStored(ctx context.Context, offset, limit int, check bool) 
 			break
 		}
 		if err := db.opts.Catalog.Check(&out[i]); err != nil {
-			return nil, sessionErr(h.id, "read", err)
+			return nil, sessionErr(h.ID(), "read", err)
 		}
 	}
 	return out, nil
@@ -120,12 +114,12 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 	db := h.db
 	v, err := db.snapshot(h.s)
 	if err != nil {
-		return nil, sessionErr(h.id, "read", err)
+		return nil, sessionErr(h.ID(), "read", err)
 	}
 	// Not under h.mu: readFrames runs under layoutMu, which an appender
 	// holding h.mu may need (to undo a lost write).
-	if err := h.observe(v.len()); err != nil {
-		return nil, sessionErr(h.id, "read", err)
+	if err := h.front.Observe(v.len()); err != nil {
+		return nil, sessionErr(h.ID(), "read", err)
 	}
 	off, end := store.ReadRange(v.len(), offset, limit)
 	if off >= end {
@@ -139,7 +133,7 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 	}
 	out := make([]event.Event, end-off)
 	if err := db.decodeFrames(ctx, refs[lo:hi], v.active, off, end, out); err != nil {
-		return nil, sessionErr(h.id, "read", err)
+		return nil, sessionErr(h.ID(), "read", err)
 	}
 	filled := uint64(0)
 	if hi > lo {
@@ -150,7 +144,7 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 		filled = seq - off + 1
 	}
 	if filled != end-off {
-		return nil, sessionErr(h.id, "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.id, filled, off, end)})
+		return nil, sessionErr(h.ID(), "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.ID(), filled, off, end)})
 	}
 	return out, nil
 }
@@ -281,18 +275,4 @@ func (db *DB) readFrame(ref frameRef, active *segment.Writer) (*segment.Frame, e
 		return nil, &CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d", ref.first, ref.first+uint64(ref.count))}
 	}
 	return f, nil
-}
-
-// observe records that the handle saw a log of n events (store.ObserveLength,
-// lock-free).
-func (h *Handle) observe(n uint64) error {
-	for {
-		old := h.seen.Load()
-		if seen := old; store.ObserveLength(&seen, n) != nil {
-			return store.ObserveLength(&seen, n)
-		}
-		if n == old || h.seen.CompareAndSwap(old, n) {
-			return nil
-		}
-	}
 }

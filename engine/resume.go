@@ -33,7 +33,7 @@ func (h *Handle) closeInterruptedTurn(ctx context.Context) ([]event.Event, error
 	}
 	closers, err := recovery.InterruptedTurnClosers(evs)
 	if err != nil {
-		return nil, sessionErr(h.id, "resume", err)
+		return nil, sessionErr(h.ID(), "resume", err)
 	}
 	if len(closers) == 0 {
 		return nil, nil

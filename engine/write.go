@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/segment"
-	"github.com/seglog/seglog/store"
 )
 
 // Flush is the barrier over every open write handle: it drains each one's
@@ -48,7 +46,7 @@ func (db *DB) writeHandles() []*Handle {
 	for h := range db.handles {
 		hs = append(hs, h)
 	}
-	sort.Slice(hs, func(i, j int) bool { return hs[i].id < hs[j].id })
+	sort.Slice(hs, func(i, j int) bool { return hs[i].ID() < hs[j].ID() })
 	return hs
 }
 
@@ -211,62 +209,47 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 	return out, counts, nil
 }
 
-// Append adds events to the session. The first seq must be the session's
-// next seq and the seqs contiguous (*SeqError); every event must be valid
-// (*event.InvalidError). A bad batch fails whole and writes nothing.
-//
-// Append is best-effort: when it returns, the events are ordered and
-// visible to every read started afterwards on this DB; only Flush promises
-// they survive a crash. An empty batch does nothing.
-func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	h.mu.Lock()
-	wb := h.front.Buffer()
-	h.mu.Unlock()
-	// Events handed to Enqueue come first.
-	if err := handle.DrainPending(ctx, wb); err != nil {
-		return sessionErr(h.id, "append", err)
-	}
-	return h.appendNow(ctx, evs)
-}
+// handleWriter is a write handle's side of its store.Front: the engine's
+// steps of Append, Flush and Close. Its methods are called with the
+// Front's lock held.
+type handleWriter Handle
 
-// appendNow is Append without draining the write-behind buffer (which
-// calls it).
-func (h *Handle) appendNow(ctx context.Context, evs []event.Event) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.writable("append"); err != nil {
-		return err
+// Writable fails once the lease is lost or a failed write lost events
+// appended through the handle.
+func (w *handleWriter) Writable() error {
+	if err := w.lease.Check(); err != nil {
+		return ErrOwnershipLost
 	}
-	if len(evs) == 0 {
-		return nil
-	}
-	db := h.db
-	db.mu.Lock()
-	next, poison := h.s.next, db.poison
-	db.mu.Unlock()
-	if poison != nil {
-		return sessionErr(h.id, "append", poison)
-	}
-	if err := h.validate(evs, next); err != nil {
-		return err
-	}
-	cl, size := cloneBatch(evs)
-	db.mu.Lock()
-	h.s.open = append(h.s.open, cl...)
-	h.s.openBytes += size
-	h.s.next += uint64(len(cl))
-	full := h.s.openBytes >= db.opts.FrameBytes
-	db.mu.Unlock()
-	if full {
-		if err := h.cut(); err != nil {
-			return sessionErr(h.id, "append", err)
-		}
+	if l := w.lost.Load(); l != nil {
+		return fmt.Errorf("%w; close this handle and open the session again to continue from its stored events", l.err)
 	}
 	return nil
 }
+
+func (w *handleWriter) Next() uint64 {
+	w.db.mu.Lock()
+	defer w.db.mu.Unlock()
+	return w.s.next
+}
+
+func (w *handleWriter) Check([]event.Event) error { return nil }
+
+// Stage takes a copy of evs into the session's open events.
+func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
+	db := w.db
+	cl, size := cloneBatch(evs)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.poison != nil {
+		return false, db.poison
+	}
+	w.s.open = append(w.s.open, cl...)
+	w.s.openBytes += size
+	w.s.next += uint64(len(cl))
+	return w.s.openBytes >= db.opts.FrameBytes, nil
+}
+
+func (w *handleWriter) Cut(context.Context) error { return (*Handle)(w).cut() }
 
 // cloneBatch copies events into one allocation for their bytes, so that
 // the store's copy shares nothing with the caller's.
@@ -312,52 +295,18 @@ func (h *Handle) cut() error {
 	var counts []uint32
 	if len(batch) > 0 {
 		var err error
-		if frames, counts, err = db.encodeBatch(h.id, batch); err != nil {
+		if frames, counts, err = db.encodeBatch(h.ID(), batch); err != nil {
 			return err
 		}
 	}
 	var hdr *segment.Encoded
 	if pending {
 		var err error
-		if hdr, err = db.enc.Header(h.id, marshalHeader(h.s)); err != nil {
+		if hdr, err = db.enc.Header(h.ID(), marshalHeader(h.s)); err != nil {
 			return err
 		}
 	}
 	return db.appendFrames(h.s, hdr, frames, counts)
-}
-
-func (h *Handle) validate(evs []event.Event, next uint64) error {
-	return store.CheckBatch(h.id, evs, next)
-}
-
-// Enqueue hands events to the write-behind buffer without waiting for
-// I/O: the first pending event opens a batching window (Options.
-// WriteBehindWindow) that later events do not extend; then the batch is
-// appended in the background. Seqs and shapes are checked here, so a
-// background write fails only on I/O; such a failure keeps the events in
-// order, pauses the automatic path and logs a warning, and the next Flush
-// retries and returns the error. An Append after Enqueue first appends
-// what is buffered, so the two can be mixed.
-func (h *Handle) Enqueue(evs ...event.Event) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.writable("enqueue"); err != nil {
-		return err
-	}
-	if len(evs) == 0 {
-		return nil
-	}
-	db := h.db
-	db.mu.Lock()
-	stored := h.s.next
-	db.mu.Unlock()
-	return h.front.Enqueue(handle.WriteBehindConfig[event.Event]{
-		Write:     func(ctx context.Context, batch []event.Event) error { return h.appendNow(ctx, batch) },
-		Window:    db.opts.WriteBehindWindow,
-		Name:      h.id,
-		Logger:    db.opts.Logger,
-		AfterFunc: db.opts.AfterFunc,
-	}, stored, evs, h.validate)
 }
 
 // Flush is the durability barrier: it appends what Enqueue buffered,
@@ -369,38 +318,15 @@ func (h *Handle) Flush(ctx context.Context) error {
 		return err
 	}
 	if err := h.db.sync(); err != nil {
-		return sessionErr(h.id, "flush", err)
+		return sessionErr(h.ID(), "flush", err)
 	}
 	return nil
 }
 
-// prepareFlush drains the write-behind buffer and materializes a pending
+// prepareFlush appends what Enqueue buffered and materializes a pending
 // session, without syncing.
 func (h *Handle) prepareFlush(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	h.mu.Lock()
-	if err := h.writable("flush"); err != nil {
-		h.mu.Unlock()
-		return err
-	}
-	wb := h.front.Buffer()
-	h.mu.Unlock()
-	if wb != nil {
-		if err := wb.Drain(ctx); err != nil {
-			return sessionErr(h.id, "flush", err)
-		}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.writable("flush"); err != nil {
-		return err
-	}
-	if err := h.cut(); err != nil {
-		return sessionErr(h.id, "flush", err)
-	}
-	return nil
+	return h.front.WriteOut(ctx, "flush", nil)
 }
 
 // closeFlush is DB.Close's flush of one write handle: drain the
@@ -408,25 +334,9 @@ func (h *Handle) prepareFlush(ctx context.Context) error {
 // that never appended is left unwritten (its session vanishes, as when the
 // handle is closed).
 func (h *Handle) closeFlush() error {
-	h.mu.Lock()
-	wb := h.front.Buffer()
-	h.mu.Unlock()
-	if wb != nil {
-		if err := wb.Drain(context.Background()); err != nil {
-			return err
-		}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.writable("close"); err != nil {
-		return err
-	}
-	db := h.db
-	db.mu.Lock()
-	untouched := h.s.pending && h.s.next == 0
-	db.mu.Unlock()
-	if untouched {
-		return nil
-	}
-	return h.cut()
+	return h.front.WriteOut(context.Background(), "close", func() bool {
+		h.db.mu.Lock()
+		defer h.db.mu.Unlock()
+		return h.s.pending && h.s.next == 0
+	})
 }

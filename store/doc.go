@@ -4,12 +4,16 @@
 // Snapshot, handle Access, the errors a caller tests with errors.Is and
 // errors.As, and the session rules (PrepareHeader for a new header,
 // CheckBatch for an appended batch, CheckLog for a write open's check of a
-// stored log, ReadRange, ObserveLength, the header record a backend stores
-// and the revision it reports).
+// stored log, ReadRange, the header record a backend stores and the
+// revision it reports), and the Front of a session handle: what every
+// backend's handle does the same (its state, Append and Enqueue with their
+// checks and write-behind, the read checks, Close's protocol) over a
+// small Writer interface of the backend's own steps.
 //
-// store holds no storage and starts no goroutine. It may import event,
-// internal/base, handle (the lease errors) and internal/vfs (the lock
-// error); segment, index, engine and the backends import it
+// store holds no storage; a Front's write-behind runs a timer goroutine
+// while events wait (package handle), stopped by Close. It may import
+// event, internal/base, handle (leases and write-behind) and internal/vfs
+// (the lock error); segment, index, engine and the backends import it
 // (docs/DESIGN.md#layering). package engine re-exports its types and
 // errors under the names a host has always used.
 package store

@@ -79,17 +79,6 @@ func ReadRange(n uint64, offset, limit int) (lo, hi uint64) {
 	return lo, hi
 }
 
-// ObserveLength is a read's check that a log never shrinks below a length
-// a handle has seen (a store that lost acknowledged events): it records n
-// in *seen, or returns an error if n is shorter.
-func ObserveLength(seen *uint64, n uint64) error {
-	if n < *seen {
-		return fmt.Errorf("stored log shrank below a previously observed prefix (%d < %d events)", n, *seen)
-	}
-	*seen = n
-	return nil
-}
-
 // CheckLog is a write open's check of the stored events [from, n) of a
 // session: read (a handle's Read, which applies the event catalog) takes
 // them in chunks, and each chunk must keep the seed marker rules

@@ -20,66 +20,86 @@ import (
 
 // Handle is a read or write handle on one session, as engine.Handle.
 type Handle struct {
-	st     *Store
-	s      *session
-	id     string
-	hdr    engine.Header
-	inh    uint64
-	access engine.Access
+	front store.Front // what every backend's handle does the same
+	st    *Store
+	s     *session
 
-	mu       sync.Mutex // serializes the writer's operations; guards the fields below
-	closed   bool
-	closeErr error // what the first Close returned
-	local    *handle.Lease
-	remote   *lease
-	front    handle.Front // Enqueue's write-behind
-	seen     uint64
+	mu     sync.Mutex // guards the leases
+	local  *handle.Lease
+	remote *lease
 }
 
 func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease, remote *lease) *Handle {
-	h := &Handle{st: st, s: s, id: s.id, hdr: s.hdr, inh: s.inherited, access: access, local: local, remote: remote}
+	h := &Handle{st: st, s: s, local: local, remote: remote}
+	var w store.Writer
+	if access == engine.Write {
+		w = (*handleWriter)(h)
+	}
+	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
+		Window: st.opts.WriteBehindWindow, Logger: st.opts.Logger, AfterFunc: st.opts.AfterFunc,
+	})
 	st.handles[h] = struct{}{}
 	return h
 }
 
 // ID returns the session id.
-func (h *Handle) ID() string { return h.id }
+func (h *Handle) ID() string { return h.front.ID() }
 
 // Header returns the session header.
-func (h *Handle) Header() engine.Header { return h.hdr }
+func (h *Handle) Header() engine.Header { return h.front.Header() }
 
 // InheritedEventCount returns the seeded prefix length (0 if unseeded).
-func (h *Handle) InheritedEventCount() uint64 { return h.inh }
+func (h *Handle) InheritedEventCount() uint64 { return h.front.InheritedEventCount() }
 
 // Access returns the handle's access mode.
-func (h *Handle) Access() engine.Access { return h.access }
+func (h *Handle) Access() engine.Access { return h.front.Access() }
 
-func (h *Handle) writable(op string) error {
-	if h.closed {
-		return sessionErr(h.id, op, engine.ErrHandleClosed)
-	}
-	if h.access != engine.Write {
-		return sessionErr(h.id, op, engine.ErrReadOnly)
-	}
-	if h.local.Check() != nil || h.remote == nil || h.remote.lost.Load() {
-		return sessionErr(h.id, op, engine.ErrOwnershipLost)
+// handleWriter is a write handle's side of its store.Front: the
+// backend's steps of Append, Flush and Close, called with the Front's
+// lock held.
+type handleWriter Handle
+
+// Writable fails once either lease is lost.
+func (w *handleWriter) Writable() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.local.Check() != nil || w.remote == nil || w.remote.lost.Load() {
+		return engine.ErrOwnershipLost
 	}
 	return nil
 }
+
+func (w *handleWriter) Next() uint64 {
+	w.st.mu.Lock()
+	defer w.st.mu.Unlock()
+	return w.s.next()
+}
+
+// Check refuses an event too large for one message.
+func (w *handleWriter) Check(evs []event.Event) error { return w.st.checkSizes(w.s.id, evs) }
+
+// Stage takes copies of evs into the session's open batch.
+func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
+	st := w.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, e := range evs {
+		c := e.Clone()
+		w.s.open = append(w.s.open, c)
+		w.s.openBytes += rawSize(&c)
+	}
+	return w.s.openBytes >= st.opts.FrameBytes, nil
+}
+
+func (w *handleWriter) Cut(ctx context.Context) error { return (*Handle)(w).publish(ctx) }
 
 // Read returns the events at offset..offset+limit-1 (limit < 0: to the
 // end), as the caller's copies; see engine.Handle.Read. Events appended
 // through this instance are seen at once; those of a writer elsewhere once
 // published.
 func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, error) {
-	h.mu.Lock()
-	closed := h.closed
-	h.mu.Unlock()
-	if closed {
-		return nil, sessionErr(h.id, "read", engine.ErrHandleClosed)
-	}
-	if offset < 0 {
-		return nil, sessionErr(h.id, "read", fmt.Errorf("%w: offset %d must be a non-negative integer", engine.ErrInvalidArgument, offset))
+	if err := h.front.CheckRead(offset); err != nil {
+		return nil, err
 	}
 	out, err := h.read(ctx, offset, limit)
 	if err != nil {
@@ -87,7 +107,7 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 	}
 	for i := range out { // fail closed on events this build does not know
 		if err := h.st.opts.Catalog.Check(&out[i]); err != nil {
-			return nil, sessionErr(h.id, "read", err)
+			return nil, sessionErr(h.s.id, "read", err)
 		}
 	}
 	return out, nil
@@ -95,26 +115,23 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 
 func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, error) {
 	st := h.st
-	if _, err := st.load(ctx, h.id, "read"); err != nil {
+	if _, err := st.load(ctx, h.s.id, "read"); err != nil {
 		return nil, err
 	}
 	st.mu.Lock()
 	s := h.s
-	if cur := st.sessions[h.id]; cur != nil && cur.uid == s.uid {
+	if cur := st.sessions[h.s.id]; cur != nil && cur.uid == s.uid {
 		s = cur
 	}
-	if s.erased || st.sessions[h.id] != s {
+	if s.erased || st.sessions[h.s.id] != s {
 		st.mu.Unlock()
-		return nil, sessionErr(h.id, "read", engine.ErrSessionNotFound)
+		return nil, sessionErr(h.s.id, "read", engine.ErrSessionNotFound)
 	}
 	refs, framed, open := s.frames, s.framed, s.open
 	st.mu.Unlock()
 	n := framed + uint64(len(open))
-	h.mu.Lock()
-	err := store.ObserveLength(&h.seen, n)
-	h.mu.Unlock()
-	if err != nil {
-		return nil, sessionErr(h.id, "read", err)
+	if err := h.front.Observe(n); err != nil {
+		return nil, sessionErr(h.s.id, "read", err)
 	}
 	off, end := store.ReadRange(n, offset, limit)
 	if off >= end {
@@ -135,7 +152,7 @@ func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, er
 		wg.Go(func() {
 			for i := w; i < len(need); i += workers {
 				ref := need[i]
-				evs, err := st.fetch(ctx, s.subj, h.id, ref)
+				evs, err := st.fetch(ctx, s.subj, h.s.id, ref)
 				if err != nil {
 					errs[w] = err
 					return
@@ -150,7 +167,7 @@ func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, er
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, sessionErr(h.id, "read", err)
+		return nil, sessionErr(h.s.id, "read", err)
 	}
 	for seq := max(off, framed); seq < end; seq++ {
 		out[seq-off] = open[seq-framed].Clone()
@@ -187,7 +204,7 @@ func (h *Handle) checkLog(ctx context.Context) error {
 	st.mu.Lock()
 	from, n := h.s.checked, h.s.next()
 	st.mu.Unlock()
-	if err := store.CheckLog(ctx, h.id, h.hdr.IsSeeded, h.inh, from, n, h.Read); err != nil {
+	if err := store.CheckLog(ctx, h.s.id, h.front.Header().IsSeeded, h.front.InheritedEventCount(), from, n, h.Read); err != nil {
 		return err
 	}
 	st.mu.Lock()
@@ -202,113 +219,16 @@ func (h *Handle) checkLog(ctx context.Context) error {
 // published when the open batch reaches Options.FrameBytes, else at the
 // next Flush.
 func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	h.mu.Lock()
-	wb := h.front.Buffer()
-	h.mu.Unlock()
-	// Events handed to Enqueue come first.
-	if err := handle.DrainPending(ctx, wb); err != nil {
-		return sessionErr(h.id, "append", err)
-	}
-	return h.appendNow(ctx, evs)
-}
-
-func (h *Handle) appendNow(ctx context.Context, evs []event.Event) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.writable("append"); err != nil {
-		return err
-	}
-	if len(evs) == 0 {
-		return nil
-	}
-	st := h.st
-	if err := st.checkSizes(h.id, evs); err != nil {
-		return err
-	}
-	st.mu.Lock()
-	if err := store.CheckBatch(h.id, evs, h.s.next()); err != nil {
-		st.mu.Unlock()
-		return err
-	}
-	for _, e := range evs {
-		c := e.Clone()
-		h.s.open = append(h.s.open, c)
-		h.s.openBytes += rawSize(&c)
-	}
-	full := h.s.openBytes >= st.opts.FrameBytes
-	st.mu.Unlock()
-	if full {
-		return h.publish(ctx)
-	}
-	return nil
+	return h.front.Append(ctx, evs...)
 }
 
 // Enqueue hands events to the write-behind buffer; see engine.Handle.
 // Enqueue.
-func (h *Handle) Enqueue(evs ...event.Event) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.writable("enqueue"); err != nil {
-		return err
-	}
-	if len(evs) == 0 {
-		return nil
-	}
-	st := h.st
-	st.mu.Lock()
-	stored := h.s.next()
-	st.mu.Unlock()
-	err := h.front.Enqueue(handle.WriteBehindConfig[event.Event]{
-		Write:     func(ctx context.Context, batch []event.Event) error { return h.appendNow(ctx, batch) },
-		Window:    st.opts.WriteBehindWindow,
-		Name:      h.id,
-		Logger:    st.opts.Logger,
-		AfterFunc: st.opts.AfterFunc,
-	}, stored, evs, func(evs []event.Event, next uint64) error {
-		if err := store.CheckBatch(h.id, evs, next); err != nil {
-			return err
-		}
-		return st.checkSizes(h.id, evs)
-	})
-	if errors.Is(err, handle.ErrClosed) {
-		return sessionErr(h.id, "enqueue", engine.ErrHandleClosed)
-	}
-	return err
-}
+func (h *Handle) Enqueue(evs ...event.Event) error { return h.front.Enqueue(evs...) }
 
 // Flush publishes everything appended or enqueued through this handle and
 // returns once the stream acknowledged it all; see engine.Handle.Flush.
-func (h *Handle) Flush(ctx context.Context) error { return h.flush(ctx, false) }
-
-func (h *Handle) flush(ctx context.Context, closing bool) error {
-	h.mu.Lock()
-	if err := h.writable("flush"); err != nil {
-		h.mu.Unlock()
-		return err
-	}
-	wb := h.front.Buffer()
-	h.mu.Unlock()
-	if wb != nil {
-		var err error
-		if closing {
-			err = wb.Close(ctx)
-		} else {
-			err = wb.Drain(ctx)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.writable("flush"); err != nil {
-		return err
-	}
-	return h.publish(ctx)
-}
+func (h *Handle) Flush(ctx context.Context) error { return h.front.WriteOut(ctx, "flush", nil) }
 
 // publish sends the session's header (if not yet published) and its open
 // events, in batches of about FrameBytes, one message each, and waits for
@@ -322,14 +242,14 @@ func (h *Handle) publish(ctx context.Context) error {
 	if s.failed != nil {
 		err := s.failed
 		st.mu.Unlock()
-		return sessionErr(h.id, "flush", fmt.Errorf("an earlier publish failed, its outcome unknown (reopen the session): %w", err))
+		return sessionErr(h.s.id, "flush", fmt.Errorf("an earlier publish failed, its outcome unknown (reopen the session): %w", err))
 	}
 	pending, batch, first := s.pending, s.open, s.framed
 	st.mu.Unlock()
 	if pending {
-		e, err := st.enc.Header(h.id, store.MarshalHeaderRecord(store.HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited}))
+		e, err := st.enc.Header(h.s.id, store.MarshalHeaderRecord(store.HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited}))
 		if err != nil {
-			return sessionErr(h.id, "flush", err)
+			return sessionErr(h.s.id, "flush", err)
 		}
 		msg := nats.NewMsg(s.subj)
 		msg.Data = segment.MarshalFrame(e)
@@ -343,9 +263,9 @@ func (h *Handle) publish(ctx context.Context) error {
 			size += rawSize(&batch[n])
 			n++
 		}
-		e, err := st.enc.Events(h.id, first, batch[:n])
+		e, err := st.enc.Events(h.s.id, first, batch[:n])
 		if err != nil {
-			return sessionErr(h.id, "flush", err)
+			return sessionErr(h.s.id, "flush", err)
 		}
 		msg := natsMsg(s.subj, segment.MarshalFrame(e), first, n)
 		if err := h.send(ctx, msg, fmt.Sprintf("%x:%d", s.uid, first), frameRef{first: first, count: uint32(n)}); err != nil {
@@ -370,7 +290,7 @@ func natsMsg(subj string, frame []byte, first uint64, n int) *nats.Msg {
 func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref frameRef) error {
 	st, s := h.st, h.s
 	if h.remote.lost.Load() {
-		return sessionErr(h.id, "flush", engine.ErrOwnershipLost)
+		return sessionErr(h.s.id, "flush", engine.ErrOwnershipLost)
 	}
 	st.mu.Lock()
 	expect := s.lastSubj
@@ -392,11 +312,11 @@ func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref fram
 			err = fmt.Errorf("%w: another writer appended to the session (%v)", engine.ErrOwnershipLost, err)
 		}
 		s.failed = err
-		return sessionErr(h.id, "flush", err)
+		return sessionErr(h.s.id, "flush", err)
 	}
 	if ack.Duplicate {
 		// A retry of a publish that had landed: the stream kept the first.
-		st.opts.Logger.Warn("jetstream: duplicate publish acknowledged", "session", h.id, "msg_id", msgID)
+		st.opts.Logger.Warn("jetstream: duplicate publish acknowledged", "session", h.s.id, "msg_id", msgID)
 	}
 	s.lastSubj = ack.Sequence
 	s.size += int64(len(msg.Data))
@@ -437,46 +357,39 @@ func rawSize(e *event.Event) int {
 // created by this handle and never written to vanishes. Close is
 // idempotent.
 func (h *Handle) Close() error {
-	h.mu.Lock()
-	if h.closed {
-		err := h.closeErr
-		h.mu.Unlock()
+	return h.front.Close(func(err error) error {
+		if h.front.Access() == engine.Write {
+			h.st.mu.Lock()
+			untouched := h.s.pending && len(h.s.open) == 0 && h.s.owner == h
+			h.st.mu.Unlock()
+			if err == nil && !untouched { // an untouched creation is never written
+				if err = (*handleWriter)(h).Writable(); err == nil {
+					err = h.publish(context.Background())
+				}
+			}
+			if errors.Is(err, engine.ErrOwnershipLost) || errors.Is(err, engine.ErrHandleClosed) {
+				err = nil // nothing of this handle's can be written any more
+			}
+		}
+		h.release()
 		return err
-	}
-	write := h.access == engine.Write
-	h.mu.Unlock()
-	var err error
-	if write {
-		h.mu.Lock()
-		wb := h.front.Buffer()
-		h.mu.Unlock()
-		if wb != nil {
-			err = wb.Close(context.Background())
-		}
-		h.st.mu.Lock()
-		untouched := h.s.pending && len(h.s.open) == 0 && h.s.owner == h
-		h.st.mu.Unlock()
-		if err == nil && !untouched { // an untouched creation is never written
-			err = h.flush(context.Background(), true)
-		}
-		if errors.Is(err, engine.ErrOwnershipLost) || errors.Is(err, engine.ErrHandleClosed) {
-			err = nil // nothing of this handle's can be written any more
-		}
-	}
-	h.mu.Lock()
-	h.closeErr = err // a second Close returns it again
-	h.mu.Unlock()
-	h.abandon()
-	return err
+	})
 }
 
 // abandon invalidates the handle and gives its leases up without writing.
 // A pending session it created, never published, is erased; the local
 // view of a session whose publish failed is dropped.
 func (h *Handle) abandon() {
+	h.front.MarkClosed()
+	h.release()
+}
+
+// release gives the handle's leases up; a pending session it created,
+// never published, is erased, and the local view of a session whose
+// publish failed dropped.
+func (h *Handle) release() {
 	st := h.st
 	h.mu.Lock()
-	h.closed = true
 	local, remote := h.local, h.remote
 	h.local, h.remote = nil, nil
 	h.mu.Unlock()

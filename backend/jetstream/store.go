@@ -616,7 +616,7 @@ func (st *Store) Flush(ctx context.Context) error {
 func (st *Store) writeHandles() []*Handle {
 	var hs []*Handle
 	for h := range st.handles {
-		if h.access == engine.Write {
+		if h.Access() == engine.Write {
 			hs = append(hs, h)
 		}
 	}
@@ -636,9 +636,10 @@ func (st *Store) Close() error {
 	st.mu.Unlock()
 	var errs []error
 	for _, h := range hs {
-		if err := h.flush(context.Background(), true); err != nil && !errors.Is(err, engine.ErrHandleClosed) {
+		if err := h.Flush(context.Background()); err != nil && !errors.Is(err, engine.ErrHandleClosed) {
 			errs = append(errs, err)
 		}
+		h.front.CloseBuffer()
 	}
 	st.mu.Lock()
 	st.closed = true

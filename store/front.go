@@ -1,0 +1,303 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/handle"
+)
+
+// Front is the part of a session handle that is the same on every backend:
+// the handle's identity and state (open or closed), the checks every write
+// passes (the handle's access, the backend's Writable, the contract's
+// CheckBatch), write-behind (Enqueue) in front of Append, the read's
+// checks (CheckRead, Observe), and Close's protocol. A backend's handle
+// holds a Front, initialized by Init, forwards its public methods to it,
+// and gives it a Writer: the steps that are the backend's own.
+//
+// A Front serializes a handle's writes: Append, Enqueue, the write-out of
+// Flush and Close run one at a time, in call order, and so do the Writer's
+// methods they call.
+type Front struct {
+	id     string
+	hdr    Header
+	inh    uint64
+	access Access
+	w      Writer
+	cfg    FrontConfig
+
+	mu       sync.Mutex // held over the Writer's calls; guards the fields below
+	closed   bool
+	closeErr error        // what the first Close returned, for the next ones
+	behind   handle.Front // Enqueue's write-behind
+
+	seen atomic.Uint64 // the longest log a read through the handle saw
+}
+
+// Writer is a backend's side of a write handle. A Front calls its methods
+// with its lock held (Next too), never two at a time.
+type Writer interface {
+	// Writable returns nil while the handle may write: its lease holds and
+	// no earlier write failed it. The Front returns the error in a
+	// *SessionError naming the operation.
+	Writable() error
+	// Next returns the session's next seq: stored and staged events.
+	Next() uint64
+	// Check is the backend's check of a batch beyond the contract's (what
+	// its storage can hold), or nil.
+	Check(evs []event.Event) error
+	// Stage takes a checked batch, as copies, into the session's open
+	// events, and reports whether enough is open to write it out now.
+	Stage(evs []event.Event) (full bool, err error)
+	// Cut writes the open events out, with the session's header first if
+	// it was never written. It promises no durability.
+	Cut(ctx context.Context) error
+}
+
+// FrontConfig is the write-behind configuration of a Front; see
+// handle.WriteBehindConfig.
+type FrontConfig struct {
+	Window    time.Duration
+	Logger    *slog.Logger
+	AfterFunc func(d time.Duration, f func()) handle.Timer
+}
+
+// Init sets up f for a handle on session id (header hdr, inh inherited
+// events) with access; w is nil for a read handle.
+func (f *Front) Init(id string, hdr Header, inh uint64, access Access, w Writer, cfg FrontConfig) {
+	f.id, f.hdr, f.inh, f.access, f.w, f.cfg = id, hdr, inh, access, w, cfg
+}
+
+// ID returns the session ID.
+func (f *Front) ID() string { return f.id }
+
+// Header returns the session header, fixed when the handle opened.
+func (f *Front) Header() Header { return f.hdr }
+
+// InheritedEventCount returns the length of a seeded session's inherited
+// prefix (0 for an unseeded one).
+func (f *Front) InheritedEventCount() uint64 { return f.inh }
+
+// Access returns Read or Write.
+func (f *Front) Access() Access { return f.access }
+
+// Err wraps err in a *SessionError naming the handle's session and op,
+// unless it is one already.
+func (f *Front) Err(op string, err error) error {
+	var se *SessionError
+	if err == nil || errors.As(err, &se) {
+		return err
+	}
+	return sessionErr(f.id, op, err)
+}
+
+// CheckRead is the check before a read: ErrHandleClosed, or an offset
+// that is not a non-negative integer (ErrInvalidArgument).
+func (f *Front) CheckRead(offset int) error {
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		return sessionErr(f.id, "read", ErrHandleClosed)
+	}
+	if offset < 0 {
+		return sessionErr(f.id, "read", fmt.Errorf("%w: offset %d must be a non-negative integer", ErrInvalidArgument, offset))
+	}
+	return nil
+}
+
+// Observe is a read's check that the log never shrinks below a length
+// the handle has seen (a store that lost acknowledged events): it records
+// that the read saw n events, or returns an error if n is shorter.
+func (f *Front) Observe(n uint64) error {
+	for {
+		old := f.seen.Load()
+		if n < old {
+			return fmt.Errorf("stored log shrank below a previously observed prefix (%d < %d events)", n, old)
+		}
+		if n == old || f.seen.CompareAndSwap(old, n) {
+			return nil
+		}
+	}
+}
+
+// writable is called with f.mu held.
+func (f *Front) writable(op string) error {
+	if f.closed {
+		return sessionErr(f.id, op, ErrHandleClosed)
+	}
+	if f.access != Write {
+		return sessionErr(f.id, op, ErrReadOnly)
+	}
+	if err := f.w.Writable(); err != nil {
+		return f.Err(op, err)
+	}
+	return nil
+}
+
+// Append adds events to the session. The first seq must be the session's
+// next seq and the seqs contiguous (*SeqError); every event must be valid
+// (*event.InvalidError). A bad batch fails whole and writes nothing.
+//
+// Append is best-effort: when it returns, the events are ordered and
+// visible to every read started afterwards through this store; only Flush
+// promises they survive a crash. Events handed to Enqueue before are
+// written first. An empty batch does nothing.
+func (f *Front) Append(ctx context.Context, evs ...event.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	wb := f.behind.Buffer()
+	f.mu.Unlock()
+	if err := handle.DrainPending(ctx, wb); err != nil {
+		return f.Err("append", err)
+	}
+	return f.appendNow(ctx, evs)
+}
+
+// appendNow is Append without draining the write-behind buffer (which
+// calls it).
+func (f *Front) appendNow(ctx context.Context, evs []event.Event) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.writable("append"); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	if err := f.check(evs, f.w.Next()); err != nil {
+		return err
+	}
+	full, err := f.w.Stage(evs)
+	if err == nil && full {
+		err = f.w.Cut(ctx)
+	}
+	return f.Err("append", err)
+}
+
+// check is the contract's check of a batch that starts at next, then the
+// backend's.
+func (f *Front) check(evs []event.Event, next uint64) error {
+	if err := CheckBatch(f.id, evs, next); err != nil {
+		return err
+	}
+	return f.Err("append", f.w.Check(evs))
+}
+
+// Enqueue hands events to the write-behind buffer without waiting for
+// I/O: the first pending event opens a batching window (the backend's
+// WriteBehindWindow) that later events do not extend; then the batch is
+// appended in the background. Seqs and shapes are checked here, so a
+// background write fails only on I/O; such a failure keeps the events in
+// order, pauses the automatic path and logs a warning, and the next Flush
+// retries and returns the error. An Append after Enqueue first appends
+// what is buffered, so the two can be mixed.
+func (f *Front) Enqueue(evs ...event.Event) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.writable("enqueue"); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	err := f.behind.Enqueue(handle.WriteBehindConfig[event.Event]{
+		Write:     f.appendNow,
+		Window:    f.cfg.Window,
+		Name:      f.id,
+		Logger:    f.cfg.Logger,
+		AfterFunc: f.cfg.AfterFunc,
+	}, f.w.Next(), evs, f.check)
+	if errors.Is(err, handle.ErrClosed) {
+		return sessionErr(f.id, "enqueue", ErrHandleClosed)
+	}
+	return err
+}
+
+// WriteOut is a flush's first part: it appends what Enqueue buffered and
+// writes the open events out (Writer.Cut), or, if skip says so (called
+// with the lock held), nothing more. The backend then makes it durable.
+// op names the operation in errors.
+func (f *Front) WriteOut(ctx context.Context, op string, skip func() bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	if err := f.writable(op); err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	wb := f.behind.Buffer()
+	f.mu.Unlock()
+	if wb != nil {
+		if err := wb.Drain(ctx); err != nil {
+			return f.Err(op, err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.writable(op); err != nil {
+		return err
+	}
+	if skip != nil && skip() {
+		return nil
+	}
+	return f.Err(op, f.w.Cut(ctx))
+}
+
+// Close ends the handle: it closes the write-behind buffer (appending what
+// it holds), marks the handle closed, and calls finish with the lock held
+// and the drain's error (nil if it succeeded): the backend's end of the
+// handle (write what is open, make it durable, release the lease), whose
+// error Close returns. Later calls on the handle fail with
+// ErrHandleClosed; Close is idempotent and returns the first call's error.
+func (f *Front) Close(finish func(drained error) error) error {
+	f.mu.Lock()
+	if f.closed {
+		defer f.mu.Unlock()
+		return f.closeErr
+	}
+	wb := f.behind.Buffer()
+	f.mu.Unlock()
+	var drained error
+	if wb != nil {
+		if err := wb.Close(context.Background()); err != nil {
+			drained = sessionErr(f.id, "close", fmt.Errorf("close failed to drain: %w", err))
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return f.closeErr
+	}
+	f.closed = true
+	f.closeErr = finish(drained)
+	return f.closeErr
+}
+
+// MarkClosed closes the handle without writing anything: a write open
+// that failed after the handle was made.
+func (f *Front) MarkClosed() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+}
+
+// CloseBuffer closes the write-behind buffer, if any, dropping nothing it
+// could still write: what a store's Close does to handles it revoked.
+func (f *Front) CloseBuffer() {
+	f.mu.Lock()
+	wb := f.behind.Buffer()
+	f.mu.Unlock()
+	if wb != nil {
+		wb.Close(context.Background())
+	}
+}
