@@ -125,14 +125,14 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	if err != nil {
 		problemErr("the segments do not replay: ", err)
 		if opened != nil {
-			for _, s := range opened.sessions {
+			for _, s := range opened.mu.sessions {
 				rep.Sessions++
 				rep.Events += s.next
 			}
 		}
 	} else {
 		defer all.Close()
-		for _, s := range all.sessions {
+		for _, s := range all.mu.sessions {
 			rep.Sessions++
 			rep.Events += s.next
 		}
@@ -208,8 +208,8 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 // and the replay without the index only meets the gap it leaves.
 func checkSegmentsThere(opened *DB, problem func(path string, off int64, session, format string, args ...any)) {
 	there := map[uint64]bool{}
-	for _, id := range slices.Sorted(maps.Keys(opened.sessions)) {
-		v, err := opened.snapshot(opened.sessions[id])
+	for _, id := range slices.Sorted(maps.Keys(opened.mu.sessions)) {
+		v, err := opened.snapshot(opened.mu.sessions[id])
 		if err != nil {
 			continue
 		}
@@ -237,8 +237,8 @@ func checkAgreement(opened, all *DB, problem func(path string, off int64, sessio
 	if opened.idx == nil {
 		idxPath = opened.dir
 	}
-	for id, s := range all.sessions {
-		o := opened.sessions[id]
+	for id, s := range all.mu.sessions {
+		o := opened.mu.sessions[id]
 		switch {
 		case o == nil:
 			problem(idxPath, -1, id, "an open would not serve this session (%d events in the segments): the index lost it; --repair rebuilds the index", s.next)
@@ -254,16 +254,16 @@ func checkAgreement(opened, all *DB, problem func(path string, off int64, sessio
 			}
 		}
 	}
-	for id, o := range opened.sessions {
-		if all.sessions[id] == nil && !o.pending {
+	for id, o := range opened.mu.sessions {
+		if all.mu.sessions[id] == nil && !o.pending {
 			problem(idxPath, -1, id, "an open would serve this session (%d events), which the segments do not hold", o.next)
 		}
 	}
 	// Every frame a read would use (the index's, then those replayed after
 	// its checkpoint: the read path's own snapshot) where the segments have
 	// it.
-	for id, s := range all.sessions {
-		o := opened.sessions[id]
+	for id, s := range all.mu.sessions {
+		o := opened.mu.sessions[id]
 		if o == nil || o.uid != s.uid {
 			continue
 		}

@@ -82,11 +82,11 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		return nil, fmt.Errorf("%w: live ratio %v is not at most 1", ErrInvalidArgument, opts.LiveRatio)
 	}
 	db.mu.Lock()
-	if db.closed {
+	if db.mu.closed {
 		db.mu.Unlock()
 		return nil, ErrClosed
 	}
-	r := db.roller
+	r := db.mu.roller
 	db.mu.Unlock()
 	db.compactMu.Lock()
 	defer db.compactMu.Unlock()
@@ -181,7 +181,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 // db.mu held.
 func (db *DB) liveIncarnations() map[string]uint64 {
 	live := map[string]uint64{}
-	for _, s := range db.sessions {
+	for _, s := range db.mu.sessions {
 		if s.uid != 0 {
 			live[s.id] = s.uid
 		}
@@ -212,8 +212,8 @@ func (db *DB) planSegment(ctx context.Context, p *compactPlan, id uint64, limit 
 func (db *DB) dropSegment(id uint64) error {
 	db.layoutMu.Lock()
 	db.mu.Lock()
-	rd := db.readers[id]
-	delete(db.readers, id)
+	rd := db.mu.readers[id]
+	delete(db.mu.readers, id)
 	db.mu.Unlock()
 	if rd != nil {
 		rd.Close()
@@ -311,7 +311,7 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	defer db.layoutMu.Unlock()
 	db.mu.Lock()
 	var lost error
-	for _, s := range db.sessions {
+	for _, s := range db.mu.sessions {
 		for _, f := range s.frames {
 			if _, ok := res.Moved[f.off]; f.seg == si.id && !ok {
 				lost = fmt.Errorf("session %q: frame of seqs %d+%d at %d was not kept", s.id, f.first, f.count, f.off)
@@ -338,15 +338,15 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 		}
 	}
 	db.mu.Lock()
-	for _, s := range db.sessions {
+	for _, s := range db.mu.sessions {
 		for i := range s.frames {
 			if f := &s.frames[i]; f.seg == si.id {
 				f.off = res.Moved[f.off]
 			}
 		}
 	}
-	old := db.readers[si.id]
-	db.readers[si.id] = nr
+	old := db.mu.readers[si.id]
+	db.mu.readers[si.id] = nr
 	db.mu.Unlock()
 	if old != nil {
 		old.Close()
@@ -703,8 +703,8 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 	live := db.liveIncarnations()
 	var aid uint64
 	var durable int64
-	if db.roller != nil {
-		aw := db.roller.Active()
+	if db.mu.roller != nil {
+		aw := db.mu.roller.Active()
 		aid, durable = aw.Header().ID, aw.Durable()
 	}
 	db.mu.Unlock()
@@ -737,7 +737,7 @@ func (db *DB) segmentUsage(ctx context.Context, p *compactPlan, id uint64, limit
 	defer db.layoutMu.RUnlock()
 	if limit > 0 {
 		db.mu.Lock()
-		r := db.roller
+		r := db.mu.roller
 		db.mu.Unlock()
 		if r.Active().Header().ID != id {
 			limit = 0

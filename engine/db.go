@@ -30,16 +30,21 @@ type DB struct {
 	// that pend is in file order (the index checkpoint relies on it).
 	appendMu sync.Mutex
 
-	mu       sync.Mutex
-	sessions map[string]*session
-	roller   *segment.Roller
-	readers  map[uint64]*segment.Reader
-	pend     []pendFrame // appended frames not yet in the index, in file order
-	handles  map[*Handle]struct{}
-	closed   bool
-	poison   error         // sticky write/sync error: nothing is acked after it
-	fold     *fold         // the open's replay; nil once it is over
-	rec      *openRecovery // what the open's recovery found (and did)
+	// mu guards the store's in-memory state. Taken last.
+	mu struct {
+		sync.Mutex
+		sessions map[string]*session // by ID: the live incarnation of each session
+		roller   *segment.Roller
+		readers  map[uint64]*segment.Reader
+		pend     []pendFrame // appended frames not yet in the index, in file order
+		handles  map[*Handle]struct{}
+		closed   bool
+		poison   error // sticky write/sync error: nothing is acked after it
+	}
+
+	// The open's recovery, run before the DB is shared.
+	fold *fold         // the replay; nil once it is over
+	rec  *openRecovery // what the recovery found (and did)
 	// rebuildIndex: this open replays every segment and replaces the
 	// index (RebuildIndex)
 	rebuildIndex bool
@@ -99,13 +104,13 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		rebuildIndex: rebuildIndex,
 		lock:         lock,
 		enc:          segment.Encoder{Uncompressed: o.Uncompressed},
-		sessions:     map[string]*session{},
-		readers:      map[uint64]*segment.Reader{},
-		handles:      map[*Handle]struct{}{},
 		idxKick:      make(chan struct{}, 1),
 		prepKick:     make(chan struct{}, 1),
 		stop:         make(chan struct{}),
 	}
+	db.mu.sessions = map[string]*session{}
+	db.mu.readers = map[uint64]*segment.Reader{}
+	db.mu.handles = map[*Handle]struct{}{}
 	if err := db.recover(); err != nil {
 		db.closeFiles()
 		return nil, err
@@ -142,10 +147,10 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.closed {
+	if db.mu.closed {
 		return nil, ErrClosed
 	}
-	if s, ok := db.sessions[h.ID]; ok && !s.erased {
+	if s, ok := db.mu.sessions[h.ID]; ok && !s.erased {
 		return nil, sessionErr(h.ID, "create", ErrSessionExists)
 	}
 	lease, err := db.owners.Acquire(h.ID)
@@ -153,7 +158,7 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 		return nil, sessionErr(h.ID, "create", ErrSessionExists)
 	}
 	s := &session{id: h.ID, hdr: h, inherited: inherited, pending: true, loaded: true, uid: store.NewIncarnation()}
-	db.sessions[h.ID] = s
+	db.mu.sessions[h.ID] = s
 	hd := db.newHandle(s, Write, lease)
 	s.owner = hd
 	return hd, nil
@@ -199,7 +204,7 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	if err != nil {
 		// A failed write open releases what it took, so a retry never
 		// finds the session owned.
-		delete(db.handles, h)
+		delete(db.mu.handles, h)
 		if s.owner == h {
 			s.owner = nil
 		}
@@ -226,7 +231,7 @@ func (db *DB) lockOpen(ctx context.Context) error {
 		return err
 	}
 	db.mu.Lock()
-	if db.closed {
+	if db.mu.closed {
 		db.mu.Unlock()
 		return ErrClosed
 	}
@@ -236,7 +241,7 @@ func (db *DB) lockOpen(ctx context.Context) error {
 // lookup returns the stored or pending session id, or ErrSessionNotFound
 // for op. Called with db.mu held.
 func (db *DB) lookup(id, op string) (*session, error) {
-	s, ok := db.sessions[id]
+	s, ok := db.mu.sessions[id]
 	if !ok || s.erased {
 		return nil, sessionErr(id, op, ErrSessionNotFound)
 	}
@@ -269,8 +274,8 @@ func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
 		return nil, err
 	}
 	defer db.mu.Unlock()
-	out := make([]Snapshot, 0, len(db.sessions))
-	for _, s := range db.sessions {
+	out := make([]Snapshot, 0, len(db.mu.sessions))
+	for _, s := range db.mu.sessions {
 		if !s.erased {
 			snap, err := db.snapshotOf(s)
 			if err != nil {
@@ -315,7 +320,7 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 		// Never written (its events, if any, not yet framed): nothing of
 		// it is on disk.
 		s.erased = true
-		delete(db.sessions, id)
+		delete(db.mu.sessions, id)
 		db.mu.Unlock()
 		return nil
 	}
@@ -327,7 +332,7 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	}
 	db.appendMu.Lock()
 	db.mu.Lock()
-	r, poison := db.roller, db.poison
+	r, poison := db.mu.roller, db.mu.poison
 	db.mu.Unlock()
 	if poison != nil {
 		db.appendMu.Unlock()
@@ -341,8 +346,8 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	}
 	db.mu.Lock()
 	s.erased = true
-	delete(db.sessions, id)
-	db.pend = append(db.pend, pendFrame{s: s, delete: true, ref: frameRef{seg: seg, off: loc.Offset, size: uint32(loc.Size)}})
+	delete(db.mu.sessions, id)
+	db.mu.pend = append(db.mu.pend, pendFrame{s: s, delete: true, ref: frameRef{seg: seg, off: loc.Offset, size: uint32(loc.Size)}})
 	db.mu.Unlock()
 	db.appendMu.Unlock()
 	db.dead.Store(true)
@@ -361,12 +366,12 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 // directory. It is idempotent.
 func (db *DB) Close() error {
 	db.mu.Lock()
-	if db.closed {
+	if db.mu.closed {
 		db.mu.Unlock()
 		return nil
 	}
 	if db.opts.ReadOnly {
-		db.closed = true
+		db.mu.closed = true
 		db.mu.Unlock()
 		return db.closeFiles()
 	}
@@ -382,7 +387,7 @@ func (db *DB) Close() error {
 		errs = append(errs, err)
 	}
 	db.mu.Lock()
-	db.closed = true
+	db.mu.closed = true
 	db.mu.Unlock()
 	db.owners.RevokeAll()
 	close(db.stop)
@@ -403,12 +408,12 @@ func (db *DB) Close() error {
 
 func (db *DB) closeFiles() error {
 	var errs []error
-	for _, r := range db.readers {
+	for _, r := range db.mu.readers {
 		errs = append(errs, r.Close())
 	}
-	db.readers = nil
-	if db.roller != nil {
-		errs = append(errs, db.roller.Close())
+	db.mu.readers = nil
+	if db.mu.roller != nil {
+		errs = append(errs, db.mu.roller.Close())
 	}
 	if db.idx != nil {
 		errs = append(errs, db.idx.Close())

@@ -26,7 +26,7 @@ func (db *DB) newHandle(s *session, access Access, lease *handle.Lease) *Handle 
 	h := &Handle{db: db, s: s, lease: lease}
 	var w store.Writer
 	if access == Write {
-		db.handles[h] = struct{}{}
+		db.mu.handles[h] = struct{}{}
 		w = (*handleWriter)(h)
 	}
 	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
@@ -100,7 +100,7 @@ func (h *Handle) Close() error {
 		if h.Access() == Write {
 			db := h.db
 			db.mu.Lock()
-			delete(db.handles, h)
+			delete(db.mu.handles, h)
 			s := h.s
 			if s.owner == h {
 				s.owner = nil
@@ -108,11 +108,11 @@ func (h *Handle) Close() error {
 			erase := s.pending && s.next == 0 && !s.erased // never appended, never flushed
 			if erase {
 				s.erased = true
-				if db.sessions[s.id] == s {
-					delete(db.sessions, s.id)
+				if db.mu.sessions[s.id] == s {
+					delete(db.mu.sessions, s.id)
 				}
 			}
-			dbClosed := db.closed
+			dbClosed := db.mu.closed
 			db.mu.Unlock()
 			if !erase && !dbClosed && h.lease.Check() == nil {
 				err := h.cut()

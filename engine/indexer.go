@@ -51,7 +51,7 @@ func (db *DB) checkpointTo(advance bool) error {
 	// frames it never indexed.)
 	db.appendMu.Lock()
 	db.mu.Lock()
-	w := db.roller.Active()
+	w := db.mu.roller.Active()
 	aid, dur := w.Header().ID, w.Durable()
 	db.appendMu.Unlock()
 	durable := func(ref frameRef) bool {
@@ -59,8 +59,8 @@ func (db *DB) checkpointTo(advance bool) error {
 	}
 	cp := index.Checkpoint{Segment: aid, Offset: dur, Created: w.Header().CreatedNs}
 	n := 0
-	for n < len(db.pend) {
-		p := &db.pend[n]
+	for n < len(db.mu.pend) {
+		p := &db.mu.pend[n]
 		if !durable(p.ref) {
 			break
 		}
@@ -75,9 +75,9 @@ func (db *DB) checkpointTo(advance bool) error {
 		}
 		n++
 	}
-	batch := db.pend[:n:n]
-	db.pend = slices.Clone(db.pend[n:])
-	if db.idx == nil || (n == 0 && (!advance || len(db.pend) > 0)) {
+	batch := db.mu.pend[:n:n]
+	db.mu.pend = slices.Clone(db.mu.pend[n:])
+	if db.idx == nil || (n == 0 && (!advance || len(db.mu.pend) > 0)) {
 		db.mu.Unlock()
 		return nil
 	}
@@ -130,7 +130,7 @@ func (db *DB) checkpointTo(advance bool) error {
 		for s, w := range touched {
 			s.idxNext, s.idxSize = w.next, w.size
 		}
-		db.pend = append(batch, db.pend...)
+		db.mu.pend = append(batch, db.mu.pend...)
 		db.mu.Unlock()
 		return err
 	}

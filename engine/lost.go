@@ -42,13 +42,13 @@ func (db *DB) undoLost(held bool) error {
 	}
 	db.layoutMu.Lock()
 	db.mu.Lock()
-	if db.poison != nil {
-		err := db.poison
+	if db.mu.poison != nil {
+		err := db.mu.poison
 		db.mu.Unlock()
 		db.layoutMu.Unlock()
 		return err
 	}
-	w := db.roller.Active()
+	w := db.mu.roller.Active()
 	lost := w.Lost()
 	if lost == nil { // undone already by another caller
 		db.mu.Unlock()
@@ -56,30 +56,30 @@ func (db *DB) undoLost(held bool) error {
 		return nil
 	}
 	seg, from := w.Header().ID, lost.From
-	cut := len(db.pend)
-	for i, p := range db.pend {
+	cut := len(db.mu.pend)
+	for i, p := range db.mu.pend {
 		if p.ref.seg == seg && p.ref.off >= from {
 			cut = i
 			break
 		}
 	}
-	gone := db.pend[cut:]
+	gone := db.mu.pend[cut:]
 	for _, p := range gone {
-		if p.migration || (p.delete && db.sessions[p.s.id] != nil) {
+		if p.migration || (p.delete && db.mu.sessions[p.s.id] != nil) {
 			db.mu.Unlock()
 			db.layoutMu.Unlock()
 			db.poisonWith(lost)
 			return db.poisonErr()
 		}
 	}
-	db.pend = db.pend[:cut:cut]
+	db.mu.pend = db.mu.pend[:cut:cut]
 	touched := map[*session]bool{}
 	for _, p := range gone {
 		s := p.s
 		switch {
 		case p.delete:
 			s.erased = false
-			db.sessions[s.id] = s
+			db.mu.sessions[s.id] = s
 		case p.header:
 			s.pending = true
 			s.size -= int64(p.ref.size)
@@ -108,7 +108,7 @@ func (db *DB) undoLost(held bool) error {
 	db.layoutMu.Unlock()
 	db.opts.Logger.Warn("engine: a write failed before it was synced; its events were not stored and the sessions that lost events must be reopened",
 		"segment", w.Path(), "offset", from, "sessions", len(touched), "error", lost.Err)
-	if err := db.roller.Recover(); err != nil {
+	if err := db.mu.roller.Recover(); err != nil {
 		db.poisonWith(err)
 		return db.poisonErr()
 	}
@@ -121,5 +121,5 @@ type lostErr struct{ err error }
 func (db *DB) poisonErr() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	return db.poison
+	return db.mu.poison
 }

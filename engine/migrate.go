@@ -119,7 +119,7 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 	db.appendMu.Lock()
 	defer db.appendMu.Unlock()
 	db.mu.Lock()
-	r, poison := db.roller, db.poison
+	r, poison := db.mu.roller, db.mu.poison
 	db.mu.Unlock()
 	if poison != nil {
 		return poison
@@ -137,11 +137,11 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.sessions[old.id] != old || old.erased {
+	if db.mu.sessions[old.id] != old || old.erased {
 		return fmt.Errorf("engine: session %q changed during its migration", old.id) // cannot happen under the lease
 	}
 	last := refs[len(refs)-1]
-	db.pend = append(db.pend,
+	db.mu.pend = append(db.mu.pend,
 		pendFrame{s: old, delete: true, ref: refs[0], groupEnd: &last, migration: true},
 		pendFrame{s: ns, header: true, ref: refs[0], migration: true})
 	ns.size = int64(refs[0].size)
@@ -149,11 +149,11 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 		ref.first, ref.count = ns.framed, counts[i]
 		p := ns.addFrame(ref)
 		p.migration = true
-		db.pend = append(db.pend, p)
+		db.mu.pend = append(db.mu.pend, p)
 	}
 	ns.next = ns.framed
 	old.erased = true
-	db.sessions[ns.id] = ns
+	db.mu.sessions[ns.id] = ns
 	db.dead.Store(true)
 	return nil
 }

@@ -31,7 +31,7 @@ func (db *DB) openSegment(id uint64) (*segment.Reader, error) {
 // reader returns the open reader of segment id, opening it if needed.
 func (db *DB) reader(id uint64) (*segment.Reader, error) {
 	db.mu.Lock()
-	r := db.readers[id]
+	r := db.mu.readers[id]
 	db.mu.Unlock()
 	if r != nil {
 		return r, nil
@@ -42,15 +42,15 @@ func (db *DB) reader(id uint64) (*segment.Reader, error) {
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if old := db.readers[id]; old != nil {
+	if old := db.mu.readers[id]; old != nil {
 		r.Close()
 		return old, nil
 	}
-	if db.closed {
+	if db.mu.closed {
 		r.Close()
 		return nil, ErrClosed
 	}
-	db.readers[id] = r
+	db.mu.readers[id] = r
 	return r, nil
 }
 
@@ -212,7 +212,7 @@ func (v *view) len() uint64 { return v.framed + uint64(len(v.open)) }
 // list from the index on first use.
 func (db *DB) snapshot(s *session) (view, error) {
 	db.mu.Lock()
-	if db.closed {
+	if db.mu.closed {
 		db.mu.Unlock()
 		return view{}, ErrClosed
 	}
@@ -243,8 +243,8 @@ func (db *DB) snapshot(s *session) (view, error) {
 		}
 	}
 	v := view{refs: s.frames, framed: s.framed, open: s.open}
-	if db.roller != nil {
-		v.active = db.roller.Active()
+	if db.mu.roller != nil {
+		v.active = db.mu.roller.Active()
 	}
 	db.mu.Unlock()
 	return v, nil

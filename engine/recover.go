@@ -54,7 +54,7 @@ const QuarantineDir = "quarantine"
 // cut, migrations a crash cut short abandoned.
 func (db *DB) recover() error {
 	db.rec = &openRecovery{}
-	db.fold = newFold(db.sessions, true)
+	db.fold = newFold(db.mu.sessions, true)
 	if err := db.findTemporaries(); err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 	}
 	if err == nil {
 		err = db.idx.Sessions(func(is index.Session) error {
-			db.sessions[is.ID] = &session{
+			db.mu.sessions[is.ID] = &session{
 				id: is.ID, hdrRaw: is.Header, inherited: is.Inherited, uid: is.UID,
 				next: is.Events, framed: is.Events, size: is.Size, idxNext: is.Events, idxSize: is.Size,
 			}
@@ -189,7 +189,7 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 		})
 	}
 	if err != nil {
-		clear(db.sessions)
+		clear(db.mu.sessions)
 		return index.Checkpoint{}, db.setIndexAside("it cannot be read: " + err.Error())
 	}
 	return cp, nil
@@ -274,12 +274,12 @@ func (db *DB) quarantineDir() string { return filepath.Join(db.dir, QuarantineDi
 
 // resetReplay forgets what a replay built, for another one.
 func (db *DB) resetReplay() {
-	for _, r := range db.readers {
+	for _, r := range db.mu.readers {
 		r.Close()
 	}
-	db.readers = map[uint64]*segment.Reader{}
-	db.sessions = map[string]*session{}
-	db.fold = newFold(db.sessions, true)
+	db.mu.readers = map[uint64]*segment.Reader{}
+	db.mu.sessions = map[string]*session{}
+	db.fold = newFold(db.mu.sessions, true)
 	rb, notes := db.rec.rebuild, db.rec.notes
 	*db.rec = openRecovery{temps: db.rec.temps, rebuild: rb, notes: notes}
 }
@@ -303,7 +303,7 @@ func (db *DB) checkIndexClaims(cp index.Checkpoint) error {
 		if db.fold.ended[is.UID] {
 			return nil
 		}
-		s := db.sessions[is.ID]
+		s := db.mu.sessions[is.ID]
 		switch {
 		case s == nil || s.uid != is.UID:
 			lost = append(lost, fmt.Sprintf("session %q (%d events) is in the index but not in the segments", is.ID, is.Events))
@@ -323,7 +323,7 @@ func (db *DB) checkIndexClaims(cp index.Checkpoint) error {
 }
 
 // replay reads the segments from the checkpoint cp (with all, every
-// segment) into db.sessions and db.pend, and decides what the recovery
+// segment) into db.mu.sessions and db.mu.pend, and decides what the recovery
 // does with the newest segments. The checkpoint is what the index proves
 // durable either way: its segment and those before it are never dropped,
 // and damage before its offset is never taken for a torn tail.
@@ -354,7 +354,7 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
-		db.readers[id] = r
+		db.mu.readers[id] = r
 		opts := segment.ScanOptions{}
 		if id == cp.Segment {
 			opts.Durable = cp.Offset
@@ -389,7 +389,7 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 	if err := db.fold.finish(); err != nil {
 		return err
 	}
-	db.pend = append(db.pend, db.fold.pend...)
+	db.mu.pend = append(db.mu.pend, db.fold.pend...)
 	db.fold.pend = nil
 	for key, rp := range db.fold.replacing {
 		db.rec.note("%s @%d: the migration of session %q was cut short: a write open abandons it (the old format stays)", db.segPath(rp.start.seg), rp.start.off, key)
@@ -426,9 +426,9 @@ func (db *DB) carryOut() error {
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
-		db.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
+		db.mu.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
 	}
-	if db.roller == nil {
+	if db.mu.roller == nil {
 		next := db.rec.tailID + 1
 		if db.rec.tail == nil {
 			next = db.lastSegmentID() + 1
@@ -437,7 +437,7 @@ func (db *DB) carryOut() error {
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
-		db.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
+		db.mu.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
 	}
 	return db.abandonMigrations()
 }
@@ -446,7 +446,7 @@ func (db *DB) carryOut() error {
 // recovery (a new segment never reuses a quarantined one's name), 0 if none.
 func (db *DB) lastSegmentID() uint64 {
 	var last uint64
-	for id := range db.readers {
+	for id := range db.mu.readers {
 		last = max(last, id)
 	}
 	for _, id := range db.rec.drop {
@@ -515,12 +515,12 @@ func (db *DB) abandonMigrations() error {
 		if err != nil {
 			return err
 		}
-		if _, _, err := db.roller.AppendEncoded(e); err != nil {
+		if _, _, err := db.mu.roller.AppendEncoded(e); err != nil {
 			return fmt.Errorf("engine: abandoning the migration of %q: %w", key, err)
 		}
 		db.opts.Logger.Warn("engine: a migration was cut short; the session stays in its old format", "session", key)
 	}
-	if err := db.roller.Sync(); err != nil {
+	if err := db.mu.roller.Sync(); err != nil {
 		return fmt.Errorf("engine: abandoning migrations: %w", err)
 	}
 	return nil

@@ -21,7 +21,7 @@ func (db *DB) Flush(ctx context.Context) error {
 		return ErrReadOnlyStore
 	}
 	db.mu.Lock()
-	if db.closed {
+	if db.mu.closed {
 		db.mu.Unlock()
 		return ErrClosed
 	}
@@ -42,8 +42,8 @@ func (db *DB) Flush(ctx context.Context) error {
 // writeHandles returns the open write handles, by session id. Called with
 // db.mu held.
 func (db *DB) writeHandles() []*Handle {
-	hs := make([]*Handle, 0, len(db.handles))
-	for h := range db.handles {
+	hs := make([]*Handle, 0, len(db.mu.handles))
+	for h := range db.mu.handles {
 		hs = append(hs, h)
 	}
 	sort.Slice(hs, func(i, j int) bool { return hs[i].ID() < hs[j].ID() })
@@ -54,20 +54,20 @@ func (db *DB) writeHandles() []*Handle {
 // callers) and wakes the indexer.
 func (db *DB) sync() error {
 	db.mu.Lock()
-	if db.poison != nil {
-		err := db.poison
+	if db.mu.poison != nil {
+		err := db.mu.poison
 		db.mu.Unlock()
 		return err
 	}
-	r := db.roller
+	r := db.mu.roller
 	db.mu.Unlock()
 	return db.storeErr(r.Sync(), false)
 }
 
 func (db *DB) poisonWith(err error) {
 	db.mu.Lock()
-	if db.poison == nil {
-		db.poison = fmt.Errorf("engine: store failed, nothing more is acknowledged: %w", err)
+	if db.mu.poison == nil {
+		db.mu.poison = fmt.Errorf("engine: store failed, nothing more is acknowledged: %w", err)
 	}
 	db.mu.Unlock()
 }
@@ -78,11 +78,11 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 	db.appendMu.Lock()
 	defer db.appendMu.Unlock()
 	db.mu.Lock()
-	if err := db.poison; err != nil {
+	if err := db.mu.poison; err != nil {
 		db.mu.Unlock()
 		return err
 	}
-	r := db.roller
+	r := db.mu.roller
 	db.mu.Unlock()
 	type placed struct {
 		seg uint64
@@ -118,9 +118,9 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 	if hp != nil {
 		s.pending = false
 		s.size += hp.loc.Size
-		db.pend = append(db.pend, pendFrame{s: s, header: true, ref: frameRef{seg: hp.seg, off: hp.loc.Offset, size: uint32(hp.loc.Size)}})
+		db.mu.pend = append(db.mu.pend, pendFrame{s: s, header: true, ref: frameRef{seg: hp.seg, off: hp.loc.Offset, size: uint32(hp.loc.Size)}})
 	}
-	if len(db.pend) >= indexBatchFrames {
+	if len(db.mu.pend) >= indexBatchFrames {
 		select { // enough for a checkpoint before the next tick
 		case db.idxKick <- struct{}{}:
 		default:
@@ -128,7 +128,7 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 	}
 	for i, p := range ps {
 		s.open = s.open[counts[i]:]
-		db.pend = append(db.pend, s.addFrame(frameRef{first: s.framed, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}))
+		db.mu.pend = append(db.mu.pend, s.addFrame(frameRef{first: s.framed, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}))
 	}
 	db.mu.Unlock()
 	// What was not appended stays in s.open for the next cut.
@@ -165,7 +165,7 @@ func (db *DB) prepareLoop() {
 		case <-db.prepKick:
 		}
 		db.mu.Lock()
-		r := db.roller
+		r := db.mu.roller
 		db.mu.Unlock()
 		active := r.Active().Header().ID
 		if active == failedFor && time.Since(failedAt) < prepareBackoff {
@@ -240,8 +240,8 @@ func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
 	cl, size := cloneBatch(evs)
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.poison != nil {
-		return false, db.poison
+	if db.mu.poison != nil {
+		return false, db.mu.poison
 	}
 	w.s.open = append(w.s.open, cl...)
 	w.s.openBytes += size
