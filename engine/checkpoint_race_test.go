@@ -110,7 +110,7 @@ func TestCheckpointDuringAppend(t *testing.T) {
 		}
 		fired = true
 		// Another session's flush makes this frame durable now.
-		if err := db.roller.Sync(); err != nil {
+		if err := db.mu.roller.Sync(); err != nil {
 			t.Error(err)
 		}
 		done = checkpointInWindow(db)

@@ -30,7 +30,7 @@ import (
 // before and after a reopen, and Check must agree.
 func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1, IndexInterval: 1 << 40}
 	db, err := Open(dir, opts)
 	if err != nil {
@@ -119,7 +119,7 @@ func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 // fails, and never reports a segment that is gone by then.
 func TestUsageWhileCompactionDrops(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1}
 	db, err := Open(dir, opts)
 	if err != nil {
@@ -217,7 +217,7 @@ func TestCompactSettlesLeftoverIntent(t *testing.T) {
 	ctx := context.Background()
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1}
 	t.Run("not-renamed", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := checkedDir(t)
 		db, err := Open(dir, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -240,7 +240,7 @@ func TestCompactSettlesLeftoverIntent(t *testing.T) {
 		checkSessions(t, "after compaction", db, want)
 	})
 	t.Run("renamed", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := checkedDir(t)
 		db, err := Open(dir, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -282,7 +282,7 @@ func TestCompactSettlesLeftoverIntent(t *testing.T) {
 // file, which matches the index), and the reopen rebuilds the index.
 func TestCompactRewriteIndexFailure(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1}
 	db, err := Open(dir, opts)
 	if err != nil {
@@ -328,7 +328,7 @@ func TestCompactRewriteIndexFailure(t *testing.T) {
 // sessions are gone, and Check agrees. Run with -race.
 func TestCompactStressWithIndex(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 1 << 10, NoPreallocate: true, CompactInterval: -1, IndexInterval: 2 * time.Millisecond}
 	db, err := Open(dir, opts)
 	if err != nil {

@@ -1,7 +1,7 @@
 package engine_test
 
 // The cut-reopen-compact-reopen sweeps with the persistent index: bbolt
-// needs real files, so the store lives in t.TempDir() and a wrapper FS
+// needs real files, so the store lives in engine.CheckedDir(t) and a wrapper FS
 // copies the whole directory (segments and index.db) before and after
 // every segment-file operation of the run under test. Each copy is a
 // state a power cut could leave if the page cache reached the disk: the
@@ -178,8 +178,8 @@ func reopenCompactReopenOS(t *testing.T, label, dir string, check func(label str
 // then reopen, compact, reopen.
 func TestCompactAfterCutCompactionWithIndex(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	sfs := newSnapFS(dir, t.TempDir())
+	dir := engine.CheckedDir(t)
+	sfs := newSnapFS(dir, engine.CheckedDir(t))
 	db, err := engine.Open(dir, indexOpts(dir, sfs))
 	if err != nil {
 		t.Fatal(err)
@@ -236,8 +236,8 @@ func TestCompactAfterCutCompactionWithIndex(t *testing.T) {
 // stopped at every write and sync, then reopen, compact, reopen.
 func TestCompactAfterCutMigrationWithIndex(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	sfs := newSnapFS(dir, t.TempDir())
+	dir := engine.CheckedDir(t)
+	sfs := newSnapFS(dir, engine.CheckedDir(t))
 	sfs.writes = true
 	want := migrationStore(t, dir, indexOpts(dir, nil))
 	wantM, err := recovery.MigrateV2("m", v2Events(migrationTurns))

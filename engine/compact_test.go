@@ -132,7 +132,7 @@ func TestCompactCrashAtEveryStep(t *testing.T) {
 // removed segment, and check finds nothing wrong.
 func TestCompactWithIndex(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := engine.CheckedDir(t)
 	opts := &engine.Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true}
 	db, err := engine.Open(dir, opts)
 	if err != nil {

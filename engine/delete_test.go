@@ -19,7 +19,7 @@ func TestDelete(t *testing.T) {
 			mem := vfs.NewMem()
 			dir, opts := "/db", &engine.Options{FS: mem}
 			if variant == "os-index" {
-				dir, opts = t.TempDir(), nil
+				dir, opts = engine.CheckedDir(t), nil
 			}
 			reopen := func(db *engine.DB) *engine.DB {
 				if variant == "mem-crash" {

@@ -201,7 +201,7 @@ func TestFullTmpfs(t *testing.T) {
 // segment is created without preallocation. (Open used to fail, as did a
 // write open whose newest segment was sealed, on a full disk.)
 func smallerThanASegment(t *testing.T) {
-	dir := t.TempDir()
+	dir := engine.CheckedDir(t)
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
 		t.Skipf("cannot mount a tmpfs here: %v", err)
 	}
@@ -227,7 +227,7 @@ func smallerThanASegment(t *testing.T) {
 }
 
 func fullTmpfs(t *testing.T, noPrealloc bool) {
-	dir := t.TempDir()
+	dir := engine.CheckedDir(t)
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
 		t.Skipf("cannot mount a tmpfs here: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 func TestSmoke(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := checkedDir(t)
 	db, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func TestCreateRefusesBadIDs(t *testing.T) {
 
 	good := []string{"é-ü", "日本語", "a b", "~x~", "\uFFFD", "a/b", "..", "emoji-😀", strings.Repeat("é", engine.MaxIDLen/2)}
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := engine.CheckedDir(t)
 	for _, o := range []*engine.Options{nil, {NoIndex: true}} {
 		db, err := engine.Open(dir, o)
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 // good checkpoint) loses nothing.
 func TestIndexCheckpointFailure(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := checkedDir(t)
 	var logs bytes.Buffer
 	db, err := Open(dir, &Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
@@ -41,7 +41,7 @@ func TestIndexCheckpointFailure(t *testing.T) {
 		t.Fatal("checkpoint succeeded on a closed index")
 	}
 	db.mu.Lock()
-	pending := len(db.pend)
+	pending := len(db.mu.pend)
 	db.mu.Unlock()
 	if pending == 0 {
 		t.Fatal("the frames of the failed checkpoint were dropped")

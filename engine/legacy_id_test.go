@@ -20,7 +20,7 @@ func createAsOldBuild(t *testing.T, db *DB, h Header) *Handle {
 		t.Fatal(err)
 	}
 	s := &session{id: h.ID, hdr: h, pending: true, loaded: true, uid: store.NewIncarnation()}
-	db.sessions[h.ID] = s
+	db.mu.sessions[h.ID] = s
 	hd := db.newHandle(s, Write, lease)
 	s.owner = hd
 	return hd
@@ -33,7 +33,7 @@ func createAsOldBuild(t *testing.T, db *DB, h Header) *Handle {
 // failed for the whole store, and with no index Open did).
 func TestStoredIDNotUTF8StillOpens(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := checkedDir(t)
 	// In List's order; "bad-\xff" is stored with the same JSON spelling as
 	// "bad-\uFFFD", and "bad-\xfe\xfe" as the ID spelled with two U+FFFD.
 	ids := []string{"a", "bad-\uFFFD", "bad-\uFFFD\uFFFD", "bad-\xfe\xfe", "bad-\xff", "z"}

@@ -66,7 +66,7 @@ func TestMigrate(t *testing.T) {
 	} {
 		t.Run(backend.name, func(t *testing.T) {
 			ctx := context.Background()
-			dir := t.TempDir()
+			dir := engine.CheckedDir(t)
 			db, err := engine.Open(dir, backend.opts(dir))
 			if err != nil {
 				t.Fatal(err)
@@ -170,7 +170,7 @@ func TestMigrate(t *testing.T) {
 
 func TestMigrateRefusesOwnedAndUnknown(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(t.TempDir(), nil)
+	db, err := engine.Open(engine.CheckedDir(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

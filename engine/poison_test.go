@@ -14,7 +14,7 @@ import (
 )
 
 func TestSecondOpenIsLocked(t *testing.T) {
-	dir := t.TempDir()
+	dir := engine.CheckedDir(t)
 	db, err := engine.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)

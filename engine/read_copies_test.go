@@ -31,7 +31,7 @@ func scribble(evs []event.Event) {
 // that returned the store's own copy of open events went unnoticed).
 func TestReadAndAppendShareNothingWithTheCaller(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := engine.CheckedDir(t)
 	db, err := engine.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 
 func TestReadOnly(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := engine.CheckedDir(t)
 	db, err := engine.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)

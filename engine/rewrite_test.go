@@ -102,7 +102,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true}
 	for _, stage := range []string{"after-rename", "completed"} {
 		t.Run(stage, func(t *testing.T) {
-			dir := t.TempDir()
+			dir := checkedDir(t)
 			db, err := Open(dir, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -147,7 +147,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 		})
 	}
 	t.Run("before-rename", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := checkedDir(t)
 		db, err := Open(dir, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -185,7 +185,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 // read returns the right events (run with -race).
 func TestRewriteWhileReading(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true}
 	db, err := Open(dir, opts)
 	if err != nil {
@@ -293,7 +293,7 @@ func TestRewriteWhileReading(t *testing.T) {
 // reading inside one.
 func TestCompactNothingPending(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true}
 	db, err := Open(dir, opts)
 	if err != nil {

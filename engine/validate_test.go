@@ -20,7 +20,7 @@ import (
 // flushed, and then the session read as corruption, "time overflows").
 func TestAppendRefusesUnstorableTime(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := engine.CheckedDir(t)
 	db, err := engine.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
