@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/vfs"
 )
 
@@ -75,20 +74,6 @@ func (r *Roller) Active() *Writer {
 	defer r.mu.Unlock()
 	return r.active
 }
-
-// Append appends the batch to the active segment, rolling to a new one if
-// it is full. It returns the ID of the segment that holds the frame. The
-// errors are Writer.Append's, except that ErrFull never escapes.
-func (r *Roller) Append(key string, firstSeq uint64, evs []event.Event) (uint64, Location, error) {
-	e, err := r.Encoder().Events(key, firstSeq, evs)
-	if err != nil {
-		return 0, Location{}, err
-	}
-	return r.AppendEncoded(e)
-}
-
-// Encoder returns the encoder for this Roller's segments.
-func (r *Roller) Encoder() Encoder { return r.Active().Encoder() }
 
 // AppendEncoded appends an encoded frame to the active segment, rolling to
 // a new one if it is full, and returns the ID of the segment that holds it.

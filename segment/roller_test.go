@@ -2,6 +2,7 @@ package segment
 
 import (
 	"fmt"
+	"github.com/seglog/seglog/event"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -43,7 +44,7 @@ func TestRollerConcurrent(t *testing.T) {
 		wg.Go(func() {
 			key := fmt.Sprintf("s%d", s)
 			for i := range per {
-				if _, _, err := r.Append(key, uint64(i), makeEvents(uint64(i), 1, 200)); err != nil {
+				if _, _, err := appendTo(r, key, uint64(i), makeEvents(uint64(i), 1, 200)); err != nil {
 					errs <- err
 					return
 				}
@@ -134,7 +135,7 @@ func TestRollerPrepareNext(t *testing.T) {
 		}
 	})
 	for i := range 200 {
-		if _, _, err := r.Append("s", uint64(i), makeEvents(uint64(i), 1, 300)); err != nil {
+		if _, _, err := appendTo(r, "s", uint64(i), makeEvents(uint64(i), 1, 300)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,4 +147,13 @@ func TestRollerPrepareNext(t *testing.T) {
 	if len(ids) < 5 {
 		t.Fatalf("segments %v", ids)
 	}
+}
+
+// appendTo encodes evs as one frame of key and appends it through r.
+func appendTo(r *Roller, key string, firstSeq uint64, evs []event.Event) (uint64, Location, error) {
+	e, err := r.Active().Encoder().Events(key, firstSeq, evs)
+	if err != nil {
+		return 0, Location{}, err
+	}
+	return r.AppendEncoded(e)
 }
