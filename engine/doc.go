@@ -40,26 +40,34 @@
 // engine composes segment, index, handle and internal/vfs; it must not
 // import bench, fuzz or cmd (docs/DESIGN.md#layering). It owns the store's
 // goroutines (the index checkpointer, the segment preparer and the
-// background compactor), started in Open and stopped in Close. A DB and
-// its Handles are safe for concurrent use. Lock order: Handle.mu, then
+// background compactor, with its helper that cancels a run when Close
+// stops it), started in Open and stopped in Close; a handle's
+// write-behind timer (package handle) is stopped by the handle's Close,
+// or DB.Close. A DB and its Handles are safe for concurrent use. Lock
+// order: the handle's lock (store.Front's: one write through a handle at
+// a time), then
 // DB.compactMu (one compaction at a time), then DB.idxMu (one index
 // checkpoint or relocation at a time), then DB.appendMu (a frame is
 // appended and registered for the index under it; the checkpoint reads
 // the durable offset under it, and a failed write is undone under it),
 // then DB.layoutMu (reads hold it shared while they decode frames;
 // compaction and the undo of a failed write take it to change where
-// frames are), then DB.mu; the segment writer's locks are taken under
-// none of them for I/O.
+// frames are), then DB.mu (the fields of DB.mu are what it guards); the
+// segment writer's locks are taken under none of them for I/O. A read
+// takes no handle lock.
 //
 // # Files
 //
 // db.go: the DB, Open, Close and the session API (Create, Open, Stat,
-// List, Delete); session.go: a session's in-memory state; write.go: the
-// write path (append, encode, frame, sync, poison, Flush); read.go: the
-// read path (snapshot, frame decoding, readers); handle.go: the handle and
+// List, Delete); session.go: a session's in-memory state; replay.go: the
+// one replay fold of frames into sessions (Open's recovery, compaction's
+// planning, Usage); write.go: the write path (the handle's store.Writer,
+// encode, frame, sync, poison, Flush); read.go: the read path (snapshot,
+// frame decoding, readers); handle.go: the handle (over store.Front) and
 // its lease; recover.go: Open's recovery, shared with Check (check.go);
 // indexer.go: index checkpoints; lost.go: undoing a lost write;
-// compact.go: compaction; migrate.go: v2 migration; contract.go: the
+// compact.go: compaction (its plan is pure over what the fold
+// attributes; its execution drops and rewrites segments); migrate.go: v2 migration; contract.go: the
 // store contract's names re-exported.
 //
 // # Recovery and failing storage
