@@ -642,19 +642,13 @@ func (p *compactPlan) keep(si *segPlan, at int, fi *segment.FrameInfo) (bool, er
 // compactLoop is the background compactor: every CompactInterval, if
 // something died since the last compaction, it runs Compact (without
 // rolling the active segment). Close cancels a run in progress.
-func (db *DB) compactLoop() {
+func (db *DB) compactLoop(ctx context.Context) {
 	defer db.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-db.stop
-		cancel()
-	}()
 	t := time.NewTicker(db.opts.CompactInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-db.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}

@@ -60,7 +60,11 @@ type DB struct {
 	idxKick   chan struct{}
 	prepKick  chan struct{} // the active segment is half full: create the next
 	stop      chan struct{}
-	wg        sync.WaitGroup
+	// stopCtx is done once Close stops the goroutines: it cancels a
+	// background compaction in progress
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 type closerFunc func() error
@@ -118,12 +122,13 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if o.ReadOnly {
 		return db, nil // no writer, no background work
 	}
+	db.stopCtx, db.stopCancel = context.WithCancel(context.Background())
 	db.wg.Add(2)
 	go db.indexLoop()
 	go db.prepareLoop()
 	if o.CompactInterval > 0 {
 		db.wg.Add(1)
-		go db.compactLoop()
+		go db.compactLoop(db.stopCtx)
 	}
 	return db, nil
 }
@@ -391,6 +396,7 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	db.owners.RevokeAll()
 	close(db.stop)
+	db.stopCancel()
 	db.wg.Wait()
 	if len(errs) == 0 {
 		// The index is a cache: if it cannot take the last frames, the

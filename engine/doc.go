@@ -40,8 +40,8 @@
 // engine composes segment, index, handle and internal/vfs; it must not
 // import bench, fuzz or cmd (docs/DESIGN.md#layering). It owns the store's
 // goroutines (the index checkpointer, the segment preparer and the
-// background compactor, with its helper that cancels a run when Close
-// stops it), started in Open and stopped in Close; a handle's
+// background compactor, whose run in progress Close cancels), started in
+// Open and stopped (and waited for) in Close; a handle's
 // write-behind timer (package handle) is stopped by the handle's Close,
 // or DB.Close. A DB and its Handles are safe for concurrent use. Lock
 // order: the handle's lock (store.Front's: one write through a handle at

@@ -8,12 +8,24 @@
 // and a full replay, on a temporary directory unless -dir is given, and
 // prints a table with the ratios. Progress goes to stderr.
 //
-// The other commands (check, ls, stats, cat, segments, tail, delete,
-// compact, import, export, migrate) work on the store in -dir. Only import
-// creates a store; the others refuse a directory that holds none. Exit
+// The other commands work on the store in --dir:
+//
+//	seglog check [--repair]            verify every frame, the sessions' seqs and the index
+//	seglog ls                          list sessions: id, events, bytes, revision, format status
+//	seglog stats                       store totals: sessions, events, bytes, segments
+//	seglog cat ID                      print a session's events as JSON lines
+//	seglog segments                    list segment files, their live share and compression
+//	seglog tail [-n N] [-f] ID         print a session's last events; -f follows new ones
+//	seglog delete ID...                delete sessions (compaction reclaims the bytes)
+//	seglog compact                     drop and rewrite segments of deleted data
+//	seglog import ROOT                 import a reference harness root of JSONL logs
+//	seglog export (ID | --all) ROOT    write sessions as reference harness logs
+//	seglog migrate (ID... | --all)     upgrade sessions stored in an older format
+//
+// seglog help COMMAND gives each one's flags. Only import creates a store;
+// the others refuse a directory that holds none. Exit
 // codes: 0 ok; 1 failed, or did only part of its work (check found
 // problems, import refused logs, export left sessions out); 2 usage error.
-// seglog help lists them all.
 //
 // cmd/seglog is the top of the dependency graph; nothing imports it.
 package main
