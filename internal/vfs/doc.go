@@ -1,17 +1,24 @@
 // Package vfs is the small file-system seam every storage layer of seglog
 // goes through: create, open, read-at, write-at, sync, truncate, rename,
-// remove, list, lock, sync-dir and mmap.
+// remove, list, lock, sync-dir and mmap, and what processes sharing a
+// store coordinate with: whole-file locks (exclusive or shared), byte-range
+// locks that die with their process ([Locks]), and shared memory
+// ([Shared]).
 //
 // Three implementations:
 //
 //   - [Default], the operating system: Sync is fdatasync(2), SyncDir opens
-//     the directory and fsyncs it, Lock is a non-blocking flock(2), Map is
-//     mmap(2) (golang.org/x/sys/unix).
+//     the directory and fsyncs it, Lock and LockShared are non-blocking
+//     flock(2), Locks are open-file-description locks (fcntl F_OFD_SETLK,
+//     Linux), Map is mmap(2) and MapShared a read-write MAP_SHARED mmap
+//     (golang.org/x/sys/unix).
 //   - [MemFS], an in-memory file system that remembers which bytes and which
 //     directory entries were synced, and can produce the state a power cut
 //     would leave ([MemFS.CrashClone]): synced bytes kept, each unsynced write
 //     kept in part or lost, the last one possibly garbled, unsynced directory
-//     operations possibly undone.
+//     operations possibly undone. Several stores opened on one MemFS are
+//     several processes: locks and shared mappings are per MemFS, and a
+//     crash clone has none.
 //   - [FaultFS], a wrapper that fails chosen operations: the Nth write, sync
 //     or rename, short writes, ENOSPC, from some point on.
 //

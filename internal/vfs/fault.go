@@ -3,7 +3,6 @@ package vfs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -228,11 +227,32 @@ func (f *FaultFS) List(dir string) ([]string, error) {
 }
 
 // Lock implements FS.
-func (f *FaultFS) Lock(name string) (io.Closer, error) {
+func (f *FaultFS) Lock(name string) (FileLock, error) {
 	if err := f.fail(OpLock, name); err != nil {
 		return nil, err
 	}
 	return f.inner.Lock(name)
+}
+
+// LockShared implements FS.
+func (f *FaultFS) LockShared(name string) (FileLock, error) {
+	if err := f.fail(OpLock, name); err != nil {
+		return nil, err
+	}
+	return f.inner.LockShared(name)
+}
+
+// OpenLocks implements FS.
+func (f *FaultFS) OpenLocks(name string) (Locks, error) {
+	if err := f.fail(OpLock, name); err != nil {
+		return nil, err
+	}
+	return f.inner.OpenLocks(name)
+}
+
+// MapShared implements FS (never failed: it holds nothing durable).
+func (f *FaultFS) MapShared(name string, size int) (*Shared, error) {
+	return f.inner.MapShared(name, size)
 }
 
 // SyncDir implements FS.

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // MemFS is an in-memory FS that records what has been made durable, so that
@@ -32,7 +34,24 @@ type MemFS struct {
 	nodes map[string]*memNode // current namespace, clean absolute-ish paths
 	base  map[string]*memNode // namespace at creation (or at the crash it was cloned from)
 	ops   []*dirOp            // namespace operations since base, in order
-	locks map[string]bool
+	locks map[string]*memFlock
+	// ranges and shared are the byte-range locks and the shared mappings;
+	// a crash clone starts without either.
+	ranges map[string]map[int64]*memRange
+	shared map[string][]byte
+	cond   *sync.Cond // on mu: a byte-range lock was released
+}
+
+// memFlock is a whole-file lock: one exclusive holder or shared ones.
+type memFlock struct {
+	exclusive bool
+	shared    int
+}
+
+// memRange is the lock on one byte: the holders and whether exclusive.
+type memRange struct {
+	exclusive bool
+	holders   map[*memLocks]bool
 }
 
 type memNode struct {
@@ -72,7 +91,7 @@ func NewMem() *MemFS {
 	return &MemFS{
 		nodes: map[string]*memNode{"/": root},
 		base:  map[string]*memNode{"/": root},
-		locks: map[string]bool{},
+		locks: map[string]*memFlock{},
 	}
 }
 
@@ -235,30 +254,202 @@ func (m *MemFS) SyncDir(dir string) error {
 }
 
 // Lock implements FS. Locks are held per MemFS; a crash clone starts with none.
-func (m *MemFS) Lock(name string) (io.Closer, error) {
+func (m *MemFS) Lock(name string) (FileLock, error) { return m.flock(name, true) }
+
+// LockShared implements FS.
+func (m *MemFS) LockShared(name string) (FileLock, error) { return m.flock(name, false) }
+
+func (m *MemFS) flock(name string, exclusive bool) (FileLock, error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	p := clean(name)
-	if m.locks[p] {
-		m.mu.Unlock()
+	l := m.locks[p]
+	if l != nil && (l.exclusive || exclusive) {
 		return nil, &LockError{Path: name, PID: os.Getpid()}
 	}
 	if m.nodes[p] == nil {
 		if !m.parentExists(p) {
-			m.mu.Unlock()
 			return nil, &os.PathError{Op: "lock", Path: name, Err: fs.ErrNotExist}
 		}
 		n := &memNode{}
 		m.nodes[p] = n
 		m.record(&dirOp{kind: opCreate, name: p, node: n})
 	}
-	m.locks[p] = true
-	m.mu.Unlock()
-	return closerFunc(func() error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		delete(m.locks, p)
+	if l == nil {
+		l = &memFlock{}
+		m.locks[p] = l
+	}
+	h := &memFlockHolder{m: m, p: p, l: l, exclusive: exclusive}
+	if exclusive {
+		l.exclusive = true
+	} else {
+		l.shared++
+	}
+	return h, nil
+}
+
+type memFlockHolder struct {
+	m         *MemFS
+	p         string
+	l         *memFlock
+	exclusive bool
+	closed    bool
+}
+
+func (h *memFlockHolder) Share() error {
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	if h.exclusive && !h.closed {
+		h.exclusive, h.l.exclusive = false, false
+		h.l.shared++
+	}
+	return nil
+}
+
+func (h *memFlockHolder) Close() error {
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	if h.closed {
 		return nil
-	}), nil
+	}
+	h.closed = true
+	if h.exclusive {
+		h.l.exclusive = false
+	} else {
+		h.l.shared--
+	}
+	if !h.l.exclusive && h.l.shared == 0 && h.m.locks[h.p] == h.l {
+		delete(h.m.locks, h.p)
+	}
+	return nil
+}
+
+// OpenLocks implements FS: every call is a holder of its own, as an open
+// file description is.
+func (m *MemFS) OpenLocks(name string) (Locks, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := clean(name)
+	if m.nodes[p] == nil {
+		if !m.parentExists(p) {
+			return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+		n := &memNode{}
+		m.nodes[p] = n
+		m.record(&dirOp{kind: opCreate, name: p, node: n})
+	}
+	if m.ranges == nil {
+		m.ranges = map[string]map[int64]*memRange{}
+	}
+	if m.ranges[p] == nil {
+		m.ranges[p] = map[int64]*memRange{}
+	}
+	if m.cond == nil {
+		m.cond = sync.NewCond(&m.mu)
+	}
+	return &memLocks{m: m, bytes: m.ranges[p]}, nil
+}
+
+// memLocks is one holder of byte-range locks in a MemFS.
+type memLocks struct {
+	m     *MemFS
+	bytes map[int64]*memRange
+}
+
+// take takes byte off if no other holder conflicts; called with m.mu held.
+func (l *memLocks) take(off int64, exclusive bool) bool {
+	r := l.bytes[off]
+	if r == nil {
+		l.bytes[off] = &memRange{exclusive: exclusive, holders: map[*memLocks]bool{l: true}}
+		return true
+	}
+	others := len(r.holders)
+	if r.holders[l] {
+		others--
+	}
+	if others > 0 && (exclusive || r.exclusive) {
+		return false
+	}
+	r.holders[l] = true
+	r.exclusive = exclusive
+	return true
+}
+
+func (l *memLocks) TryLock(off int64, exclusive bool) (bool, error) {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return l.take(off, exclusive), nil
+}
+
+func (l *memLocks) Lock(off int64, exclusive bool) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	for !l.take(off, exclusive) {
+		l.m.cond.Wait()
+	}
+	return nil
+}
+
+// release drops the holder's lock on off; called with m.mu held.
+func (l *memLocks) release(off int64) {
+	r := l.bytes[off]
+	if r == nil || !r.holders[l] {
+		return
+	}
+	delete(r.holders, l)
+	if len(r.holders) == 0 {
+		delete(l.bytes, off)
+	}
+	l.m.cond.Broadcast()
+}
+
+func (l *memLocks) Unlock(off int64) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	l.release(off)
+	return nil
+}
+
+func (l *memLocks) Close() error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	for off, r := range l.bytes {
+		if r.holders[l] {
+			l.release(off)
+		}
+	}
+	return nil
+}
+
+// MapShared implements FS: every mapping of a name in this MemFS shares
+// one buffer (the file's own contents are not involved). A crash clone
+// starts with none.
+func (m *MemFS) MapShared(name string, size int) (*Shared, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := clean(name)
+	if m.nodes[p] == nil {
+		if !m.parentExists(p) {
+			return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+		n := &memNode{}
+		m.nodes[p] = n
+		m.record(&dirOp{kind: opCreate, name: p, node: n})
+	}
+	if m.shared == nil {
+		m.shared = map[string][]byte{}
+	}
+	b := m.shared[p]
+	switch {
+	case b == nil:
+		// 8-byte aligned, as a page is, for atomic access to its fields.
+		words := make([]uint64, (size+7)/8)
+		b = unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)
+		m.shared[p] = b
+	case len(b) < size:
+		return nil, errors.New("vfs: MapShared: a MemFS mapping cannot grow")
+	}
+	return &Shared{data: b[:size]}, nil
 }
 
 type closerFunc func() error
@@ -335,7 +526,7 @@ func (m *MemFS) CrashClone(cfg CrashConfig) *MemFS {
 	}
 
 	clones := map[*memNode]*memNode{}
-	out := &MemFS{nodes: map[string]*memNode{}, base: map[string]*memNode{}, locks: map[string]bool{}}
+	out := &MemFS{nodes: map[string]*memNode{}, base: map[string]*memNode{}, locks: map[string]*memFlock{}}
 	for p, n := range ns {
 		c := clones[n]
 		if c == nil {

@@ -3,7 +3,6 @@ package vfs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -74,38 +73,161 @@ func (osFS) SyncDir(dir string) error {
 	return nil
 }
 
-func (osFS) Lock(name string) (io.Closer, error) {
+func (osFS) Lock(name string) (FileLock, error) {
+	l, err := flockFile(name, unix.LOCK_EX)
+	if err != nil {
+		return nil, err
+	}
+	// Record who holds the lock; a failure here does not weaken the lock.
+	if err := l.f.Truncate(0); err == nil {
+		_, _ = l.f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return l, nil
+}
+
+func (osFS) LockShared(name string) (FileLock, error) { return flockFile(name, unix.LOCK_SH) }
+
+// osFlock is a flock(2) held on an open descriptor; closing the
+// descriptor releases it.
+type osFlock struct{ f *os.File }
+
+func flockFile(name string, how int) (*osFlock, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	var lockErr error
-	if err := rc.Control(func(fd uintptr) {
-		lockErr = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB)
-	}); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if lockErr != nil {
+	l := &osFlock{f: f}
+	if err := l.flock(how | unix.LOCK_NB); err != nil {
 		defer f.Close()
-		if errors.Is(lockErr, unix.EWOULDBLOCK) {
+		if errors.Is(err, unix.EWOULDBLOCK) {
 			b := make([]byte, 32)
 			n, _ := f.ReadAt(b, 0)
 			pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 			return nil, &LockError{Path: name, PID: pid}
 		}
-		return nil, &os.PathError{Op: "flock", Path: name, Err: lockErr}
+		return nil, &os.PathError{Op: "flock", Path: name, Err: err}
 	}
-	// Record who holds the lock; a failure here does not weaken the lock.
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return l, nil
+}
+
+func (l *osFlock) flock(how int) error {
+	rc, err := l.f.SyscallConn()
+	if err != nil {
+		return err
 	}
-	return f, nil // closing the descriptor releases the flock
+	var lockErr error
+	if err := rc.Control(func(fd uintptr) { lockErr = unix.Flock(int(fd), how) }); err != nil {
+		return err
+	}
+	return lockErr
+}
+
+func (l *osFlock) Share() error {
+	if err := l.flock(unix.LOCK_SH | unix.LOCK_NB); err != nil {
+		return &os.PathError{Op: "flock", Path: l.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (l *osFlock) Close() error { return l.f.Close() }
+
+func (osFS) OpenLocks(name string) (Locks, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &osLocks{f: f}, nil
+}
+
+// osLocks takes open-file-description locks (F_OFD_SETLK): they belong to
+// the open file, so two opens conflict even in one process, and they go
+// when it is closed or its process dies.
+type osLocks struct{ f *os.File }
+
+func (l *osLocks) fcntl(cmd int, typ int16, off int64) error {
+	rc, err := l.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	lk := unix.Flock_t{Type: typ, Whence: 0, Start: off, Len: 1}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			ferr = unix.FcntlFlock(fd, cmd, &lk)
+			if ferr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return ferr
+}
+
+func lockType(exclusive bool) int16 {
+	if exclusive {
+		return unix.F_WRLCK
+	}
+	return unix.F_RDLCK
+}
+
+func (l *osLocks) TryLock(off int64, exclusive bool) (bool, error) {
+	err := l.fcntl(unix.F_OFD_SETLK, lockType(exclusive), off)
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+		return false, nil
+	}
+	if err != nil {
+		return false, &os.PathError{Op: "fcntl lock", Path: l.f.Name(), Err: err}
+	}
+	return true, nil
+}
+
+func (l *osLocks) Lock(off int64, exclusive bool) error {
+	if err := l.fcntl(unix.F_OFD_SETLKW, lockType(exclusive), off); err != nil {
+		return &os.PathError{Op: "fcntl lock", Path: l.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (l *osLocks) Unlock(off int64) error {
+	if err := l.fcntl(unix.F_OFD_SETLK, unix.F_UNLCK, off); err != nil {
+		return &os.PathError{Op: "fcntl unlock", Path: l.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (l *osLocks) Close() error { return l.f.Close() }
+
+func (osFS) MapShared(name string, size int) (*Shared, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // the mapping outlives the descriptor
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() < int64(size) {
+		if err := f.Truncate(int64(size)); err != nil {
+			return nil, err
+		}
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var data []byte
+	var merr error
+	if err := rc.Control(func(fd uintptr) {
+		data, merr = unix.Mmap(int(fd), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	}); err != nil {
+		return nil, err
+	}
+	if merr != nil {
+		return nil, &os.PathError{Op: "mmap", Path: name, Err: merr}
+	}
+	return &Shared{data: data, unmap: unix.Munmap}, nil
 }
 
 func fsync(f *os.File) error {

@@ -28,8 +28,19 @@ type FS interface {
 	// Lock takes an exclusive, non-blocking lock on the file name (created if
 	// missing) for this process and records the process id in it. It fails
 	// with a *LockError (errors.Is(err, ErrLocked)) if another holder has it.
-	// Closing the returned io.Closer releases the lock.
-	Lock(name string) (io.Closer, error)
+	// Closing the returned FileLock releases the lock.
+	Lock(name string) (FileLock, error)
+	// LockShared takes a shared, non-blocking lock on the file name
+	// (created if missing): any number of shared holders, but none while
+	// an exclusive one holds it (a *LockError naming the pid that holder
+	// recorded).
+	LockShared(name string) (FileLock, error)
+	// OpenLocks opens name (created if missing) for byte-range locks; see
+	// Locks.
+	OpenLocks(name string) (Locks, error)
+	// MapShared maps the first size bytes of name (created if missing,
+	// grown with zeros to size) read-write and shared; see Shared.
+	MapShared(name string, size int) (*Shared, error)
 	// SyncDir makes the directory entries of dir durable (fsync on the
 	// directory).
 	SyncDir(dir string) error
