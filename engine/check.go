@@ -102,8 +102,11 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 		problemErr("open fails: ", err)
 	} else {
 		defer opened.Close()
-		if opened.idx != nil {
-			cp, _ = opened.idx.Checkpoint()
+		if opened.index != nil {
+			_ = opened.index.use(false, func(x *index.Index) error {
+				cp, _ = x.Checkpoint()
+				return nil
+			})
 		}
 		checkSegmentsThere(opened, problem)
 		rep.Notes = append(rep.Notes, opened.rec.notes...)
@@ -234,7 +237,7 @@ func checkSegmentsThere(opened *DB, problem func(path string, off int64, session
 // replay after its checkpoint) with a replay of every segment (all).
 func checkAgreement(opened, all *DB, problem func(path string, off int64, session, format string, args ...any)) {
 	idxPath := opened.opts.IndexPath
-	if opened.idx == nil {
+	if opened.index == nil {
 		idxPath = opened.dir
 	}
 	for id, s := range all.mu.sessions {

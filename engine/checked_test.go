@@ -2,6 +2,8 @@ package engine
 
 import (
 	"testing"
+
+	"github.com/seglog/seglog/index"
 )
 
 // checkedDir returns a new temporary directory for a store, and registers
@@ -27,3 +29,22 @@ func checkedDir(t testing.TB) string {
 
 // CheckedDir is checkedDir, for the external tests.
 var CheckedDir = checkedDir
+
+// idxRewrite returns the rewrite intent the store's index records.
+func (db *DB) idxRewrite() (rw index.Rewrite, ok bool, err error) {
+	err = db.index.use(false, func(x *index.Index) error {
+		var err error
+		rw, ok, err = x.Rewrite()
+		return err
+	})
+	return rw, ok, err
+}
+
+// idxBeginRewrite records a rewrite intent in the store's index, as a
+// compaction does.
+func (db *DB) idxBeginRewrite(rw index.Rewrite) error {
+	return db.index.use(true, func(x *index.Index) error { return x.BeginRewrite(rw) })
+}
+
+// idxClearRewrite clears the store's rewrite intent.
+func (db *DB) idxClearRewrite() error { return db.index.use(true, (*index.Index).ClearRewrite) }

@@ -115,8 +115,13 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	// (The checkpoint is also where the next open starts reading: it must
 	// not point into a segment that is removed or rewritten.)
 	indexed := func(id uint64) bool { return true }
-	if db.idx != nil {
-		cp, err := db.idx.Checkpoint()
+	if db.index != nil {
+		var cp index.Checkpoint
+		err := db.index.use(false, func(x *index.Index) error {
+			var err error
+			cp, err = x.Checkpoint()
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -247,8 +252,8 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 		return 0, err
 	}
 	intent := index.Rewrite{Segment: si.id, Generation: rd.Header().Generation + 1}
-	if db.idx != nil {
-		if err := db.idx.BeginRewrite(intent); err != nil {
+	if db.index != nil {
+		if err := db.index.use(true, func(x *index.Index) error { return x.BeginRewrite(intent) }); err != nil {
 			return 0, fmt.Errorf("engine: compact: %w", err)
 		}
 	}
@@ -275,8 +280,8 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 		}
 		// segment.Rewrite removed its file: nothing was renamed into place,
 		// the index is still right.
-		if db.idx != nil {
-			if cerr := db.idx.ClearRewrite(); cerr != nil {
+		if db.index != nil {
+			if cerr := db.index.use(true, (*index.Index).ClearRewrite); cerr != nil {
 				err = errors.Join(err, fmt.Errorf("clearing the rewrite intent (the next compaction clears it): %w", cerr))
 			}
 		}
@@ -329,7 +334,7 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	// The index first: if it cannot learn the new offsets, the old file
 	// keeps serving (reads of sessions not loaded yet take their offsets
 	// from the index; layoutMu keeps them out until both agree).
-	if db.idx != nil {
+	if db.index != nil {
 		if err := db.relocate(intent, moves); err != nil {
 			nr.Close()
 			err = fmt.Errorf("engine: compact: index relocation for segment %d (the next open rebuilds the index): %w", si.id, err)
@@ -371,12 +376,16 @@ type relocation struct {
 // The caller holds idxMu, which keeps checkpoints out until Relocate has
 // committed.
 func (db *DB) relocate(rw index.Rewrite, moves []relocation) error {
+	return db.index.use(true, func(x *index.Index) error { return relocateIn(x, rw, moves) })
+}
+
+func relocateIn(x *index.Index, rw index.Rewrite, moves []relocation) error {
 	held := map[string]map[uint64]int64{} // session -> first seq -> offset, of its indexed frames in rw.Segment
 	var rel []index.Relocation
 	for _, m := range moves {
 		at, ok := held[m.ID]
 		if !ok {
-			frames, err := db.idx.Frames(m.ID)
+			frames, err := x.Frames(m.ID)
 			if err != nil {
 				return err
 			}
@@ -392,7 +401,7 @@ func (db *DB) relocate(rw index.Rewrite, moves []relocation) error {
 			rel = append(rel, m.Relocation)
 		}
 	}
-	return db.idx.Relocate(rw, rel)
+	return x.Relocate(rw, rel)
 }
 
 // settleRewriteIntent deals with a rewrite intent an earlier compaction of
@@ -402,10 +411,14 @@ func (db *DB) relocate(rw index.Rewrite, moves []relocation) error {
 // open rebuilds it: that compaction poisoned the store, and so does this
 // one (never compact over a stale index).
 func (db *DB) settleRewriteIntent() error {
-	if db.idx == nil {
+	if db.index == nil {
 		return nil
 	}
-	rw, ok, err := db.idx.Rewrite()
+	return db.index.use(true, func(x *index.Index) error { return db.settleRewriteIn(x) })
+}
+
+func (db *DB) settleRewriteIn(x *index.Index) error {
+	rw, ok, err := x.Rewrite()
 	if err != nil || !ok {
 		return err
 	}
@@ -422,7 +435,7 @@ func (db *DB) settleRewriteIntent() error {
 		db.poisonWith(err)
 		return err
 	}
-	if err := db.idx.ClearRewrite(); err != nil {
+	if err := x.ClearRewrite(); err != nil {
 		return fmt.Errorf("engine: compact: clearing the intent of a rewrite that never happened: %w", err)
 	}
 	return nil

@@ -93,7 +93,7 @@ func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 		t.Fatal("nothing was rewritten: the race was not run")
 	}
 	testHookRewrite = nil
-	if rw, ok, err := db.idx.Rewrite(); ok || err != nil {
+	if rw, ok, err := db.idxRewrite(); ok || err != nil {
 		t.Fatalf("a rewrite intent %+v (%v) is left after the compaction", rw, err)
 	}
 	checkSessions(t, "after the racing compaction", db, want)
@@ -227,14 +227,14 @@ func TestCompactSettlesLeftoverIntent(t *testing.T) {
 		if _, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: -1}); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.idx.BeginRewrite(index.Rewrite{Segment: 1, Generation: 1}); err != nil {
+		if err := db.idxBeginRewrite(index.Rewrite{Segment: 1, Generation: 1}); err != nil {
 			t.Fatal(err)
 		}
 		rep, err := db.Compact(ctx, CompactOptions{LiveRatio: 0.99})
 		if err != nil || len(rep.Rewritten) == 0 {
 			t.Fatalf("compact over an intent whose rename never happened: %+v, %v", rep, err)
 		}
-		if _, ok, _ := db.idx.Rewrite(); ok {
+		if _, ok, _ := db.idxRewrite(); ok {
 			t.Error("an intent is left")
 		}
 		checkSessions(t, "after compaction", db, want)
@@ -296,8 +296,8 @@ func TestCompactRewriteIndexFailure(t *testing.T) {
 	defer func() { db.Close() }()
 	var intent index.Rewrite
 	testHookRewrite = func(uint64) error {
-		intent, _, _ = db.idx.Rewrite()
-		return db.idx.ClearRewrite()
+		intent, _, _ = db.idxRewrite()
+		return db.idxClearRewrite()
 	}
 	_, err = db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99})
 	testHookRewrite = nil
@@ -306,7 +306,7 @@ func TestCompactRewriteIndexFailure(t *testing.T) {
 	}
 	checkSessions(t, "after the failed relocation", db, want)
 	// What a failed commit leaves: the intent.
-	if err := db.idx.BeginRewrite(intent); err != nil {
+	if err := db.idxBeginRewrite(intent); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

@@ -21,8 +21,11 @@ type DB struct {
 	dir  string
 	opts Options
 	lock io.Closer
-	idx  *index.Index // nil with NoIndex
-	enc  segment.Encoder
+	idx  *index.Index // the index while Open's recovery holds it; nil after
+	// index is the index between uses once the store is open (nil with
+	// NoIndex, or when a read-only open set it aside)
+	index *indexFile
+	enc   segment.Encoder
 
 	owners handle.Owners
 
@@ -118,6 +121,17 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if err := db.recover(); err != nil {
 		db.closeFiles()
 		return nil, err
+	}
+	if db.idx != nil {
+		// From here on the index is opened for each use: other processes
+		// may need it too.
+		db.index = &indexFile{path: db.idx.Path()}
+		err := db.idx.Close()
+		db.idx = nil
+		if err != nil {
+			db.closeFiles()
+			return nil, fmt.Errorf("engine: closing the index after recovery: %w", err)
+		}
 	}
 	if o.ReadOnly {
 		return db, nil // no writer, no background work

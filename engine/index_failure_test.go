@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func TestIndexCheckpointFailure(t *testing.T) {
 	if err := db.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	db.idx.Close() // every later index transaction fails
+	db.index.fail = errors.New("the index fails") // every later use fails
 	h.Append(ctx, testgen.Events(50, 50, 200)...)
 	if err := h.Flush(ctx); err != nil {
 		t.Fatalf("flush with a failing index: %v", err)

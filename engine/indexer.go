@@ -77,7 +77,7 @@ func (db *DB) checkpointTo(advance bool) error {
 	}
 	batch := db.mu.pend[:n:n]
 	db.mu.pend = slices.Clone(db.mu.pend[n:])
-	if db.idx == nil || (n == 0 && (!advance || len(db.mu.pend) > 0)) {
+	if db.index == nil || (n == 0 && (!advance || len(db.mu.pend) > 0)) {
 		db.mu.Unlock()
 		return nil
 	}
@@ -125,7 +125,7 @@ func (db *DB) checkpointTo(advance bool) error {
 		})
 	}
 	db.mu.Unlock()
-	if err := db.idx.Apply(u); err != nil {
+	if err := db.index.use(true, func(x *index.Index) error { return x.Apply(u) }); err != nil {
 		db.mu.Lock() // undo: these frames are still unindexed
 		for s, w := range touched {
 			s.idxNext, s.idxSize = w.next, w.size

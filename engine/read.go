@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
 )
@@ -220,9 +221,14 @@ func (db *DB) snapshot(s *session) (view, error) {
 		db.mu.Unlock()
 		return view{}, ErrSessionNotFound
 	}
-	if !s.loaded && db.idx != nil {
+	if !s.loaded && db.index != nil {
 		db.mu.Unlock()
-		fromIdx, err := db.idx.Frames(s.id)
+		var fromIdx []index.Frame
+		err := db.index.use(false, func(x *index.Index) error {
+			var err error
+			fromIdx, err = x.Frames(s.id)
+			return err
+		})
 		if err != nil {
 			return view{}, err
 		}

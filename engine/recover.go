@@ -152,7 +152,7 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 			return index.Checkpoint{}, nil // none yet: read every segment
 		}
 	}
-	idx, err := index.Open(db.opts.IndexPath, &index.Options{ReadOnly: db.opts.ReadOnly})
+	idx, err := index.Open(db.opts.IndexPath, &index.Options{ReadOnly: db.opts.ReadOnly, Timeout: indexWait})
 	if errors.Is(err, index.ErrLocked) {
 		return index.Checkpoint{}, fmt.Errorf("engine: %w", err)
 	}

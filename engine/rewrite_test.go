@@ -117,7 +117,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 				if !errors.Is(err, errHook) {
 					t.Fatalf("compact = %+v, %v; want the hook's error", rep, err)
 				}
-				if rw, ok, _ := db.idx.Rewrite(); !ok || rw.Generation != 1 {
+				if rw, ok, _ := db.idxRewrite(); !ok || rw.Generation != 1 {
 					t.Fatalf("rewrite intent = %+v, %v; want one of generation 1", rw, ok)
 				}
 			} else if err != nil || len(rep.Rewritten) == 0 {
@@ -132,7 +132,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reopen: %v", err)
 			}
-			if _, ok, _ := db.idx.Rewrite(); ok {
+			if _, ok, _ := db.idxRewrite(); ok {
 				t.Error("the rewrite intent survived the reopen")
 			}
 			checkSessions(t, "after reopen", db, want)
@@ -157,7 +157,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 		// What a crash during segment.Rewrite leaves: the intent, and a
 		// temporary file beside the untouched segment.
 		ids, _ := segment.List(nil, dir)
-		if err := db.idx.BeginRewrite(index.Rewrite{Segment: ids[0], Generation: 1}); err != nil {
+		if err := db.idxBeginRewrite(index.Rewrite{Segment: ids[0], Generation: 1}); err != nil {
 			t.Fatal(err)
 		}
 		tmp := dir + "/" + segment.RewriteName(ids[0])
@@ -170,7 +170,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 			t.Fatalf("reopen: %v", err)
 		}
 		defer db.Close()
-		if _, ok, _ := db.idx.Rewrite(); ok {
+		if _, ok, _ := db.idxRewrite(); ok {
 			t.Error("the rewrite intent survived the reopen")
 		}
 		if _, err := os.Stat(tmp); err == nil {

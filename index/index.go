@@ -136,6 +136,12 @@ type Options struct {
 	NoSync bool
 	// Timeout bounds the wait for bbolt's file lock; default 100ms.
 	Timeout time.Duration
+	// NoCheck skips the check of the whole file before bbolt reads it. It
+	// is for a caller that opened and checked the file before, and opens
+	// it again for each use (the engine, which shares the file with other
+	// processes): a damaged page bbolt then meets is still a *DamageError,
+	// never a panic, but damage is found only where a read goes.
+	NoCheck bool
 }
 
 // Index is the bbolt-backed catalog. It is safe for concurrent use.
@@ -169,7 +175,7 @@ func Open(path string, opts *Options) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !fresh {
+	if !fresh && !o.NoCheck {
 		if err := checkLocked(f, path, nil); err != nil {
 			f.Close()
 			return nil, err

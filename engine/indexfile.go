@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"github.com/seglog/seglog/index"
+)
+
+// indexFile is the store's index between its uses. The index is shared by
+// every process that has the store open, and bbolt locks a file open for
+// writing against every other open of it, by any process: so once Open's
+// recovery is done, no process holds the index open. Each use (a
+// checkpoint, a session's first read, a compaction's relocation) opens it,
+// for reading or for writing, and closes it again (docs/DESIGN.md, Many
+// processes).
+type indexFile struct {
+	path string
+	// mu: within this process a writing use excludes the others (bbolt's
+	// file lock would make them poll for it). Taken after layoutMu.
+	mu sync.RWMutex
+	// fail, if set, fails every use (tests of a failing index)
+	fail error
+}
+
+// indexWait bounds how long a use waits for another process's use of the
+// index (a checkpoint or a compaction's relocation: one bbolt commit).
+const indexWait = 10 * time.Second
+
+// use opens the index (for writing, with write), runs fn on it, and
+// closes it.
+func (f *indexFile) use(write bool, fn func(*index.Index) error) error {
+	if write {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+	} else {
+		f.mu.RLock()
+		defer f.mu.RUnlock()
+	}
+	if f.fail != nil {
+		return f.fail
+	}
+	x, err := index.Open(f.path, &index.Options{ReadOnly: !write, NoCheck: true, Timeout: indexWait})
+	if err != nil {
+		return err
+	}
+	err = fn(x)
+	if cerr := x.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
