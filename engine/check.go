@@ -121,9 +121,15 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 		}
 	}
 
-	// The segments on their own, replayed from the start.
+	// The segments on their own, replayed from the start: as far as the
+	// first open read, if another process is writing the store.
 	full := ro
 	full.NoIndex = true
+	var bound uint64
+	if opened != nil {
+		bound = opened.bound
+		full.bound = bound
+	}
 	all, err := Open(dir, &full)
 	if err != nil {
 		problemErr("the segments do not replay: ", err)
@@ -149,8 +155,9 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	bseg, boff := splitPosition(bound)
 	for _, id := range ids {
-		if skip[id] {
+		if skip[id] || (bound != 0 && id > bseg) {
 			continue
 		}
 		rep.Segments++
@@ -183,6 +190,9 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 			so := segment.ScanOptions{From: from}
 			if id == cp.Segment {
 				so.Durable = cp.Offset
+			}
+			if bound != 0 && id == bseg {
+				so.Limit = boff
 			}
 			_, err = r.Scan(so, visit)
 			var ce *CorruptionError

@@ -228,6 +228,7 @@ func (db *DB) dropSegment(id uint64) error {
 	if err != nil {
 		return err
 	}
+	db.shared.layoutChanged()
 	if err := db.opts.FS.SyncDir(db.dir); err != nil {
 		db.poisonWith(err)
 		return err
@@ -353,6 +354,7 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	old := db.mu.readers[si.id]
 	db.mu.readers[si.id] = nr
 	db.mu.Unlock()
+	db.shared.layoutChanged()
 	if old != nil {
 		old.Close()
 	}

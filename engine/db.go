@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -20,8 +19,14 @@ import (
 type DB struct {
 	dir  string
 	opts Options
-	lock io.Closer
-	idx  *index.Index // the index while Open's recovery holds it; nil after
+	// shared is the store's coordination with other processes
+	shared *shared
+	// bound, in a read-only open of a store another process writes, is
+	// the durable position its recovery reads up to (0: every frame)
+	bound uint64
+	// follow keeps a read-only DB up with a writer in another process
+	follow *follower
+	idx    *index.Index // the index while Open's recovery holds it; nil after
 	// index is the index between uses once the store is open (nil with
 	// NoIndex, or when a read-only open set it aside)
 	index *indexFile
@@ -70,10 +75,6 @@ type DB struct {
 	wg         sync.WaitGroup
 }
 
-type closerFunc func() error
-
-func (f closerFunc) Close() error { return f() }
-
 // Open opens the store in dir, creating it if needed, and recovers it: it
 // takes the directory lock (ErrLocked, with the holder's pid, if another
 // process has it), loads the index, re-reads the frames written after the
@@ -88,7 +89,6 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lock io.Closer = closerFunc(func() error { return nil })
 	if o.ReadOnly {
 		if _, err := o.FS.List(dir); err != nil {
 			return nil, fmt.Errorf("engine: open %s read-only: %w", dir, err)
@@ -101,15 +101,16 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		if err := o.FS.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
 			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 		}
-		if lock, err = o.FS.Lock(filepath.Join(dir, "LOCK")); err != nil {
-			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
-		}
+	}
+	sh, err := join(o.FS, dir, !o.ReadOnly)
+	if err != nil {
+		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
 	db := &DB{
 		dir:          dir,
 		opts:         o,
 		rebuildIndex: rebuildIndex,
-		lock:         lock,
+		shared:       sh,
 		enc:          segment.Encoder{Uncompressed: o.Uncompressed},
 		idxKick:      make(chan struct{}, 1),
 		prepKick:     make(chan struct{}, 1),
@@ -118,6 +119,13 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	db.mu.sessions = map[string]*session{}
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.handles = map[*Handle]struct{}{}
+	layout := sh.layout()
+	if o.ReadOnly {
+		db.bound = o.bound
+		if d, ok := sh.durable(); ok && db.bound == 0 {
+			db.bound = d
+		}
+	}
 	if err := db.recover(); err != nil {
 		db.closeFiles()
 		return nil, err
@@ -132,6 +140,22 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			db.closeFiles()
 			return nil, fmt.Errorf("engine: closing the index after recovery: %w", err)
 		}
+	}
+	if !o.ReadOnly {
+		w := db.mu.roller.Active()
+		db.shared.publish(w.Header().ID, w.Durable())
+	} else if sh.shm != nil && o.bound == 0 {
+		// Keep up with a writer in another process.
+		db.follow = &follower{pos: db.bound, layout: layout}
+		if db.bound == 0 {
+			db.follow.pos = db.rec.end
+		}
+	} else {
+		db.fold = nil
+	}
+	if err := db.shared.opened(); err != nil {
+		db.closeFiles()
+		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
 	if o.ReadOnly {
 		return db, nil // no writer, no background work
@@ -247,6 +271,9 @@ func (db *DB) checkVersion(id string, h Header) error {
 // db.mu held.
 func (db *DB) lockOpen(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := db.catchUp(); err != nil {
 		return err
 	}
 	db.mu.Lock()
@@ -438,6 +465,6 @@ func (db *DB) closeFiles() error {
 	if db.idx != nil {
 		errs = append(errs, db.idx.Close())
 	}
-	errs = append(errs, db.lock.Close())
+	errs = append(errs, db.shared.close())
 	return errors.Join(errs...)
 }

@@ -62,6 +62,11 @@ type Options struct {
 	// AfterFunc arms write-behind windows; default time.AfterFunc. Tests
 	// pass a fake clock.
 	AfterFunc func(d time.Duration, f func()) handle.Timer
+
+	// bound, set by Check on a store another process writes, is the
+	// durable position a read-only open reads up to (both of Check's
+	// opens read the same prefix); 0: what the writer published.
+	bound uint64
 }
 
 const (

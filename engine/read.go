@@ -63,6 +63,9 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 	if err := h.front.CheckRead(offset); err != nil {
 		return nil, err
 	}
+	if err := h.db.catchUp(); err != nil {
+		return nil, sessionErr(h.ID(), "read", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -217,6 +220,7 @@ func (db *DB) snapshot(s *session) (view, error) {
 		db.mu.Unlock()
 		return view{}, ErrClosed
 	}
+	s = db.current(s)
 	if s.erased {
 		db.mu.Unlock()
 		return view{}, ErrSessionNotFound

@@ -27,6 +27,7 @@ type openRecovery struct {
 	drop       []uint64            // prepared segments that never held a frame
 	tail       *segment.ScanResult // the newest segment's scan, to resume appending after
 	tailID     uint64
+	end        uint64 // a read-only open: the position its replay reached
 	rebuild    string // why the index is rebuilt from the segments; "" if it is used
 	notes      []string
 }
@@ -95,7 +96,10 @@ func (db *DB) recover() error {
 		return err
 	}
 	if db.opts.ReadOnly {
-		db.fold = nil
+		db.fold.replacing = nil
+		if db.rec.tail != nil {
+			db.rec.end = position(db.rec.tailID, db.rec.tail.End)
+		}
 		return nil
 	}
 	return db.carryOut()
@@ -335,6 +339,12 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 	if ids, err = db.planTail(ids, cp); err != nil {
 		return err
 	}
+	if db.bound != 0 {
+		// Another process writes the store: read what it made durable,
+		// never a frame it is writing.
+		bseg, _ := splitPosition(db.bound)
+		ids = slices.DeleteFunc(ids, func(id uint64) bool { return id > bseg })
+	}
 	if cp.Segment != 0 && !slices.Contains(ids, cp.Segment) {
 		return &CorruptionError{Path: db.segPath(cp.Segment), Offset: cp.Offset, Reason: "segment named by the index checkpoint is missing"}
 	}
@@ -356,6 +366,12 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 		}
 		db.mu.readers[id] = r
 		opts := segment.ScanOptions{}
+		if bseg, boff := splitPosition(db.bound); db.bound != 0 && id == bseg {
+			opts.Limit = boff
+			if err := r.Remap(); err != nil {
+				return err
+			}
+		}
 		if id == cp.Segment {
 			opts.Durable = cp.Offset
 			if !all {

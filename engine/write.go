@@ -61,7 +61,12 @@ func (db *DB) sync() error {
 	}
 	r := db.mu.roller
 	db.mu.Unlock()
-	return db.storeErr(r.Sync(), false)
+	if err := db.storeErr(r.Sync(), false); err != nil {
+		return err
+	}
+	w := r.Active()
+	db.shared.publish(w.Header().ID, w.Durable())
+	return nil
 }
 
 func (db *DB) poisonWith(err error) {

@@ -1124,6 +1124,9 @@ func hsCheckFiles(before, after map[string][]byte, out *hsOutcome) {
 		case segment.IsTemporary(n) && !ok:
 		case n == "index.db" && ok:
 			// The index is the engine's cache: checkpoints rewrite it.
+		case (n == "shm" || n == "locks" || n == "LOCK") && ok:
+			// Coordination between processes, not data: every open
+			// writes them.
 		case !ok && emptyPrepared(n, b):
 		case !ok:
 			out.fail("%s was removed and is not in %s/", n, engine.QuarantineDir)

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/seglog/seglog/segment"
+)
+
+// follower is how a read-only DB keeps up with a store that another
+// process writes: before each Stat, List, Open, Usage and Read it feeds
+// the replay fold the frames the writer has made durable since
+// (docs/DESIGN.md, Many processes). It never reads past the durable
+// position the writer published, so it never meets a frame being written.
+type follower struct {
+	mu     sync.Mutex // one catch-up at a time
+	pos    uint64     // position up to which the fold has been fed
+	layout uint64     // the writer's layout counter the state was built at
+}
+
+// catchUp brings a following DB up to what the writer published as
+// durable. A compaction since (the layout counter moved) rebuilds the
+// state: the frame offsets of rewritten segments changed.
+func (db *DB) catchUp() error {
+	f := db.follow
+	if f == nil {
+		return nil
+	}
+	d, ok := db.shared.durable()
+	if !ok {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if db.shared.layout() != f.layout {
+		return db.reload()
+	}
+	if d <= f.pos {
+		return nil
+	}
+	seg, off := splitPosition(f.pos)
+	dseg, doff := splitPosition(d)
+	for {
+		r, err := db.reader(seg)
+		if err != nil {
+			return err
+		}
+		if err := r.Remap(); err != nil { // grown, or trimmed by its seal
+			return err
+		}
+		opts := segment.ScanOptions{From: off}
+		if seg == dseg {
+			opts.Limit = doff
+		}
+		db.mu.Lock()
+		res, err := r.Scan(opts, func(fi *segment.FrameInfo) error {
+			if fi.Kind == segment.KindSeal {
+				return nil
+			}
+			_, err := db.fold.frame(r, seg, fi)
+			return err
+		})
+		db.fold.pend = nil // a reader indexes nothing
+		db.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if seg == dseg {
+			f.pos = d
+			return nil
+		}
+		if !res.Sealed {
+			return &CorruptionError{Path: r.Path(), Offset: res.End, Reason: "segment before the durable one is not sealed"}
+		}
+		f.pos = position(seg, res.End)
+		ids, err := segment.List(db.opts.FS, db.dir)
+		if err != nil {
+			return err
+		}
+		i, _ := slices.BinarySearch(ids, seg+1)
+		if i == len(ids) || ids[i] > dseg {
+			return &CorruptionError{Path: db.segPath(dseg), Offset: doff, Reason: fmt.Sprintf("the writer published it durable, but no segment follows %d", seg)}
+		}
+		seg, off = ids[i], 0
+	}
+}
+
+// reload rebuilds a following DB's state from the store as it is now, as
+// a new read-only open would. Reads in progress finish on the old state:
+// layoutMu keeps the readers they use open until they are done.
+func (db *DB) reload() error {
+	o := db.opts
+	nd, err := open(db.dir, &o, false)
+	if err != nil {
+		return err
+	}
+	db.layoutMu.Lock()
+	db.mu.Lock()
+	old := db.mu.readers
+	db.mu.sessions, db.mu.readers = nd.mu.sessions, nd.mu.readers
+	db.fold, db.index, db.rec = nd.fold, nd.index, nd.rec
+	db.follow.pos, db.follow.layout = nd.follow.pos, nd.follow.layout
+	db.mu.Unlock()
+	db.layoutMu.Unlock()
+	nd.mu.readers = nil
+	nd.shared.close()
+	for _, r := range old {
+		r.Close()
+	}
+	return nil
+}
+
+// current returns the state of the session a read handle is on: after a
+// reload, the new state of the same incarnation. Called with db.mu held.
+func (db *DB) current(s *session) *session {
+	if cur := db.mu.sessions[s.id]; cur != nil && cur != s && cur.uid == s.uid {
+		return cur
+	}
+	return s
+}

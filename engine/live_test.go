@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// TestLiveReader: a read-only DB beside a writing one on the same store
+// (two DBs in one process hold their locks as two processes do) sees
+// every flushed event at once, never an unflushed one, follows new and
+// deleted sessions and a compaction, and Check agrees with the writer
+// while it writes.
+func TestLiveReader(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := Open(dir, nil); !errors.Is(err, vfs.ErrLocked) {
+		t.Fatalf("a second writer: %v, want ErrLocked", err)
+	}
+	a, err := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testgen.Events(0, 3, 100)
+	a.Append(ctx, want...)
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := Open(dir, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open beside a writer: %v", err)
+	}
+	defer r.Close()
+	ra, err := r.Open(ctx, "a", Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll := func(label string, h *Handle, want []event.Event) {
+		t.Helper()
+		got, err := h.Read(ctx, 0, -1)
+		if err != nil {
+			t.Fatalf("%s: %v", label, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d events, want %d", label, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].Seq != want[i].Seq || string(got[i].Data) != string(want[i].Data) {
+				t.Fatalf("%s: event %d differs", label, i)
+			}
+		}
+	}
+	readAll("reader after open", ra, want)
+
+	more := testgen.Events(3, 2, 100)
+	a.Append(ctx, more...) // appended, not flushed: never seen by another process
+	if snap, err := r.Stat(ctx, "a"); err != nil || snap.EventCount != 3 {
+		t.Fatalf("reader before the flush: %+v, %v; want 3 events", snap, err)
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, more...)
+	readAll("reader after the flush", ra, want) // the freshness rule, across DBs
+
+	b, err := w.Create(ctx, Header{ID: "b", CreatedAt: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bWant := testgen.Events(0, 40, 300)
+	b.Append(ctx, bWant...)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := r.List(ctx); err != nil || len(list) != 2 {
+		t.Fatalf("reader list after a create: %d sessions, %v", len(list), err)
+	}
+	rb, err := r.Open(ctx, "b", Read)
+	if err != nil {
+		t.Fatalf("reader opens a session created after it opened: %v", err)
+	}
+	readAll("b", rb, bWant)
+
+	if rep, err := Check(dir, nil); err != nil || len(rep.Problems) > 0 {
+		t.Fatalf("check beside a writer: %+v, %v", rep, err)
+	}
+
+	// A delete, then a compaction that removes and rewrites segments.
+	a.Close()
+	if err := w.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Stat(ctx, "a"); !errors.Is(err, ErrSessionNotFound) {
+		t.Fatalf("reader stat of a deleted session: %v", err)
+	}
+	if _, err := w.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99}); err != nil {
+		t.Fatal(err)
+	}
+	more = testgen.Events(40, 5, 300)
+	b.Append(ctx, more...)
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bWant = append(bWant, more...)
+	readAll("b after a compaction", rb, bWant)
+	if rep, err := Check(dir, nil); err != nil || len(rep.Problems) > 0 {
+		t.Fatalf("check after the compaction: %+v, %v", rep, err)
+	}
+	b.Close()
+}
+
+// TestLiveReaderCompaction: a reader that took a session's frame list from
+// the index before a compaction rewrote the segments under it reads the
+// session right afterwards (the layout counter makes it rebuild its
+// state: the offsets moved).
+func TestLiveReaderCompaction(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	opts := &Options{CompactInterval: -1, SegmentSize: 1 << 16}
+	w, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	var bWant []event.Event
+	for i := range 40 {
+		a.Append(ctx, testgen.Events(uint64(i*10), 10, 200)...)
+		evs := testgen.Events(uint64(i*10), 10, 200)
+		b.Append(ctx, evs...)
+		bWant = append(bWant, evs...)
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close()
+	if err := w.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rb, err := r.Open(ctx, "b", Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last event only: the frame list comes from the index, and only
+	// the newest segment is opened.
+	if got, err := rb.Read(ctx, len(bWant)-1, 1); err != nil || len(got) != 1 {
+		t.Fatalf("read the last event: %d, %v", len(got), err)
+	}
+	if err := w.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99})
+	if err != nil || len(rep.Rewritten) == 0 {
+		t.Fatalf("compaction rewrote nothing: %+v, %v", rep, err)
+	}
+	got, err := rb.Read(ctx, 0, -1)
+	if err != nil {
+		t.Fatalf("read after the compaction: %v", err)
+	}
+	if len(got) != len(bWant) {
+		t.Fatalf("%d events, want %d", len(got), len(bWant))
+	}
+	for i := range got {
+		if got[i].Seq != bWant[i].Seq || string(got[i].Data) != string(bWant[i].Data) {
+			t.Fatalf("event %d differs after the compaction", i)
+		}
+	}
+	b.Close()
+}
