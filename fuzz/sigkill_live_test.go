@@ -1,0 +1,131 @@
+package fuzz
+
+import (
+	"bufio"
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/internal/testgen"
+)
+
+// TestSIGKILLLiveReader: this process holds the store open read-only for
+// the whole campaign while writer processes (childWriter) append and
+// flush and are killed with SIGKILL at random moments. Each time a writer
+// reports a flush, a read started afterwards here must see at least the
+// flushed events, intact and in order (the freshness rule across
+// processes); after each kill the reader keeps serving them, the next
+// writer opens the store while the reader has it open, and continues every
+// session from what is stored.
+func TestSIGKILLLiveReader(t *testing.T) {
+	rounds := 40
+	if testing.Short() {
+		rounds = 8
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	acked := map[string]uint64{}
+	var reader *engine.DB
+	defer func() {
+		if reader != nil {
+			reader.Close()
+		}
+	}()
+	checks := 0
+	// check reads session id (whole, or only its last flushed event) and
+	// compares it with what the writer wrote.
+	check := func(round int, id string, n uint64, whole bool) {
+		t.Helper()
+		h, err := reader.Open(ctx, id, engine.Read)
+		if err != nil {
+			t.Fatalf("round %d: reader: open %s (%d events flushed): %v", round, id, n, err)
+		}
+		defer h.Close()
+		from := 0
+		if !whole {
+			from = int(n) - 1
+		}
+		evs, err := h.Read(ctx, from, -1)
+		if err != nil {
+			t.Fatalf("round %d: reader: read %s: %v", round, id, err)
+		}
+		if uint64(from+len(evs)) < n {
+			t.Fatalf("round %d: reader: %s has %d events, the writer flushed %d before the read started", round, id, from+len(evs), n)
+		}
+		for i, e := range evs {
+			seq := uint64(from + i)
+			if want := testgen.Event(seq, childEventSize(seq)); !sameEvent(e, want) {
+				t.Fatalf("round %d: reader: %s event %d is not what the writer wrote", round, id, seq)
+			}
+		}
+		checks++
+	}
+	for round := range rounds {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+dir, "SEGLOG_SIGKILL_SEED="+strconv.Itoa(1000+round))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stdout)
+		deadline := time.Now().Add(time.Duration(30+rand.IntN(150)) * time.Millisecond)
+		killed := false
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) != 3 || f[0] != "ack" {
+				continue
+			}
+			n, err := strconv.ParseUint(f[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			if n > acked[f[1]] {
+				acked[f[1]] = n
+			}
+			if reader == nil {
+				// The first flush made a store: open it beside the writer.
+				if reader, err = engine.Open(dir, &engine.Options{ReadOnly: true}); err != nil {
+					t.Fatalf("round %d: read-only open beside a writer: %v", round, err)
+				}
+			}
+			check(round, f[1], n, false)
+			if !killed && time.Now().After(deadline) {
+				cmd.Process.Signal(syscall.SIGKILL)
+				killed = true
+			}
+		}
+		if !killed {
+			cmd.Process.Signal(syscall.SIGKILL)
+		}
+		err = cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("round %d: writer ended with %v, not by SIGKILL: %s", round, err, stderr.String())
+		}
+		if reader == nil {
+			continue
+		}
+		for id, n := range acked {
+			check(round, id, n, true)
+		}
+	}
+	if reader == nil {
+		t.Fatal("no writer ever flushed")
+	}
+	// What the reader serves is what a fresh open serves.
+	reader.Close()
+	reader = nil
+	checkKilledStore(t, ctx, dir, acked, rounds)
+	t.Logf("%d rounds, %d reads beside a writer, every flushed event seen", rounds, checks)
+}
