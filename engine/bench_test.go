@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -368,4 +369,62 @@ func BenchmarkIdleHandle(b *testing.B) {
 	}
 	b.ReportMetric((float64(after.HeapAlloc)-float64(before.HeapAlloc))/n, "heap-B/handle")
 	runtime.KeepAlive(hs)
+}
+
+// BenchmarkFollow: the time from a writer's Flush returning to a read
+// handle of another DB on the same store (a reader, as another process
+// would be: it learns of the flush from the shared memory the writer
+// publishes in) returning from Wait. One 300-byte event per operation.
+func BenchmarkFollow(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	w, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	h, _ := w.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	defer h.Close()
+	h.Append(ctx, testgen.Event(0, 300))
+	h.Flush(ctx)
+	r, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	rh, err := r.Open(ctx, "s", engine.Read)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	flushed := make(chan time.Time, 1)
+	done := make(chan error, 1)
+	var woken atomic.Int64
+	go func() {
+		for i := range b.N {
+			if _, err := rh.Wait(ctx, uint64(i+1)); err != nil {
+				done <- err
+				return
+			}
+			lat = append(lat, time.Since(<-flushed))
+			woken.Add(1)
+		}
+		done <- nil
+	}()
+	b.ResetTimer()
+	for i := range b.N {
+		h.Append(ctx, testgen.Event(uint64(i+1), 300))
+		if err := h.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		flushed <- time.Now()
+		for woken.Load() < int64(i+1) && len(done) == 0 { // one flush at a time: measure each wake-up alone
+			runtime.Gosched()
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
 }

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/seglog/seglog/segment"
 )
@@ -119,3 +121,59 @@ func (db *DB) current(s *session) *session {
 	}
 	return s
 }
+
+// Wait waits until the session holds more than n events that a Read
+// through this handle would return, and returns how many it holds. Events
+// another process writes count once it has flushed them; events appended
+// through this DB count at once. It fails with ErrSessionNotFound once the
+// session is deleted, ErrHandleClosed, ErrClosed, or the context's error.
+// A reader in another process wakes within a few milliseconds of the
+// writer's flush: Wait polls the position the writer publishes in shared
+// memory, a load from a mapping, not the files.
+func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
+	db := h.db
+	delay := waitMin
+	var t *time.Timer
+	for {
+		if err := h.front.CheckRead(0); err != nil {
+			return 0, err
+		}
+		if err := db.catchUp(); err != nil {
+			return 0, sessionErr(h.ID(), "wait", err)
+		}
+		db.mu.Lock()
+		if db.mu.closed {
+			db.mu.Unlock()
+			return 0, ErrClosed
+		}
+		s := db.current(h.s)
+		gone := s.erased || db.mu.sessions[s.id] != s
+		count := s.next
+		db.mu.Unlock()
+		if gone {
+			return 0, sessionErr(h.ID(), "wait", ErrSessionNotFound)
+		}
+		if count > n {
+			return count, nil
+		}
+		if t == nil {
+			t = time.NewTimer(delay)
+			defer t.Stop()
+		} else {
+			t.Reset(delay)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, waitMax)
+	}
+}
+
+// Wait's polling interval grows from waitMin to waitMax while nothing
+// comes.
+const (
+	waitMin = 500 * time.Microsecond
+	waitMax = 5 * time.Millisecond
+)

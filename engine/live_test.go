@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testgen"
@@ -180,6 +181,73 @@ func TestLiveReaderCompaction(t *testing.T) {
 		if got[i].Seq != bWant[i].Seq || string(got[i].Data) != string(bWant[i].Data) {
 			t.Fatalf("event %d differs after the compaction", i)
 		}
+	}
+	b.Close()
+}
+
+// TestWait: a read handle in a reader DB waits for the writer's flush,
+// not for its appends, and learns of a delete and a cancelled context.
+func TestWait(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	a.Append(ctx, testgen.Events(0, 3, 100)...)
+	a.Flush(ctx)
+	r, err := Open(dir, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ra, _ := r.Open(ctx, "a", Read)
+	if n, err := ra.Wait(ctx, 2); n != 3 || err != nil {
+		t.Fatalf("wait for more than 2 of 3 events: %d, %v", n, err)
+	}
+	got := make(chan error, 1)
+	var n uint64
+	go func() {
+		var err error
+		n, err = ra.Wait(ctx, 3)
+		got <- err
+	}()
+	a.Append(ctx, testgen.Events(3, 2, 100)...)
+	select {
+	case err := <-got:
+		t.Fatalf("wait returned (%v, %d) before the flush", err, n)
+	case <-time.After(30 * time.Millisecond):
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil || n != 5 {
+		t.Fatalf("wait after the flush: %d, %v; want 5", n, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := ra.Wait(cctx, 5); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait with nothing coming: %v, want the context's error", err)
+	}
+	a.Close()
+	go func() {
+		_, err := ra.Wait(ctx, 5)
+		got <- err
+	}()
+	if err := w.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; !errors.Is(err, ErrSessionNotFound) {
+		t.Fatalf("wait on a deleted session: %v", err)
+	}
+	// In the writer's own DB, an append is enough.
+	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	wb, _ := w.Open(ctx, "b", Read)
+	b.Append(ctx, testgen.Events(0, 1, 100)...)
+	if n, err := wb.Wait(ctx, 0); n != 1 || err != nil {
+		t.Fatalf("wait in the writer's DB: %d, %v", n, err)
 	}
 	b.Close()
 }

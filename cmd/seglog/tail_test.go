@@ -65,7 +65,7 @@ func TestTailFollowsAWriter(t *testing.T) {
 	done := make(chan error, 1)
 	// n above the total: under load the first poll may come after more
 	// than a last-n window of events exists.
-	go func() { done <- runTail(tctx, &out, dir, "live", 1000, true, 5*time.Millisecond) }()
+	go func() { done <- runTail(tctx, &out, dir, "live", 1000, true) }()
 	const total = 300
 	for seq := 5; seq < total; seq += 5 {
 		if err := h.Append(ctx, testgen.Events(uint64(seq), 5, 300)...); err != nil {
@@ -101,7 +101,7 @@ func TestTailMissingSession(t *testing.T) {
 	dir := copyStore(t, cleanStore)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := runTail(ctx, &bytes.Buffer{}, dir, "nope", 10, true, 5*time.Millisecond)
+	err := runTail(ctx, &bytes.Buffer{}, dir, "nope", 10, true)
 	if !errors.Is(err, engine.ErrSessionNotFound) || ctx.Err() != nil {
 		t.Fatalf("tail -f of a missing session: %v (context: %v)", err, ctx.Err())
 	}
