@@ -50,11 +50,15 @@
 // checkpoint or relocation at a time), then DB.appendMu (a frame is
 // appended and registered for the index under it; the checkpoint reads
 // the durable offset under it, and a failed write is undone under it),
-// then DB.layoutMu (reads hold it shared while they decode frames;
-// compaction and the undo of a failed write take it to change where
-// frames are), then DB.mu (the fields of DB.mu are what it guards); the
-// segment writer's locks are taken under none of them for I/O. A read
-// takes no handle lock.
+// then follower.mu (a read-only DB's catch-up), then DB.layoutMu (reads
+// hold it shared while they decode frames; compaction, the undo of a
+// failed write and a follower's rebuild take it to change where frames
+// are), then indexFile.mu (one use of the index file), then DB.mu (the
+// fields of DB.mu are what it guards); the segment writer's locks are
+// taken under none of them for I/O. A read takes no handle lock. Across
+// processes, the byte locks of shared.go are taken by Open only
+// (lockInit, released when the open is done; lockWriter, held until
+// Close).
 //
 // # Files
 //
@@ -65,10 +69,13 @@
 // encode, frame, sync, poison, Flush); read.go: the read path (snapshot,
 // frame decoding, readers); handle.go: the handle (over store.Front) and
 // its lease; recover.go: Open's recovery, shared with Check (check.go);
-// indexer.go: index checkpoints; lost.go: undoing a lost write;
-// compact.go: compaction (its plan is pure over what the fold
-// attributes; its execution drops and rewrites segments); migrate.go: v2 migration; contract.go: the
-// store contract's names re-exported.
+// indexer.go: index checkpoints; indexfile.go: the index opened for each
+// use; lost.go: undoing a lost write; compact.go: compaction (its plan is
+// pure over what the fold attributes; its execution drops and rewrites
+// segments); migrate.go: v2 migration; shared.go: the store's processes
+// (LOCK, byte locks, shared memory); follow.go: a read-only DB following
+// the writer, and Handle.Wait; contract.go: the store contract's names
+// re-exported.
 //
 // # Recovery and failing storage
 //
