@@ -97,6 +97,10 @@ func (db *DB) reload() error {
 	if err != nil {
 		return err
 	}
+	if nd.follow == nil { // cannot happen while this DB shares LOCK: no first opener resets shm
+		nd.Close()
+		return fmt.Errorf("engine: %s: the writer's published state is gone", db.dir)
+	}
 	db.layoutMu.Lock()
 	db.mu.Lock()
 	old := db.mu.readers

@@ -143,15 +143,6 @@ func (sh *shared) publish(seg uint64, off int64) {
 	}
 }
 
-// reset forgets what was published (the writer's recovery starts over:
-// what it cuts may be past the old durable position).
-func (sh *shared) reset() {
-	if sh.shm != nil && sh.writer {
-		sh.shm.Uint64(shmMagic).Store(0)
-		sh.shm.Uint64(shmDurable).Store(0)
-	}
-}
-
 // durable returns the position a writing process published as durable,
 // and false if none did (no writer since the store was first opened).
 func (sh *shared) durable() (uint64, bool) {
