@@ -428,3 +428,52 @@ func BenchmarkFollow(b *testing.B) {
 	b.StopTimer()
 	reportLatency(b, lat)
 }
+
+// BenchmarkFirstRead: the first read of a session a reopened DB has not
+// read yet (its frame list comes from the index: since many processes
+// share the store, the index file is opened for that read and closed).
+// One operation reads the last event of a session of 50 events.
+func BenchmarkFirstRead(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const sessions = 2000
+	for i := range sessions {
+		h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s-%05d", i), CreatedAt: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.Append(ctx, testgen.Events(0, 50, 300)...)
+		h.Close()
+	}
+	db.Close()
+	var lat []time.Duration
+	i := sessions
+	for b.Loop() {
+		if i == sessions {
+			b.StopTimer()
+			db.Close()
+			if db, err = engine.Open(dir, nil); err != nil {
+				b.Fatal(err)
+			}
+			i = 0
+			b.StartTimer()
+		}
+		t := time.Now()
+		h, err := db.Open(ctx, fmt.Sprintf("s-%05d", i), engine.Read)
+		if err != nil {
+			b.Fatal(err)
+		}
+		evs, err := h.Read(ctx, 49, 1)
+		if err != nil || len(evs) != 1 {
+			b.Fatalf("read %d, %v", len(evs), err)
+		}
+		lat = append(lat, time.Since(t))
+		i++
+	}
+	db.Close()
+	reportLatency(b, lat)
+}
