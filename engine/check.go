@@ -66,12 +66,25 @@ type CheckReport struct {
 //
 // It returns an error only if the store cannot be read at all.
 func Check(dir string, opts *Options) (*CheckReport, error) {
+	for try := 1; ; try++ {
+		rep, moved, err := checkOnce(dir, opts)
+		if !moved || try == openTries {
+			return rep, err
+		}
+		// A compaction by the writing process changed the segments while
+		// they were read: what disagrees may be that. Check again.
+	}
+}
+
+// checkOnce is Check; moved reports that a compaction by another process
+// removed or rewrote segments meanwhile.
+func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) {
 	o, err := opts.withDefaults(dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if _, err := o.FS.List(dir); err != nil {
-		return nil, fmt.Errorf("engine: check %s: %w", dir, err)
+		return nil, false, fmt.Errorf("engine: check %s: %w", dir, err)
 	}
 	rep := &CheckReport{}
 	problem := func(path string, off int64, session, format string, args ...any) {
@@ -94,7 +107,7 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	ro.ReadOnly, ro.Logger = true, slog.New(slog.DiscardHandler)
 	opened, err := Open(dir, &ro)
 	if errors.Is(err, ErrLocked) || errors.Is(err, index.ErrLocked) {
-		return nil, err
+		return nil, false, err
 	}
 	var skip map[uint64]bool // segments the recovery sets aside or removes
 	var cp index.Checkpoint  // what the index proves durable: damage before it is no torn tail
@@ -153,7 +166,7 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	// Every frame.
 	ids, err := segment.List(o.FS, dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	bseg, boff := splitPosition(bound)
 	for _, id := range ids {
@@ -200,8 +213,11 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 				break
 			}
 			problem(path, ce.Offset, "", "%s", ce.Reason)
-			next, ok := r.NextFrame(ce.Offset + 1)
-			if !ok {
+			next, ok := r.NextFrame(max(ce.Offset, from) + 1)
+			if !ok || (so.Limit > 0 && next >= so.Limit) {
+				// Nothing after it (before the durable end another
+				// process published) to resume at. Each resumption is
+				// past the last: the loop ends.
 				err = nil
 				break
 			}
@@ -213,7 +229,10 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 		}
 	}
 	rep.Problems = dedupProblems(rep.Problems)
-	return rep, nil
+	if opened != nil && opened.follow != nil {
+		moved = opened.shared.layout() != opened.follow.layout
+	}
+	return rep, moved, nil
 }
 
 // checkSegmentsThere reports every segment a read would use that is

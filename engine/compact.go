@@ -223,12 +223,13 @@ func (db *DB) dropSegment(id uint64) error {
 	if rd != nil {
 		rd.Close()
 	}
+	db.shared.layoutBegin()
 	err := db.opts.FS.Remove(db.segPath(id))
 	db.layoutMu.Unlock()
+	db.shared.layoutEnd()
 	if err != nil {
 		return err
 	}
-	db.shared.layoutChanged()
 	if err := db.opts.FS.SyncDir(db.dir); err != nil {
 		db.poisonWith(err)
 		return err
@@ -258,6 +259,10 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 			return 0, fmt.Errorf("engine: compact: %w", err)
 		}
 	}
+	// Other processes' readers see the segment's layout change from here
+	// until its index offsets are relocated (or the store is poisoned).
+	db.shared.layoutBegin()
+	defer db.shared.layoutEnd()
 	// Every events frame kept may have to move in the index, whoever it
 	// belongs to now: relocate moves those the index still holds there.
 	var moves []relocation
@@ -354,7 +359,6 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	old := db.mu.readers[si.id]
 	db.mu.readers[si.id] = nr
 	db.mu.Unlock()
-	db.shared.layoutChanged()
 	if old != nil {
 		old.Close()
 	}

@@ -85,6 +85,27 @@ func Open(dir string, opts *Options) (*DB, error) { return open(dir, opts, false
 // open is Open; with rebuildIndex (RebuildIndex), every segment is
 // replayed and the index replaced.
 func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
+	for try := 1; ; try++ {
+		db, err := openOnce(dir, opts, rebuildIndex)
+		if err != errLayoutMoved {
+			return db, err
+		}
+		if try == openTries {
+			return nil, fmt.Errorf("engine: open %s: a compaction by the writing process changed the segments during each of %d tries", dir, try)
+		}
+	}
+}
+
+// errLayoutMoved: a compaction in another process removed or rewrote
+// segments while a read-only open read them (the index and the files may
+// disagree): the open is done again.
+var errLayoutMoved = errors.New("engine: the segments changed during the open")
+
+// openTries bounds the read-only opens a compaction elsewhere may spoil.
+const openTries = 50
+
+// openOnce is one try of open.
+func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	o, err := opts.withDefaults(dir)
 	if err != nil {
 		return nil, err
@@ -121,6 +142,10 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	db.mu.handles = map[*Handle]struct{}{}
 	layout := sh.layout()
 	if o.ReadOnly {
+		layout = sh.stableLayout()
+	}
+	moved := func() bool { return o.ReadOnly && sh.shm != nil && sh.layout() != layout }
+	if o.ReadOnly {
 		db.bound = o.bound
 		if d, ok := sh.durable(); ok && db.bound == 0 {
 			db.bound = d
@@ -128,7 +153,14 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	}
 	if err := db.recover(); err != nil {
 		db.closeFiles()
+		if moved() {
+			return nil, errLayoutMoved
+		}
 		return nil, err
+	}
+	if moved() {
+		db.closeFiles()
+		return nil, errLayoutMoved
 	}
 	if db.idx != nil {
 		// From here on the index is opened for each use: other processes
@@ -144,6 +176,7 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if !o.ReadOnly {
 		w := db.mu.roller.Active()
 		db.shared.publish(w.Header().ID, w.Durable())
+		db.shared.settleLayout()
 	} else if sh.shm != nil && o.bound == 0 {
 		// Keep up with a writer in another process.
 		db.follow = &follower{pos: db.bound, layout: layout}

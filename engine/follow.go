@@ -43,6 +43,17 @@ func (db *DB) catchUp() error {
 	}
 	seg, off := splitPosition(f.pos)
 	dseg, doff := splitPosition(d)
+	if seg == 0 {
+		// The open found no segment: start at the first there is.
+		ids, err := segment.List(db.opts.FS, db.dir)
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 || ids[0] > dseg {
+			return &CorruptionError{Path: db.segPath(dseg), Offset: doff, Reason: "the writer published it durable, but no segment is there"}
+		}
+		seg, off = ids[0], 0
+	}
 	for {
 		r, err := db.reader(seg)
 		if err != nil {

@@ -251,3 +251,70 @@ func TestWait(t *testing.T) {
 	}
 	b.Close()
 }
+
+// TestWriterLockAfterACompactionCutShort: a writer whose compaction was
+// cut short (its process died between the two bumps of the layout
+// counter) leaves the counter odd; the next writer settles it and keeps
+// the writer's lock (it once gave its own lock up probing whether a
+// writer was alive, and a second writer could open beside it).
+func TestWriterLockAfterACompactionCutShort(t *testing.T) {
+	dir := t.TempDir()
+	w1, err := Open(dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir, &Options{ReadOnly: true}) // the store stays open: no first opener resets shm
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w1.shared.layoutBegin() // a compaction began...
+	w1.shared.close()       // ...and the process died: its locks went with it
+	defer func() {
+		close(w1.stop)
+		w1.stopCancel()
+		w1.wg.Wait()
+		w1.closeFiles()
+	}()
+	w2, err := Open(dir, nil)
+	if err != nil {
+		t.Fatalf("a writer after the dead one: %v", err)
+	}
+	defer w2.Close()
+	if l := w2.shared.layout(); l%2 != 0 {
+		t.Errorf("layout counter %d left odd by the new writer", l)
+	}
+	if w3, err := Open(dir, nil); !errors.Is(err, vfs.ErrLocked) {
+		if w3 != nil {
+			w3.Close()
+		}
+		t.Fatalf("a second writer beside the new one: %v, want ErrLocked", err)
+	}
+}
+
+// TestReaderBeforeAnyWriter: a reader that opened a directory holding no
+// store yet follows the writer that creates it.
+func TestReaderBeforeAnyWriter(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	r, err := Open(dir, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	h, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h.Append(ctx, testgen.Events(0, 4, 100)...)
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list, err := r.List(ctx)
+	if err != nil || len(list) != 1 || list[0].EventCount != 4 {
+		t.Fatalf("reader opened before the writer: %+v, %v", list, err)
+	}
+	h.Close()
+}

@@ -63,6 +63,22 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 	if err := h.front.CheckRead(offset); err != nil {
 		return nil, err
 	}
+	db := h.db
+	for try := 1; ; try++ {
+		var layout uint64
+		if db.follow != nil {
+			layout = db.shared.stableLayout()
+		}
+		evs, err := h.read(ctx, offset, limit)
+		if db.follow == nil || db.shared.layout() == layout || try == openTries {
+			return evs, err
+		}
+		// A compaction by the writing process moved frames during the
+		// read: read again, from the rebuilt state.
+	}
+}
+
+func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, error) {
 	if err := h.db.catchUp(); err != nil {
 		return nil, sessionErr(h.ID(), "read", err)
 	}

@@ -341,7 +341,11 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 	}
 	if db.bound != 0 {
 		// Another process writes the store: read what it made durable,
-		// never a frame it is writing.
+		// never a frame it is writing. Its index checkpoint (read after
+		// the durable position was) may be past it, and is durable too.
+		if c := position(cp.Segment, cp.Offset); cp.Segment != 0 && c > db.bound {
+			db.bound = c
+		}
 		bseg, _ := splitPosition(db.bound)
 		ids = slices.DeleteFunc(ids, func(id uint64) bool { return id > bseg })
 	}

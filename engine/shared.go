@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/seglog/seglog/internal/vfs"
 )
@@ -89,8 +90,9 @@ func join(fsys vfs.FS, dir string, write bool) (*shared, error) {
 	}
 	if sh.first {
 		// Whatever it holds is from a time no process had the store open
-		// (maybe before a power cut): nothing in it is known.
-		sh.shm.Uint64(shmMagic).Store(0)
+		// (before a power cut, or a restore of older files): nothing in it
+		// is known.
+		clear(sh.shm.Bytes())
 	}
 	if write {
 		ok, err := sh.locks.TryLock(lockWriter, true)
@@ -155,10 +157,29 @@ func (sh *shared) durable() (uint64, bool) {
 	return sh.shm.Uint64(shmDurable).Load(), true
 }
 
-// layoutChanged bumps the layout counter: a segment was removed or
-// rewritten.
-func (sh *shared) layoutChanged() {
-	if sh.shm != nil {
+// The layout counter works as a seqlock: compaction makes it odd before
+// it removes or rewrites a segment and even again once the files and the
+// index agree. A reader in another process that saw it move (or odd)
+// during an open or a read does it again.
+
+// layoutBegin marks a change of the segments' layout in progress.
+func (sh *shared) layoutBegin() {
+	if sh.shm != nil && sh.writer {
+		sh.shm.Uint64(shmLayout).Add(1)
+	}
+}
+
+// layoutEnd marks it done.
+func (sh *shared) layoutEnd() {
+	if sh.shm != nil && sh.writer {
+		sh.shm.Uint64(shmLayout).Add(1)
+	}
+}
+
+// settleLayout, at a writer's open, ends a change the previous writer
+// began and never ended (it died): the recovery has settled the files.
+func (sh *shared) settleLayout() {
+	if sh.shm != nil && sh.writer && sh.shm.Uint64(shmLayout).Load()%2 == 1 {
 		sh.shm.Uint64(shmLayout).Add(1)
 	}
 }
@@ -169,6 +190,26 @@ func (sh *shared) layout() uint64 {
 		return 0
 	}
 	return sh.shm.Uint64(shmLayout).Load()
+}
+
+// stableLayout returns the layout counter once no change is in progress
+// (or the writer that began one is gone: nothing changes the files then).
+func (sh *shared) stableLayout() uint64 {
+	for i := 0; ; i++ {
+		v := sh.layout()
+		if v%2 == 0 || sh.locks == nil || sh.writer {
+			// (The writer settles a change left in progress; and its probe
+			// of lockWriter below would give up the lock it holds.)
+			return v
+		}
+		if i%64 == 63 { // a writer may have died mid-change
+			if ok, err := sh.locks.TryLock(lockWriter, false); err == nil && ok {
+				sh.locks.Unlock(lockWriter)
+				return v
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // close releases everything, the writer's lock with the rest.
