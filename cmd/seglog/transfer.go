@@ -275,6 +275,12 @@ func runExport(w io.Writer, dir, root string, ids []string, compressed bool) err
 		if err != nil && !all {
 			return err
 		}
+		if errors.Is(err, engine.ErrSessionNotFound) {
+			// Deleted since the listing (another process writes the
+			// store): --all exports the sessions there are.
+			fmt.Fprintf(w, "%s: deleted meanwhile, skipped\n", id)
+			continue
+		}
 		if err != nil {
 			fmt.Fprintf(w, "not exported: %s\n", untag(err.Error())) // the error names the session
 			failed++
