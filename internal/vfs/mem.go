@@ -267,13 +267,8 @@ func (m *MemFS) flock(name string, exclusive bool) (FileLock, error) {
 	if l != nil && (l.exclusive || exclusive) {
 		return nil, &LockError{Path: name, PID: os.Getpid()}
 	}
-	if m.nodes[p] == nil {
-		if !m.parentExists(p) {
-			return nil, &os.PathError{Op: "lock", Path: name, Err: fs.ErrNotExist}
-		}
-		n := &memNode{}
-		m.nodes[p] = n
-		m.record(&dirOp{kind: opCreate, name: p, node: n})
+	if err := m.ensureFile(p, "lock", name); err != nil {
+		return nil, err
 	}
 	if l == nil {
 		l = &memFlock{}
@@ -330,13 +325,8 @@ func (m *MemFS) OpenLocks(name string) (Locks, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := clean(name)
-	if m.nodes[p] == nil {
-		if !m.parentExists(p) {
-			return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-		}
-		n := &memNode{}
-		m.nodes[p] = n
-		m.record(&dirOp{kind: opCreate, name: p, node: n})
+	if err := m.ensureFile(p, "open", name); err != nil {
+		return nil, err
 	}
 	if m.ranges == nil {
 		m.ranges = map[string]map[int64]*memRange{}
@@ -428,13 +418,8 @@ func (m *MemFS) MapShared(name string, size int) (*Shared, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := clean(name)
-	if m.nodes[p] == nil {
-		if !m.parentExists(p) {
-			return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-		}
-		n := &memNode{}
-		m.nodes[p] = n
-		m.record(&dirOp{kind: opCreate, name: p, node: n})
+	if err := m.ensureFile(p, "open", name); err != nil {
+		return nil, err
 	}
 	if m.shared == nil {
 		m.shared = map[string][]byte{}
@@ -450,6 +435,21 @@ func (m *MemFS) MapShared(name string, size int) (*Shared, error) {
 		return nil, errors.New("vfs: MapShared: a MemFS mapping cannot grow")
 	}
 	return &Shared{data: b[:size]}, nil
+}
+
+// ensureFile creates the empty file p (named name in errors, for op) if
+// it is missing, as O_CREATE does. Called with m.mu held.
+func (m *MemFS) ensureFile(p, op, name string) error {
+	if m.nodes[p] != nil {
+		return nil
+	}
+	if !m.parentExists(p) {
+		return &os.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+	}
+	n := &memNode{}
+	m.nodes[p] = n
+	m.record(&dirOp{kind: opCreate, name: p, node: n})
+	return nil
 }
 
 type closerFunc func() error
