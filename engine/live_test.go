@@ -318,3 +318,46 @@ func TestReaderBeforeAnyWriter(t *testing.T) {
 	}
 	h.Close()
 }
+
+// TestFirstOpenerClearsShm: what shm holds from a time no process had the
+// store open (here: a durable position far past the segments, as a
+// restore of older files leaves it) is forgotten by the first opener, so
+// the writer's published position is its own and readers follow it.
+func TestFirstOpenerClearsShm(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	sh, err := vfs.Default.MapShared(dir+"/"+shmName, shmSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh.Uint64(shmVersion).Store(shmVersionValue)
+	sh.Uint64(shmDurable).Store(position(999, 1<<20))
+	sh.Uint64(shmMagic).Store(shmMagicValue)
+	sh.Close()
+	w, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	h, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h.Append(ctx, testgen.Events(0, 2, 100)...)
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := w.shared.durable(); !ok || d >= position(999, 0) {
+		t.Fatalf("published durable position %x (%v): the stale one survived the first open", d, ok)
+	}
+	r, err := Open(dir, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h.Append(ctx, testgen.Events(2, 3, 100)...)
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := r.Stat(ctx, "a"); err != nil || snap.EventCount != 5 {
+		t.Fatalf("reader: %+v, %v; want 5 events", snap, err)
+	}
+	h.Close()
+}
