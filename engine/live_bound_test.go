@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/index"
+	"github.com/seglog/seglog/internal/testgen"
+)
+
+// TestReaderBoundRisesToTheCheckpoint: a reader that read the writer's
+// durable position from shm before the writer checkpointed the index
+// further along (here: shm holds a position in the first segment, the
+// checkpoint is in a later one) reads up to the checkpoint it loaded: it
+// sees every event the index holds, then follows the writer from there.
+// (A bound left below the checkpoint cut off the checkpoint's segment: the
+// open failed with "segment named by the index checkpoint is missing".)
+func TestReaderBoundRisesToTheCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w, err := Open(dir, &Options{CompactInterval: -1, IndexInterval: time.Hour, SegmentSize: 1 << 16, Uncompressed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	h, err := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var want []event.Event
+	appendFlushed := func(n int) {
+		t.Helper()
+		evs := testgen.Events(uint64(len(want)), n, 200)
+		if err := h.Append(ctx, evs...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, evs...)
+	}
+	appendFlushed(10)
+	stale, ok := w.shared.durable()
+	if !ok {
+		t.Fatal("the writer published no durable position")
+	}
+	for range 40 {
+		appendFlushed(10)
+	}
+	if err := w.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	var cp index.Checkpoint
+	if err := w.index.use(false, func(x *index.Index) error {
+		cp, err = x.Checkpoint()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if sseg, _ := splitPosition(stale); cp.Segment <= sseg {
+		t.Fatalf("setup: checkpoint in segment %d, the stale position in %d: want it in a later one", cp.Segment, sseg)
+	}
+	// The reader reads shm before the checkpoint moved past it.
+	w.shared.shm.Uint64(shmDurable).Store(stale)
+
+	r, err := Open(dir, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open with shm's durable position older than the index checkpoint: %v", err)
+	}
+	defer r.Close()
+	if r.bound != position(cp.Segment, cp.Offset) {
+		t.Errorf("reader's bound %x, want the checkpoint's %x", r.bound, position(cp.Segment, cp.Offset))
+	}
+	ra, err := r.Open(ctx, "a", Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	readAllLive := func(label string) {
+		t.Helper()
+		got, err := ra.Read(ctx, 0, -1)
+		if err != nil {
+			t.Fatalf("%s: %v", label, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d events, want %d", label, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].Seq != want[i].Seq || string(got[i].Data) != string(want[i].Data) {
+				t.Fatalf("%s: event %d differs", label, i)
+			}
+		}
+	}
+	readAllLive("reader opened with a stale durable position")
+	// The next flush publishes past the checkpoint: the reader follows.
+	appendFlushed(3)
+	readAllLive("reader after the writer's next flush")
+}
