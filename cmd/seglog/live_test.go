@@ -68,3 +68,66 @@ func TestReadCommandsOnALiveStore(t *testing.T) {
 		t.Errorf("export holds %d lines, want the header and 7 events:\n%s", strings.Count(string(b), "\n"), b)
 	}
 }
+
+// deleteOnLine is export's output: once a line starting with after is
+// written, it deletes session id through the host's DB (another process,
+// as far as the store's locks go).
+type deleteOnLine struct {
+	strings.Builder
+	t         *testing.T
+	host      *engine.DB
+	after, id string
+	done      bool
+}
+
+func (d *deleteOnLine) Write(p []byte) (int, error) {
+	if !d.done && strings.HasPrefix(string(p), d.after) {
+		d.done = true
+		if err := d.host.Delete(context.Background(), d.id); err != nil {
+			d.t.Errorf("host deletes %s: %v", d.id, err)
+		}
+	}
+	return d.Builder.Write(p)
+}
+
+// TestExportAllSkipsASessionDeletedMeanwhile: export --all lists the
+// sessions, then exports them one by one; one the host deletes meanwhile
+// is skipped with a line saying so, the others are exported, and the
+// export succeeds.
+func TestExportAllSkipsASessionDeletedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, id := range []string{"a", "b", "c"} {
+		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Append(ctx, testgen.Events(0, 2, 100)...)
+		if err := h.Close(); err != nil { // flushes
+			t.Fatal(err)
+		}
+	}
+	root := filepath.Join(t.TempDir(), "export")
+	out := &deleteOnLine{t: t, host: db, after: "a: ", id: "b"}
+	if err := runExport(out, dir, root, nil, false); err != nil {
+		t.Fatalf("export --all with a session deleted meanwhile: %v\n%s", err, out.String())
+	}
+	if !out.done {
+		t.Fatalf("a was not exported first:\n%s", out.String())
+	}
+	got := out.String()
+	for _, line := range []string{"a: 2 events -> ", "b: deleted meanwhile, skipped\n", "c: 2 events -> "} {
+		if !strings.Contains(got, line) {
+			t.Errorf("export printed no %q:\n%s", line, got)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(root, "*", "*", "session.v3.jsonl*"))
+	if len(files) != 2 {
+		t.Errorf("export wrote %v, want the logs of a and c", files)
+	}
+}
