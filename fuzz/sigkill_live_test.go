@@ -4,10 +4,6 @@ import (
 	"bufio"
 	"context"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -68,39 +64,24 @@ func TestSIGKILLLiveReader(t *testing.T) {
 		checks++
 	}
 	for round := range rounds {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+dir, "SEGLOG_SIGKILL_SEED="+strconv.Itoa(1000+round))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, stdout, stderr := startChildWriter(t, dir, 1000+round)
 		sc := bufio.NewScanner(stdout)
 		deadline := time.Now().Add(time.Duration(30+rand.IntN(150)) * time.Millisecond)
 		killed := false
 		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) != 3 || f[0] != "ack" {
+			id, n, ok := parseAck(sc.Text())
+			if !ok {
 				continue
 			}
-			n, err := strconv.ParseUint(f[2], 10, 64)
-			if err != nil {
-				continue
-			}
-			if n > acked[f[1]] {
-				acked[f[1]] = n
-			}
+			acked[id] = max(acked[id], n)
 			if reader == nil {
 				// The first flush made a store: open it beside the writer.
+				var err error
 				if reader, err = engine.Open(dir, &engine.Options{ReadOnly: true}); err != nil {
 					t.Fatalf("round %d: read-only open beside a writer: %v", round, err)
 				}
 			}
-			check(round, f[1], n, false)
+			check(round, id, n, false)
 			if !killed && time.Now().After(deadline) {
 				cmd.Process.Signal(syscall.SIGKILL)
 				killed = true
@@ -109,10 +90,7 @@ func TestSIGKILLLiveReader(t *testing.T) {
 		if !killed {
 			cmd.Process.Signal(syscall.SIGKILL)
 		}
-		err = cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("round %d: writer ended with %v, not by SIGKILL: %s", round, err, stderr.String())
-		}
+		waitKilled(t, cmd, stderr, round)
 		if reader == nil {
 			continue
 		}

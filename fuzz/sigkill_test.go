@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -104,17 +105,7 @@ func TestSIGKILL(t *testing.T) {
 	ctx := context.Background()
 	acked := map[string]uint64{}
 	for round := range rounds {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+dir, "SEGLOG_SIGKILL_SEED="+strconv.Itoa(round))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, stdout, stderr := startChildWriter(t, dir, round)
 		lines := make(chan string, 1024)
 		go func() {
 			sc := bufio.NewScanner(stdout)
@@ -128,19 +119,11 @@ func TestSIGKILL(t *testing.T) {
 		time.Sleep(wait)
 		cmd.Process.Signal(syscall.SIGKILL)
 		for line := range lines {
-			f := strings.Fields(line)
-			if len(f) != 3 || f[0] != "ack" {
-				continue
-			}
-			n, err := strconv.ParseUint(f[2], 10, 64)
-			if err == nil && n > acked[f[1]] {
-				acked[f[1]] = n
+			if id, n, ok := parseAck(line); ok && n > acked[id] {
+				acked[id] = n
 			}
 		}
-		err = cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("round %d: child ended with %v, not by SIGKILL: %s", round, err, stderr.String())
-		}
+		waitKilled(t, cmd, stderr, round)
 		checkKilledStore(t, ctx, dir, acked, round)
 	}
 	var total uint64
@@ -148,6 +131,47 @@ func TestSIGKILL(t *testing.T) {
 		total += n
 	}
 	t.Logf("%d SIGKILL rounds, %d events acknowledged and found intact", rounds, total)
+}
+
+// startChildWriter starts childWriter on the store in dir with the seed
+// given: its stdout (the "ack" lines) and what it writes to stderr.
+func startChildWriter(t *testing.T, dir string, seed int) (*exec.Cmd, io.Reader, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+dir, "SEGLOG_SIGKILL_SEED="+strconv.Itoa(seed))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdout, stderr
+}
+
+// parseAck reads a line of childWriter: "ack <session> <events>" after a
+// flush; ok is false for any other line.
+func parseAck(line string) (id string, n uint64, ok bool) {
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "ack" {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return f[1], n, true
+}
+
+// waitKilled waits for a child and fails the test unless SIGKILL ended it.
+func waitKilled(t *testing.T, cmd *exec.Cmd, stderr *strings.Builder, round int) {
+	t.Helper()
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("round %d: child ended with %v, not by SIGKILL: %s", round, err, stderr.String())
+	}
 }
 
 func checkKilledStore(t *testing.T, ctx context.Context, dir string, acked map[string]uint64, round int) {
