@@ -20,35 +20,26 @@ import (
 func TestReaderBoundRisesToTheCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
-	w, err := Open(dir, &Options{CompactInterval: -1, IndexInterval: time.Hour, SegmentSize: 1 << 16, Uncompressed: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := liveOpen(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour, SegmentSize: 1 << 16, Uncompressed: true})
 	h, err := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
 	var want []event.Event
-	appendFlushed := func(n int) {
+	flushMore := func(n int) {
 		t.Helper()
 		evs := testgen.Events(uint64(len(want)), n, 200)
-		if err := h.Append(ctx, evs...); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		appendFlushed(t, h, evs...)
 		want = append(want, evs...)
 	}
-	appendFlushed(10)
+	flushMore(10)
 	stale, ok := w.shared.durable()
 	if !ok {
 		t.Fatal("the writer published no durable position")
 	}
 	for range 40 {
-		appendFlushed(10)
+		flushMore(10)
 	}
 	if err := w.checkpoint(); err != nil {
 		t.Fatal(err)
@@ -70,7 +61,7 @@ func TestReaderBoundRisesToTheCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read-only open with shm's durable position older than the index checkpoint: %v", err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
 	if r.bound != position(cp.Segment, cp.Offset) {
 		t.Errorf("reader's bound %x, want the checkpoint's %x", r.bound, position(cp.Segment, cp.Offset))
 	}
@@ -79,23 +70,8 @@ func TestReaderBoundRisesToTheCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ra.Close()
-	readAllLive := func(label string) {
-		t.Helper()
-		got, err := ra.Read(ctx, 0, -1)
-		if err != nil {
-			t.Fatalf("%s: %v", label, err)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d events, want %d", label, len(got), len(want))
-		}
-		for i := range got {
-			if got[i].Seq != want[i].Seq || string(got[i].Data) != string(want[i].Data) {
-				t.Fatalf("%s: event %d differs", label, i)
-			}
-		}
-	}
-	readAllLive("reader opened with a stale durable position")
+	readsAll(t, "reader opened with a stale durable position", ra, want)
 	// The next flush publishes past the checkpoint: the reader follows.
-	appendFlushed(3)
-	readAllLive("reader after the writer's next flush")
+	flushMore(3)
+	readsAll(t, "reader after the writer's next flush", ra, want)
 }

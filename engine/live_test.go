@@ -19,11 +19,7 @@ import (
 func TestLiveReader(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
-	w, err := Open(dir, &Options{CompactInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := liveOpen(t, dir, &Options{CompactInterval: -1})
 	if _, err := Open(dir, nil); !errors.Is(err, vfs.ErrLocked) {
 		t.Fatalf("a second writer: %v, want ErrLocked", err)
 	}
@@ -46,22 +42,7 @@ func TestLiveReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readAll := func(label string, h *Handle, want []event.Event) {
-		t.Helper()
-		got, err := h.Read(ctx, 0, -1)
-		if err != nil {
-			t.Fatalf("%s: %v", label, err)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d events, want %d", label, len(got), len(want))
-		}
-		for i := range got {
-			if got[i].Seq != want[i].Seq || string(got[i].Data) != string(want[i].Data) {
-				t.Fatalf("%s: event %d differs", label, i)
-			}
-		}
-	}
-	readAll("reader after open", ra, want)
+	readsAll(t, "reader after open", ra, want)
 
 	more := testgen.Events(3, 2, 100)
 	a.Append(ctx, more...) // appended, not flushed: never seen by another process
@@ -72,7 +53,7 @@ func TestLiveReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = append(want, more...)
-	readAll("reader after the flush", ra, want) // the freshness rule, across DBs
+	readsAll(t, "reader after the flush", ra, want) // the freshness rule, across DBs
 
 	b, err := w.Create(ctx, Header{ID: "b", CreatedAt: 2})
 	if err != nil {
@@ -90,7 +71,7 @@ func TestLiveReader(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reader opens a session created after it opened: %v", err)
 	}
-	readAll("b", rb, bWant)
+	readsAll(t, "b", rb, bWant)
 
 	if rep, err := Check(dir, nil); err != nil || len(rep.Problems) > 0 {
 		t.Fatalf("check beside a writer: %+v, %v", rep, err)
@@ -113,7 +94,7 @@ func TestLiveReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	bWant = append(bWant, more...)
-	readAll("b after a compaction", rb, bWant)
+	readsAll(t, "b after a compaction", rb, bWant)
 	if rep, err := Check(dir, nil); err != nil || len(rep.Problems) > 0 {
 		t.Fatalf("check after the compaction: %+v, %v", rep, err)
 	}
@@ -128,11 +109,7 @@ func TestLiveReaderCompaction(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	opts := &Options{CompactInterval: -1, SegmentSize: 1 << 16}
-	w, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := liveOpen(t, dir, opts)
 	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
 	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
 	var bWant []event.Event
@@ -149,11 +126,7 @@ func TestLiveReaderCompaction(t *testing.T) {
 	if err := w.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(dir, &Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := liveOpen(t, dir, &Options{ReadOnly: true})
 	rb, err := r.Open(ctx, "b", Read)
 	if err != nil {
 		t.Fatal(err)
@@ -170,18 +143,7 @@ func TestLiveReaderCompaction(t *testing.T) {
 	if err != nil || len(rep.Rewritten) == 0 {
 		t.Fatalf("compaction rewrote nothing: %+v, %v", rep, err)
 	}
-	got, err := rb.Read(ctx, 0, -1)
-	if err != nil {
-		t.Fatalf("read after the compaction: %v", err)
-	}
-	if len(got) != len(bWant) {
-		t.Fatalf("%d events, want %d", len(got), len(bWant))
-	}
-	for i := range got {
-		if got[i].Seq != bWant[i].Seq || string(got[i].Data) != string(bWant[i].Data) {
-			t.Fatalf("event %d differs after the compaction", i)
-		}
-	}
+	readsAll(t, "read after the compaction", rb, bWant)
 	b.Close()
 }
 
@@ -190,19 +152,11 @@ func TestLiveReaderCompaction(t *testing.T) {
 func TestWait(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
-	w, err := Open(dir, &Options{CompactInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := liveOpen(t, dir, &Options{CompactInterval: -1})
 	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
 	a.Append(ctx, testgen.Events(0, 3, 100)...)
 	a.Flush(ctx)
-	r, err := Open(dir, &Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := liveOpen(t, dir, &Options{ReadOnly: true})
 	ra, _ := r.Open(ctx, "a", Read)
 	if n, err := ra.Wait(ctx, 2); n != 3 || err != nil {
 		t.Fatalf("wait for more than 2 of 3 events: %d, %v", n, err)
@@ -297,21 +251,10 @@ func TestWriterLockAfterACompactionCutShort(t *testing.T) {
 func TestReaderBeforeAnyWriter(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
-	r, err := Open(dir, &Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	w, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	r := liveOpen(t, dir, &Options{ReadOnly: true})
+	w := liveOpen(t, dir, nil)
 	h, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
-	h.Append(ctx, testgen.Events(0, 4, 100)...)
-	if err := h.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	appendFlushed(t, h, testgen.Events(0, 4, 100)...)
 	list, err := r.List(ctx)
 	if err != nil || len(list) != 1 || list[0].EventCount != 4 {
 		t.Fatalf("reader opened before the writer: %+v, %v", list, err)
@@ -334,30 +277,56 @@ func TestFirstOpenerClearsShm(t *testing.T) {
 	sh.Uint64(shmDurable).Store(position(999, 1<<20))
 	sh.Uint64(shmMagic).Store(shmMagicValue)
 	sh.Close()
-	w, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := liveOpen(t, dir, nil)
 	h, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
-	h.Append(ctx, testgen.Events(0, 2, 100)...)
-	if err := h.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	appendFlushed(t, h, testgen.Events(0, 2, 100)...)
 	if d, ok := w.shared.durable(); !ok || d >= position(999, 0) {
 		t.Fatalf("published durable position %x (%v): the stale one survived the first open", d, ok)
 	}
-	r, err := Open(dir, &Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	h.Append(ctx, testgen.Events(2, 3, 100)...)
-	if err := h.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	r := liveOpen(t, dir, &Options{ReadOnly: true})
+	appendFlushed(t, h, testgen.Events(2, 3, 100)...)
 	if snap, err := r.Stat(ctx, "a"); err != nil || snap.EventCount != 5 {
 		t.Fatalf("reader: %+v, %v; want 5 events", snap, err)
 	}
 	h.Close()
+}
+
+// liveOpen opens the store in dir (another process, as far as the
+// store's locks go, from every other DB) and closes it when the test ends.
+func liveOpen(t *testing.T, dir string, opts *Options) *DB {
+	t.Helper()
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// appendFlushed appends evs through h and flushes them.
+func appendFlushed(t *testing.T, h *Handle, evs ...event.Event) {
+	t.Helper()
+	if err := h.Append(context.Background(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readsAll reads every event through h and compares them with want.
+func readsAll(t *testing.T, label string, h *Handle, want []event.Event) {
+	t.Helper()
+	got, err := h.Read(context.Background(), 0, -1)
+	if err != nil {
+		t.Fatalf("%s: %v", label, err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d", label, len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Seq != want[i].Seq || string(got[i].Data) != string(want[i].Data) {
+			t.Fatalf("%s: event %d differs", label, i)
+		}
+	}
 }
