@@ -2,12 +2,12 @@ package segment
 
 import (
 	"fmt"
-	"github.com/seglog/seglog/event"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/vfs"
 )
 
