@@ -71,6 +71,40 @@ var testHookRewrite func(seg uint64) error
 // one is sealed first only with Roll); reads wait only while a rewritten
 // segment is switched in.
 func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport, error) {
+	return db.compact(ctx, opts)
+}
+
+// compactAlone takes what a compaction needs across processes: lockCompact,
+// and lockWriters exclusive, so it runs only while no other process
+// writes the store (the frame offsets those keep in memory would go stale;
+// docs/DESIGN.md, Many processes). release gives them back.
+func (db *DB) compactAlone() (release func(), err error) {
+	locks := db.shared.locks
+	ok, err := locks.TryLock(lockCompact, true)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("engine: compact: %w: another process is compacting the store", ErrLocked)
+	}
+	if ok, err = locks.TryLock(lockWriters, true); err != nil || !ok {
+		locks.Unlock(lockCompact)
+		if err == nil {
+			err = fmt.Errorf("engine: compact: %w: other processes write the store (compaction runs while one process writes it)", ErrLocked)
+		}
+		return nil, err
+	}
+	db.shared.settleLayout()
+	return func() {
+		db.follow.mu.Lock()
+		db.follow.layout = db.shared.layout() // this process's own changes
+		db.follow.mu.Unlock()
+		locks.TryLock(lockWriters, false) // back to shared
+		locks.Unlock(lockCompact)
+	}, nil
+}
+
+func (db *DB) compact(ctx context.Context, opts CompactOptions) (*CompactReport, error) {
 	if db.opts.ReadOnly {
 		return nil, ErrReadOnlyStore
 	}
@@ -86,14 +120,17 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		db.mu.Unlock()
 		return nil, ErrClosed
 	}
-	r := db.mu.roller
 	db.mu.Unlock()
 	db.compactMu.Lock()
 	defer db.compactMu.Unlock()
+	release, err := db.compactAlone()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	db.dead.Store(false) // what is deleted from here on waits for the next run
-	if opts.Roll && r.Active().Size() > segment.HeaderSize {
-		if err := r.Roll(); err != nil {
-			db.poisonWith(err)
+	if _, off := splitPosition(db.shared.field(shmTail).Load()); opts.Roll && off > segment.HeaderSize {
+		if err := db.log.rollNow(); err != nil {
 			return nil, err
 		}
 	}
@@ -108,8 +145,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	if err := db.settleRewriteIntent(); err != nil {
 		return nil, err
 	}
-	aw := r.Active()
-	active := aw.Header().ID
+	active, durable := splitPosition(db.shared.field(shmDurable).Load())
 	// Only segments whose frames are all indexed may go or move: the index
 	// must know the tombstones, and hold every live frame it relocates.
 	// (The checkpoint is also where the next open starts reading: it must
@@ -138,7 +174,6 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	// above, so its tombstone, and every frame before it, is in the sealed
 	// segments or the active one's durable part: the plan reads both, and
 	// acts on the sealed segments.
-	durable := aw.Durable()
 
 	p := newCompactPlan(live)
 	rep := &CompactReport{}
@@ -680,6 +715,8 @@ func (db *DB) compactLoop(ctx context.Context) {
 			// Nothing succeeds on a failed store until it is reopened.
 			db.opts.Logger.Warn("engine: background compaction stopped: the store failed", "error", err)
 			return
+		case errors.Is(err, ErrLocked):
+			db.dead.Store(true) // other processes write the store: next time
 		case err != nil && ctx.Err() == nil:
 			db.dead.Store(true) // try again next time
 			db.opts.Logger.Warn("engine: background compaction failed", "error", err)
@@ -714,12 +751,7 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 		return nil, err
 	}
 	live := db.liveIncarnations()
-	var aid uint64
-	var durable int64
-	if db.mu.roller != nil {
-		aw := db.mu.roller.Active()
-		aid, durable = aw.Header().ID, aw.Durable()
-	}
+	aid, durable := splitPosition(db.durablePos())
 	db.mu.Unlock()
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
@@ -749,11 +781,8 @@ func (db *DB) segmentUsage(ctx context.Context, p *compactPlan, id uint64, limit
 	db.layoutMu.RLock()
 	defer db.layoutMu.RUnlock()
 	if limit > 0 {
-		db.mu.Lock()
-		r := db.mu.roller
-		db.mu.Unlock()
-		if r.Active().Header().ID != id {
-			limit = 0
+		if seg, _ := splitPosition(db.durablePos()); seg != id {
+			limit = 0 // sealed since
 		}
 	}
 	rd, err := db.planSegment(ctx, p, id, limit, false)

@@ -24,8 +24,13 @@ type DB struct {
 	// bound, in a read-only open of a store another process writes, is
 	// the durable position its recovery reads up to (0: every frame)
 	bound uint64
-	// follow keeps a read-only DB up with a writer in another process
+	// follow keeps the DB up with the processes that write the store
 	follow *follower
+	// log places this process's frames in the shared log (nil read-only)
+	log *appender
+	// joined: a write open of a store other processes were writing, whose
+	// recovery changed nothing (it is theirs as much as this process's)
+	joined bool
 	idx    *index.Index // the index while Open's recovery holds it; nil after
 	// index is the index between uses once the store is open (nil with
 	// NoIndex, or when a read-only open set it aside)
@@ -34,20 +39,22 @@ type DB struct {
 
 	owners handle.Owners
 
-	// appendMu orders frame appends with their registration in pend, so
-	// that pend is in file order (the index checkpoint relies on it).
+	// appendMu is held while this process places frames (with lockAppend
+	// across processes).
 	appendMu sync.Mutex
 
 	// mu guards the store's in-memory state. Taken last.
 	mu struct {
 		sync.Mutex
 		sessions map[string]*session // by ID: the live incarnation of each session
-		roller   *segment.Roller
 		readers  map[uint64]*segment.Reader
-		pend     []pendFrame // appended frames not yet in the index, in file order
-		handles  map[*Handle]struct{}
-		closed   bool
-		poison   error // sticky write/sync error: nothing is acked after it
+		pend     []pendFrame // placed and folded frames not yet in the index
+		// own: positions of the frames this process placed that its
+		// follower has not passed yet, in increasing order
+		own     []uint64
+		handles map[*Handle]struct{}
+		closed  bool
+		poison  error // sticky write/sync error: nothing is acked after it
 	}
 
 	// The open's recovery, run before the DB is shared.
@@ -127,6 +134,11 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
+	if rebuildIndex && !sh.first {
+		// Replacing the index needs the store to itself.
+		sh.close()
+		return nil, fmt.Errorf("engine: rebuild the index of %s: %w: other processes have the store open", dir, ErrLocked)
+	}
 	db := &DB{
 		dir:          dir,
 		opts:         o,
@@ -145,7 +157,11 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		layout = sh.stableLayout()
 	}
 	moved := func() bool { return o.ReadOnly && sh.shm != nil && sh.layout() != layout }
-	if o.ReadOnly {
+	// A write open of a store that other processes write joins their log:
+	// like a read-only open, its recovery reads up to what they made
+	// durable and changes nothing.
+	db.joined = !o.ReadOnly && sh.live()
+	if o.ReadOnly || db.joined {
 		db.bound = o.bound
 		if d, ok := sh.durable(); ok && db.bound == 0 {
 			db.bound = d
@@ -173,17 +189,28 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			return nil, fmt.Errorf("engine: closing the index after recovery: %w", err)
 		}
 	}
-	if !o.ReadOnly {
-		w := db.mu.roller.Active()
-		db.shared.publish(w.Header().ID, w.Durable())
-		db.shared.settleLayout()
-	} else if sh.shm != nil && o.bound == 0 {
-		// Keep up with a writer in another process.
+	switch {
+	case !o.ReadOnly:
+		if db.log == nil {
+			db.log = newAppender(db)
+		}
+		// Keep up with the other writing processes.
+		db.follow = &follower{pos: db.rec.end, layout: layout}
+		if db.joined {
+			db.follow.pos = db.bound
+		}
+		if ok, err := sh.locks.TryLock(lockCompact, true); err == nil && ok {
+			sh.settleLayout()
+			db.follow.layout = sh.layout()
+			sh.locks.Unlock(lockCompact)
+		}
+	case sh.shm != nil && o.bound == 0:
+		// Keep up with the writing processes.
 		db.follow = &follower{pos: db.bound, layout: layout}
 		if db.bound == 0 {
 			db.follow.pos = db.rec.end
 		}
-	} else {
+	default:
 		db.fold = nil
 	}
 	if err := db.shared.opened(); err != nil {
@@ -221,16 +248,25 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	if db.opts.ReadOnly {
 		return nil, ErrReadOnlyStore
 	}
+	// The lease first, across processes: of two creating the same ID, one
+	// gets it; then everything any process placed, so that an ID another
+	// process created is seen.
+	lease, err := db.acquire(h.ID)
+	if err != nil {
+		return nil, sessionErr(h.ID, "create", ErrSessionExists)
+	}
+	if err := db.catchUpAll(); err != nil {
+		lease.Release()
+		return nil, err
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.mu.closed {
+		lease.Release()
 		return nil, ErrClosed
 	}
 	if s, ok := db.mu.sessions[h.ID]; ok && !s.erased {
-		return nil, sessionErr(h.ID, "create", ErrSessionExists)
-	}
-	lease, err := db.owners.Acquire(h.ID)
-	if err != nil {
+		lease.Release()
 		return nil, sessionErr(h.ID, "create", ErrSessionExists)
 	}
 	s := &session{id: h.ID, hdr: h, inherited: inherited, pending: true, loaded: true, uid: store.NewIncarnation()}
@@ -268,9 +304,25 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	if db.opts.ReadOnly {
 		return nil, sessionErr(id, "open", ErrReadOnlyStore)
 	}
-	lease, err := db.owners.Acquire(id)
+	db.mu.Unlock()
+	lease, err := db.acquire(id)
 	if err != nil {
+		db.mu.Lock()
 		return nil, sessionErr(id, "open", ErrAlreadyOwned)
+	}
+	// Under the lease, everything other processes placed: the session
+	// continues after its last event, whoever wrote it.
+	err = db.catchUpAll()
+	db.mu.Lock()
+	if err == nil && db.mu.closed {
+		err = ErrClosed
+	}
+	if err == nil {
+		s, err = db.lookup(id, "open")
+	}
+	if err != nil {
+		lease.Release()
+		return nil, err
 	}
 	h := db.newHandle(s, Write, lease)
 	s.owner = h
@@ -384,17 +436,25 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	if err := db.lockOpen(ctx); err != nil {
 		return err
 	}
+	if _, err := db.lookup(id, "delete"); err != nil {
+		db.mu.Unlock()
+		return err
+	}
+	db.mu.Unlock()
+	lease, err := db.acquire(id)
+	if err != nil {
+		return sessionErr(id, "delete", ErrAlreadyOwned)
+	}
+	defer lease.Release()
+	if err := db.catchUpAll(); err != nil {
+		return err
+	}
+	db.mu.Lock()
 	s, err := db.lookup(id, "delete")
 	if err != nil {
 		db.mu.Unlock()
 		return err
 	}
-	lease, err := db.owners.Acquire(id)
-	if err != nil {
-		db.mu.Unlock()
-		return sessionErr(id, "delete", ErrAlreadyOwned)
-	}
-	defer lease.Release()
 	if s.pending {
 		// Never written (its events, if any, not yet framed): nothing of
 		// it is on disk.
@@ -409,26 +469,14 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return sessionErr(id, "delete", err)
 	}
-	db.appendMu.Lock()
-	db.mu.Lock()
-	r, poison := db.mu.roller, db.mu.poison
-	db.mu.Unlock()
-	if poison != nil {
-		db.appendMu.Unlock()
-		return sessionErr(id, "delete", poison)
-	}
-	seg, loc, err := r.AppendEncoded(e)
+	err = db.log.place(&placement{frames: []*segment.Encoded{e}, register: func(at []placed, _ int) {
+		s.erased = true
+		delete(db.mu.sessions, id)
+		db.mu.pend = append(db.mu.pend, pendFrame{s: s, delete: true, ref: frameRef{seg: at[0].seg, off: at[0].loc.Offset, size: uint32(at[0].loc.Size)}})
+	}})
 	if err != nil {
-		err = db.storeErr(err, true)
-		db.appendMu.Unlock()
 		return sessionErr(id, "delete", err)
 	}
-	db.mu.Lock()
-	s.erased = true
-	delete(db.mu.sessions, id)
-	db.mu.pend = append(db.mu.pend, pendFrame{s: s, delete: true, ref: frameRef{seg: seg, off: loc.Offset, size: uint32(loc.Size)}})
-	db.mu.Unlock()
-	db.appendMu.Unlock()
 	db.dead.Store(true)
 	if testHookDeleted != nil {
 		testHookDeleted()
@@ -492,8 +540,8 @@ func (db *DB) closeFiles() error {
 		errs = append(errs, r.Close())
 	}
 	db.mu.readers = nil
-	if db.mu.roller != nil {
-		errs = append(errs, db.mu.roller.Close())
+	if db.log != nil {
+		errs = append(errs, db.log.close())
 	}
 	if db.idx != nil {
 		errs = append(errs, db.idx.Close())

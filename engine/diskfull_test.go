@@ -1,9 +1,9 @@
 package engine_test
 
 // A full disk is not a broken disk: a write that fails before its
-// fdatasync is undone, the flushes it covered fail with the cause, and the
-// store goes on for everyone else (and for the sessions that lost events,
-// once reopened). An fsync error still poisons (poison_test.go).
+// fdatasync placed nothing, the flushes it covered fail with the cause,
+// their events stay with their handles for the next flush, and the store
+// goes on for everyone. An fsync error still poisons (poison_test.go).
 
 import (
 	"context"
@@ -22,14 +22,13 @@ import (
 	"github.com/seglog/seglog/internal/vfs"
 )
 
-// TestWriteErrorIsUndone: session b's flush hits ENOSPC on its write (full
-// and short writes, preallocated or not). The flush fails with
-// ErrWriteLost wrapping ENOSPC; b's handle refuses further writes until it
-// is reopened, which continues from b's stored events; session a, whose
-// events were stored, is untouched and goes on appending and flushing; a
-// crash at any point afterwards, and a clean reopen, keep exactly what was
-// acknowledged.
-func TestWriteErrorIsUndone(t *testing.T) {
+// TestWriteErrorKeepsEvents: session b's flush hits ENOSPC on its write
+// (full and short writes, preallocated or not). The flush fails with
+// ENOSPC; nothing was placed, and b's events stay with its handle: once
+// space is back, the next flush stores them. Session a is untouched and
+// goes on appending and flushing; a crash at any point afterwards, and a
+// clean reopen, keep exactly what was acknowledged.
+func TestWriteErrorKeepsEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		rule     vfs.Rule
@@ -68,18 +67,24 @@ func TestWriteErrorIsUndone(t *testing.T) {
 				}
 			}
 			// b's next flush meets the full disk.
-			if err := b.Append(ctx, testgen.Events(3, 4, 300)...); err != nil {
+			kept := testgen.Events(3, 4, 300)
+			if err := b.Append(ctx, kept...); err != nil {
 				t.Fatal(err)
 			}
 			ff.Add(tc.rule)
 			err = b.Flush(ctx)
-			if !errors.Is(err, engine.ErrWriteLost) || !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("flush on a full disk: %v, want ErrWriteLost wrapping ENOSPC", err)
+			if !errors.Is(err, syscall.ENOSPC) || errors.Is(err, engine.ErrWriteLost) {
+				t.Fatalf("flush on a full disk: %v, want ENOSPC (and nothing lost)", err)
+			}
+			if snap, err := db.Stat(ctx, "b"); err != nil || snap.EventCount != 7 {
+				t.Fatalf("b after its failed write: %d events, %v; want the 7 appended", snap.EventCount, err)
 			}
 			ff.Clear()
-			if err := b.Append(ctx, testgen.Events(3, 1, 300)...); !errors.Is(err, engine.ErrWriteLost) {
-				t.Fatalf("append through a handle that lost events: %v, want ErrWriteLost", err)
+			// Space is back: b's next flush stores what the failed one did not.
+			if err := b.Flush(ctx); err != nil {
+				t.Fatalf("flush once space is back: %v", err)
 			}
+			want["b"] = append(want["b"], kept...)
 			// The store goes on: a appends and flushes.
 			more := testgen.Events(5, 10, 300)
 			if err := a.Append(ctx, more...); err != nil {
@@ -89,16 +94,7 @@ func TestWriteErrorIsUndone(t *testing.T) {
 				t.Fatalf("another session's flush after the full disk: %v", err)
 			}
 			want["a"] = append(want["a"], more...)
-			if snap, err := db.Stat(ctx, "b"); err != nil || snap.EventCount != 3 {
-				t.Fatalf("b after its lost write: %d events, %v; want the 3 stored", snap.EventCount, err)
-			}
-			// b, reopened, continues from what is stored.
-			b.Close()
-			b, err = db.Open(ctx, "b", engine.Write)
-			if err != nil {
-				t.Fatal(err)
-			}
-			again := testgen.Events(3, 2, 300)
+			again := testgen.Events(7, 2, 300)
 			if err := b.Append(ctx, again...); err != nil {
 				t.Fatal(err)
 			}
@@ -284,20 +280,11 @@ func fullTmpfs(t *testing.T, noPrealloc bool) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if errors.Is(failed, engine.ErrWriteLost) {
-		// The write was undone: reopen and go on from what is stored.
-		h.Close()
-		if h, err = db.Open(ctx, "s", engine.Write); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		// Nothing was written (the roll could not create the next
-		// segment): the appended events are still there; flush again.
-		if err := h.Flush(ctx); err != nil {
-			t.Fatalf("flush again once space is back: %v", err)
-		}
-		acked = append(acked, pending...)
+	// Nothing was placed: the appended events are still there; flush again.
+	if err := h.Flush(ctx); err != nil {
+		t.Fatalf("flush again once space is back: %v", err)
 	}
+	acked = append(acked, pending...)
 	if snap, _ := db.Stat(ctx, "s"); snap.EventCount != uint64(len(acked)) {
 		t.Fatalf("%d events stored, %d acknowledged", snap.EventCount, len(acked))
 	}

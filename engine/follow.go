@@ -10,19 +10,21 @@ import (
 	"github.com/seglog/seglog/segment"
 )
 
-// follower is how a read-only DB keeps up with a store that another
-// process writes: before each Stat, List, Open, Usage and Read it feeds
-// the replay fold the frames the writer has made durable since
+// follower is how a DB keeps up with the other processes that write its
+// store: before each Stat, List, Open, Usage and Read (and, in a writing
+// process, before it takes a session's lease and before each index
+// checkpoint) it feeds the replay fold the frames they made durable since
 // (docs/DESIGN.md, Many processes). It never reads past the durable
-// position the writer published, so it never meets a frame being written.
+// position, so it never meets a frame being written; it skips the frames
+// this process placed (db.mu.own), which it registered as it placed them.
 type follower struct {
 	mu     sync.Mutex // one catch-up at a time
 	pos    uint64     // position up to which the fold has been fed
 	layout uint64     // the writer's layout counter the state was built at
 }
 
-// catchUp brings a following DB up to what the writer published as
-// durable. A compaction since (the layout counter moved) rebuilds the
+// catchUp brings a following DB up to what the writing processes
+// published as durable. A compaction since (the layout counter moved) rebuilds the
 // state: the frame offsets of rewritten segments changed.
 func (db *DB) catchUp() error {
 	f := db.follow
@@ -35,7 +37,9 @@ func (db *DB) catchUp() error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if db.shared.layout() != f.layout {
+	if db.opts.ReadOnly && db.shared.layout() != f.layout {
+		// (A writing process sees only its own compactions: one runs
+		// only while no other process writes.)
 		return db.reload()
 	}
 	if d <= f.pos {
@@ -71,10 +75,25 @@ func (db *DB) catchUp() error {
 			if fi.Kind == segment.KindSeal {
 				return nil
 			}
+			p := position(seg, fi.Offset)
+			own := db.mu.own
+			for len(own) > 0 && own[0] < p {
+				own = own[1:]
+			}
+			if len(own) > 0 && own[0] == p {
+				db.mu.own = own[1:] // placed by this process: registered then
+				return nil
+			}
+			db.mu.own = own
 			_, err := db.fold.frame(r, seg, fi)
 			return err
 		})
-		db.fold.pend = nil // a reader indexes nothing
+		if db.opts.ReadOnly {
+			db.fold.pend = nil // a reader indexes nothing
+		} else {
+			db.mu.pend = append(db.mu.pend, db.fold.pend...)
+			db.fold.pend = nil
+		}
 		db.mu.Unlock()
 		if err != nil {
 			return err
@@ -97,6 +116,14 @@ func (db *DB) catchUp() error {
 		}
 		seg, off = ids[i], 0
 	}
+}
+
+// durablePos is the durable position the writing processes published, 0
+// if there is none to know of (a read-only DB of a store it cannot
+// coordinate on, or that no process writes).
+func (db *DB) durablePos() uint64 {
+	d, _ := db.shared.durable()
+	return d
 }
 
 // reload rebuilds a following DB's state from the store as it is now, as

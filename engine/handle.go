@@ -3,9 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 
-	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/store"
 )
 
@@ -16,13 +14,11 @@ type Handle struct {
 	front store.Front // what every backend's handle does the same
 	db    *DB
 	s     *session
-	lease *handle.Lease
-
-	lost atomic.Pointer[lostErr] // set when a failed write lost events appended through it
+	lease *lease
 }
 
 // newHandle is called with db.mu held.
-func (db *DB) newHandle(s *session, access Access, lease *handle.Lease) *Handle {
+func (db *DB) newHandle(s *session, access Access, lease *lease) *Handle {
 	h := &Handle{db: db, s: s, lease: lease}
 	var w store.Writer
 	if access == Write {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -43,36 +44,73 @@ func (db *DB) checkpoint() error { return db.checkpointTo(false) }
 func (db *DB) checkpointTo(advance bool) error {
 	db.idxMu.Lock()
 	defer db.idxMu.Unlock()
-	// appendMu: no frame is between its append and its registration in
-	// pend while the durable offset is read, so every frame below it is in
-	// pend or already in the index. (An append can make its own frames
-	// durable before it registers them: a roll seals and syncs, a spill
-	// syncs the write before. A checkpoint taken in that window would pass
-	// frames it never indexed.)
-	db.appendMu.Lock()
-	db.mu.Lock()
-	w := db.mu.roller.Active()
-	aid, dur := w.Header().ID, w.Durable()
-	db.appendMu.Unlock()
-	durable := func(ref frameRef) bool {
-		return ref.seg < aid || (ref.seg == aid && ref.off+int64(ref.size) <= dur)
+	sh := db.shared
+	if !sh.index {
+		// Another process checkpoints, unless it is gone: then this one
+		// takes over.
+		ok, err := sh.locks.TryLock(lockIndex, true)
+		if err != nil {
+			return err
+		}
+		sh.index = ok
 	}
-	cp := index.Checkpoint{Segment: aid, Offset: dur, Created: w.Header().CreatedNs}
-	n := 0
-	for n < len(db.mu.pend) {
-		p := &db.mu.pend[n]
-		if !durable(p.ref) {
+	// Everything the other processes made durable, in the fold: their
+	// frames are indexed with this process's own.
+	if err := db.catchUp(); err != nil {
+		return err
+	}
+	if !sh.index {
+		// Frames below the checkpoint the checkpointer committed are
+		// indexed: they leave the backlog as if this process had.
+		db.mu.Lock()
+		db.takeIndexed(sh.field(shmIndexed).Load())
+		db.mu.Unlock()
+		return nil
+	}
+	// The follower has passed every frame below its position, and every
+	// frame this process placed below it is registered (a placement
+	// registers its frames before it moves the tail): all are in pend.
+	db.follow.mu.Lock()
+	cpos := db.follow.pos
+	db.follow.mu.Unlock()
+	var created int64
+	cseg, _ := splitPosition(cpos)
+	if cseg != 0 {
+		r, err := db.reader(cseg)
+		if err != nil {
+			return err
+		}
+		created = r.Header().CreatedNs
+	}
+	db.mu.Lock()
+	db.sortPend()
+	for _, p := range db.mu.pend {
+		if p.ref.pos() >= cpos {
 			break
 		}
-		if p.groupEnd != nil && !durable(*p.groupEnd) {
+		if p.groupEnd != nil && p.groupEnd.pos() >= cpos {
 			// A migration not yet durable as a whole: the checkpoint stops
 			// before it, so that a reopen replays it from its header.
-			cp = index.Checkpoint{Segment: p.ref.seg, Offset: p.ref.off}
-			if p.ref.seg == aid {
-				cp.Created = w.Header().CreatedNs
-			}
+			cpos = p.ref.pos()
 			break
 		}
+	}
+	cseg2, coff := splitPosition(cpos)
+	if cseg2 != cseg {
+		r := db.mu.readers[cseg2]
+		if r == nil {
+			db.mu.Unlock()
+			return nil // (the next checkpoint gets further)
+		}
+		created = r.Header().CreatedNs
+	}
+	cp := index.Checkpoint{Segment: cseg2, Offset: coff, Created: created}
+	if cseg2 == 0 {
+		db.mu.Unlock()
+		return nil
+	}
+	n := 0
+	for n < len(db.mu.pend) && db.mu.pend[n].ref.pos() < cpos {
 		n++
 	}
 	batch := db.mu.pend[:n:n]
@@ -81,12 +119,34 @@ func (db *DB) checkpointTo(advance bool) error {
 		db.mu.Unlock()
 		return nil
 	}
-	u := &index.Update{Checkpoint: cp}
-	type was struct {
-		next uint64
-		size int64
+	u, touched := db.indexUpdate(batch)
+	u.Checkpoint = cp
+	db.mu.Unlock()
+	if err := db.index.use(true, func(x *index.Index) error { return x.Apply(u) }); err != nil {
+		db.mu.Lock() // undo: these frames are still unindexed
+		for s, w := range touched {
+			s.idxNext, s.idxSize = w.next, w.size
+		}
+		db.mu.pend = append(batch, db.mu.pend...)
+		db.mu.Unlock()
+		return err
 	}
-	touched := map[*session]was{}
+	raise(sh.field(shmIndexed), cpos)
+	return nil
+}
+
+// idxWas is what a session's index record said before an update.
+type idxWas struct {
+	next uint64
+	size int64
+}
+
+// indexUpdate builds the index update for batch (entries of pend, in file
+// order) and moves the sessions' index records on; touched has what they
+// were. Called with db.mu held.
+func (db *DB) indexUpdate(batch []pendFrame) (*index.Update, map[*session]idxWas) {
+	u := &index.Update{}
+	touched := map[*session]idxWas{}
 	// Frames of an incarnation whose tombstone (or replacing migration) is
 	// in this batch are not indexed: the tombstone removes its records.
 	// An incarnation erased in memory whose tombstone is not yet durable
@@ -108,7 +168,7 @@ func (db *DB) checkpointTo(advance bool) error {
 			continue
 		}
 		if _, ok := touched[s]; !ok {
-			touched[s] = was{s.idxNext, s.idxSize}
+			touched[s] = idxWas{s.idxNext, s.idxSize}
 		}
 		s.idxSize += int64(p.ref.size)
 		if !p.header {
@@ -124,15 +184,28 @@ func (db *DB) checkpointTo(advance bool) error {
 			Events: s.idxNext, Size: s.idxSize, Inherited: s.inherited,
 		})
 	}
-	db.mu.Unlock()
-	if err := db.index.use(true, func(x *index.Index) error { return x.Apply(u) }); err != nil {
-		db.mu.Lock() // undo: these frames are still unindexed
-		for s, w := range touched {
-			s.idxNext, s.idxSize = w.next, w.size
-		}
-		db.mu.pend = append(batch, db.mu.pend...)
-		db.mu.Unlock()
-		return err
+	return u, touched
+}
+
+// sortPend puts pend in file order: frames this process placed and frames
+// it folded from others were added as each came. Called with db.mu held.
+func (db *DB) sortPend() {
+	slices.SortStableFunc(db.mu.pend, func(a, b pendFrame) int { return cmp.Compare(a.ref.pos(), b.ref.pos()) })
+}
+
+// takeIndexed drops from pend, in a process that does not checkpoint, the
+// frames before pos, which the checkpointing process committed, moving
+// the sessions' index records on as if this process had. Called with
+// db.mu held.
+func (db *DB) takeIndexed(pos uint64) {
+	db.sortPend()
+	n := 0
+	for n < len(db.mu.pend) && db.mu.pend[n].ref.pos() < pos {
+		n++
 	}
-	return nil
+	if n == 0 {
+		return
+	}
+	db.indexUpdate(db.mu.pend[:n])
+	db.mu.pend = slices.Clone(db.mu.pend[n:])
 }

@@ -15,7 +15,7 @@ func createAsOldBuild(t *testing.T, db *DB, h Header) *Handle {
 	h.Version = FormatVersion
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	lease, err := db.owners.Acquire(h.ID)
+	lease, err := db.acquire(h.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

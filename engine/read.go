@@ -47,7 +47,7 @@ func (db *DB) reader(id uint64) (*segment.Reader, error) {
 		r.Close()
 		return old, nil
 	}
-	if db.mu.closed {
+	if db.mu.readers == nil { // closed: closeFiles closed the others
 		r.Close()
 		return nil, ErrClosed
 	}
@@ -152,7 +152,7 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 		hi++
 	}
 	out := make([]event.Event, end-off)
-	if err := db.decodeFrames(ctx, refs[lo:hi], v.active, off, end, out); err != nil {
+	if err := db.decodeFrames(ctx, refs[lo:hi], off, end, out); err != nil {
 		return nil, sessionErr(h.ID(), "read", err)
 	}
 	filled := uint64(0)
@@ -176,12 +176,12 @@ const parallelFrames = 16
 // decodeFrames decodes refs (consecutive frames of one session) and puts
 // the events in [off, end) at out[seq-off]. Large reads fan out over
 // GOMAXPROCS goroutines, each taking every n-th frame.
-func (db *DB) decodeFrames(ctx context.Context, refs []frameRef, active *segment.Writer, off, end uint64, out []event.Event) error {
+func (db *DB) decodeFrames(ctx context.Context, refs []frameRef, off, end uint64, out []event.Event) error {
 	one := func(ref frameRef) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f, err := db.readFrame(ref, active)
+		f, err := db.readFrame(ref)
 		if err != nil {
 			return err
 		}
@@ -217,13 +217,12 @@ func (db *DB) decodeFrames(ctx context.Context, refs []frameRef, active *segment
 	return errors.Join(errs...)
 }
 
-// snapshotFrames returns s's frames, its event count and the active
-// writer, loading the frame list from the index on first use.
+// view is a consistent view of a session's events: its frames and the
+// events not yet framed.
 type view struct {
 	refs   []frameRef    // frames covering [0, framed)
 	framed uint64        //
 	open   []event.Event // events [framed, framed+len(open)), not yet framed
-	active *segment.Writer
 }
 
 func (v *view) len() uint64 { return v.framed + uint64(len(v.open)) }
@@ -269,20 +268,13 @@ func (db *DB) snapshot(s *session) (view, error) {
 		}
 	}
 	v := view{refs: s.frames, framed: s.framed, open: s.open}
-	if db.mu.roller != nil {
-		v.active = db.mu.roller.Active()
-	}
 	db.mu.Unlock()
 	return v, nil
 }
 
-func (db *DB) readFrame(ref frameRef, active *segment.Writer) (*segment.Frame, error) {
-	if active != nil && ref.seg == active.Header().ID {
-		buf := make([]byte, ref.size)
-		if active.ReadBuffered(buf, ref.off) {
-			return segment.DecodeFrameAt(active.Path(), buf, ref.off, 0)
-		}
-	}
+// readFrame reads the frame at ref: placed frames are in the file (the
+// page cache) from their registration on, synced or not.
+func (db *DB) readFrame(ref frameRef) (*segment.Frame, error) {
 	r, err := db.reader(ref.seg)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Reads hold the layout lock: a compaction removes only segments

@@ -95,8 +95,10 @@ func (db *DB) recover() error {
 	if err != nil {
 		return err
 	}
-	if db.opts.ReadOnly {
-		db.fold.replacing = nil
+	if db.passive() {
+		if db.opts.bound != 0 {
+			db.fold.replacing = nil // Check: the store as one reopen would see it
+		}
 		if db.rec.tail != nil {
 			db.rec.end = position(db.rec.tailID, db.rec.tail.End)
 		}
@@ -104,6 +106,11 @@ func (db *DB) recover() error {
 	}
 	return db.carryOut()
 }
+
+// passive reports whether the open's recovery must leave the files as
+// they are: a read-only open, or a write open that joins processes
+// writing the store (its files are theirs too).
+func (db *DB) passive() bool { return db.opts.ReadOnly || db.joined }
 
 var errRebuildRequested = errors.New("a rebuild was asked for (RebuildIndex)")
 
@@ -128,7 +135,7 @@ func (db *DB) findTemporaries() error {
 	if len(db.rec.temps) == 0 {
 		return nil
 	}
-	if db.opts.ReadOnly {
+	if db.passive() {
 		db.rec.note("%d unfinished segment files (a creation or compaction cut short): the next write open removes them", len(db.rec.temps))
 		return nil
 	}
@@ -150,13 +157,13 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 	if db.opts.NoIndex {
 		return index.Checkpoint{}, nil
 	}
-	if db.opts.ReadOnly {
+	if db.passive() {
 		if _, err := os.Stat(db.opts.IndexPath); err != nil {
 			db.rec.note("no index file: the next write open builds it from the segments")
 			return index.Checkpoint{}, nil // none yet: read every segment
 		}
 	}
-	idx, err := index.Open(db.opts.IndexPath, &index.Options{ReadOnly: db.opts.ReadOnly, Timeout: indexWait})
+	idx, err := index.Open(db.opts.IndexPath, &index.Options{ReadOnly: db.passive(), Timeout: indexWait})
 	if errors.Is(err, index.ErrLocked) {
 		return index.Checkpoint{}, fmt.Errorf("engine: %w", err)
 	}
@@ -209,7 +216,7 @@ func (db *DB) setIndexAside(why string) error {
 		db.idx = nil
 	}
 	db.rec.rebuild = why
-	if db.opts.ReadOnly {
+	if db.passive() {
 		db.rec.note("the index is not used (%s): the next write open sets it aside and rebuilds it from the segments", why)
 		return nil
 	}
@@ -437,18 +444,25 @@ func (db *DB) carryOut() error {
 			return fmt.Errorf("engine: %w", err)
 		}
 	}
+	var tailID uint64
+	var tailEnd int64
+	var frames uint32
 	if t := db.rec.tail; t != nil && !t.Sealed {
 		if t.Torn {
 			db.opts.Logger.Warn("engine: recovered a torn tail; incomplete tail bytes were discarded",
 				"segment", db.segPath(db.rec.tailID), "offset", t.End, "reason", t.TornReason)
 		}
+		// Cut the torn tail (zero or trim what follows the last frame),
+		// synced before anything is appended after it.
 		w, err := segment.OpenWriter(fsys, db.segPath(db.rec.tailID), *t, db.opts.writerOptions())
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
-		db.mu.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
-	}
-	if db.mu.roller == nil {
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		tailID, tailEnd, frames = db.rec.tailID, t.End, t.Frames
+	} else {
 		next := db.rec.tailID + 1
 		if db.rec.tail == nil {
 			next = db.lastSegmentID() + 1
@@ -457,8 +471,15 @@ func (db *DB) carryOut() error {
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
-		db.mu.roller = segment.NewRoller(fsys, db.dir, w, db.opts.writerOptions())
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		tailID, tailEnd = next, segment.HeaderSize
 	}
+	// The shared log starts where the recovery left the files.
+	db.shared.setUp(tailID, tailEnd, frames)
+	db.rec.end = position(tailID, tailEnd)
+	db.log = newAppender(db)
 	return db.abandonMigrations()
 }
 
@@ -499,7 +520,7 @@ func (db *DB) checkRewriteIntent() error {
 		r.Close()
 	}
 	switch {
-	case !landed && db.opts.ReadOnly:
+	case !landed && db.passive():
 		db.rec.note("a compaction's rewrite of segment %d never landed: a write open clears its intent", rw.Segment)
 		return nil
 	case !landed:
@@ -509,7 +530,7 @@ func (db *DB) checkRewriteIntent() error {
 	db.idx.Close()
 	db.idx = nil
 	db.rec.rebuild = why
-	if db.opts.ReadOnly {
+	if db.passive() {
 		db.rec.note("the index is not used (%s): the next write open rebuilds it from the segments", why)
 		return nil
 	}
@@ -524,23 +545,26 @@ func (db *DB) checkRewriteIntent() error {
 // appended.
 func (db *DB) abandonMigrations() error {
 	replacing := db.fold.replacing
-	db.fold = nil // the replay is over
+	// The replay is over; what follows is the other processes' frames.
+	db.fold = newFold(db.mu.sessions, true)
 	keys := slices.Sorted(maps.Keys(replacing))
 	if len(keys) == 0 {
 		return nil
 	}
+	var es []*segment.Encoded
 	for _, key := range keys {
 		rp := replacing[key]
 		e, err := db.enc.Delete(key, rp.s.uid)
 		if err != nil {
 			return err
 		}
-		if _, _, err := db.mu.roller.AppendEncoded(e); err != nil {
-			return fmt.Errorf("engine: abandoning the migration of %q: %w", key, err)
-		}
+		es = append(es, e)
 		db.opts.Logger.Warn("engine: a migration was cut short; the session stays in its old format", "session", key)
 	}
-	if err := db.mu.roller.Sync(); err != nil {
+	if err := db.log.place(&placement{frames: es}); err != nil {
+		return fmt.Errorf("engine: abandoning migrations: %w", err)
+	}
+	if err := db.log.sync(db.log.placedEnd.Load()); err != nil {
 		return fmt.Errorf("engine: abandoning migrations: %w", err)
 	}
 	return nil

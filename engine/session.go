@@ -39,6 +39,9 @@ type frameRef struct {
 	size  uint32
 }
 
+// pos is the frame's position in the log (see position).
+func (r frameRef) pos() uint64 { return position(r.seg, r.off) }
+
 // addFrame records a frame of s's events, which continue its framed seqs,
 // and returns its entry for the index. Called with db.mu held (or during
 // replay).

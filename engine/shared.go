@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seglog/seglog/internal/vfs"
@@ -20,20 +22,34 @@ const (
 	shmSize   = 4096
 
 	// shm fields (8 bytes each, atomic)
-	shmMagic   = 0  // shmMagicValue once a writer published; 0 when nothing is known
+	shmMagic   = 0  // shmMagicValue once a writing process set the log up; 0 when nothing is known
 	shmVersion = 8  // shmVersionValue
+	shmTail    = 24 // position after the last placed frame; moved under lockAppend
 	shmDurable = 32 // position below which everything is fdatasynced
-	shmLayout  = 48 // bumped after a compaction removed or rewrote a segment
-	shmWriter  = 56 // pid of the process that writes the store
+	shmIndexed = 40 // the index checkpoint the checkpointer last committed
+	shmLayout  = 48 // bumped around a compaction's removal or rewrite of a segment
+	shmPID     = 56 // pid of the process that set the log up (an older build: of its writer)
+	shmFrames  = 64 // events frames in the active segment (its seal counts them)
+	shmPlacing = 72 // end of the placement in progress; past shmTail if its placer died mid-write
 
 	// bytes of locksName
-	lockInit   = 0 // held while a process opens the store
-	lockWriter = 4 // held by the process that writes the store
+	lockInit    = 0 // held while a process opens the store
+	lockAppend  = 1 // held while a process places frames at the tail
+	lockIndex   = 2 // held by the process that checkpoints the index (and runs background compaction)
+	lockCompact = 3 // held while a process compacts
+	lockBuild   = 4 // shared by the writing processes of this build; an older build's writer holds it exclusive
+	lockWriters = 5 // shared by every writing process; a compaction takes it exclusive (it runs alone)
+	lockPrepare = 6 // held while a process creates the next segment
+	// leaseBase + xxhash64(id) mod 2^62: the write lease of session id
+	leaseBase = 1 << 32
 )
 
 var shmMagicValue = binary.LittleEndian.Uint64([]byte("seglogsh"))
 
-const shmVersionValue = 1
+// shmVersionValue 2: several writing processes (tail, placing, frames).
+// Version 1 (one writer) was never published beside a writer of this build:
+// lockBuild keeps the two apart.
+const shmVersionValue = 2
 
 // position packs a segment ID and an offset in it into one ordered word.
 func position(seg uint64, off int64) uint64 { return seg<<40 | uint64(off) }
@@ -46,20 +62,27 @@ func splitPosition(p uint64) (seg uint64, off int64) { return p >> 40, int64(p &
 // it cannot coordinate on (a read-only file system) has none of them and
 // reads the segments as they are.
 type shared struct {
-	flock vfs.FileLock
-	locks vfs.Locks
-	shm   *vfs.Shared
+	// mu orders the release of leases with close
+	mu     sync.Mutex
+	closed bool
+	flock  vfs.FileLock
+	locks  vfs.Locks
+	shm    *vfs.Shared
 	// first: no other process had the store open when this one opened it
 	first bool
-	// writer: this process holds lockWriter
-	writer bool
+	// write: this process writes the store (it holds lockBuild and
+	// lockWriters shared)
+	write bool
+	// index: this process holds lockIndex: it checkpoints the index
+	// (guarded by the DB's idxMu once the store is open)
+	index bool
 }
 
 // join takes this process's place among those that have the store in dir
-// open: it takes lockInit (released by opened, once the recovery is done),
-// LOCK (exclusive if no process has the store open: the first opener; else
-// shared; an older build holds it exclusive), and for a write open
-// lockWriter (one writing process at a time, for now).
+// open: for a write open lockWriters (shared: waiting out a compaction,
+// which runs alone) and lockBuild; then lockInit (released by opened, once
+// the recovery is done) and LOCK (exclusive if no process has the store
+// open: the first opener; else shared; an older build holds it exclusive).
 func join(fsys vfs.FS, dir string, write bool) (*shared, error) {
 	sh := &shared{}
 	var err error
@@ -68,6 +91,12 @@ func join(fsys vfs.FS, dir string, write bool) (*shared, error) {
 			return &shared{}, nil // nothing to coordinate with: read what is there
 		}
 		return nil, err
+	}
+	if write {
+		if err := sh.locks.Lock(lockWriters, false); err != nil {
+			sh.close()
+			return nil, err
+		}
 	}
 	if err := sh.locks.Lock(lockInit, true); err != nil {
 		sh.close()
@@ -95,17 +124,22 @@ func join(fsys vfs.FS, dir string, write bool) (*shared, error) {
 		clear(sh.shm.Bytes())
 	}
 	if write {
-		ok, err := sh.locks.TryLock(lockWriter, true)
+		ok, err := sh.locks.TryLock(lockBuild, false)
 		if err != nil {
 			sh.close()
 			return nil, err
 		}
 		if !ok {
-			pid := int(sh.shm.Uint64(shmWriter).Load())
+			// An older build's writer (it shares LOCK, but writes alone).
+			pid := int(sh.shm.Uint64(shmPID).Load())
 			sh.close()
 			return nil, &vfs.LockError{Path: filepath.Join(dir, locksName), PID: pid}
 		}
-		sh.writer = true
+		sh.write = true
+		if sh.index, err = sh.locks.TryLock(lockIndex, true); err != nil {
+			sh.close()
+			return nil, err
+		}
 	}
 	return sh, nil
 }
@@ -124,63 +158,78 @@ func (sh *shared) opened() error {
 	return sh.locks.Unlock(lockInit)
 }
 
-// publish records, as the writing process, what is durable: everything
-// before position (seg, off). Readers in other processes read up to it.
-func (sh *shared) publish(seg uint64, off int64) {
-	if sh.shm == nil || !sh.writer {
-		return
-	}
+// live reports whether a writing process has set the shared log up since
+// the store was first opened: tail and durable are known.
+func (sh *shared) live() bool {
+	return sh.shm != nil && sh.shm.Uint64(shmMagic).Load() == shmMagicValue &&
+		sh.shm.Uint64(shmVersion).Load() == shmVersionValue
+}
+
+// setUp publishes the shared log as a writing process's recovery left it:
+// its tail at (seg, off), durable, with frames events frames in seg.
+func (sh *shared) setUp(seg uint64, off int64, frames uint32) {
 	p := position(seg, off)
-	d := sh.shm.Uint64(shmDurable)
+	sh.shm.Uint64(shmTail).Store(p)
+	sh.shm.Uint64(shmPlacing).Store(p)
+	sh.shm.Uint64(shmDurable).Store(p)
+	sh.shm.Uint64(shmFrames).Store(uint64(frames))
+	sh.shm.Uint64(shmVersion).Store(shmVersionValue)
+	sh.shm.Uint64(shmPID).Store(uint64(os.Getpid()))
+	sh.shm.Uint64(shmMagic).Store(shmMagicValue)
+}
+
+// field returns the shared field at off.
+func (sh *shared) field(off int) *atomic.Uint64 { return sh.shm.Uint64(off) }
+
+// publish raises durable to p: everything before it is fdatasynced.
+func (sh *shared) publish(p uint64) {
+	raise(sh.field(shmDurable), p)
+}
+
+// raise moves f up to p (compare-and-swap: it never goes down).
+func raise(f *atomic.Uint64, p uint64) {
 	for {
-		old := d.Load()
-		if old >= p || d.CompareAndSwap(old, p) {
-			break
+		old := f.Load()
+		if old >= p || f.CompareAndSwap(old, p) {
+			return
 		}
-	}
-	if sh.shm.Uint64(shmMagic).Load() != shmMagicValue {
-		sh.shm.Uint64(shmVersion).Store(shmVersionValue)
-		sh.shm.Uint64(shmWriter).Store(uint64(os.Getpid()))
-		sh.shm.Uint64(shmMagic).Store(shmMagicValue)
 	}
 }
 
 // durable returns the position a writing process published as durable,
 // and false if none did (no writer since the store was first opened).
 func (sh *shared) durable() (uint64, bool) {
-	if sh.shm == nil || sh.shm.Uint64(shmMagic).Load() != shmMagicValue {
+	if !sh.live() {
 		return 0, false
 	}
-	if v := sh.shm.Uint64(shmVersion).Load(); v != shmVersionValue {
-		return 0, false
-	}
-	return sh.shm.Uint64(shmDurable).Load(), true
+	return sh.field(shmDurable).Load(), true
 }
 
 // The layout counter works as a seqlock: compaction makes it odd before
 // it removes or rewrites a segment and even again once the files and the
-// index agree. A reader in another process that saw it move (or odd)
-// during an open or a read does it again.
+// index agree. A process that saw it move (or odd) during an open or a
+// read does it again.
 
 // layoutBegin marks a change of the segments' layout in progress.
 func (sh *shared) layoutBegin() {
-	if sh.shm != nil && sh.writer {
-		sh.shm.Uint64(shmLayout).Add(1)
+	if sh.shm != nil && sh.write {
+		sh.field(shmLayout).Add(1)
 	}
 }
 
 // layoutEnd marks it done.
 func (sh *shared) layoutEnd() {
-	if sh.shm != nil && sh.writer {
-		sh.shm.Uint64(shmLayout).Add(1)
+	if sh.shm != nil && sh.write {
+		sh.field(shmLayout).Add(1)
 	}
 }
 
-// settleLayout, at a writer's open, ends a change the previous writer
-// began and never ended (it died): the recovery has settled the files.
+// settleLayout, with lockCompact held, ends a change a compaction that
+// died began and never ended: nothing changes the files any more, and the
+// next open or compaction deals with what it left.
 func (sh *shared) settleLayout() {
-	if sh.shm != nil && sh.writer && sh.shm.Uint64(shmLayout).Load()%2 == 1 {
-		sh.shm.Uint64(shmLayout).Add(1)
+	if sh.shm != nil && sh.write && sh.layout()%2 == 1 {
+		sh.field(shmLayout).Add(1)
 	}
 }
 
@@ -189,22 +238,21 @@ func (sh *shared) layout() uint64 {
 	if sh.shm == nil {
 		return 0
 	}
-	return sh.shm.Uint64(shmLayout).Load()
+	return sh.field(shmLayout).Load()
 }
 
 // stableLayout returns the layout counter once no change is in progress
-// (or the writer that began one is gone: nothing changes the files then).
+// (or the compaction that began one is gone: nothing changes the files
+// then).
 func (sh *shared) stableLayout() uint64 {
 	for i := 0; ; i++ {
 		v := sh.layout()
-		if v%2 == 0 || sh.locks == nil || sh.writer {
-			// (The writer settles a change left in progress; and its probe
-			// of lockWriter below would give up the lock it holds.)
+		if v%2 == 0 || sh.locks == nil {
 			return v
 		}
-		if i%64 == 63 { // a writer may have died mid-change
-			if ok, err := sh.locks.TryLock(lockWriter, false); err == nil && ok {
-				sh.locks.Unlock(lockWriter)
+		if i%64 == 63 { // a compaction may have died mid-change
+			if ok, err := sh.locks.TryLock(lockCompact, false); err == nil && ok {
+				sh.locks.Unlock(lockCompact)
 				return v
 			}
 		}
@@ -212,8 +260,11 @@ func (sh *shared) stableLayout() uint64 {
 	}
 }
 
-// close releases everything, the writer's lock with the rest.
+// close releases everything, the locks with the rest.
 func (sh *shared) close() error {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.closed = true
 	var errs []error
 	if sh.shm != nil {
 		errs = append(errs, sh.shm.Close())

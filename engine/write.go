@@ -50,23 +50,25 @@ func (db *DB) writeHandles() []*Handle {
 	return hs
 }
 
-// sync makes every appended frame durable (group commit with concurrent
-// callers) and wakes the indexer.
+// sync makes every frame this process placed durable (group commit with
+// concurrent callers, and with the other processes: one fdatasync covers
+// every frame placed before it).
 func (db *DB) sync() error {
-	db.mu.Lock()
-	if db.mu.poison != nil {
-		err := db.mu.poison
-		db.mu.Unlock()
-		return err
+	return db.log.sync(db.log.placedEnd.Load())
+}
+
+// catchUpAll brings a writing DB up to every frame any process placed,
+// before it takes a session over (a write open, Create, Delete, Migrate,
+// each under the session's lease): frames a process placed and never
+// synced (it may have died since) are made durable first, so that the new
+// owner continues after them, never beside them.
+func (db *DB) catchUpAll() error {
+	if t := db.shared.field(shmTail).Load(); t > db.shared.field(shmDurable).Load() {
+		if err := db.log.sync(t); err != nil {
+			return err
+		}
 	}
-	r := db.mu.roller
-	db.mu.Unlock()
-	if err := db.storeErr(r.Sync(), false); err != nil {
-		return err
-	}
-	w := r.Active()
-	db.shared.publish(w.Header().ID, w.Durable())
-	return nil
+	return db.catchUp()
 }
 
 func (db *DB) poisonWith(err error) {
@@ -77,71 +79,53 @@ func (db *DB) poisonWith(err error) {
 	db.mu.Unlock()
 }
 
-// appendFrames appends encoded frames of s (made from the head of s.open)
-// and registers them. Called with no lock held; the caller holds s's lease.
-func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
-	db.appendMu.Lock()
-	defer db.appendMu.Unlock()
+// poisonErr returns the error that poisoned the store, or nil.
+func (db *DB) poisonErr() error {
 	db.mu.Lock()
-	if err := db.mu.poison; err != nil {
-		db.mu.Unlock()
-		return err
-	}
-	r := db.mu.roller
-	db.mu.Unlock()
-	type placed struct {
-		seg uint64
-		loc segment.Location
-	}
-	var hp *placed
-	var ps []placed
-	var err error
+	defer db.mu.Unlock()
+	return db.mu.poison
+}
+
+// appendFrames places encoded frames of s (made from the head of s.open)
+// and registers them. What could not be placed stays in s.open for the
+// next cut. Called with no lock held; the caller holds s's lease.
+func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
+	es := frames
 	if header != nil {
-		seg, loc, aerr := r.AppendEncoded(header)
-		if err = aerr; err == nil {
-			hp = &placed{seg, loc}
-		}
+		es = append([]*segment.Encoded{header}, frames...)
 	}
-	for i := 0; err == nil && i < len(frames); i++ {
-		seg, loc, aerr := r.AppendEncoded(frames[i])
-		if err = aerr; err == nil {
-			ps = append(ps, placed{seg, loc})
+	err := db.log.place(&placement{frames: es, register: func(at []placed, first int) {
+		for i, p := range at {
+			ref := frameRef{seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}
+			k := first + i
+			if header != nil {
+				if k == 0 {
+					s.pending = false
+					s.size += p.loc.Size
+					db.mu.pend = append(db.mu.pend, pendFrame{s: s, header: true, ref: ref})
+					continue
+				}
+				k--
+			}
+			s.open = s.open[counts[k]:]
+			ref.first, ref.count = s.framed, counts[k]
+			db.mu.pend = append(db.mu.pend, s.addFrame(ref))
 		}
-	}
+		if len(db.mu.pend) >= indexBatchFrames {
+			select { // enough for a checkpoint before the next tick
+			case db.idxKick <- struct{}{}:
+			default:
+			}
+		}
+	}})
 	if testHookAppended != nil {
 		testHookAppended()
 	}
-	if w := r.Active(); err == nil && !db.opts.NoPreallocate && w.Size() > db.opts.SegmentSize/2 && !r.Prepared() {
-		select {
-		case db.prepKick <- struct{}{}:
-		default:
-		}
-	}
-	// Register what was appended, even when a later frame failed: it may
-	// be durable already (a roll syncs), and the index must know it.
-	db.mu.Lock()
-	if hp != nil {
-		s.pending = false
-		s.size += hp.loc.Size
-		db.mu.pend = append(db.mu.pend, pendFrame{s: s, header: true, ref: frameRef{seg: hp.seg, off: hp.loc.Offset, size: uint32(hp.loc.Size)}})
-	}
-	if len(db.mu.pend) >= indexBatchFrames {
-		select { // enough for a checkpoint before the next tick
-		case db.idxKick <- struct{}{}:
-		default:
-		}
-	}
-	for i, p := range ps {
-		s.open = s.open[counts[i]:]
-		db.mu.pend = append(db.mu.pend, s.addFrame(frameRef{first: s.framed, count: counts[i], seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}))
-	}
-	db.mu.Unlock()
-	// What was not appended stays in s.open for the next cut.
-	return db.storeErr(err, true)
+	return err
 }
 
 // testHookAppended, if set, runs in appendFrames after the frames are
-// appended and before they are registered for the index.
+// placed and registered.
 var testHookAppended func()
 
 // testHookDeleted, if set, runs in Delete after the tombstone is appended
@@ -169,14 +153,11 @@ func (db *DB) prepareLoop() {
 			return
 		case <-db.prepKick:
 		}
-		db.mu.Lock()
-		r := db.mu.roller
-		db.mu.Unlock()
-		active := r.Active().Header().ID
+		active, _ := splitPosition(db.shared.field(shmTail).Load())
 		if active == failedFor && time.Since(failedAt) < prepareBackoff {
 			continue // one warning per segment and backoff, not one per append
 		}
-		if err := r.PrepareNext(); err != nil {
+		if err := db.log.prepareNext(); err != nil {
 			failedFor, failedAt = active, time.Now()
 			db.opts.Logger.Warn("engine: preparing the next segment failed; the roll will create it", "error", err)
 		}
@@ -219,14 +200,10 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 // Front's lock held.
 type handleWriter Handle
 
-// Writable fails once the lease is lost or a failed write lost events
-// appended through the handle.
+// Writable fails once the lease is lost.
 func (w *handleWriter) Writable() error {
 	if err := w.lease.Check(); err != nil {
 		return ErrOwnershipLost
-	}
-	if l := w.lost.Load(); l != nil {
-		return fmt.Errorf("%w; close this handle and open the session again to continue from its stored events", l.err)
 	}
 	return nil
 }

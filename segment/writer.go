@@ -845,3 +845,30 @@ func (w *Writer) Close() error {
 	w.buf = nil
 	return w.f.Close()
 }
+
+// AppendFrame appends e to dst as the bytes of a frame that is part of a
+// write starting at offset base (see the frame's base field): every byte
+// of the segment before base must be durable by the time the frame is
+// written. It is for writers that place frames themselves (the engine's
+// shared log, where several processes append to one segment).
+func (e *Encoded) AppendFrame(dst []byte, base int64) []byte {
+	n := len(dst)
+	dst = append(dst, make([]byte, e.Size())...)
+	putFrame(dst[n:], e.kind, e.codec, e.key, e.stored, e.rawLen, e.firstSeq, e.count, base)
+	return dst
+}
+
+// Events reports whether e is an events frame (the ones a seal counts).
+func (e *Encoded) Events() bool { return e.kind == KindEvents }
+
+// SealSize is the size of a seal frame.
+const SealSize = frameHeaderSize
+
+// AppendSeal appends to dst a seal frame for a segment holding events
+// event frames, part of a write starting at base (see AppendFrame).
+func AppendSeal(dst []byte, events uint32, base int64) []byte {
+	n := len(dst)
+	dst = append(dst, make([]byte, SealSize)...)
+	putFrame(dst[n:], KindSeal, CodecNone, nil, nil, 0, 0, events, base)
+	return dst
+}

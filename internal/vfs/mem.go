@@ -696,9 +696,13 @@ func (f *memFile) Truncate(size int64) error {
 		return &os.PathError{Op: "truncate", Path: f.name, Err: fmt.Errorf("negative size")}
 	}
 	if size < int64(len(f.node.data)) {
-		// Shrink by copy so that earlier Mappings keep their bytes, as a
-		// real mapping would keep the old pages until unmapped.
-		f.node.data = slices.Clone(f.node.data[:size])
+		// Shrink in place: a Mapping shares the backing array, and sees
+		// the file as it is (zeros past its end, where a real mapping
+		// would fault), and what a later write puts there. (A copy would
+		// leave earlier Mappings on stale bytes that a regrowth to their
+		// size hides from Reader.Remap.)
+		clear(f.node.data[size:])
+		f.node.data = f.node.data[:size]
 	} else {
 		f.node.data = resize(f.node.data, size)
 	}

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/seglog/seglog/handle"
+)
+
+// lease is a session's write lease: this process's (handle.Owners: one
+// write handle per session in the process) and the session's byte in the
+// locks file, which no other process can take while this one holds it and
+// which the kernel releases when the process dies (docs/DESIGN.md, Many
+// processes, Leases).
+type lease struct {
+	*handle.Lease
+	db   *DB
+	id   string
+	once sync.Once
+}
+
+// leaseByte is the byte of the locks file that is session id's lease.
+// (Two IDs that hash alike share a byte: one waits for the other.)
+func leaseByte(id string) int64 {
+	return leaseBase + int64(xxhash.Sum64String(id)%(1<<62))
+}
+
+// acquire takes session id's lease, or fails with handle.ErrAlreadyOwned
+// while a write handle of this process or of another holds it.
+func (db *DB) acquire(id string) (*lease, error) {
+	l, err := db.owners.Acquire(id)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := db.shared.lockLease(id)
+	if err != nil || !ok {
+		l.Release()
+		if err == nil {
+			err = handle.ErrAlreadyOwned
+		}
+		return nil, err
+	}
+	return &lease{Lease: l, db: db, id: id}, nil
+}
+
+// Release gives the session up, to this process and to the others. It is
+// idempotent.
+func (l *lease) Release() {
+	l.once.Do(func() {
+		// The byte first: while this process's lease is still held, no
+		// other handle of it can take the byte and lose it here.
+		l.db.shared.unlockLease(l.id)
+		l.Lease.Release()
+	})
+}
+
+// lockLease takes session id's byte without waiting, and reports whether
+// it did. Without a locks file (nothing to coordinate with) it always does.
+func (sh *shared) lockLease(id string) (bool, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.locks == nil {
+		return !sh.closed, nil
+	}
+	return sh.locks.TryLock(leaseByte(id), true)
+}
+
+// unlockLease releases session id's byte (nothing once the DB is closed:
+// closing released every lock).
+func (sh *shared) unlockLease(id string) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.locks != nil {
+		sh.locks.Unlock(leaseByte(id))
+	}
+}

@@ -1,0 +1,463 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/segment"
+)
+
+// appender is a writing process's side of the shared log (docs/DESIGN.md,
+// Many processes, Appending). Every process appends to the same active
+// segment: under lockAppend it reads the tail from shm, writes its frames
+// there in one pwrite, registers them and moves the tail. It never
+// fdatasyncs under the lock: sync, outside it, fdatasyncs the segment for
+// every frame placed so far, by any process, and raises durable.
+//
+// In the process, placements and syncs are both group commits: callers
+// queue their frames and one of them places every queued frame at once;
+// callers wait for their frames to be durable and one of them syncs for
+// all.
+type appender struct {
+	db *DB
+	sh *shared
+
+	qmu     sync.Mutex
+	qcond   *sync.Cond
+	queue   []*placement
+	leading bool
+
+	fmu   sync.Mutex
+	files map[uint64]vfs.File // segment files open for writing, by ID
+
+	// pmu: one creation of a segment at a time in this process (the byte
+	// lock lockPrepare is per open file: it keeps other processes out,
+	// not this one's goroutines)
+	pmu sync.Mutex
+
+	smu     sync.Mutex
+	scond   *sync.Cond
+	syncing bool
+	// waiters: syncs waiting for the one in progress; the syncer yields
+	// once before the next fdatasync when the last one released several
+	released, waiting int
+
+	// placedEnd is the position after the last frame this process placed
+	placedEnd atomic.Uint64
+}
+
+// placed is where a frame went.
+type placed struct {
+	seg uint64
+	loc segment.Location
+}
+
+// placement is one caller's frames: they go into the log contiguously, in
+// order (a roll may split them between two segments).
+type placement struct {
+	frames []*segment.Encoded
+	// register records frames[first:first+len(at)] at their places, with
+	// db.mu held, before any other process can see them; whole calls it
+	// only once every frame is placed.
+	register func(at []placed, first int)
+	whole    bool
+
+	at      []placed // where frames[:len(at)] went
+	written int      // how many of them are written
+	regd    int      // how many of them are registered
+	err     error
+	done    bool
+}
+
+func newAppender(db *DB) *appender {
+	a := &appender{db: db, sh: db.shared, files: map[uint64]vfs.File{}}
+	a.qcond = sync.NewCond(&a.qmu)
+	a.scond = sync.NewCond(&a.smu)
+	return a
+}
+
+// place writes p's frames at the log's tail and registers them. It
+// returns once they are placed (not yet durable: see sync). On an error,
+// the frames it could place are registered (p.at) and the others were not
+// written.
+func (a *appender) place(p *placement) error {
+	a.qmu.Lock()
+	a.queue = append(a.queue, p)
+	for !p.done {
+		if a.leading {
+			a.qcond.Wait()
+			continue
+		}
+		a.leading = true
+		batch := a.queue
+		a.queue = nil
+		a.qmu.Unlock()
+		a.placeBatch(batch)
+		a.qmu.Lock()
+		for _, p := range batch {
+			p.done = true
+		}
+		a.leading = false
+		a.qcond.Broadcast()
+	}
+	a.qmu.Unlock()
+	return p.err
+}
+
+// placeBatch places the frames of batch under lockAppend.
+func (a *appender) placeBatch(batch []*placement) {
+	err := a.placeLocked(batch)
+	for _, p := range batch {
+		if p.err == nil && len(p.at) < len(p.frames) {
+			p.err = err
+		}
+	}
+}
+
+func (a *appender) placeLocked(batch []*placement) error {
+	db := a.db
+	if err := db.poisonErr(); err != nil {
+		return err
+	}
+	db.appendMu.Lock()
+	defer db.appendMu.Unlock()
+	if err := a.sh.locks.Lock(lockAppend, true); err != nil {
+		return fmt.Errorf("engine: taking the append lock: %w", err)
+	}
+	defer a.sh.locks.Unlock(lockAppend)
+	seg, off := splitPosition(a.sh.field(shmTail).Load())
+	if placing := a.sh.field(shmPlacing).Load(); placing > position(seg, off) {
+		if err := a.undoDead(seg, off, placing); err != nil {
+			return err
+		}
+	}
+	start := off
+	var buf []byte
+	var chunk []*placement // placements with frames in buf
+	var events uint64
+	write := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		end := position(seg, start+int64(len(buf)))
+		a.sh.field(shmPlacing).Store(end)
+		f, err := a.file(seg)
+		if err == nil {
+			_, err = f.WriteAt(buf, start)
+		}
+		if err != nil {
+			// Nothing of this write counts: the tail stays before it, and
+			// the next placement zeroes what it may have left.
+			for _, p := range chunk {
+				p.at = p.at[:p.written]
+			}
+			return fmt.Errorf("engine: writing frames to %s at %d: %w", db.segPath(seg), start, err)
+		}
+		db.mu.Lock()
+		for _, p := range chunk {
+			for _, at := range p.at[p.written:] {
+				db.mu.own = append(db.mu.own, position(at.seg, at.loc.Offset))
+			}
+			p.written = len(p.at)
+			if p.register != nil && p.regd < len(p.at) && (!p.whole || len(p.at) == len(p.frames)) {
+				p.register(p.at[p.regd:], p.regd)
+				p.regd = len(p.at)
+			}
+		}
+		db.mu.Unlock()
+		a.sh.field(shmFrames).Add(events)
+		a.sh.field(shmTail).Store(end)
+		a.placedEnd.Store(end)
+		start, buf, chunk, events = start+int64(len(buf)), buf[:0], chunk[:0], 0
+		return nil
+	}
+	size := db.opts.SegmentSize
+	for _, p := range batch {
+		for _, e := range p.frames {
+			n := e.Size()
+			if start+int64(len(buf)) > segment.HeaderSize && start+int64(len(buf))+n > size {
+				if err := write(); err != nil {
+					return err
+				}
+				var err error
+				if seg, err = a.roll(seg, start); err != nil {
+					return err
+				}
+				start = segment.HeaderSize
+			}
+			if len(chunk) == 0 || chunk[len(chunk)-1] != p {
+				chunk = append(chunk, p)
+			}
+			base := int64(segment.HeaderSize)
+			if dseg, doff := splitPosition(a.sh.field(shmDurable).Load()); dseg == seg {
+				base = min(doff, start)
+			}
+			p.at = append(p.at, placed{seg: seg, loc: segment.Location{Offset: start + int64(len(buf)), Size: n}})
+			buf = e.AppendFrame(buf, base)
+			if e.Events() {
+				events++
+			}
+		}
+	}
+	if err := write(); err != nil {
+		return err
+	}
+	if !db.opts.NoPreallocate && start > size/2 {
+		select {
+		case db.prepKick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// undoDead zeroes what a placer that died mid-write left past the tail
+// (seg, off) up to placing, and makes the zeros durable, so that no frame
+// of it can ever be read as part of the log. Called under lockAppend.
+func (a *appender) undoDead(seg uint64, off int64, placing uint64) error {
+	pseg, poff := splitPosition(placing)
+	if pseg != seg { // (cannot be: placing moves to a new segment with the tail)
+		poff = math.MaxInt64
+	}
+	f, err := a.file(seg)
+	if err != nil {
+		return err
+	}
+	size, err := f.Size()
+	if err != nil {
+		return err
+	}
+	if end := min(poff, size); end > off {
+		if _, err := f.WriteAt(make([]byte, end-off), off); err != nil {
+			return fmt.Errorf("engine: clearing a write cut short in %s at %d: %w", a.db.segPath(seg), off, err)
+		}
+		if err := f.Sync(); err != nil {
+			a.db.poisonWith(fmt.Errorf("%w: %s: %w", segment.ErrSyncFailed, a.db.segPath(seg), err))
+			return a.db.poisonErr()
+		}
+	}
+	a.sh.field(shmPlacing).Store(position(seg, off))
+	return nil
+}
+
+// roll seals segment seg, whose frames end at off, and moves the tail to
+// the start of the next segment (created now, unless a process prepared
+// it). Called under lockAppend. A failed fdatasync poisons the store.
+func (a *appender) roll(seg uint64, off int64) (uint64, error) {
+	db := a.db
+	f, err := a.file(seg)
+	if err != nil {
+		return 0, err
+	}
+	base := int64(segment.HeaderSize)
+	if dseg, doff := splitPosition(a.sh.field(shmDurable).Load()); dseg == seg {
+		base = min(doff, off)
+	}
+	seal := segment.AppendSeal(nil, uint32(a.sh.field(shmFrames).Load()), base)
+	end := off + int64(len(seal))
+	a.sh.field(shmPlacing).Store(position(seg, end))
+	if _, err := f.WriteAt(seal, off); err != nil {
+		return 0, fmt.Errorf("engine: sealing %s: %w", db.segPath(seg), err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, a.syncFailed(seg, err)
+	}
+	if size, err := f.Size(); err == nil && size > end {
+		// The zeros of a preallocated segment go.
+		if err := f.Truncate(end); err != nil {
+			return 0, fmt.Errorf("engine: trimming sealed %s: %w", db.segPath(seg), err)
+		}
+		if err := f.Sync(); err != nil {
+			return 0, a.syncFailed(seg, err)
+		}
+	}
+	next := seg + 1
+	if err := a.prepare(next, true); err != nil {
+		return 0, fmt.Errorf("engine: roll to %s: %w", db.segPath(next), err)
+	}
+	p := position(next, segment.HeaderSize)
+	a.sh.field(shmFrames).Store(0)
+	a.sh.field(shmTail).Store(p)
+	a.sh.field(shmPlacing).Store(p)
+	a.sh.publish(p) // the sealed segment is durable, and the new one's header
+	return next, nil
+}
+
+// rollNow seals the active segment, if it holds a frame, and starts the
+// next: compaction makes the dead part of the active segment reclaimable.
+func (a *appender) rollNow() error {
+	a.db.appendMu.Lock()
+	defer a.db.appendMu.Unlock()
+	if err := a.sh.locks.Lock(lockAppend, true); err != nil {
+		return fmt.Errorf("engine: taking the append lock: %w", err)
+	}
+	defer a.sh.locks.Unlock(lockAppend)
+	seg, off := splitPosition(a.sh.field(shmTail).Load())
+	if placing := a.sh.field(shmPlacing).Load(); placing > position(seg, off) {
+		if err := a.undoDead(seg, off, placing); err != nil {
+			return err
+		}
+	}
+	if off <= segment.HeaderSize {
+		return nil
+	}
+	_, err := a.roll(seg, off)
+	return err
+}
+
+// syncFailed poisons the store after the fdatasync of segment seg failed.
+func (a *appender) syncFailed(seg uint64, err error) error {
+	a.db.poisonWith(fmt.Errorf("%w: %s: %w", segment.ErrSyncFailed, a.db.segPath(seg), err))
+	return a.db.poisonErr()
+}
+
+// prepare creates segment id if no process has yet, under lockPrepare
+// (waiting for another process that is creating it, with wait; else
+// giving up at once).
+func (a *appender) prepare(id uint64, wait bool) error {
+	if wait {
+		a.pmu.Lock()
+	} else if !a.pmu.TryLock() {
+		return nil
+	}
+	defer a.pmu.Unlock()
+	if wait {
+		if err := a.sh.locks.Lock(lockPrepare, true); err != nil {
+			return err
+		}
+	} else if ok, err := a.sh.locks.TryLock(lockPrepare, true); err != nil || !ok {
+		return err
+	}
+	defer a.sh.locks.Unlock(lockPrepare)
+	path := a.db.segPath(id)
+	if r, err := segment.OpenReader(a.db.opts.FS, path); err == nil {
+		h := r.Header()
+		r.Close()
+		if h.ID != id {
+			return &CorruptionError{Path: path, Offset: 0, Reason: fmt.Sprintf("segment header names segment %d", h.ID)}
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	w, err := segment.Create(a.db.opts.FS, path, id, a.db.opts.writerOptions())
+	if errors.Is(err, segment.ErrSyncFailed) {
+		// The directory may or may not hold the new segment.
+		a.db.poisonWith(err)
+		return a.db.poisonErr()
+	}
+	if err != nil {
+		return err
+	}
+	return w.Close()
+}
+
+// prepareNext creates the segment after the active one ahead of its roll.
+func (a *appender) prepareNext() error {
+	seg, _ := splitPosition(a.sh.field(shmTail).Load())
+	return a.prepare(seg+1, false)
+}
+
+// file returns segment seg open for writing.
+func (a *appender) file(seg uint64) (vfs.File, error) {
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	if f := a.files[seg]; f != nil {
+		return f, nil
+	}
+	f, err := a.db.opts.FS.OpenReadWrite(filepath.Join(a.db.dir, segment.Name(seg)))
+	if err != nil {
+		return nil, err
+	}
+	a.files[seg] = f
+	return f, nil
+}
+
+// sync returns once everything before position target is durable: it
+// fdatasyncs the active segment (for every frame any process placed before
+// it read the tail) and raises durable, unless another sync did.
+func (a *appender) sync(target uint64) error {
+	for {
+		if err := a.db.poisonErr(); err != nil {
+			return err
+		}
+		if a.sh.field(shmDurable).Load() >= target {
+			return nil
+		}
+		a.smu.Lock()
+		if a.syncing {
+			a.waiting++
+			a.scond.Wait()
+			a.waiting--
+			a.smu.Unlock()
+			continue
+		}
+		a.syncing = true
+		yield := a.released > 1
+		a.smu.Unlock()
+		err := a.syncOnce(yield)
+		a.smu.Lock()
+		a.syncing = false
+		a.released = a.waiting
+		a.scond.Broadcast()
+		a.smu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// syncOnce fdatasyncs the segment at the tail and publishes the tail as
+// durable.
+func (a *appender) syncOnce(yield bool) error {
+	if yield {
+		// Group commit under load: the last sync released several
+		// waiters, likely about to place again. Let their frames in.
+		runtime.Gosched()
+	}
+	t := a.sh.field(shmTail).Load()
+	seg, _ := splitPosition(t)
+	f, err := a.file(seg)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return a.syncFailed(seg, err)
+	}
+	a.sh.publish(t)
+	a.closeBefore(seg)
+	return nil
+}
+
+// closeBefore closes the files of segments before seg: they are sealed,
+// and no placement or sync of this process uses them again. Called by the
+// syncer.
+func (a *appender) closeBefore(seg uint64) {
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	for id, f := range a.files {
+		if id < seg {
+			f.Close()
+			delete(a.files, id)
+		}
+	}
+}
+
+// close closes every file.
+func (a *appender) close() error {
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	var errs []error
+	for id, f := range a.files {
+		errs = append(errs, f.Close())
+		delete(a.files, id)
+	}
+	return errors.Join(errs...)
+}
