@@ -51,6 +51,8 @@ type appender struct {
 
 	// placedEnd is the position after the last frame this process placed
 	placedEnd atomic.Uint64
+	// prepared is the newest segment known to exist (created or checked)
+	prepared atomic.Uint64
 }
 
 // placed is where a frame went.
@@ -96,6 +98,14 @@ func (a *appender) place(p *placement) error {
 			continue
 		}
 		a.leading = true
+		if a.syncReleased() > 1 {
+			// Group placement under load: the last sync released several
+			// flushers, likely about to queue their frames. Let them in, so
+			// that one pwrite (and one pair of lock calls) places them all.
+			a.qmu.Unlock()
+			runtime.Gosched()
+			a.qmu.Lock()
+		}
 		batch := a.queue
 		a.queue = nil
 		a.qmu.Unlock()
@@ -109,6 +119,13 @@ func (a *appender) place(p *placement) error {
 	}
 	a.qmu.Unlock()
 	return p.err
+}
+
+// syncReleased is how many waiters the last sync released.
+func (a *appender) syncReleased() int {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	return a.released
 }
 
 // placeBatch places the frames of batch under lockAppend.
@@ -336,6 +353,9 @@ func (a *appender) prepare(id uint64, wait bool) error {
 		return err
 	}
 	defer a.sh.locks.Unlock(lockPrepare)
+	if a.prepared.Load() >= id {
+		return nil
+	}
 	path := a.db.segPath(id)
 	if r, err := segment.OpenReader(a.db.opts.FS, path); err == nil {
 		h := r.Header()
@@ -343,6 +363,7 @@ func (a *appender) prepare(id uint64, wait bool) error {
 		if h.ID != id {
 			return &CorruptionError{Path: path, Offset: 0, Reason: fmt.Sprintf("segment header names segment %d", h.ID)}
 		}
+		raise(&a.prepared, id)
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -356,12 +377,16 @@ func (a *appender) prepare(id uint64, wait bool) error {
 	if err != nil {
 		return err
 	}
+	raise(&a.prepared, id)
 	return w.Close()
 }
 
 // prepareNext creates the segment after the active one ahead of its roll.
 func (a *appender) prepareNext() error {
 	seg, _ := splitPosition(a.sh.field(shmTail).Load())
+	if a.prepared.Load() > seg {
+		return nil
+	}
 	return a.prepare(seg+1, false)
 }
 
