@@ -45,6 +45,7 @@ type appender struct {
 	smu     sync.Mutex
 	scond   *sync.Cond
 	syncing bool
+	inSync  atomic.Bool // syncing, for placers (who hold qmu, not smu)
 	// waiters: syncs waiting for the one in progress; the syncer yields
 	// once before the next fdatasync when the last one released several
 	released, waiting int
@@ -93,32 +94,53 @@ func (a *appender) place(p *placement) error {
 	a.qmu.Lock()
 	a.queue = append(a.queue, p)
 	for !p.done {
-		if a.leading {
+		if a.leading || a.inSync.Load() {
+			// A sync in progress: its frames are on their way to the disk,
+			// and what queues meanwhile goes with the next one; the syncer
+			// wakes this placer when it is done, if no other placed it.
 			a.qcond.Wait()
 			continue
 		}
-		a.leading = true
-		if a.syncReleased() > 1 {
-			// Group placement under load: the last sync released several
-			// flushers, likely about to queue their frames. Let them in, so
-			// that one pwrite (and one pair of lock calls) places them all.
-			a.qmu.Unlock()
-			runtime.Gosched()
-			a.qmu.Lock()
-		}
-		batch := a.queue
-		a.queue = nil
-		a.qmu.Unlock()
-		a.placeBatch(batch)
-		a.qmu.Lock()
-		for _, p := range batch {
-			p.done = true
-		}
-		a.leading = false
-		a.qcond.Broadcast()
+		a.lead(a.syncReleased() > 1)
 	}
 	a.qmu.Unlock()
 	return p.err
+}
+
+// drain places what is queued, unless a placement is in progress (its
+// leader places the rest). The syncer calls it before it reads the tail,
+// so that one fdatasync covers the frames of every flusher that queued
+// meanwhile.
+func (a *appender) drain() {
+	a.qmu.Lock()
+	if !a.leading && len(a.queue) > 0 {
+		a.lead(false)
+	}
+	a.qmu.Unlock()
+}
+
+// lead places the queued frames as their leader. Called and returns with
+// qmu held.
+func (a *appender) lead(yield bool) {
+	a.leading = true
+	if yield {
+		// Group placement under load: the last sync released several
+		// flushers, likely about to queue their frames. Let them in, so
+		// that one pwrite (and one pair of lock calls) places them all.
+		a.qmu.Unlock()
+		runtime.Gosched()
+		a.qmu.Lock()
+	}
+	batch := a.queue
+	a.queue = nil
+	a.qmu.Unlock()
+	a.placeBatch(batch)
+	a.qmu.Lock()
+	for _, p := range batch {
+		p.done = true
+	}
+	a.leading = false
+	a.qcond.Broadcast()
 }
 
 // syncReleased is how many waiters the last sync released.
@@ -425,14 +447,19 @@ func (a *appender) sync(target uint64) error {
 			continue
 		}
 		a.syncing = true
+		a.inSync.Store(true)
 		yield := a.released > 1
 		a.smu.Unlock()
 		err := a.syncOnce(yield)
 		a.smu.Lock()
 		a.syncing = false
+		a.inSync.Store(false)
 		a.released = a.waiting
 		a.scond.Broadcast()
 		a.smu.Unlock()
+		a.qmu.Lock()
+		a.qcond.Broadcast() // placers that waited for this sync
+		a.qmu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -447,6 +474,7 @@ func (a *appender) syncOnce(yield bool) error {
 		// waiters, likely about to place again. Let their frames in.
 		runtime.Gosched()
 	}
+	a.drain()
 	t := a.sh.field(shmTail).Load()
 	seg, _ := splitPosition(t)
 	f, err := a.file(seg)
