@@ -22,7 +22,13 @@
 // crash, and flushes of many sessions at once share one fdatasync. Enqueue
 // is the non-blocking write-behind path: a fixed 200 ms window batches
 // events in the background. An fsync error poisons the store; a write that
-// fails before its fsync (a full disk) is undone (ErrWriteLost).
+// fails before its fsync (a full disk) placed nothing: the flush fails and
+// its events stay with the handle for the next one.
+//
+// Several processes may have one store open, writing and reading
+// (docs/DESIGN.md, Many processes): they append to one shared log, a
+// session's lease holds across processes (and dies with its process), and
+// every process sees what any other flushed.
 // Delete writes a tombstone; Compact (and a background compactor) removes
 // sealed segments with nothing alive and rewrites mostly dead ones under
 // the same ID, crash-safe at every step. docs/DESIGN.md has the format and
@@ -47,18 +53,23 @@
 // order: the handle's lock (store.Front's: one write through a handle at
 // a time), then
 // DB.compactMu (one compaction at a time), then DB.idxMu (one index
-// checkpoint or relocation at a time), then DB.appendMu (a frame is
-// appended and registered for the index under it; the checkpoint reads
-// the durable offset under it, and a failed write is undone under it),
-// then follower.mu (a read-only DB's catch-up), then DB.layoutMu (reads
-// hold it shared while they decode frames; compaction, the undo of a
-// failed write and a follower's rebuild take it to change where frames
-// are), then indexFile.mu (one use of the index file), then DB.mu (the
-// fields of DB.mu are what it guards); the segment writer's locks are
-// taken under none of them for I/O. A read takes no handle lock. Across
-// processes, the byte locks of shared.go are taken by Open only
-// (lockInit, released when the open is done; lockWriter, held until
-// Close).
+// checkpoint or relocation at a time), then follower.mu (one catch-up on
+// the other processes' frames at a time), then DB.appendMu (this process's
+// placements, with the byte lock lockAppend across processes; a placement
+// registers its frames under DB.mu before it moves the shared tail), then
+// DB.layoutMu (reads hold it shared while they decode frames; compaction
+// and a read-only DB's rebuild take it to change where frames are), then
+// indexFile.mu (one use of the index file), then DB.mu (the fields of
+// DB.mu are what it guards). The appender's own locks (log.go: the
+// placement queue's qmu, then the syncer's smu; pmu around creating a
+// segment; fmu around its open files) are taken under none of the locks
+// above except appendMu and DB.mu as log.go says. A read takes no handle
+// lock. Across processes, shared.go's byte locks: lockWriters (shared by
+// writing processes for as long as they are open, exclusive during a
+// compaction) before lockInit (held by an open until it is done), then
+// lockAppend (a placement), lockPrepare (creating a segment), and the
+// leases (lease.go), each taken without waiting; lockIndex is held by the
+// checkpointing process until it closes.
 //
 // # Files
 //
@@ -70,11 +81,13 @@
 // frame decoding, readers); handle.go: the handle (over store.Front) and
 // its lease; recover.go: Open's recovery, shared with Check (check.go);
 // indexer.go: index checkpoints; indexfile.go: the index opened for each
-// use; lost.go: undoing a lost write; compact.go: compaction (its plan is
+// use; log.go: the shared log (placing frames at the tail under the append
+// lock, rolls, group commit of syncs); lease.go: session leases across
+// processes; compact.go: compaction (its plan is
 // pure over what the fold attributes; its execution drops and rewrites
 // segments); migrate.go: v2 migration; shared.go: the store's processes
-// (LOCK, byte locks, shared memory); follow.go: a read-only DB following
-// the writer, and Handle.Wait; contract.go: the store contract's names
+// (LOCK, byte locks, shared memory); follow.go: following the frames the
+// other processes write, and Handle.Wait; contract.go: the store contract's names
 // re-exported.
 //
 // # Recovery and failing storage
@@ -83,8 +96,9 @@
 // out and a read-only open and Check report: the index is a cache, set
 // aside to quarantine/ and rebuilt when it cannot be read or disagrees
 // with intact segments; files the engine cannot identify are moved to
-// quarantine/, never deleted. A write lost before its fdatasync (a full
-// disk) is undone (lost.go) and fails only the flushes and handles it
-// touched (ErrWriteLost); an fsync error poisons the DB until it is closed
-// and opened again.
+// quarantine/, never deleted. A write that fails (a full disk) moves
+// nothing: the tail stays before it, the next placement clears what it
+// left, and only the flushes it carried fail (their events stay with
+// their handles); an fsync error poisons the DB until it is closed and
+// opened again.
 package engine

@@ -122,13 +122,9 @@ var ErrReadOnlyStore = errors.New("engine: store opened read-only")
 // given to Read, a compaction live ratio over 1); the error says which.
 var ErrInvalidArgument = errors.New("engine: invalid argument")
 
-// ErrWriteLost: events (or a session's header, or a tombstone) that a
-// write failed to store before it was synced, with a full disk for
-// example. Nothing of it was acknowledged; the rest of the store is
-// intact and usable, and the failed write is undone (see DESIGN.md,
-// "Failing storage"). The flushes that covered it fail with this error
-// (wrapping the cause: errors.Is(err, syscall.ENOSPC) tells a full disk),
-// and so does every later write through the write handles of the sessions
-// that lost events: close such a handle and open the session again, which
-// continues from its stored events.
+// ErrWriteLost: events that a write failed to store before it was synced.
+// The local engine no longer returns it: since several processes share a
+// store, a write that fails (a full disk) places nothing, its events stay
+// with their handles, and the flush fails with the cause itself (see
+// DESIGN.md, "Failing storage"). It stays for callers that test for it.
 var ErrWriteLost = errors.New("not stored: a write failed before it was synced")

@@ -22,6 +22,12 @@
 //	seglog export (ID | --all) ROOT    write sessions as reference harness logs
 //	seglog migrate (ID... | --all)     upgrade sessions stored in an older format
 //
+// Every command works on a store that agent hosts have open (docs/DESIGN.md,
+// Many processes): the read commands beside them, and delete, import and
+// migrate as one more writing process. compact runs only while no other
+// process writes the store, and check --repair only while no other
+// process has it open (both fail with "locked" otherwise).
+//
 // seglog help COMMAND gives each one's flags. Only import creates a store;
 // the others refuse a directory that holds none. Exit
 // codes: 0 ok; 1 failed, or did only part of its work (check found
