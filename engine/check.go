@@ -206,6 +206,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 			}
 			if bound != 0 && id == bseg {
 				so.Limit = boff
+				so.Durable = max(so.Durable, boff) // published durable: damage below it is no torn tail
 			}
 			_, err = r.Scan(so, visit)
 			var ce *CorruptionError

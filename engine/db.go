@@ -82,11 +82,13 @@ type DB struct {
 	wg         sync.WaitGroup
 }
 
-// Open opens the store in dir, creating it if needed, and recovers it: it
-// takes the directory lock (ErrLocked, with the holder's pid, if another
-// process has it), loads the index, re-reads the frames written after the
+// Open opens the store in dir, creating it if needed. Other processes may
+// have it open too (docs/DESIGN.md, Many processes): the first to open it
+// recovers it (it loads the index, re-reads the frames written after the
 // index's checkpoint, cuts off a torn tail of the newest segment, and
-// reports damage to synced data as a *CorruptionError.
+// reports damage to synced data as a *CorruptionError); the others join
+// it, reading what is durable. It fails with ErrLocked (with the holder's
+// pid) beside a build that writes a store alone.
 func Open(dir string, opts *Options) (*DB, error) { return open(dir, opts, false) }
 
 // open is Open; with rebuildIndex (RebuildIndex), every segment is

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -66,9 +67,11 @@ func (db *DB) catchUp() error {
 		if err := r.Remap(); err != nil { // grown, or trimmed by its seal
 			return err
 		}
-		opts := segment.ScanOptions{From: off}
+		// Everything up to durable is durable: damage there is corruption,
+		// never a torn tail (a segment before durable's is sealed whole).
+		opts := segment.ScanOptions{From: off, Durable: math.MaxInt64}
 		if seg == dseg {
-			opts.Limit = doff
+			opts.Limit, opts.Durable = doff, doff
 		}
 		db.mu.Lock()
 		res, err := r.Scan(opts, func(fi *segment.FrameInfo) error {
@@ -99,6 +102,9 @@ func (db *DB) catchUp() error {
 			return err
 		}
 		if seg == dseg {
+			if res.End != doff {
+				return &CorruptionError{Path: r.Path(), Offset: res.End, Reason: fmt.Sprintf("the log ends before the durable offset %d", doff)}
+			}
 			f.pos = d
 			return nil
 		}

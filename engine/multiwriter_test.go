@@ -342,3 +342,37 @@ func TestOlderBuildWriter(t *testing.T) {
 		t.Fatalf("open beside an older build's writer: %v, want ErrLocked naming pid 4242", err)
 	}
 }
+
+// TestFollowerReportsDamageBelowDurable: a frame another process made
+// durable that a follower finds damaged is corruption, reported with its
+// place, never taken for a torn tail and skipped.
+func TestFollowerReportsDamageBelowDurable(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := liveOpen(t, dir, &Options{CompactInterval: -1, NoPreallocate: true})
+	r := liveOpen(t, dir, &Options{ReadOnly: true})
+	h, err := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendFlushed(t, h, testgen.Events(0, 2, 100)...)
+	if _, err := r.Stat(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	appendFlushed(t, h, testgen.Events(2, 2, 100)...)
+	last := w.mu.sessions["a"].frames
+	ref := last[len(last)-1]
+	f, err := os.OpenFile(filepath.Join(dir, segment.Name(ref.seg)), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xff}, ref.off+int64(ref.size)/2); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = r.Stat(ctx, "a")
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.Offset != ref.off {
+		t.Fatalf("stat past a damaged durable frame: %v, want a CorruptionError at %d", err, ref.off)
+	}
+}

@@ -383,8 +383,13 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 				return err
 			}
 		}
+		if opts.Limit > 0 {
+			// Published durable by the writing processes: damage below it
+			// is corruption, never a torn tail.
+			opts.Durable = opts.Limit
+		}
 		if id == cp.Segment {
-			opts.Durable = cp.Offset
+			opts.Durable = max(opts.Durable, cp.Offset)
 			if !all {
 				opts.From = cp.Offset
 			}

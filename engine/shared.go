@@ -105,6 +105,9 @@ func join(fsys vfs.FS, dir string, write bool) (*shared, error) {
 	lock := filepath.Join(dir, lockName)
 	if sh.flock, err = fsys.Lock(lock); err == nil {
 		sh.first = true
+	} else if !errors.Is(err, vfs.ErrLocked) {
+		sh.close()
+		return nil, err
 	} else if sh.flock, err = fsys.LockShared(lock); err != nil {
 		// An older build has the store open: it takes LOCK exclusive.
 		sh.close()
