@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -135,5 +136,30 @@ func TestContractMem(t *testing.T) {
 func TestContractOS(t *testing.T) {
 	enginetest.Run(t, func(t *testing.T, clock *enginetest.Clock) enginetest.Backend {
 		return &osBackend{t: t, clock: clock, dir: t.TempDir()}
+	})
+}
+
+// TestMain lets the test binary serve as a store in another process
+// (enginetest.ServePeer) for TestContractAcrossProcesses.
+func TestMain(m *testing.M) {
+	enginetest.ServePeer(func(dir string) (enginetest.Store, error) {
+		db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+		if err != nil {
+			return nil, err
+		}
+		return enginetest.Local(db), nil
+	})
+	os.Exit(m.Run())
+}
+
+// TestContractAcrossProcesses: the contract cases whose second instance
+// or other handle is in another OS process.
+func TestContractAcrossProcesses(t *testing.T) {
+	enginetest.RunAcrossProcesses(t, func(t *testing.T, dir string) enginetest.Store {
+		db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enginetest.Local(db)
 	})
 }
