@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,21 +26,38 @@ import (
 // file (the segments stay on fsys), checkpointed every millisecond, so
 // that index checkpoints race the cut.
 func crashWorkload(fsys vfs.FS, seed uint64, steps int, indexPath string) (appended map[string][]event.Event, acked map[string]int, err error) {
+	return crashWorkloadN(fsys, seed, steps, indexPath, 1)
+}
+
+// crashWorkloadN is crashWorkload with writers DBs open on the store at
+// once (as several processes: each holds its locks on its own open
+// files), each writing its own three sessions, the steps interleaved.
+func crashWorkloadN(fsys vfs.FS, seed uint64, steps int, indexPath string, writers int) (appended map[string][]event.Event, acked map[string]int, err error) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, 7))
 	appended, acked = map[string][]event.Event{}, map[string]int{}
-	// Odd seeds run without preallocation: no background segment creation,
-	// so their cut points replay exactly.
-	db, err := engine.Open("/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: seed%2 == 1,
-		IndexPath: indexPath, IndexInterval: time.Millisecond, CompactInterval: -1})
-	if err != nil {
-		return appended, acked, err
+	var dbs []*engine.DB
+	for range writers {
+		// Odd seeds run without preallocation: no background segment
+		// creation, so their cut points replay exactly.
+		db, err := engine.Open("/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: seed%2 == 1,
+			IndexPath: indexPath, IndexInterval: time.Millisecond, CompactInterval: -1})
+		if err != nil {
+			return appended, acked, err
+		}
+		defer db.Close()
+		dbs = append(dbs, db)
 	}
-	defer db.Close()
 	hs := map[string]*engine.Handle{}
-	ids := []string{"a", "b", "c"}
+	var ids []string
+	for w := range writers {
+		for _, id := range []string{"a", "b", "c"} {
+			ids = append(ids, fmt.Sprintf("%s%d", id, w))
+		}
+	}
 	for step := range steps {
-		id := ids[r.IntN(len(ids))]
+		k := r.IntN(len(ids))
+		id, db := ids[k], dbs[k/3]
 		h := hs[id]
 		if h == nil {
 			if h, err = db.Create(ctx, engine.Header{ID: id, CreatedAt: 1}); err != nil {
@@ -67,9 +85,10 @@ func crashWorkload(fsys vfs.FS, seed uint64, steps int, indexPath string) (appen
 			if err := db.Flush(ctx); err != nil {
 				return appended, acked, fmt.Errorf("step %d: db flush: %w", step, err)
 			}
-			for id, h := range hs {
-				_ = h
-				acked[id] = len(appended[id])
+			for id := range hs {
+				if dbs[slices.Index(ids, id)/3] == db {
+					acked[id] = len(appended[id])
+				}
 			}
 		}
 	}
@@ -154,7 +173,21 @@ func TestPowerCutAtEverySyncAndWrite(t *testing.T) {
 	}
 }
 
+// TestPowerCutTwoWriters is the sweep with two writing DBs on the store
+// (as two processes), their steps interleaved: every cut keeps what
+// either acknowledged, and the reopened store takes appends.
+func TestPowerCutTwoWriters(t *testing.T) {
+	for _, seed := range []uint64{42, 7} {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { powerCutSweepN(t, seed, 300, false, 2) })
+		t.Run(fmt.Sprintf("seed=%d/index", seed), func(t *testing.T) { powerCutSweepN(t, seed, 300, true, 2) })
+	}
+}
+
 func powerCutSweep(t *testing.T, seed uint64, steps int, withIndex bool) {
+	powerCutSweepN(t, seed, steps, withIndex, 1)
+}
+
+func powerCutSweepN(t *testing.T, seed uint64, steps int, withIndex bool, writers int) {
 	indexPath := func() string {
 		if !withIndex {
 			return ""
@@ -162,7 +195,7 @@ func powerCutSweep(t *testing.T, seed uint64, steps int, withIndex bool) {
 		return filepath.Join(t.TempDir(), "index.db")
 	}
 	probe := vfs.NewFault(vfs.NewMem())
-	if _, _, err := crashWorkload(probe, seed, steps, indexPath()); err != nil {
+	if _, _, err := crashWorkloadN(probe, seed, steps, indexPath(), writers); err != nil {
 		t.Fatalf("workload without faults: %v", err)
 	}
 	syncs, writes := probe.Count(vfs.OpSync), probe.Count(vfs.OpWrite)
@@ -179,7 +212,7 @@ func powerCutSweep(t *testing.T, seed uint64, steps int, withIndex bool) {
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem, vfs.Rule{Op: cut.op, Nth: k, Sticky: true, Short: cut.short})
 			ipath := indexPath()
-			appended, acked, _ := crashWorkload(ff, seed, steps, ipath)
+			appended, acked, _ := crashWorkloadN(ff, seed, steps, ipath, writers)
 			for variant, cfg := range []vfs.CrashConfig{
 				{},              // the page cache lost whole
 				{KeepAll: true}, // all of it reached the disk
