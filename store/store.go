@@ -30,6 +30,13 @@ type Handle interface {
 	Append(ctx context.Context, evs ...event.Event) error
 	Enqueue(evs ...event.Event) error
 	Flush(ctx context.Context) error
+	// Wait waits until the session holds more than n events that a Read
+	// through this handle would return, and returns how many it holds:
+	// events written elsewhere count once they are durable (flushed),
+	// events appended through the same store instance at once. It fails
+	// with ErrSessionNotFound once the session is deleted, ErrHandleClosed,
+	// ErrClosed, or the context's error.
+	Wait(ctx context.Context, n uint64) (uint64, error)
 	Close() error
 }
 

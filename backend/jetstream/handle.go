@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -174,6 +175,52 @@ func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, er
 	}
 	return out, nil
 }
+
+// Wait waits until the session holds more than n events that a Read
+// through this handle would return (see store.Handle.Wait): events another
+// instance writes count once it published them. It asks the stream for
+// the session's last message every waitMin to waitMax.
+func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
+	st := h.st
+	delay := waitMin
+	for {
+		if err := h.front.CheckRead(0); err != nil {
+			return 0, err
+		}
+		if _, err := st.load(ctx, h.s.id, "wait"); err != nil {
+			return 0, err
+		}
+		st.mu.Lock()
+		s := h.s
+		if cur := st.sessions[h.s.id]; cur != nil && cur.uid == s.uid {
+			s = cur
+		}
+		gone := s.erased || st.sessions[h.s.id] != s
+		count := s.framed + uint64(len(s.open))
+		st.mu.Unlock()
+		if gone {
+			return 0, sessionErr(h.s.id, "wait", engine.ErrSessionNotFound)
+		}
+		if count > n {
+			return count, nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, waitMax)
+	}
+}
+
+// Wait's polling interval grows from waitMin to waitMax while nothing
+// comes (each poll is one request to the stream).
+const (
+	waitMin = 2 * time.Millisecond
+	waitMax = 50 * time.Millisecond
+)
 
 // fetchParallel is how many batch messages a read requests at once.
 const fetchParallel = 8

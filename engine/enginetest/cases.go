@@ -659,6 +659,42 @@ var contractCases = []contractCase{
 		e.restart(false)
 		e.wantEvents("close made appends durable", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
 	}},
+	{"store/wait-for-new-events", func(e *env) {
+		h := e.create("s")
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		r := e.open("s", engine.Read)
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(5 * time.Millisecond)
+			if err := h.Append(e.ctx, OneTurn()...); err != nil {
+				done <- err
+				return
+			}
+			done <- h.Flush(e.ctx)
+		}()
+		n, err := r.Wait(e.ctx, 0)
+		if err != nil || n == 0 {
+			e.t.Fatalf("wait for the first event: %d, %v", n, err)
+		}
+		if err := <-done; err != nil {
+			e.t.Fatal(err)
+		}
+		if n, err := r.Wait(e.ctx, 5); n != 6 || err != nil {
+			e.t.Fatalf("wait for what is there: %d, %v; want 6", n, err)
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, 20*time.Millisecond)
+		defer cancel()
+		if _, err := r.Wait(ctx, 6); !errors.Is(err, context.DeadlineExceeded) {
+			e.t.Errorf("wait past the end: %v, want the context's deadline", err)
+		}
+		if err := r.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		_, err = r.Wait(e.ctx, 0)
+		e.wantErr("wait on a closed handle", err, engine.ErrHandleClosed)
+	}},
 	{"store/seeded-create-rules", func(e *env) {
 		seeded := Meta("child")
 		seeded.IsSeeded, seeded.ParentSession = true, "parent"

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
@@ -54,6 +55,7 @@ type request struct {
 	Events []event.Event `json:"events,omitempty"`
 	Off    int           `json:"off,omitempty"`
 	Limit  int           `json:"limit,omitempty"`
+	N      uint64        `json:"n,omitempty"`
 }
 
 type response struct {
@@ -63,6 +65,7 @@ type response struct {
 	Events []event.Event    `json:"events,omitempty"`
 	Snap   store.Snapshot   `json:"snap"`
 	Snaps  []store.Snapshot `json:"snaps,omitempty"`
+	N      uint64           `json:"n,omitempty"`
 }
 
 // errKinds are the contract's sentinels, by the name a peer sends.
@@ -116,6 +119,8 @@ func serve(s Store, in io.Reader, out io.Writer) {
 			err = h.Flush(ctx)
 		case "read":
 			resp.Events, err = h.Read(ctx, req.Off, req.Limit)
+		case "wait":
+			resp.N, err = h.Wait(ctx, req.N)
 		case "close":
 			err = h.Close()
 		default:
@@ -285,6 +290,11 @@ func (h *peerHandle) Flush(context.Context) error {
 	return err
 }
 
+func (h *peerHandle) Wait(_ context.Context, n uint64) (uint64, error) {
+	resp, err := h.p.call(request{Op: "wait", H: h.h, N: n})
+	return resp.N, err
+}
+
 func (h *peerHandle) Close() error {
 	_, err := h.p.call(request{Op: "close", H: h.h})
 	return err
@@ -394,6 +404,32 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		wantEvents(t, "late reader", OneTurn(), got)
 		_, err = e.peer.Open(ctx, "s", engine.Write)
 		wantErr(t, "write open while this process writes", err, engine.ErrAlreadyOwned)
+	})
+	t.Run("wait-in-another-process", func(t *testing.T) {
+		e := start(t)
+		h, err := e.s.Create(ctx, Meta("s"))
+		must(t, err)
+		must(t, h.Flush(ctx))
+		r, err := e.peer.Open(ctx, "s", engine.Read)
+		must(t, err)
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(5 * time.Millisecond)
+			if err := h.Append(ctx, OneTurn()...); err != nil {
+				done <- err
+				return
+			}
+			done <- h.Flush(ctx)
+		}()
+		n, err := r.Wait(ctx, 0)
+		if err != nil || n == 0 {
+			t.Fatalf("wait in another process: %d, %v", n, err)
+		}
+		must(t, <-done)
+		n, err = r.Wait(ctx, 5)
+		if err != nil || n != 6 {
+			t.Fatalf("wait for what is there: %d, %v; want 6", n, err)
+		}
 	})
 	t.Run("C15/another-process-continues-seqs", func(t *testing.T) {
 		e := start(t)
