@@ -43,8 +43,23 @@ func (db *DB) catchUp() error {
 		// only while no other process writes.)
 		return db.reload()
 	}
+	err := db.follow1(f, d)
+	if err != nil && db.opts.ReadOnly && db.shared.layout() != f.layout {
+		// A compaction removed or rewrote a segment under the catch-up:
+		// what it read may be gone; start over from the store as it is.
+		return db.reload()
+	}
+	return err
+}
+
+// follow1 feeds the fold the frames from f.pos up to d. Called with f.mu
+// held.
+func (db *DB) follow1(f *follower, d uint64) error {
 	if d <= f.pos {
 		return nil
+	}
+	if testHookFollow != nil {
+		testHookFollow()
 	}
 	seg, off := splitPosition(f.pos)
 	dseg, doff := splitPosition(d)
@@ -123,6 +138,9 @@ func (db *DB) catchUp() error {
 		seg, off = ids[i], 0
 	}
 }
+
+// testHookFollow, if set, runs in a catch-up before it reads frames.
+var testHookFollow func()
 
 // durablePos is the durable position the writing processes published, 0
 // if there is none to know of (a read-only DB of a store it cannot

@@ -59,12 +59,13 @@ func (db *DB) checkpointTo(advance bool) error {
 	if err := db.catchUp(); err != nil {
 		return err
 	}
+	// Frames below the checkpoint a checkpointer committed are indexed:
+	// they leave the backlog as if this process had indexed them (a process
+	// that takes the checkpointer's place may still hold some).
+	db.mu.Lock()
+	db.takeIndexed(sh.field(shmIndexed).Load())
+	db.mu.Unlock()
 	if !sh.index {
-		// Frames below the checkpoint the checkpointer committed are
-		// indexed: they leave the backlog as if this process had.
-		db.mu.Lock()
-		db.takeIndexed(sh.field(shmIndexed).Load())
-		db.mu.Unlock()
 		return nil
 	}
 	// The follower has passed every frame below its position, and every

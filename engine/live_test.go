@@ -324,3 +324,47 @@ func readsAll(t *testing.T, label string, h *Handle, want []event.Event) {
 		}
 	}
 }
+
+// TestCatchUpDuringACompaction: a compaction that removes the segment a
+// reader's catch-up is about to read (the reader saw the old layout)
+// makes the catch-up start over from the store as it is, not fail.
+func TestCatchUpDuringACompaction(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w := liveOpen(t, dir, &Options{CompactInterval: -1, SegmentSize: 1 << 16})
+	r := liveOpen(t, dir, &Options{ReadOnly: true})
+	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	appendFlushed(t, b, testgen.Events(0, 1, 100)...)
+	if _, err := r.Stat(ctx, "b"); err != nil { // the reader is this far
+		t.Fatal(err)
+	}
+	for i := range 40 { // segments of a alone
+		appendFlushed(t, a, testgen.Events(uint64(i*10), 10, 400)...)
+	}
+	a.Close()
+	if err := w.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	fired := false
+	testHookFollow = func() {
+		if fired {
+			return
+		}
+		fired = true
+		rep, err := w.Compact(ctx, CompactOptions{Roll: true})
+		if err != nil || len(rep.Dropped) == 0 {
+			t.Errorf("the compaction dropped nothing: %+v, %v", rep, err)
+		}
+	}
+	defer func() { testHookFollow = nil }()
+	if snap, err := r.Stat(ctx, "b"); err != nil || snap.EventCount != 1 {
+		t.Fatalf("stat beside a compaction: %+v, %v", snap, err)
+	}
+	if _, err := r.Stat(ctx, "a"); !errors.Is(err, ErrSessionNotFound) {
+		t.Fatalf("stat of the deleted session: %v", err)
+	}
+	if !fired {
+		t.Fatal("the hook never ran")
+	}
+}
