@@ -75,6 +75,10 @@ type Config struct {
 	// Exe is the binary the workers of MultiDurable and Follow run;
 	// default os.Executable(). It must call ServeWorker when it starts.
 	Exe string
+	// CPUProfile, if set, makes each worker of MultiDurable and Follow
+	// write the CPU profile of its measured part to CPUProfile-<n>.pprof
+	// (n: the worker's number).
+	CPUProfile string
 }
 
 // Store is what the workloads need of a store: the local engine's API,

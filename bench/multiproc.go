@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,7 @@ type workerSpec struct {
 	EventSize int           `json:"event_size"`
 	Events    int           `json:"events"` // follow
 	Interval  time.Duration `json:"interval"`
+	Profile   string        `json:"profile,omitempty"` // a CPU profile of the run goes there
 }
 
 // workerReport is what a worker answers.
@@ -132,11 +134,24 @@ func serveWorker(specJSON string, in *bufio.Reader, out io.Writer) error {
 	if _, err := in.ReadString('\n'); err != nil {
 		return fmt.Errorf("waiting for the start: %w", err)
 	}
+	if s.Profile != "" {
+		f, err := os.Create(s.Profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	var rep workerReport
 	if s.Mode == "follow" {
 		rep = followWriter(ctx, s, hs[0])
 	} else {
 		rep = appendWorker(ctx, s, hs)
+	}
+	if s.Profile != "" {
+		pprof.StopCPUProfile()
 	}
 	b, err := json.Marshal(rep)
 	if err != nil {
@@ -230,6 +245,9 @@ func startWorker(c Config, s workerSpec) (*worker, error) {
 		if exe, err = os.Executable(); err != nil {
 			return nil, err
 		}
+	}
+	if c.CPUProfile != "" {
+		s.Profile = fmt.Sprintf("%s-%d.pprof", c.CPUProfile, s.Proc)
 	}
 	spec, err := json.Marshal(s)
 	if err != nil {

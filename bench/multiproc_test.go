@@ -165,3 +165,16 @@ func TestWorkerFailure(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestWorkerProfile: Config.CPUProfile gives each worker a CPU profile.
+func TestWorkerProfile(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "w")
+	if _, err := Run(context.Background(), Config{Workload: MultiDurable, Dir: t.TempDir(), Procs: 2, Sessions: 1, Events: 10, CPUProfile: prefix}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"-0.pprof", "-1.pprof"} {
+		if fi, err := os.Stat(prefix + n); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v", n, err)
+		}
+	}
+}

@@ -33,6 +33,7 @@ type benchArgs struct {
 	multiTime    time.Duration // length of each multi-process run
 	follow       int           // events of the follow-latency run; 0 skips it
 	followEvery  time.Duration // between two of its flushes
+	workerProf   string        // prefix of the workers' CPU profiles
 }
 
 // The workers of the multi-process workloads are this binary started
@@ -65,6 +66,7 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.DurationVar(&a.multiTime, "multi-time", 4*time.Second, "length of each multi-process run")
 	fs.IntVar(&a.follow, "follow", 2000, "events of the follow-latency run, flush in one process to Wait wake-up in another (0: skip it)")
 	fs.DurationVar(&a.followEvery, "follow-every", 3*time.Millisecond, "time between two flushes of the follow-latency run")
+	fs.StringVar(&a.workerProf, "worker-cpuprofile", "", "write each worker process's CPU profile to PREFIX-<row>-<worker>.pprof")
 	fs.StringVar(&a.backend, "backend", "local", "local, or jetstream: the workloads on the local engine and on backend/jetstream (an embedded NATS server), side by side")
 	return cmd
 }
@@ -142,6 +144,9 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 		cfg := run.cfg
 		cfg.EventSize = a.size
 		cfg.Dir = filepath.Join(a.dir, fmt.Sprintf("run-%d", i))
+		if a.workerProf != "" {
+			cfg.CPUProfile = fmt.Sprintf("%s-%d", a.workerProf, i)
+		}
 		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 			return err
 		}
