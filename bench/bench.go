@@ -33,6 +33,17 @@ const (
 	// Replay writes Config.Events events to one session, reopens the store
 	// and reads the session from start to end.
 	Replay Workload = "replay"
+	// MultiDurable is Durable in Config.Procs worker processes at once,
+	// each with Config.Sessions sessions of its own, all in one store
+	// (Config.Backend "seglog") or in a JSONL file per session
+	// ("jsonl", the reference model), for Config.Duration (or
+	// Config.Events events in all). See multiproc.go.
+	MultiDurable Workload = "multi-process-durable"
+	// Follow has a worker process append and flush one event every
+	// Config.Interval, Config.Events times, while this process waits for
+	// each on a read handle (Handle.Wait); the latency is from the return
+	// of the writer's Flush to the reader's wake-up.
+	Follow Workload = "follow"
 )
 
 // Config describes one run. The zero values of the sizes get defaults.
@@ -50,6 +61,24 @@ type Config struct {
 	Open func(dir string) (Store, error)
 	// Progress, if set, is called with the events done so far.
 	Progress func(done int)
+
+	// Procs is the number of worker processes of MultiDurable; default 4.
+	Procs int
+	// Duration is how long MultiDurable appends; 0: Config.Events events
+	// in all (Events / (Procs*Sessions) per session).
+	Duration time.Duration
+	// Backend is what MultiDurable writes: "seglog" (default, the local
+	// engine with default options) or "jsonl" (the reference model).
+	Backend string
+	// Interval is the time between two flushes of Follow; default 3ms.
+	Interval time.Duration
+	// Exe is the binary the workers of MultiDurable and Follow run;
+	// default os.Executable(). It must call ServeWorker when it starts.
+	Exe string
+	// CPUProfile, if set, makes each worker of MultiDurable and Follow
+	// write the CPU profile of its measured part to CPUProfile-<n>.pprof
+	// (n: the worker's number).
+	CPUProfile string
 }
 
 // Store is what the workloads need of a store: the local engine's API,
@@ -81,6 +110,11 @@ type Result struct {
 	Elapsed    time.Duration `json:"elapsed_ns"`
 	P50        time.Duration `json:"p50_ns,omitempty"` // per-operation latency, where one was measured
 	P99        time.Duration `json:"p99_ns,omitempty"`
+	// Procs and Backend are set by the multi-process workloads; Acked is
+	// MultiDurable's count of flushed events by session ID.
+	Procs   int               `json:"procs,omitempty"`
+	Backend string            `json:"backend,omitempty"`
+	Acked   map[string]uint64 `json:"-"`
 }
 
 // EventsPerSec returns the throughput in events per second.
@@ -105,6 +139,15 @@ func (c *Config) defaults() error {
 	if c.Batch <= 0 {
 		c.Batch = 1000
 	}
+	if c.Procs <= 0 {
+		c.Procs = 4
+	}
+	if c.Backend == "" {
+		c.Backend = "seglog"
+	}
+	if c.Interval <= 0 {
+		c.Interval = 3 * time.Millisecond
+	}
 	return nil
 }
 
@@ -122,6 +165,10 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return runBulk(ctx, c)
 	case Replay:
 		return runReplay(ctx, c)
+	case MultiDurable:
+		return runMulti(ctx, c)
+	case Follow:
+		return runFollow(ctx, c)
 	}
 	return Result{}, fmt.Errorf("bench: unknown workload %q", c.Workload)
 }

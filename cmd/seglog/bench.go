@@ -27,7 +27,18 @@ type benchArgs struct {
 	sessions int // concurrent sessions
 	size     int // bytes per event
 	backend  string
+
+	procs        int           // worker processes of the multi-process run; 0 skips it
+	procSessions int           // sessions of each
+	multiTime    time.Duration // length of each multi-process run
+	follow       int           // events of the follow-latency run; 0 skips it
+	followEvery  time.Duration // between two of its flushes
+	workerProf   string        // prefix of the workers' CPU profiles
 }
+
+// The workers of the multi-process workloads are this binary started
+// again (bench.WorkerEnv set): they run before anything else.
+func init() { bench.ServeWorker() }
 
 func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	var a benchArgs
@@ -50,6 +61,12 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.StringVar(&a.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&a.plot, "plot", "", "also draw throughput and latency per workload into this PNG file")
 	fs.BoolVar(&a.peers, "peers", false, "then run the same workloads on the peers (bench/peers; needs the source tree and Go)")
+	fs.IntVar(&a.procs, "procs", 4, "worker processes writing one store at once in the multi-process run (0: skip it)")
+	fs.IntVar(&a.procSessions, "proc-sessions", 16, "sessions of each worker process; the one-process comparison runs procs x proc-sessions")
+	fs.DurationVar(&a.multiTime, "multi-time", 4*time.Second, "length of each multi-process run")
+	fs.IntVar(&a.follow, "follow", 2000, "events of the follow-latency run, flush in one process to Wait wake-up in another (0: skip it)")
+	fs.DurationVar(&a.followEvery, "follow-every", 3*time.Millisecond, "time between two flushes of the follow-latency run")
+	fs.StringVar(&a.workerProf, "worker-cpuprofile", "", "write each worker process's CPU profile to PREFIX-<row>-<worker>.pprof")
 	fs.StringVar(&a.backend, "backend", "local", "local, or jetstream: the workloads on the local engine and on backend/jetstream (an embedded NATS server), side by side")
 	return cmd
 }
@@ -57,6 +74,9 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 	if a.events < 1 || a.durable < 1 || a.sessions < 1 || a.size < 64 {
 		return usageError{errors.New("--events, --durable and --sessions must be positive and --size at least 64")}
+	}
+	if a.procs < 0 || a.follow < 0 || (a.procs > 0 && (a.procSessions < 1 || a.multiTime <= 0)) || (a.follow > 0 && a.followEvery <= 0) {
+		return usageError{errors.New("--procs and --follow must be at least 0, --proc-sessions, --multi-time and --follow-every positive")}
 	}
 	if a.backend != "local" && a.backend != "jetstream" {
 		return usageError{fmt.Errorf("--backend %q: local or jetstream", a.backend)}
@@ -87,17 +107,36 @@ func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 	return cmd.Run()
 }
 
+// benchRun is a row of the table: a workload and its name.
+type benchRun struct {
+	name string
+	cfg  bench.Config
+}
+
 func runBench(w, progress io.Writer, a benchArgs) error {
 	ctx := context.Background()
-	runs := []struct {
-		name string
-		cfg  bench.Config
-	}{
+	runs := []benchRun{
 		{"raw write+fdatasync (the limit)", bench.Config{Workload: bench.RawSync, Events: a.durable}},
 		{"durable append+flush, 1 session", bench.Config{Workload: bench.Durable, Events: a.durable, Sessions: 1}},
 		{fmt.Sprintf("durable append+flush, %d sessions", a.sessions), bench.Config{Workload: bench.Durable, Events: 4 * a.durable, Sessions: a.sessions}},
 		{"bulk append, batches of 1000, one flush", bench.Config{Workload: bench.Bulk, Events: a.events}},
 		{"replay one session, decode every event", bench.Config{Workload: bench.Replay, Events: a.events}},
+	}
+	multi, follow := -1, -1 // indices of the multi-process runs, if any
+	if a.procs > 0 {
+		multi = len(runs)
+		all := a.procs * a.procSessions
+		runs = append(runs,
+			benchRun{fmt.Sprintf("durable append+flush, %s x %d sessions", plural(a.procs, "process", "processes"), a.procSessions),
+				bench.Config{Workload: bench.MultiDurable, Procs: a.procs, Sessions: a.procSessions, Duration: a.multiTime}},
+			benchRun{fmt.Sprintf("durable append+flush, 1 process x %d sessions", all),
+				bench.Config{Workload: bench.MultiDurable, Procs: 1, Sessions: all, Duration: a.multiTime}},
+			benchRun{fmt.Sprintf("jsonl+flock per session, %s x %d sessions", plural(a.procs, "process", "processes"), a.procSessions),
+				bench.Config{Workload: bench.MultiDurable, Procs: a.procs, Sessions: a.procSessions, Duration: a.multiTime, Backend: "jsonl"}})
+	}
+	if a.follow > 0 {
+		follow = len(runs)
+		runs = append(runs, benchRun{"follow: flush to Wait wake-up, other process", bench.Config{Workload: bench.Follow, Events: a.follow, Interval: a.followEvery}})
 	}
 	fmt.Fprintf(w, "seglog bench: engine on %s, %d-byte events\n\n", a.dir, a.size)
 	results := make([]bench.Result, len(runs))
@@ -105,6 +144,9 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 		cfg := run.cfg
 		cfg.EventSize = a.size
 		cfg.Dir = filepath.Join(a.dir, fmt.Sprintf("run-%d", i))
+		if a.workerProf != "" {
+			cfg.CPUProfile = fmt.Sprintf("%s-%d", a.workerProf, i)
+		}
 		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 			return err
 		}
@@ -124,22 +166,31 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 		results[i] = r
 	}
 	raw, single, group, bulk := results[0], results[1], results[2], results[3]
-	notes := []string{
-		"",
-		fmt.Sprintf("p50 %.2fx the raw limit", ratio(single.P50, raw.P50)),
-		fmt.Sprintf("%.1fx the events/s of 1 session (group commit)", group.EventsPerSec()/single.EventsPerSec()),
-		fmt.Sprintf("%.0f bytes on disk per event (%.1fx smaller than the input)", float64(bulk.DiskBytes)/float64(bulk.Events), float64(bulk.InputBytes)/float64(max(bulk.DiskBytes, 1))),
-		"",
+	notes := make([]string, len(runs))
+	notes[1] = fmt.Sprintf("p50 %.2fx the raw limit", ratio(single.P50, raw.P50))
+	notes[2] = fmt.Sprintf("%.1fx the events/s of 1 session (group commit)", group.EventsPerSec()/single.EventsPerSec())
+	notes[3] = fmt.Sprintf("%.0f bytes on disk per event (%.1fx smaller than the input)", float64(bulk.DiskBytes)/float64(bulk.Events), float64(bulk.InputBytes)/float64(max(bulk.DiskBytes, 1)))
+	if multi >= 0 {
+		many, one, ref := results[multi], results[multi+1], results[multi+2]
+		notes[multi] = fmt.Sprintf("%.2fx the events/s of 1 process (goal 0.80x)", many.EventsPerSec()/one.EventsPerSec())
+		notes[multi+2] = fmt.Sprintf("seglog %d x %d: %.1fx its events/s", a.procs, a.procSessions, many.EventsPerSec()/ref.EventsPerSec())
+	}
+	if follow >= 0 {
+		notes[follow] = "from Flush's return to Wait's, one store"
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tevents\tevents/s\tMB/s\tp50 µs\tp99 µs\t\tnote")
 	for i, run := range runs {
 		r := results[i]
 		p50, p99 := "-", "-"
-		if r.P50 > 0 {
+		if r.P50 != 0 {
 			p50, p99 = fmt.Sprintf("%.0f", us(r.P50)), fmt.Sprintf("%.0f", us(r.P99))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%s\t%s\t\t%s\n", run.name, r.Events, r.EventsPerSec(), r.MBPerSec(), p50, p99, notes[i])
+		rate, mb := fmt.Sprintf("%.0f", r.EventsPerSec()), fmt.Sprintf("%.1f", r.MBPerSec())
+		if i == follow { // paced by --follow-every: its rate measures nothing
+			rate, mb = "-", "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\t%s\n", run.name, r.Events, rate, mb, p50, p99, notes[i])
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -148,6 +199,9 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 		tput := bench.Panel{Title: "throughput", Unit: "events/s", Log: true}
 		latency := bench.Panel{Title: "p50 latency of one durable append+flush", Unit: "us"}
 		for i, run := range runs {
+			if i == follow {
+				continue
+			}
 			tput.Bars = append(tput.Bars, bench.Bar{Label: run.name, Value: results[i].EventsPerSec()})
 			if results[i].P50 > 0 {
 				latency.Bars = append(latency.Bars, bench.Bar{Label: run.name, Value: us(results[i].P50)})
@@ -173,6 +227,14 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 		return os.WriteFile(a.jsonOut, b, 0o644)
 	}
 	return nil
+}
+
+// plural is "1 process" or "4 processes".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }

@@ -1,12 +1,17 @@
 // Command seglog inspects and measures seglog stores.
 //
 //	seglog bench [-dir DIR] [-events N] [-durable N] [-sessions N] [-size BYTES]
+//	             [-procs N] [-proc-sessions N] [-multi-time D] [-follow N] [-follow-every D]
 //
 // bench runs the engine's workloads (package bench): durable single
 // appends against a raw write+fdatasync baseline measured in the same run,
 // concurrent durable appends of many sessions (group commit), a bulk load
-// and a full replay, on a temporary directory unless -dir is given, and
-// prints a table with the ratios. Progress goes to stderr.
+// and a full replay, then durable appends of -procs worker processes into
+// one store against one process and against a JSONL file per session, and
+// the latency from a flush in one process to the wake-up of a reader in
+// another, on a temporary directory unless -dir is given, and prints a
+// table with the ratios. The workers are this binary started again with
+// bench.WorkerEnv set. Progress goes to stderr.
 //
 // The other commands work on the store in --dir:
 //
