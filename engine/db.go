@@ -72,9 +72,12 @@ type DB struct {
 	compactMu sync.Mutex  // serializes compactions
 	dead      atomic.Bool // something was deleted or migrated since the last compaction
 	idxMu     sync.Mutex  // serializes checkpoints
-	idxKick   chan struct{}
-	prepKick  chan struct{} // the active segment is half full: create the next
-	stop      chan struct{}
+	// checkpointer: this process checkpoints the index (shared.index, for
+	// readers that do not hold idxMu)
+	checkpointer atomic.Bool
+	idxKick      chan struct{}
+	prepKick     chan struct{} // the active segment is half full: create the next
+	stop         chan struct{}
 	// stopCtx is done once Close stops the goroutines: it cancels a
 	// background compaction in progress
 	stopCtx    context.Context
@@ -151,6 +154,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		prepKick:     make(chan struct{}, 1),
 		stop:         make(chan struct{}),
 	}
+	db.checkpointer.Store(sh.index)
 	db.mu.sessions = map[string]*session{}
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.handles = map[*Handle]struct{}{}

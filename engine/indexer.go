@@ -54,6 +54,7 @@ func (db *DB) checkpointTo(advance bool) error {
 		}
 		sh.index = ok
 	}
+	db.checkpointer.Store(sh.index)
 	// Everything the other processes made durable, in the fold: their
 	// frames are indexed with this process's own.
 	if err := db.catchUp(); err != nil {
@@ -191,7 +192,10 @@ func (db *DB) indexUpdate(batch []pendFrame) (*index.Update, map[*session]idxWas
 // sortPend puts pend in file order: frames this process placed and frames
 // it folded from others were added as each came. Called with db.mu held.
 func (db *DB) sortPend() {
-	slices.SortStableFunc(db.mu.pend, func(a, b pendFrame) int { return cmp.Compare(a.ref.pos(), b.ref.pos()) })
+	byPos := func(a, b pendFrame) int { return cmp.Compare(a.ref.pos(), b.ref.pos()) }
+	if !slices.IsSortedFunc(db.mu.pend, byPos) { // (mostly it is: one process writing, or none)
+		slices.SortStableFunc(db.mu.pend, byPos)
+	}
 }
 
 // takeIndexed drops from pend, in a process that does not checkpoint, the

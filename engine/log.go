@@ -474,8 +474,19 @@ func (a *appender) syncOnce(yield bool) error {
 		// waiters, likely about to place again. Let their frames in.
 		runtime.Gosched()
 	}
+	// Group commit across processes: one fdatasync at a time. While
+	// another process syncs, this one waits (in the kernel, for the byte
+	// lock); its frames may be covered by then, and if not, its own sync
+	// covers what every process placed meanwhile.
+	if err := a.sh.locks.Lock(lockSync, true); err != nil {
+		return fmt.Errorf("engine: taking the sync lock: %w", err)
+	}
+	defer a.sh.locks.Unlock(lockSync)
 	a.drain()
 	t := a.sh.field(shmTail).Load()
+	if a.sh.field(shmDurable).Load() >= t {
+		return nil // another process's sync covered everything placed
+	}
 	seg, _ := splitPosition(t)
 	f, err := a.file(seg)
 	if err != nil {

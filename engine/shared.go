@@ -40,6 +40,7 @@ const (
 	lockBuild   = 4 // shared by the writing processes of this build; an older build's writer holds it exclusive
 	lockWriters = 5 // shared by every writing process; a compaction takes it exclusive (it runs alone)
 	lockPrepare = 6 // held while a process creates the next segment
+	lockSync    = 7 // held while a process fdatasyncs the active segment: the others wait, and their next sync covers them all
 	// leaseBase + xxhash64(id) mod 2^62: the write lease of session id
 	leaseBase = 1 << 32
 )

@@ -111,7 +111,7 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 			ref.first, ref.count = s.framed, counts[k]
 			db.mu.pend = append(db.mu.pend, s.addFrame(ref))
 		}
-		if len(db.mu.pend) >= indexBatchFrames {
+		if len(db.mu.pend) >= indexBatchFrames && db.checkpointer.Load() {
 			select { // enough for a checkpoint before the next tick
 			case db.idxKick <- struct{}{}:
 			default:
