@@ -45,7 +45,7 @@ type appender struct {
 	smu     sync.Mutex
 	scond   *sync.Cond
 	syncing bool
-	inSync  atomic.Bool // syncing, for placers (who hold qmu, not smu)
+	inSync  atomic.Bool // the syncer holds lockSync: placers leave their frames to it
 	// waiters: syncs waiting for the one in progress; the syncer yields
 	// once before the next fdatasync when the last one released several
 	released, waiting int
@@ -447,7 +447,6 @@ func (a *appender) sync(target uint64) error {
 			continue
 		}
 		a.syncing = true
-		a.inSync.Store(true)
 		yield := a.released > 1
 		a.smu.Unlock()
 		err := a.syncOnce(yield)
@@ -482,6 +481,11 @@ func (a *appender) syncOnce(yield bool) error {
 		return fmt.Errorf("engine: taking the sync lock: %w", err)
 	}
 	defer a.sh.locks.Unlock(lockSync)
+	// From here this process's placers leave their frames to this sync
+	// (while it waited for the lock they placed them themselves, so that
+	// the other process's sync could cover them).
+	a.inSync.Store(true)
+	defer a.inSync.Store(false)
 	a.drain()
 	t := a.sh.field(shmTail).Load()
 	if a.sh.field(shmDurable).Load() >= t {
