@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
@@ -449,7 +450,7 @@ func (a *appender) sync(target uint64) error {
 		a.syncing = true
 		yield := a.released > 1
 		a.smu.Unlock()
-		err := a.syncOnce(yield)
+		err := a.syncOnce(target, yield)
 		a.smu.Lock()
 		a.syncing = false
 		a.inSync.Store(false)
@@ -465,20 +466,39 @@ func (a *appender) sync(target uint64) error {
 	}
 }
 
+// How often a syncer looks whether another process's fdatasync, which it
+// waits for, covered its target.
+const (
+	syncPollMin = 20 * time.Microsecond
+	syncPollMax = 200 * time.Microsecond
+)
+
 // syncOnce fdatasyncs the segment at the tail and publishes the tail as
-// durable.
-func (a *appender) syncOnce(yield bool) error {
+// durable, unless another process's sync covers target first.
+func (a *appender) syncOnce(target uint64, yield bool) error {
 	if yield {
 		// Group commit under load: the last sync released several
 		// waiters, likely about to place again. Let their frames in.
 		runtime.Gosched()
 	}
 	// Group commit across processes: one fdatasync at a time. While
-	// another process syncs, this one waits (in the kernel, for the byte
-	// lock); its frames may be covered by then, and if not, its own sync
-	// covers what every process placed meanwhile.
-	if err := a.sh.locks.Lock(lockSync, true); err != nil {
-		return fmt.Errorf("engine: taking the sync lock: %w", err)
+	// another process syncs, this one waits for the byte lock, and gives
+	// up waiting as soon as another's sync covered its target (its
+	// flushers go at once, not after the syncs queued before its own);
+	// if none does, its own sync covers what every process placed
+	// meanwhile.
+	for wait := syncPollMin; ; wait = min(2*wait, syncPollMax) {
+		ok, err := a.sh.locks.TryLock(lockSync, true)
+		if err != nil {
+			return fmt.Errorf("engine: taking the sync lock: %w", err)
+		}
+		if ok {
+			break
+		}
+		if a.sh.field(shmDurable).Load() >= target {
+			return nil
+		}
+		time.Sleep(wait)
 	}
 	defer a.sh.locks.Unlock(lockSync)
 	// From here this process's placers leave their frames to this sync
