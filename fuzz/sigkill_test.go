@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(mixChildEnv); dir != "" {
 		os.Exit(mixChild(dir))
 	}
+	if dir := os.Getenv(multiDirEnv); dir != "" {
+		os.Exit(multiChild(dir))
+	}
 	os.Exit(m.Run())
 }
 
