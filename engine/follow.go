@@ -182,8 +182,18 @@ func (db *DB) reload() error {
 // current returns the state of the session a read handle is on: after a
 // reload, the new state of the same incarnation. Called with db.mu held.
 func (db *DB) current(s *session) *session {
-	if cur := db.mu.sessions[s.id]; cur != nil && cur != s && cur.uid == s.uid {
+	cur := db.mu.sessions[s.id]
+	switch {
+	case cur == s:
+		return s
+	case cur != nil && cur.uid == s.uid:
 		return cur
+	case !s.pending:
+		// Not the live incarnation any more (deleted, or replaced by a
+		// migration or a new creation), whether this DB saw its end or a
+		// rebuild after a compaction replaced the sessions without it: its
+		// frames may have been reclaimed, and its offsets mean nothing.
+		s.erased = true
 	}
 	return s
 }

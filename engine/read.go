@@ -152,7 +152,7 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 		hi++
 	}
 	out := make([]event.Event, end-off)
-	if err := db.decodeFrames(ctx, refs[lo:hi], off, end, out); err != nil {
+	if err := db.decodeFrames(ctx, h.s.id, refs[lo:hi], off, end, out); err != nil {
 		return nil, sessionErr(h.ID(), "read", err)
 	}
 	filled := uint64(0)
@@ -176,12 +176,12 @@ const parallelFrames = 16
 // decodeFrames decodes refs (consecutive frames of one session) and puts
 // the events in [off, end) at out[seq-off]. Large reads fan out over
 // GOMAXPROCS goroutines, each taking every n-th frame.
-func (db *DB) decodeFrames(ctx context.Context, refs []frameRef, off, end uint64, out []event.Event) error {
+func (db *DB) decodeFrames(ctx context.Context, id string, refs []frameRef, off, end uint64, out []event.Event) error {
 	one := func(ref frameRef) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f, err := db.readFrame(ref)
+		f, err := db.readFrame(id, ref)
 		if err != nil {
 			return err
 		}
@@ -243,15 +243,25 @@ func (db *DB) snapshot(s *session) (view, error) {
 	if !s.loaded && db.index != nil {
 		db.mu.Unlock()
 		var fromIdx []index.Frame
+		var uid uint64
 		err := db.index.use(false, func(x *index.Index) error {
 			var err error
-			fromIdx, err = x.Frames(s.id)
+			uid, fromIdx, err = x.FramesOf(s.id)
 			return err
 		})
 		if err != nil {
 			return view{}, err
 		}
 		db.mu.Lock()
+		if !s.loaded && uid != s.uid {
+			// The index (checkpointed since by another process) holds
+			// another incarnation, or none: this one, which the open found
+			// in the index, was deleted or replaced since, and its frames
+			// may be gone.
+			s.erased = true
+			db.mu.Unlock()
+			return view{}, ErrSessionNotFound
+		}
 		if !s.loaded {
 			limit := s.framed
 			if len(s.frames) > 0 {
@@ -274,7 +284,7 @@ func (db *DB) snapshot(s *session) (view, error) {
 
 // readFrame reads the frame at ref: placed frames are in the file (the
 // page cache) from their registration on, synced or not.
-func (db *DB) readFrame(ref frameRef) (*segment.Frame, error) {
+func (db *DB) readFrame(id string, ref frameRef) (*segment.Frame, error) {
 	r, err := db.reader(ref.seg)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Reads hold the layout lock: a compaction removes only segments
@@ -289,8 +299,8 @@ func (db *DB) readFrame(ref frameRef) (*segment.Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.Kind != segment.KindEvents || f.FirstSeq != ref.first || len(f.Events) != int(ref.count) {
-		return nil, &CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d", ref.first, ref.first+uint64(ref.count))}
+	if f.Kind != segment.KindEvents || f.Session != id || f.FirstSeq != ref.first || len(f.Events) != int(ref.count) {
+		return nil, &CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d of session %q", ref.first, ref.first+uint64(ref.count), id)}
 	}
 	return f, nil
 }

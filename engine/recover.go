@@ -439,12 +439,19 @@ func (db *DB) carryOut() error {
 			return fmt.Errorf("engine: quarantining %s: %w", q.path, err)
 		}
 	}
-	for _, id := range db.rec.drop {
+	drop := db.rec.drop
+	if !db.shared.first {
+		// Readers have the store open: a file they may be about to open
+		// stays. An empty segment prepared ahead of a roll is the next
+		// roll's (or this open's next segment, below).
+		drop = nil
+	}
+	for _, id := range drop {
 		if err := fsys.Remove(db.segPath(id)); err != nil {
 			return fmt.Errorf("engine: removing unused prepared segment: %w", err)
 		}
 	}
-	if len(db.rec.drop) > 0 {
+	if len(drop) > 0 {
 		if err := fsys.SyncDir(db.dir); err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
@@ -472,12 +479,16 @@ func (db *DB) carryOut() error {
 		if db.rec.tail == nil {
 			next = db.lastSegmentID() + 1
 		}
-		w, err := segment.Create(fsys, db.segPath(next), next, db.opts.writerOptions())
-		if err != nil {
-			return fmt.Errorf("engine: %w", err)
-		}
-		if err := w.Close(); err != nil {
-			return fmt.Errorf("engine: %w", err)
+		if slices.Contains(db.rec.drop, next) && !slices.Contains(drop, next) {
+			// Prepared (and kept): it holds no frame, as planTail checked.
+		} else {
+			w, err := segment.Create(fsys, db.segPath(next), next, db.opts.writerOptions())
+			if err != nil {
+				return fmt.Errorf("engine: %w", err)
+			}
+			if err := w.Close(); err != nil {
+				return fmt.Errorf("engine: %w", err)
+			}
 		}
 		tailID, tailEnd = next, segment.HeaderSize
 	}

@@ -1121,9 +1121,6 @@ func TestSIGKILLMulti(t *testing.T) {
 // DB.current leaves a handle whose incarnation is gone on its old state:
 // not erased, its frames where they were before the rewrite.
 func TestStaleReadHandleAfterCompaction(t *testing.T) {
-	if os.Getenv(multiStaleEnv) != "1" {
-		t.Skip("engine bug (reported from the SIGKILL multi-process campaign): a follower's read through a handle of a deleted session after a compaction returns another incarnation's events or a false corruption; set " + multiStaleEnv + "=1 to run")
-	}
 	ctx := context.Background()
 	evsOf := func(gen int) []event.Event {
 		evs := make([]event.Event, 3)

@@ -358,9 +358,36 @@ func decodeFrame(seq uint64, v []byte) Frame {
 
 // Frames returns the frames of session id, in seq order.
 func (x *Index) Frames(id string) ([]Frame, error) {
+	_, out, err := x.framesOf(id, false)
+	return out, err
+}
+
+// FramesOf returns the incarnation (UID) session id has in the index, 0 if
+// it has none, and its frames in seq order, as of one moment: another
+// process may checkpoint between two calls, and a session deleted and
+// created again meanwhile has another incarnation's frames.
+func (x *Index) FramesOf(id string) (uint64, []Frame, error) {
+	return x.framesOf(id, true)
+}
+
+func (x *Index) framesOf(id string, withUID bool) (uint64, []Frame, error) {
 	var out []Frame
+	var uid uint64
 	err := x.do("frames", nil, func() error {
 		return x.db.View(func(tx *bolt.Tx) error {
+			if withUID {
+				sb, err := x.bucket(tx, bucketSessions)
+				if err != nil {
+					return err
+				}
+				if v := sb.Get([]byte(id)); v != nil {
+					s, ok := decodeSession(v)
+					if !ok {
+						return x.damagef("session %q record is malformed", id)
+					}
+					uid = s.UID
+				}
+			}
 			b, err := x.bucket(tx, bucketFrames)
 			if err != nil {
 				return err
@@ -381,9 +408,9 @@ func (x *Index) Frames(id string) ([]Frame, error) {
 		})
 	})
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	return out, nil
+	return uid, out, nil
 }
 
 // Apply makes u durable in one bbolt transaction. A checkpoint before the
