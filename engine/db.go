@@ -163,6 +163,8 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		layout = sh.stableLayout()
 	}
 	moved := func() bool { return o.ReadOnly && sh.shm != nil && sh.layout() != layout }
+	// A write open that joins a live store needs no such check: it holds
+	// lockWriters, and a compaction runs only without other writers.
 	// A write open of a store that other processes write joins their log:
 	// like a read-only open, its recovery reads up to what they made
 	// durable and changes nothing.
@@ -174,8 +176,10 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		}
 	}
 	if err := db.recover(); err != nil {
+		// (moved reads shm: before closeFiles unmaps it.)
+		again := moved()
 		db.closeFiles()
-		if moved() {
+		if again {
 			return nil, errLayoutMoved
 		}
 		return nil, err

@@ -368,3 +368,44 @@ func TestCatchUpDuringACompaction(t *testing.T) {
 		t.Fatal("the hook never ran")
 	}
 }
+
+// TestReadOnlyOpenDuringACompaction: a compaction that removes a segment
+// a read-only open has listed makes the open start over, not fail.
+func TestReadOnlyOpenDuringACompaction(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w := liveOpen(t, dir, &Options{CompactInterval: -1, SegmentSize: 1 << 16, IndexInterval: time.Hour})
+	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	appendFlushed(t, b, testgen.Events(0, 1, 100)...)
+	for i := range 40 { // segments of a alone
+		appendFlushed(t, a, testgen.Events(uint64(i*10), 10, 400)...)
+	}
+	a.Close()
+	if err := w.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	fired := false
+	testHookListed = func() {
+		if fired {
+			return
+		}
+		fired = true
+		rep, err := w.Compact(ctx, CompactOptions{Roll: true})
+		if err != nil || len(rep.Dropped) == 0 {
+			t.Errorf("the compaction dropped nothing: %+v, %v", rep, err)
+		}
+	}
+	defer func() { testHookListed = nil }()
+	r, err := Open(dir, &Options{ReadOnly: true, NoIndex: true})
+	if err != nil {
+		t.Fatalf("read-only open beside a compaction: %v", err)
+	}
+	defer r.Close()
+	if !fired {
+		t.Fatal("the hook never ran")
+	}
+	if snap, err := r.Stat(ctx, "b"); err != nil || snap.EventCount != 1 {
+		t.Fatalf("stat after the open: %+v, %v", snap, err)
+	}
+}
