@@ -55,20 +55,31 @@ func (db *DB) checkpointTo(advance bool) error {
 		sh.index = ok
 	}
 	db.checkpointer.Store(sh.index)
+	if !sh.index {
+		// Frames below the checkpoint the checkpointer committed are
+		// indexed: they leave the backlog as if this process had indexed
+		// them. This process follows the others only when it needs to (a
+		// read, a lease), or when the list of its own placements its
+		// follower has to skip grows long.
+		db.mu.Lock()
+		db.takeIndexed(sh.field(shmIndexed).Load())
+		long := len(db.mu.own) > ownFollowMax
+		db.mu.Unlock()
+		if long {
+			return db.catchUp()
+		}
+		return nil
+	}
 	// Everything the other processes made durable, in the fold: their
 	// frames are indexed with this process's own.
 	if err := db.catchUp(); err != nil {
 		return err
 	}
-	// Frames below the checkpoint a checkpointer committed are indexed:
-	// they leave the backlog as if this process had indexed them (a process
-	// that takes the checkpointer's place may still hold some).
+	// (A process that took the checkpointer's place may still hold frames
+	// the last one committed.)
 	db.mu.Lock()
 	db.takeIndexed(sh.field(shmIndexed).Load())
 	db.mu.Unlock()
-	if !sh.index {
-		return nil
-	}
 	// The follower has passed every frame below its position, and every
 	// frame this process placed below it is registered (a placement
 	// registers its frames before it moves the tail): all are in pend.
@@ -136,6 +147,11 @@ func (db *DB) checkpointTo(advance bool) error {
 	raise(sh.field(shmIndexed), cpos)
 	return nil
 }
+
+// ownFollowMax is how many of its own placements a process that does not
+// checkpoint lets its follower fall behind before a checkpoint tick makes
+// it catch up (8 bytes each).
+const ownFollowMax = 1 << 16
 
 // idxWas is what a session's index record said before an update.
 type idxWas struct {
