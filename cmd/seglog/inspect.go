@@ -196,7 +196,7 @@ func newCatCmd(w io.Writer, dir *string) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&from, "from", 0, "first seq")
-	cmd.Flags().IntVar(&n, "n", -1, "at most this many events (-1: all)")
+	cmd.Flags().IntVarP(&n, "n", "n", -1, "at most this many events (-1: all)")
 	return cmd
 }
 

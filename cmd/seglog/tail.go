@@ -25,7 +25,7 @@ func newTailCmd(w io.Writer, dir *string) *cobra.Command {
 			return runTail(ctx, w, *dir, args[0], n, follow)
 		},
 	}
-	cmd.Flags().IntVar(&n, "n", 10, "events to print before following")
+	cmd.Flags().IntVarP(&n, "n", "n", 10, "events to print before following")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing events as they are written (the session must exist)")
 	return cmd
 }

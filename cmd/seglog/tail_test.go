@@ -44,6 +44,10 @@ func TestTailLastEvents(t *testing.T) {
 	if e.Seq != 49 {
 		t.Errorf("last line seq %d, want 49", e.Seq)
 	}
+	// -n, as the usage line spells it, is --n.
+	if out, code := cli(t, "tail", "-n", "2", "beta", "--dir", copyStore(t, cleanStore)); code != 0 || strings.Count(out, "\n") != 2 {
+		t.Fatalf("tail -n 2: exit %d:\n%s", code, out)
+	}
 }
 
 // tail -f follows a store another engine is writing (here in-process, on
