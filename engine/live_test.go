@@ -333,19 +333,11 @@ func TestCatchUpDuringACompaction(t *testing.T) {
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, SegmentSize: 1 << 16})
 	r := liveOpen(t, dir, &Options{ReadOnly: true})
-	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
-	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
-	appendFlushed(t, b, testgen.Events(0, 1, 100)...)
-	if _, err := r.Stat(ctx, "b"); err != nil { // the reader is this far
-		t.Fatal(err)
-	}
-	for i := range 40 { // segments of a alone
-		appendFlushed(t, a, testgen.Events(uint64(i*10), 10, 400)...)
-	}
-	a.Close()
-	if err := w.Delete(ctx, "a"); err != nil {
-		t.Fatal(err)
-	}
+	deadSegments(t, w, func() {
+		if _, err := r.Stat(ctx, "b"); err != nil { // the reader is this far
+			t.Fatal(err)
+		}
+	})
 	fired := false
 	testHookFollow = func() {
 		if fired {
@@ -375,16 +367,7 @@ func TestReadOnlyOpenDuringACompaction(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, SegmentSize: 1 << 16, IndexInterval: time.Hour})
-	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
-	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
-	appendFlushed(t, b, testgen.Events(0, 1, 100)...)
-	for i := range 40 { // segments of a alone
-		appendFlushed(t, a, testgen.Events(uint64(i*10), 10, 400)...)
-	}
-	a.Close()
-	if err := w.Delete(ctx, "a"); err != nil {
-		t.Fatal(err)
-	}
+	deadSegments(t, w, nil)
 	fired := false
 	testHookListed = func() {
 		if fired {
@@ -407,5 +390,26 @@ func TestReadOnlyOpenDuringACompaction(t *testing.T) {
 	}
 	if snap, err := r.Stat(ctx, "b"); err != nil || snap.EventCount != 1 {
 		t.Fatalf("stat after the open: %+v, %v", snap, err)
+	}
+}
+
+// deadSegments writes, through w, session b (one event flushed), then
+// (after between, if set) segments that hold only session a, and deletes
+// a: a compaction then drops those segments.
+func deadSegments(t *testing.T, w *DB, between func()) {
+	t.Helper()
+	ctx := context.Background()
+	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	appendFlushed(t, b, testgen.Events(0, 1, 100)...)
+	if between != nil {
+		between()
+	}
+	for i := range 40 {
+		appendFlushed(t, a, testgen.Events(uint64(i*10), 10, 400)...)
+	}
+	a.Close()
+	if err := w.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
 	}
 }
