@@ -204,6 +204,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		if db.log == nil {
 			db.log = newAppender(db)
 		}
+		db.log.alone.Store(sh.alone())
 		// Keep up with the other writing processes.
 		db.follow = &follower{pos: db.rec.end, layout: layout}
 		if db.joined {

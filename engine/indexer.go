@@ -55,6 +55,7 @@ func (db *DB) checkpointTo(advance bool) error {
 		sh.index = ok
 	}
 	db.checkpointer.Store(sh.index)
+	db.log.alone.Store(sh.alone())
 	if !sh.index {
 		// Frames below the checkpoint the checkpointer committed are
 		// indexed: they leave the backlog as if this process had indexed

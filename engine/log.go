@@ -53,6 +53,10 @@ type appender struct {
 
 	// placedEnd is the position after the last frame this process placed
 	placedEnd atomic.Uint64
+	// alone: no other process wrote the store when last looked (each
+	// checkpoint tick): syncs skip lockSync, which only groups the
+	// fdatasyncs of several processes
+	alone atomic.Bool
 	// prepared is the newest segment known to exist (created or checked)
 	prepared atomic.Uint64
 }
@@ -487,6 +491,11 @@ func (a *appender) syncOnce(target uint64, yield bool) error {
 	// flushers go at once, not after the syncs queued before its own);
 	// if none does, its own sync covers what every process placed
 	// meanwhile.
+	if a.alone.Load() {
+		a.inSync.Store(true)
+		defer a.inSync.Store(false)
+		return a.syncTail()
+	}
 	for wait := syncPollMin; ; wait = min(2*wait, syncPollMax) {
 		ok, err := a.sh.locks.TryLock(lockSync, true)
 		if err != nil {
@@ -506,6 +515,12 @@ func (a *appender) syncOnce(target uint64, yield bool) error {
 	// the other process's sync could cover them).
 	a.inSync.Store(true)
 	defer a.inSync.Store(false)
+	return a.syncTail()
+}
+
+// syncTail places what is queued, then fdatasyncs the segment at the tail
+// and publishes the tail as durable.
+func (a *appender) syncTail() error {
 	a.drain()
 	t := a.sh.field(shmTail).Load()
 	if a.sh.field(shmDurable).Load() >= t {

@@ -148,6 +148,22 @@ func join(fsys vfs.FS, dir string, write bool) (*shared, error) {
 	return sh, nil
 }
 
+// alone reports whether no other process writes the store now: it turns
+// this process's shared lockWriters exclusive and back (another writer
+// opening meanwhile waits that long). Only an optimization may rest on
+// it: a writer may join right after.
+func (sh *shared) alone() bool {
+	if sh.locks == nil || !sh.write {
+		return false
+	}
+	ok, err := sh.locks.TryLock(lockWriters, true)
+	if err != nil || !ok {
+		return false
+	}
+	sh.locks.TryLock(lockWriters, false)
+	return true
+}
+
 // opened ends the open: the first opener lets others share LOCK, and
 // lockInit lets the next opener in.
 func (sh *shared) opened() error {
