@@ -816,8 +816,11 @@ func (m *multiRun) verify(db *engine.DB, label string, before map[string]multiFa
 		case ok && g.gen > f.gen:
 			*f = multiFacts{gen: g.gen, acked: int64(g.n)}
 		case ok && g.gen == f.gen && !f.deleted:
+			// (A Delete the dead writer began may still land: its
+			// tombstone, placed and not yet synced, becomes durable with
+			// any process's next fdatasync. deleting stays until a writer
+			// acknowledges this generation again.)
 			f.acked = max(f.acked, int64(g.n))
-			f.deleting = false
 		case !ok && f.deleting:
 			*f = multiFacts{gen: f.gen, acked: -1, deleted: true}
 		}
