@@ -413,3 +413,55 @@ func deadSegments(t *testing.T, w *DB, between func()) {
 		t.Fatal(err)
 	}
 }
+
+// TestFirstReadAfterTheIndexMovedOn: a reader's first read of a session
+// takes its frames from the index; if another process deleted the
+// session and created it again, and checkpointed, in between, the index
+// holds the new incarnation's frames: the read finds the session gone,
+// never a mix of the two (it once reported "frames cover 2 of events
+// 0..13" as corruption).
+func TestFirstReadAfterTheIndexMovedOn(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w := liveOpen(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
+	s, _ := w.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	appendFlushed(t, s, testgen.Events(0, 13, 100)...)
+	s.Close()
+	if err := w.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	r := liveOpen(t, dir, &Options{ReadOnly: true}) // s from the index, frames not loaded
+	h, err := r.Open(ctx, "s", Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := w.Create(ctx, Header{ID: "other", CreatedAt: 1})
+	appendFlushed(t, o, testgen.Events(0, 1, 100)...) // something for the reader to follow
+	fired := false
+	testHookFollow = func() {
+		if fired {
+			return
+		}
+		fired = true
+		if err := w.Delete(ctx, "s"); err != nil {
+			t.Error(err)
+		}
+		s2, err := w.Create(ctx, Header{ID: "s", CreatedAt: 2})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		appendFlushed(t, s2, testgen.Events(0, 2, 100)...)
+		s2.Close()
+		if err := w.checkpoint(); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { testHookFollow = nil }()
+	if _, err := h.Read(ctx, 0, -1); !errors.Is(err, ErrSessionNotFound) {
+		t.Fatalf("first read of a session deleted and created again since: %v, want ErrSessionNotFound", err)
+	}
+	if !fired {
+		t.Fatal("the hook never ran")
+	}
+}
