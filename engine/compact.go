@@ -150,7 +150,14 @@ func (db *DB) compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	// must know the tombstones, and hold every live frame it relocates.
 	// (The checkpoint is also where the next open starts reading: it must
 	// not point into a segment that is removed or rewritten.)
-	indexed := func(id uint64) bool { return true }
+	// Nor may it touch a segment this process's follower has not passed:
+	// the follower's position, and frames it folds from the old file,
+	// would not match the rewritten one. (The index checkpoint may be
+	// ahead of it: another process, since dead, committed it.)
+	db.follow.mu.Lock()
+	followed, _ := splitPosition(db.follow.pos)
+	db.follow.mu.Unlock()
+	indexed := func(id uint64) bool { return id < followed }
 	if db.index != nil {
 		var cp index.Checkpoint
 		err := db.index.use(false, func(x *index.Index) error {
@@ -161,7 +168,7 @@ func (db *DB) compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		if err != nil {
 			return nil, err
 		}
-		indexed = func(id uint64) bool { return id < cp.Segment }
+		indexed = func(id uint64) bool { return id < cp.Segment && id < followed }
 	}
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {

@@ -53,10 +53,12 @@
 // order: the handle's lock (store.Front's: one write through a handle at
 // a time), then
 // DB.compactMu (one compaction at a time), then DB.idxMu (one index
-// checkpoint or relocation at a time), then follower.mu (one catch-up on
-// the other processes' frames at a time), then DB.appendMu (this process's
+// checkpoint or relocation at a time), then DB.appendMu (this process's
 // placements, with the byte lock lockAppend across processes; a placement
-// registers its frames under DB.mu before it moves the shared tail), then
+// registers its frames under DB.mu before it moves the shared tail; a
+// checkpoint reads its position under it, so that no placement is half
+// registered), then follower.mu (one catch-up on the other processes'
+// frames at a time; never held while appendMu is taken), then
 // DB.layoutMu (reads hold it shared while they decode frames; compaction
 // and a read-only DB's rebuild take it to change where frames are), then
 // indexFile.mu (one use of the index file), then DB.mu (the fields of

@@ -32,12 +32,14 @@ func (db *DB) catchUp() error {
 	if f == nil {
 		return nil
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Read under f.mu: a compaction of this process passes its own
+	// follower (under f.mu) before it rewrites what the follower read.
 	d, ok := db.shared.durable()
 	if !ok {
 		return nil
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if db.opts.ReadOnly && db.shared.layout() != f.layout {
 		// (A writing process sees only its own compactions: one runs
 		// only while no other process writes.)

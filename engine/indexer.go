@@ -84,9 +84,14 @@ func (db *DB) checkpointTo(advance bool) error {
 	// The follower has passed every frame below its position, and every
 	// frame this process placed below it is registered (a placement
 	// registers its frames before it moves the tail): all are in pend.
+	// Under appendMu: a placement of this process in progress (which may
+	// have written part of a migration group, across a roll, that it
+	// registers only once the group is whole) is over.
+	db.appendMu.Lock()
 	db.follow.mu.Lock()
 	cpos := db.follow.pos
 	db.follow.mu.Unlock()
+	db.appendMu.Unlock()
 	var created int64
 	cseg, _ := splitPosition(cpos)
 	if cseg != 0 {
