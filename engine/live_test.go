@@ -338,17 +338,8 @@ func TestCatchUpDuringACompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	fired := false
-	testHookFollow = func() {
-		if fired {
-			return
-		}
-		fired = true
-		rep, err := w.Compact(ctx, CompactOptions{Roll: true})
-		if err != nil || len(rep.Dropped) == 0 {
-			t.Errorf("the compaction dropped nothing: %+v, %v", rep, err)
-		}
-	}
+	hook, fired := compactOnce(t, w)
+	testHookFollow = hook
 	defer func() { testHookFollow = nil }()
 	if snap, err := r.Stat(ctx, "b"); err != nil || snap.EventCount != 1 {
 		t.Fatalf("stat beside a compaction: %+v, %v", snap, err)
@@ -356,7 +347,7 @@ func TestCatchUpDuringACompaction(t *testing.T) {
 	if _, err := r.Stat(ctx, "a"); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("stat of the deleted session: %v", err)
 	}
-	if !fired {
+	if !*fired {
 		t.Fatal("the hook never ran")
 	}
 }
@@ -368,24 +359,15 @@ func TestReadOnlyOpenDuringACompaction(t *testing.T) {
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, SegmentSize: 1 << 16, IndexInterval: time.Hour})
 	deadSegments(t, w, nil)
-	fired := false
-	testHookListed = func() {
-		if fired {
-			return
-		}
-		fired = true
-		rep, err := w.Compact(ctx, CompactOptions{Roll: true})
-		if err != nil || len(rep.Dropped) == 0 {
-			t.Errorf("the compaction dropped nothing: %+v, %v", rep, err)
-		}
-	}
+	hook, fired := compactOnce(t, w)
+	testHookListed = hook
 	defer func() { testHookListed = nil }()
 	r, err := Open(dir, &Options{ReadOnly: true, NoIndex: true})
 	if err != nil {
 		t.Fatalf("read-only open beside a compaction: %v", err)
 	}
 	defer r.Close()
-	if !fired {
+	if !*fired {
 		t.Fatal("the hook never ran")
 	}
 	if snap, err := r.Stat(ctx, "b"); err != nil || snap.EventCount != 1 {
@@ -464,4 +446,20 @@ func TestFirstReadAfterTheIndexMovedOn(t *testing.T) {
 	if !fired {
 		t.Fatal("the hook never ran")
 	}
+}
+
+// compactOnce returns a test hook that compacts w (rolling) the first time
+// it runs and fails the test if that dropped no segment, and whether it ran.
+func compactOnce(t *testing.T, w *DB) (func(), *bool) {
+	fired := new(bool)
+	return func() {
+		if *fired {
+			return
+		}
+		*fired = true
+		rep, err := w.Compact(context.Background(), CompactOptions{Roll: true})
+		if err != nil || len(rep.Dropped) == 0 {
+			t.Errorf("the compaction dropped nothing: %+v, %v", rep, err)
+		}
+	}, fired
 }
