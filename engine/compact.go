@@ -71,40 +71,6 @@ var testHookRewrite func(seg uint64) error
 // one is sealed first only with Roll); reads wait only while a rewritten
 // segment is switched in.
 func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport, error) {
-	return db.compact(ctx, opts)
-}
-
-// compactAlone takes what a compaction needs across processes: lockCompact,
-// and lockWriters exclusive, so it runs only while no other process
-// writes the store (the frame offsets those keep in memory would go stale;
-// docs/DESIGN.md, Many processes). release gives them back.
-func (db *DB) compactAlone() (release func(), err error) {
-	locks := db.shared.locks
-	ok, err := locks.TryLock(lockCompact, true)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("engine: compact: %w: another process is compacting the store", ErrLocked)
-	}
-	if ok, err = locks.TryLock(lockWriters, true); err != nil || !ok {
-		locks.Unlock(lockCompact)
-		if err == nil {
-			err = fmt.Errorf("engine: compact: %w: other processes write the store (compaction runs while one process writes it)", ErrLocked)
-		}
-		return nil, err
-	}
-	db.shared.settleLayout()
-	return func() {
-		db.follow.mu.Lock()
-		db.follow.layout = db.shared.layout() // this process's own changes
-		db.follow.mu.Unlock()
-		locks.TryLock(lockWriters, false) // back to shared
-		locks.Unlock(lockCompact)
-	}, nil
-}
-
-func (db *DB) compact(ctx context.Context, opts CompactOptions) (*CompactReport, error) {
 	if db.opts.ReadOnly {
 		return nil, ErrReadOnlyStore
 	}
@@ -222,6 +188,36 @@ func (db *DB) compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		}
 	}
 	return rep, nil
+}
+
+// compactAlone takes what a compaction needs across processes: lockCompact,
+// and lockWriters exclusive, so it runs only while no other process
+// writes the store (the frame offsets those keep in memory would go stale;
+// docs/DESIGN.md, Many processes). release gives them back.
+func (db *DB) compactAlone() (release func(), err error) {
+	locks := db.shared.locks
+	ok, err := locks.TryLock(lockCompact, true)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("engine: compact: %w: another process is compacting the store", ErrLocked)
+	}
+	if ok, err = locks.TryLock(lockWriters, true); err != nil || !ok {
+		locks.Unlock(lockCompact)
+		if err == nil {
+			err = fmt.Errorf("engine: compact: %w: other processes write the store (compaction runs while one process writes it)", ErrLocked)
+		}
+		return nil, err
+	}
+	db.shared.settleLayout()
+	return func() {
+		db.follow.mu.Lock()
+		db.follow.layout = db.shared.layout() // this process's own changes
+		db.follow.mu.Unlock()
+		locks.TryLock(lockWriters, false) // back to shared
+		locks.Unlock(lockCompact)
+	}, nil
 }
 
 // liveIncarnations maps each session to its live incarnation. Called with
