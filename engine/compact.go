@@ -89,7 +89,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	db.mu.Unlock()
 	db.compactMu.Lock()
 	defer db.compactMu.Unlock()
-	release, err := db.compactAlone()
+	release, err := db.compactLocks()
 	if err != nil {
 		return nil, err
 	}
@@ -108,23 +108,29 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	if err := db.checkpointTo(true); err != nil {
 		return nil, fmt.Errorf("engine: compact: index checkpoint: %w", err)
 	}
-	if err := db.settleRewriteIntent(); err != nil {
+	if err := db.catchUp(); err != nil {
 		return nil, err
 	}
-	active, durable := splitPosition(db.shared.field(shmDurable).Load())
-	// Only segments whose frames are all indexed may go or move: the index
-	// must know the tombstones, and hold every live frame it relocates.
-	// (The checkpoint is also where the next open starts reading: it must
-	// not point into a segment that is removed or rewritten.)
-	// Nor may it touch a segment this process's follower has not passed:
-	// the follower's position, and frames it folds from the old file,
-	// would not match the rewritten one. (The index checkpoint may be
-	// ahead of it: another process, since dead, committed it.)
+	// The plan reads the log up to the horizon: what every writing
+	// process has fed its fold (their follow positions, in shm slots, and
+	// this process's). So every tombstone it acts on has been seen by all
+	// of them, no process has frames left to fold in a segment it removes
+	// or rewrites, and each of them finds the frames it knows of there in
+	// the index (docs/DESIGN.md, Many processes, Maintenance).
 	db.follow.mu.Lock()
-	followed, _ := splitPosition(db.follow.pos)
+	followed := db.follow.pos
 	db.follow.mu.Unlock()
-	indexed := func(id uint64) bool { return id < followed }
+	horizon := followed
 	if db.index != nil {
+		horizon = db.shared.horizon(followed)
+	}
+	if db.index != nil {
+		// Nor past the index checkpoint: the index must know every
+		// tombstone the plan acts on (it never points into a removed
+		// segment or at a dropped frame), and hold every live frame a
+		// rewrite moves. (The checkpoint is also where the next open
+		// starts reading: it must not point into a segment that is removed
+		// or rewritten.)
 		var cp index.Checkpoint
 		err := db.index.use(false, func(x *index.Index) error {
 			var err error
@@ -134,8 +140,10 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		if err != nil {
 			return nil, err
 		}
-		indexed = func(id uint64) bool { return id < cp.Segment && id < followed }
+		horizon = min(horizon, position(cp.Segment, cp.Offset))
 	}
+	// Only the segments wholly before it may go or move.
+	hseg, hoff := splitPosition(horizon)
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
 		return nil, err
@@ -143,24 +151,23 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	db.mu.Lock()
 	live := db.liveIncarnations()
 	db.mu.Unlock()
-	// Everything deleted before the snapshot of live sessions was synced
-	// above, so its tombstone, and every frame before it, is in the sealed
-	// segments or the active one's durable part: the plan reads both, and
-	// acts on the sealed segments.
+	// The plan reads no tombstone past the horizon: an incarnation deleted
+	// (or replaced) there is not live in this snapshot but not ended in
+	// the plan either, so its frames stay.
 
 	p := newCompactPlan(live)
 	rep := &CompactReport{}
 	for _, id := range ids {
-		if id > active {
+		if id > hseg {
 			break
 		}
-		if id == active {
-			if _, err := db.planSegment(ctx, p, id, durable, false); err != nil {
+		if id == hseg {
+			if _, err := db.planSegment(ctx, p, id, max(hoff, segment.HeaderSize), false); err != nil {
 				return rep, err
 			}
 			break
 		}
-		if _, err := db.planSegment(ctx, p, id, 0, indexed(id)); err != nil {
+		if _, err := db.planSegment(ctx, p, id, 0, true); err != nil {
 			return rep, err
 		}
 		rep.Scanned++
@@ -190,34 +197,83 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	return rep, nil
 }
 
-// compactAlone takes what a compaction needs across processes: lockCompact,
-// and lockWriters exclusive, so it runs only while no other process
-// writes the store (the frame offsets those keep in memory would go stale;
-// docs/DESIGN.md, Many processes). release gives them back.
-func (db *DB) compactAlone() (release func(), err error) {
+// compactLocks takes what a compaction needs across processes:
+// lockCompact, then lockFixed exclusive (no writing process that cannot
+// follow a compaction is open, and none opens until it is done), or,
+// without an index, lockWriters exclusive: it runs only while no other
+// process writes (they would have no index to reload moved frames from).
+// Then it settles what a compaction that died left, and brings this
+// process's view up to the compactions since its last catch-up. release
+// gives the locks back.
+func (db *DB) compactLocks() (release func(), err error) {
 	locks := db.shared.locks
-	ok, err := locks.TryLock(lockCompact, true)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
+	if !db.shared.tryCompact() {
 		return nil, fmt.Errorf("engine: compact: %w: another process is compacting the store", ErrLocked)
 	}
-	if ok, err = locks.TryLock(lockWriters, true); err != nil || !ok {
-		locks.Unlock(lockCompact)
+	other, why := int64(lockFixed), "a process that cannot follow a compaction (more than 64 writing processes, or one without an index) writes the store"
+	if db.index == nil {
+		other, why = lockWriters, "other processes write the store (without an index, compaction runs while one process writes it)"
+	}
+	if ok, err := locks.TryLock(other, true); err != nil || !ok {
+		db.shared.endCompact()
 		if err == nil {
-			err = fmt.Errorf("engine: compact: %w: other processes write the store (compaction runs while one process writes it)", ErrLocked)
+			err = fmt.Errorf("engine: compact: %w: %s", ErrLocked, why)
 		}
 		return nil, err
 	}
-	db.shared.settleLayout()
+	done := func() {
+		if other == lockWriters {
+			locks.TryLock(lockWriters, false) // back to shared
+		} else {
+			locks.Unlock(lockFixed)
+		}
+		db.shared.endCompact()
+	}
+	if err := db.settleLocked(); err != nil {
+		done()
+		return nil, err
+	}
+	// Another process may have compacted since this one last looked.
+	db.follow.mu.Lock()
+	if db.shared.layout() != db.follow.layout {
+		err = db.relayout(db.follow)
+	}
+	db.follow.mu.Unlock()
+	if err != nil {
+		done()
+		return nil, err
+	}
 	return func() {
 		db.follow.mu.Lock()
 		db.follow.layout = db.shared.layout() // this process's own changes
 		db.follow.mu.Unlock()
-		locks.TryLock(lockWriters, false) // back to shared
-		locks.Unlock(lockCompact)
+		done()
 	}, nil
+}
+
+// settleCompaction finishes what a compaction that died left, if no
+// compaction runs (see settleLocked).
+func (db *DB) settleCompaction() error {
+	if !db.compactMu.TryLock() {
+		return nil // this process compacts: it settles
+	}
+	defer db.compactMu.Unlock()
+	if !db.shared.tryCompact() {
+		return nil // a compaction runs (or the store has no locks)
+	}
+	defer db.shared.endCompact()
+	return db.settleLocked()
+}
+
+// settleLocked, with lockCompact held, finishes what a compaction that
+// died left: its rewrite intent is finished or cleared (see
+// settleRewriteIntent), then a layout change it began is ended.
+func (db *DB) settleLocked() error {
+	if err := db.settleRewriteIntent(); err != nil {
+		return err
+	}
+	db.shared.settleLayout()
+	return nil
 }
 
 // liveIncarnations maps each session to its live incarnation. Called with
@@ -279,33 +335,30 @@ func (db *DB) dropSegment(id uint64) error {
 // the index, the sessions' frame lists and the reader to it, and returns
 // its new size.
 //
-// The intent recorded in the index says: from the rename on, the index's
-// offsets into the segment may be stale. So a failure before the rename
-// clears it (nothing changed; if even that fails, the next compaction
-// clears it, see settleRewriteIntent), and a failure after the rename
-// leaves it and poisons the store: the process goes on serving the old
-// file it still has open, and the next open, seeing the segment at the
-// intent's generation, rebuilds the index from the segments.
+// Once the new file is built and synced, and before its rename, the
+// intent is recorded in the index with the moves the rename makes (the
+// old and new offsets of every events frame kept), and the layout counter
+// turns odd. From the rename until the intent is finished (its moves
+// applied to the index in the transaction that clears it), the index's
+// offsets into the segment are stale. So a failure before the rename
+// clears the intent (nothing changed; if even that fails, whoever settles
+// next clears it: see settleRewriteIntent), and a failure after it
+// poisons this process, which serves the old file it still has open, and
+// leaves the intent and the odd counter to whoever settles next: any
+// writing process that finds the counter odd and lockCompact free, or the
+// next first opener, finishes the intent.
 func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	rd, err := db.reader(si.id)
 	if err != nil {
 		return 0, err
 	}
-	intent := index.Rewrite{Segment: si.id, Generation: rd.Header().Generation + 1}
-	if db.index != nil {
-		if err := db.index.use(true, func(x *index.Index) error { return x.BeginRewrite(intent) }); err != nil {
-			return 0, fmt.Errorf("engine: compact: %w", err)
-		}
-	}
-	// Other processes' readers see the segment's layout change from here
-	// until its index offsets are relocated (or the store is poisoned).
-	db.shared.layoutBegin()
-	defer db.shared.layoutEnd()
+	intent := index.Rewrite{Segment: si.id, Generation: rd.Header().Generation + 1, HasMoves: true}
 	// Every events frame kept may have to move in the index, whoever it
-	// belongs to now: relocate moves those the index still holds there.
-	var moves []relocation
+	// belongs to now: the intent's moves apply where the index still
+	// holds them at the old offset.
 	var ferr error
 	at := 0
+	layoutOdd := false
 	res, err := segment.Rewrite(db.opts.FS, db.dir, rd, func(fi *segment.FrameInfo) bool {
 		keep, err := p.keep(si, at, fi)
 		at++
@@ -313,34 +366,53 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 			ferr = err
 		}
 		if keep && fi.Kind == segment.KindEvents {
-			moves = append(moves, relocation{Relocation: index.Relocation{ID: string(fi.Key), FirstSeq: fi.FirstSeq}, from: fi.Offset})
+			intent.Moves = append(intent.Moves, index.Move{ID: string(fi.Key), FirstSeq: fi.FirstSeq, From: fi.Offset})
 		}
 		return keep
+	}, func(res *segment.RewriteResult) error {
+		if ferr != nil {
+			// The plan recorded every frame of the sealed file; one that is
+			// not what it read there means the file changed under it: the
+			// new file cannot be trusted.
+			err := fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, ferr)
+			db.poisonWith(err)
+			return err
+		}
+		for i := range intent.Moves {
+			intent.Moves[i].To = res.Moved[intent.Moves[i].From]
+		}
+		if err := db.keptLive(si.id, res.Moved); err != nil {
+			return err
+		}
+		if db.index != nil {
+			if err := db.index.use(true, func(x *index.Index) error { return x.BeginRewrite(intent) }); err != nil {
+				return fmt.Errorf("engine: compact: %w", err)
+			}
+		}
+		// Other processes see the segment's layout change from here until
+		// the intent is finished.
+		db.shared.layoutBegin()
+		layoutOdd = true
+		return nil
 	})
 	if err != nil {
 		if errors.Is(err, segment.ErrRewriteDir) {
-			db.poisonWith(err)
+			db.poisonWith(err) // renamed or not: whoever settles next finds out
 			return 0, err
 		}
 		// segment.Rewrite removed its file: nothing was renamed into place,
 		// the index is still right.
-		if db.index != nil {
+		err = fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, err)
+		if layoutOdd && db.index != nil {
 			if cerr := db.index.use(true, (*index.Index).ClearRewrite); cerr != nil {
-				err = errors.Join(err, fmt.Errorf("clearing the rewrite intent (the next compaction clears it): %w", cerr))
+				// The counter stays odd: whoever settles next clears it.
+				return 0, errors.Join(err, fmt.Errorf("clearing the rewrite intent (whoever settles next clears it): %w", cerr))
 			}
 		}
-		return 0, fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, err)
-	}
-	if ferr != nil {
-		// The plan recorded every frame of the sealed file; one that is
-		// not what it read there means the file changed under it: the new
-		// file (which kept what it could not place) cannot be trusted.
-		err := fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, ferr)
-		db.poisonWith(err)
+		if layoutOdd {
+			db.shared.layoutEnd()
+		}
 		return 0, err
-	}
-	for i := range moves {
-		moves[i].Offset = res.Moved[moves[i].from]
 	}
 	if testHookRewrite != nil {
 		if err := testHookRewrite(si.id); err != nil {
@@ -358,30 +430,13 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	defer db.idxMu.Unlock()
 	db.layoutMu.Lock()
 	defer db.layoutMu.Unlock()
-	db.mu.Lock()
-	var lost error
-	for _, s := range db.mu.sessions {
-		for _, f := range s.frames {
-			if _, ok := res.Moved[f.off]; f.seg == si.id && !ok {
-				lost = fmt.Errorf("session %q: frame of seqs %d+%d at %d was not kept", s.id, f.first, f.count, f.off)
-				break
-			}
-		}
-	}
-	db.mu.Unlock()
-	if lost != nil { // a bug in the plan; never silently serve a wrong frame
-		nr.Close()
-		err := &CorruptionError{Path: db.segPath(si.id), Reason: "compaction dropped a live frame: " + lost.Error()}
-		db.poisonWith(err)
-		return 0, err
-	}
 	// The index first: if it cannot learn the new offsets, the old file
 	// keeps serving (reads of sessions not loaded yet take their offsets
 	// from the index; layoutMu keeps them out until both agree).
 	if db.index != nil {
-		if err := db.relocate(intent, moves); err != nil {
+		if err := db.index.use(true, func(x *index.Index) error { return x.FinishRewrite(intent) }); err != nil {
 			nr.Close()
-			err = fmt.Errorf("engine: compact: index relocation for segment %d (the next open rebuilds the index): %w", si.id, err)
+			err = fmt.Errorf("engine: compact: index relocation for segment %d (whoever settles next finishes it): %w", si.id, err)
 			db.poisonWith(err)
 			return 0, err
 		}
@@ -400,60 +455,37 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	if old != nil {
 		old.Close()
 	}
+	db.shared.layoutEnd()
 	return res.Size, nil
 }
 
-// relocation is one frame a rewrite kept: where it was (from) and where it
-// is now.
-type relocation struct {
-	index.Relocation
-	from int64
-}
-
-// relocate ends the rewrite rw in the index: it moves every frame the
-// index holds in the rewritten segment at a kept frame's old offset.
-// Which those are is known only now: a session deleted since the plan, or
-// replaced by a new incarnation (deleted and created again, or migrated),
-// has no frames there in the index once a checkpoint applied the change
-// (they are gone, or its keys name the new incarnation's frames
-// elsewhere), and one deleted just before the plan may still have them.
-// The caller holds idxMu, which keeps checkpoints out until Relocate has
-// committed.
-func (db *DB) relocate(rw index.Rewrite, moves []relocation) error {
-	return db.index.use(true, func(x *index.Index) error { return relocateIn(x, rw, moves) })
-}
-
-func relocateIn(x *index.Index, rw index.Rewrite, moves []relocation) error {
-	held := map[string]map[uint64]int64{} // session -> first seq -> offset, of its indexed frames in rw.Segment
-	var rel []index.Relocation
-	for _, m := range moves {
-		at, ok := held[m.ID]
-		if !ok {
-			frames, err := x.Frames(m.ID)
-			if err != nil {
+// keptLive checks, before a rewrite of segment seg is renamed into place,
+// that it keeps every frame this process's sessions hold there (moved:
+// old offset to new). A frame missing is a bug in the plan: never
+// silently serve a wrong frame.
+func (db *DB) keptLive(seg uint64, moved map[int64]int64) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, s := range db.mu.sessions {
+		for _, f := range s.frames {
+			if _, ok := moved[f.off]; f.seg == seg && !ok {
+				err := &CorruptionError{Path: db.segPath(seg), Reason: fmt.Sprintf("compaction dropped a live frame: session %q: frame of seqs %d+%d at %d was not kept", s.id, f.first, f.count, f.off)}
+				db.poisonWith(err)
 				return err
 			}
-			at = map[uint64]int64{}
-			for _, f := range frames {
-				if f.Segment == rw.Segment {
-					at[f.FirstSeq] = f.Offset
-				}
-			}
-			held[m.ID] = at
-		}
-		if off, ok := at[m.FirstSeq]; ok && off == m.from {
-			rel = append(rel, m.Relocation)
 		}
 	}
-	return x.Relocate(rw, rel)
+	return nil
 }
 
-// settleRewriteIntent deals with a rewrite intent an earlier compaction of
-// this process left in the index. If the segment on disk has not reached
-// the intent's generation, the rename never happened and the intent is
-// cleared. Otherwise the index is stale for that segment until the next
-// open rebuilds it: that compaction poisoned the store, and so does this
-// one (never compact over a stale index).
+// settleRewriteIntent deals with a rewrite intent that a compaction, of
+// this process or of one that died, left in the index. If the segment on
+// disk has not reached the intent's generation, the rename never happened
+// and the intent is cleared. Otherwise its moves are applied
+// (FinishRewrite), after a directory sync: the compaction may have died,
+// or failed, before the rename was durable. An intent recorded without
+// moves (by an older build) leaves the index stale for that segment until
+// the next first opener rebuilds it: this poisons the store.
 func (db *DB) settleRewriteIntent() error {
 	if db.index == nil {
 		return nil
@@ -474,13 +506,23 @@ func (db *DB) settleRewriteIn(x *index.Index) error {
 	}
 	landed := r.Header().Generation >= rw.Generation
 	r.Close()
-	if landed {
-		err := fmt.Errorf("engine: compact: segment %d was rewritten but the index does not know its offsets (the next open rebuilds the index)", rw.Segment)
+	switch {
+	case !landed:
+		if err := x.ClearRewrite(); err != nil {
+			return fmt.Errorf("engine: compact: clearing the intent of a rewrite that never happened: %w", err)
+		}
+		return nil
+	case !rw.HasMoves:
+		err := fmt.Errorf("engine: compact: segment %d was rewritten but the index does not know its offsets (the next first open rebuilds the index)", rw.Segment)
 		db.poisonWith(err)
 		return err
 	}
-	if err := x.ClearRewrite(); err != nil {
-		return fmt.Errorf("engine: compact: clearing the intent of a rewrite that never happened: %w", err)
+	if err := db.opts.FS.SyncDir(db.dir); err != nil {
+		db.poisonWith(err)
+		return err
+	}
+	if err := x.FinishRewrite(rw); err != nil {
+		return fmt.Errorf("engine: compact: finishing the rewrite of segment %d that a compaction left: %w", rw.Segment, err)
 	}
 	return nil
 }

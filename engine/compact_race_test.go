@@ -210,9 +210,11 @@ func TestUsageWhileCompactionDrops(t *testing.T) {
 // an earlier compaction of this process. If its rename never happened
 // (the segment is still at the old generation: clearing the intent
 // failed), the next compaction clears it and runs. If the rename happened
-// (the index's offsets are stale), the compaction refuses with a clear
-// error and poisons the store (the background compactor stops retrying);
-// the reopen rebuilds the index and compacts.
+// (the index's offsets are stale), the next compaction applies the
+// intent's moves and runs. An intent without moves (an older build's)
+// cannot be finished: the compaction refuses with a clear error and
+// poisons the store (the background compactor stops retrying); the reopen
+// rebuilds the index and compacts.
 func TestCompactSettlesLeftoverIntent(t *testing.T) {
 	ctx := context.Background()
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1}
@@ -239,40 +241,57 @@ func TestCompactSettlesLeftoverIntent(t *testing.T) {
 		}
 		checkSessions(t, "after compaction", db, want)
 	})
-	t.Run("renamed", func(t *testing.T) {
-		dir := checkedDir(t)
-		db, err := Open(dir, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := interleavedStore(t, db)
-		testHookRewrite = func(uint64) error { return errHook } // stops after the rename
-		_, err = db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99})
-		testHookRewrite = nil
-		if !errors.Is(err, errHook) {
-			t.Fatalf("compact = %v, want the hook's error", err)
-		}
-		_, err = db.Compact(ctx, CompactOptions{LiveRatio: 0.99})
-		if err == nil || !strings.Contains(err.Error(), "index does not know its offsets") {
-			t.Fatalf("compact over a landed rewrite: %v, want a refusal", err)
-		}
-		if !db.poisoned() {
-			t.Error("the store is not marked failed")
-		}
-		checkSessions(t, "the old file still serves", db, want)
-		db.Close()
-		if db, err = Open(dir, opts); err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		checkSessions(t, "after reopen", db, want)
-		// (Frames of deleted sessions whose headers the cut compaction
-		// removed stay: the plan cannot attribute them.)
-		if rep, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99}); err != nil {
-			t.Fatalf("compact after reopen: %+v, %v", rep, err)
-		}
-		checkSessions(t, "after compaction", db, want)
-	})
+	for _, older := range []bool{false, true} {
+		t.Run(fmt.Sprintf("renamed/older-build=%v", older), func(t *testing.T) {
+			dir := checkedDir(t)
+			db, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := interleavedStore(t, db)
+			testHookRewrite = func(uint64) error { return errHook } // stops after the rename
+			_, err = db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99})
+			testHookRewrite = nil
+			if !errors.Is(err, errHook) {
+				t.Fatalf("compact = %v, want the hook's error", err)
+			}
+			if older { // what an older build leaves: no moves
+				rw, _, _ := db.idxRewrite()
+				if err := db.idxClearRewrite(); err != nil {
+					t.Fatal(err)
+				}
+				if err := db.idxBeginRewrite(index.Rewrite{Segment: rw.Segment, Generation: rw.Generation}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := db.Compact(ctx, CompactOptions{LiveRatio: 0.99})
+			switch {
+			case older && (err == nil || !strings.Contains(err.Error(), "index does not know its offsets")):
+				t.Fatalf("compact over a landed rewrite without moves: %v, want a refusal", err)
+			case older && !db.poisoned():
+				t.Error("the store is not marked failed")
+			case !older && err != nil:
+				t.Fatalf("compact over a landed rewrite: %+v, %v; want it finished and the compaction run", rep, err)
+			case !older:
+				if _, ok, _ := db.idxRewrite(); ok {
+					t.Error("an intent is left")
+				}
+			}
+			checkSessions(t, "after the second compaction", db, want)
+			db.Close()
+			if db, err = Open(dir, opts); err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			checkSessions(t, "after reopen", db, want)
+			// (Frames of deleted sessions whose headers the cut compaction
+			// removed stay: the plan cannot attribute them.)
+			if rep, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99}); err != nil {
+				t.Fatalf("compact after reopen: %+v, %v", rep, err)
+			}
+			checkSessions(t, "after compaction", db, want)
+		})
+	}
 }
 
 // TestCompactRewriteIndexFailure: the index refuses the relocation after

@@ -135,7 +135,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 		}
 	}
-	sh, err := join(o.FS, dir, !o.ReadOnly)
+	sh, err := join(o.FS, dir, !o.ReadOnly, !o.NoIndex)
 	if err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
@@ -158,17 +158,18 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	db.mu.sessions = map[string]*session{}
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.handles = map[*Handle]struct{}{}
-	layout := sh.layout()
-	if o.ReadOnly {
-		layout = sh.stableLayout()
-	}
-	moved := func() bool { return o.ReadOnly && sh.shm != nil && sh.layout() != layout }
-	// A write open that joins a live store needs no such check: it holds
-	// lockWriters, and a compaction runs only without other writers.
 	// A write open of a store that other processes write joins their log:
 	// like a read-only open, its recovery reads up to what they made
 	// durable and changes nothing.
 	db.joined = !o.ReadOnly && sh.live()
+	// A compaction may remove or rewrite segments during the open (a
+	// joining writer's slot holds position 0 only from now on): an open
+	// that saw the layout counter move is done again.
+	layout := sh.layout()
+	if o.ReadOnly || db.joined {
+		layout = sh.stableLayout()
+	}
+	moved := func() bool { return (o.ReadOnly || db.joined) && sh.shm != nil && sh.layout() != layout }
 	if o.ReadOnly || db.joined {
 		db.bound = o.bound
 		if d, ok := sh.durable(); ok && db.bound == 0 {
@@ -210,11 +211,18 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		if db.joined {
 			db.follow.pos = db.bound
 		}
-		if ok, err := sh.locks.TryLock(lockCompact, true); err == nil && ok {
-			sh.settleLayout()
-			db.follow.layout = sh.layout()
-			sh.locks.Unlock(lockCompact)
+		if layout%2 == 1 && sh.tryCompact() {
+			// A compaction died mid-change (the recovery finished or
+			// cleared its rewrite intent): end the change, unless another
+			// compaction came and went since (then the next catch-up
+			// relayouts).
+			if sh.layout() == layout {
+				sh.settleLayout()
+				db.follow.layout = layout + 1
+			}
+			sh.endCompact()
 		}
+		sh.publishFollow(db.follow.pos)
 	case sh.shm != nil && o.bound == 0:
 		// Keep up with the writing processes.
 		db.follow = &follower{pos: db.bound, layout: layout}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
 )
 
@@ -40,18 +41,87 @@ func (db *DB) catchUp() error {
 	if !ok {
 		return nil
 	}
-	if db.opts.ReadOnly && db.shared.layout() != f.layout {
-		// (A writing process sees only its own compactions: one runs
-		// only while no other process writes.)
+	switch {
+	case db.shared.layout() == f.layout:
+	case db.opts.ReadOnly:
 		return db.reload()
+	case db.shared.compacting.Load():
+		// The changes since are this process's own compaction's, which
+		// moves its references itself (and relayouts first: compactLocks).
+	default:
+		if err := db.relayout(f); err != nil {
+			return err
+		}
 	}
 	err := db.follow1(f, d)
 	if err != nil && db.opts.ReadOnly && db.shared.layout() != f.layout {
 		// A compaction removed or rewrote a segment under the catch-up:
 		// what it read may be gone; start over from the store as it is.
+		// (A writing process's follower never meets one: compactions
+		// leave alone what it has not followed.)
 		return db.reload()
 	}
+	db.shared.publishFollow(f.pos)
 	return err
+}
+
+// relayout brings a writing process's frame references up to the
+// compactions other processes did since it last looked (the layout
+// counter moved): every segment a compaction removed or rewrote is
+// wholly before the index checkpoint (see Compact), so every frame this
+// process knows of there is in the index. It drops those references, and
+// its readers of those segments; a session that lost some reloads them
+// from the index on its next read (snapshot), as a session not read
+// since the open does. A compaction that died mid-change is settled
+// first. Called with f.mu held.
+func (db *DB) relayout(f *follower) error {
+	l := db.shared.stableLayout()
+	if l%2 == 1 {
+		if err := db.settleCompaction(); err != nil {
+			return err
+		}
+		l = db.shared.stableLayout()
+	}
+	if db.index == nil {
+		// (No other process compacts beside a writer without an index:
+		// lockFixed.)
+		f.layout = l
+		return nil
+	}
+	var cp index.Checkpoint
+	if err := db.index.use(false, func(x *index.Index) error {
+		var err error
+		cp, err = x.Checkpoint()
+		return err
+	}); err != nil {
+		return err
+	}
+	db.layoutMu.Lock()
+	db.mu.Lock()
+	for _, s := range db.mu.sessions {
+		n := 0
+		for n < len(s.frames) && s.frames[n].seg < cp.Segment {
+			n++
+		}
+		if n > 0 {
+			s.frames = slices.Clone(s.frames[n:])
+			s.loaded = false
+		}
+	}
+	var stale []*segment.Reader
+	for id, r := range db.mu.readers {
+		if id < cp.Segment {
+			stale = append(stale, r)
+			delete(db.mu.readers, id)
+		}
+	}
+	db.mu.Unlock()
+	db.layoutMu.Unlock()
+	for _, r := range stale {
+		r.Close()
+	}
+	f.layout = l
+	return nil
 }
 
 // follow1 feeds the fold the frames from f.pos up to d. Called with f.mu

@@ -52,6 +52,21 @@ func (db *DB) checkpointTo(advance bool) error {
 		if err != nil {
 			return err
 		}
+		if ok && db.index != nil {
+			// The last checkpointer may have died between its commit and
+			// publishing it: what the index holds is indexed, and may have
+			// been compacted since (its offsets in pend would be stale).
+			var cp index.Checkpoint
+			if err := db.index.use(false, func(x *index.Index) error {
+				var err error
+				cp, err = x.Checkpoint()
+				return err
+			}); err != nil {
+				sh.locks.Unlock(lockIndex)
+				return err
+			}
+			raise(sh.field(shmIndexed), position(cp.Segment, cp.Offset))
+		}
 		sh.index = ok
 	}
 	db.checkpointer.Store(sh.index)
@@ -62,11 +77,17 @@ func (db *DB) checkpointTo(advance bool) error {
 		// them. This process follows the others only when it needs to (a
 		// read, a lease), or when the list of its own placements its
 		// follower has to skip grows long.
+		indexed := sh.field(shmIndexed).Load()
 		db.mu.Lock()
-		db.takeIndexed(sh.field(shmIndexed).Load())
+		db.takeIndexed(indexed)
 		long := len(db.mu.own) > ownFollowMax
 		db.mu.Unlock()
-		if long {
+		// Nor may it fall a segment behind the checkpoint: a compaction
+		// leaves alone what a writing process has not followed.
+		db.follow.mu.Lock()
+		behind := db.follow.pos>>40 < indexed>>40 || db.shared.layout() != db.follow.layout
+		db.follow.mu.Unlock()
+		if long || behind {
 			return db.catchUp()
 		}
 		return nil

@@ -526,9 +526,11 @@ func (db *DB) lastSegmentID() uint64 {
 
 // checkRewriteIntent handles a compaction's rewrite that a crash cut
 // short (see Compact). If the rewritten segment is in place, the index's
-// offsets into it are stale: the index is rebuilt from the segments (read
-// only: not used). Otherwise the rewrite changed nothing and its intent is
-// cleared.
+// offsets into it are stale until the intent's moves are applied: a write
+// open does so (FinishRewrite), if no compaction runs; an intent an older
+// build recorded without its moves makes the index rebuilt from the
+// segments (read only: not used). Otherwise the rewrite changed nothing and
+// its intent is cleared.
 func (db *DB) checkRewriteIntent() error {
 	rw, ok, err := db.idx.Rewrite()
 	if err != nil {
@@ -538,16 +540,41 @@ func (db *DB) checkRewriteIntent() error {
 		return nil
 	}
 	landed := true // a segment that cannot be read: rebuild, and let the replay report it
+	readable := false
 	if r, err := segment.OpenReader(db.opts.FS, db.segPath(rw.Segment)); err == nil {
 		landed = r.Header().Generation >= rw.Generation
+		readable = true
 		r.Close()
 	}
+	// A joining writer settles only if the compaction is gone (it would
+	// otherwise finish the intent itself).
+	settle := !db.opts.ReadOnly
+	if settle && db.joined {
+		if settle = db.shared.tryCompact(); settle {
+			defer db.shared.endCompact()
+		}
+	}
 	switch {
-	case !landed && db.passive():
+	case !landed && !settle:
 		db.rec.note("a compaction's rewrite of segment %d never landed: a write open clears its intent", rw.Segment)
 		return nil
 	case !landed:
-		return db.idx.ClearRewrite()
+		if err := db.idx.ClearRewrite(); err != nil {
+			return err
+		}
+		db.shared.settleLayout()
+		return nil
+	case readable && rw.HasMoves && settle:
+		if err := db.opts.FS.SyncDir(db.dir); err != nil {
+			return err
+		}
+		if err := db.idx.FinishRewrite(rw); err != nil {
+			return err
+		}
+		db.shared.settleLayout()
+		return nil
+	case readable && rw.HasMoves:
+		db.rec.note("a compaction's rewrite of segment %d is in place and its index moves are not applied yet: a write open applies them", rw.Segment)
 	}
 	why := fmt.Sprintf("a compaction was cut short after rewriting segment %d: its offsets in the index are stale", rw.Segment)
 	db.idx.Close()

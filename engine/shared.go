@@ -31,16 +31,23 @@ const (
 	shmPID     = 56 // pid of the process that set the log up (an older build: of its writer)
 	shmFrames  = 64 // events frames in the active segment (its seal counts them)
 	shmPlacing = 72 // end of the placement in progress; past shmTail if its placer died mid-write
+	// shmSlots + 8*i: the follow position of the writing process holding
+	// slot i (lockSlot0 + i), 0 while it opens; a compaction leaves alone
+	// what one of them has not followed yet
+	shmSlots = 1024
+	nSlots   = 64
 
 	// bytes of locksName
-	lockInit    = 0 // held while a process opens the store
-	lockAppend  = 1 // held while a process places frames at the tail
-	lockIndex   = 2 // held by the process that checkpoints the index (and runs background compaction)
-	lockCompact = 3 // held while a process compacts
-	lockBuild   = 4 // shared by the writing processes of this build; an older build's writer holds it exclusive
-	lockWriters = 5 // shared by every writing process; a compaction takes it exclusive (it runs alone)
-	lockPrepare = 6 // held while a process creates the next segment
-	lockSync    = 7 // held while a process fdatasyncs the active segment: the others wait, and their next sync covers them all
+	lockInit    = 0  // held while a process opens the store
+	lockAppend  = 1  // held while a process places frames at the tail
+	lockIndex   = 2  // held by the process that checkpoints the index (and runs background compaction)
+	lockCompact = 3  // held while a process compacts
+	lockBuild   = 4  // shared by the writing processes of this build; an older build's writer holds it exclusive
+	lockWriters = 5  // shared by every writing process; a compaction without an index takes it exclusive (it runs alone)
+	lockPrepare = 6  // held while a process creates the next segment
+	lockSync    = 7  // held while a process fdatasyncs the active segment: the others wait, and their next sync covers them all
+	lockFixed   = 8  // shared by a writing process that cannot follow a compaction (no slot, or no index); a compaction takes it exclusive
+	lockSlot0   = 16 // lockSlot0 + i, i < nSlots: slot i's holder
 	// leaseBase + xxhash64(id) mod 2^62: the write lease of session id
 	leaseBase = 1 << 32
 )
@@ -77,15 +84,23 @@ type shared struct {
 	// index: this process holds lockIndex: it checkpoints the index
 	// (guarded by the DB's idxMu once the store is open)
 	index bool
+	// compacting: this process holds lockCompact (tryCompact)
+	compacting atomic.Bool
+	// slot: the shm slot this writing process publishes its follow
+	// position in, -1 if it has none (it holds lockFixed shared instead)
+	slot int
 }
 
 // join takes this process's place among those that have the store in dir
-// open: for a write open lockWriters (shared: waiting out a compaction,
-// which runs alone) and lockBuild; then lockInit (released by opened, once
-// the recovery is done) and LOCK (exclusive if no process has the store
-// open: the first opener; else shared; an older build holds it exclusive).
-func join(fsys vfs.FS, dir string, write bool) (*shared, error) {
-	sh := &shared{}
+// open: for a write open lockWriters (shared: waiting out a compaction
+// without an index, which runs alone) and lockBuild; then lockInit
+// (released by opened, once the recovery is done) and LOCK (exclusive if
+// no process has the store open: the first opener; else shared; an older
+// build holds it exclusive); then, for a write open, a slot if it follows
+// compactions (follows: it has an index to reload frame offsets from),
+// else lockFixed shared (waiting out a compaction in progress).
+func join(fsys vfs.FS, dir string, write, follows bool) (*shared, error) {
+	sh := &shared{slot: -1}
 	var err error
 	if sh.locks, err = fsys.OpenLocks(filepath.Join(dir, locksName)); err != nil {
 		if !write {
@@ -144,8 +159,80 @@ func join(fsys vfs.FS, dir string, write bool) (*shared, error) {
 			sh.close()
 			return nil, err
 		}
+		if err := sh.takeSlot(follows); err != nil {
+			sh.close()
+			return nil, err
+		}
 	}
 	return sh, nil
+}
+
+// takeSlot takes a free follow slot (publishing position 0 until the open
+// is done: a compaction then touches nothing), or, if there is none or
+// the process cannot follow a compaction, lockFixed shared.
+func (sh *shared) takeSlot(follows bool) error {
+	for i := 0; follows && i < nSlots; i++ {
+		ok, err := sh.locks.TryLock(lockSlot0+int64(i), true)
+		if err != nil {
+			return err
+		}
+		if ok {
+			sh.slot = i
+			sh.field(shmSlots + 8*i).Store(0)
+			return nil
+		}
+	}
+	return sh.locks.Lock(lockFixed, false)
+}
+
+// tryCompact takes lockCompact, if no process holds it. Within a
+// process, the DB's compactMu keeps two holders apart.
+func (sh *shared) tryCompact() bool {
+	if sh.locks == nil {
+		return false
+	}
+	ok, err := sh.locks.TryLock(lockCompact, true)
+	if err != nil || !ok {
+		return false
+	}
+	sh.compacting.Store(true)
+	return true
+}
+
+// endCompact releases lockCompact.
+func (sh *shared) endCompact() {
+	sh.compacting.Store(false)
+	sh.locks.Unlock(lockCompact)
+}
+
+// publishFollow publishes this process's follow position in its slot.
+func (sh *shared) publishFollow(p uint64) {
+	if sh.slot >= 0 && sh.shm != nil {
+		sh.field(shmSlots + 8*sh.slot).Store(p)
+	}
+}
+
+// horizon returns the lowest follow position among the other writing
+// processes that hold a slot, and own: what every writing process has
+// fed its fold. Called by a compaction, which holds lockCompact and
+// lockFixed (no writer without a slot is open).
+func (sh *shared) horizon(own uint64) uint64 {
+	h := own
+	for i := range nSlots {
+		if i == sh.slot {
+			continue // (a lock held through this open file would be granted, and released by Unlock)
+		}
+		ok, err := sh.locks.TryLock(lockSlot0+int64(i), true)
+		if err == nil && ok {
+			sh.locks.Unlock(lockSlot0 + int64(i)) // free
+			continue
+		}
+		// Held (or unknown: then as if held). A new holder stores 0 right
+		// after taking it; until then the old value stands, and its open
+		// notices a layout change (see open).
+		h = min(h, sh.field(shmSlots+8*i).Load())
+	}
+	return h
 }
 
 // alone reports whether no other process writes the store now: it turns
@@ -267,7 +354,9 @@ func (sh *shared) layout() uint64 {
 func (sh *shared) stableLayout() uint64 {
 	for i := 0; ; i++ {
 		v := sh.layout()
-		if v%2 == 0 || sh.locks == nil {
+		if v%2 == 0 || sh.locks == nil || sh.compacting.Load() {
+			// (The change in progress is this process's own: its
+			// compaction keeps its reads right under the DB's layoutMu.)
 			return v
 		}
 		if i%64 == 63 { // a compaction may have died mid-change

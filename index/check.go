@@ -453,7 +453,11 @@ func (c *fileCheck) record(kind bucketKind, k, v []byte) {
 		switch {
 		case bytes.Equal(k, keyVersion):
 			c.version = v
-		case bytes.Equal(k, keyCheckpoint), bytes.Equal(k, keyRewrite):
+		case bytes.Equal(k, keyRewrite):
+			if _, ok := decodeRewrite(v); !ok {
+				c.schemaf(v, "meta %q of %d bytes is malformed", k, len(v))
+			}
+		case bytes.Equal(k, keyCheckpoint):
 			if len(v) != 16 {
 				c.schemaf(v, "meta %q of %d bytes", k, len(v))
 			}

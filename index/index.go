@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync/atomic"
 	"time"
@@ -474,12 +475,93 @@ func (x *Index) Apply(u *Update) error {
 }
 
 // Rewrite is the intent of a compaction to rewrite one segment: from the
-// rename of the new file until Relocate, the index's offsets into that
-// segment are stale. The engine reads it at open and rebuilds the index if
-// the segment on disk has reached Generation.
+// rename of the new file until FinishRewrite, the index's offsets into
+// that segment are stale. It is recorded once the new file is built and
+// synced, before its rename, with the moves the rename makes: whoever
+// finds it after a crash can finish it (FinishRewrite) if the segment on
+// disk has reached Generation, or clear it (ClearRewrite) if not.
 type Rewrite struct {
 	Segment    uint64
 	Generation uint64 // of the new file
+	// Moves are the events frames the new file keeps, with their old and
+	// new offsets. HasMoves is false for an intent an older build
+	// recorded (without them): an index whose segment has reached such an
+	// intent's generation can only be rebuilt from the segments.
+	Moves    []Move
+	HasMoves bool
+}
+
+// Move is one events frame a rewrite keeps: From is its offset in the old
+// file, To in the new one.
+type Move struct {
+	ID       string
+	FirstSeq uint64
+	From, To int64
+}
+
+// rewriteMovesTag follows the segment and generation in an intent that
+// carries its moves.
+const rewriteMovesTag = 1
+
+func encodeRewrite(r Rewrite) []byte {
+	v := make([]byte, 16, 17+len(r.Moves)*24)
+	binary.LittleEndian.PutUint64(v[0:], r.Segment)
+	binary.LittleEndian.PutUint64(v[8:], r.Generation)
+	if !r.HasMoves {
+		return v
+	}
+	v = append(v, rewriteMovesTag)
+	for _, m := range r.Moves {
+		v = binary.AppendUvarint(v, uint64(len(m.ID)))
+		v = append(v, m.ID...)
+		v = binary.AppendUvarint(v, m.FirstSeq)
+		v = binary.AppendUvarint(v, uint64(m.From))
+		v = binary.AppendUvarint(v, uint64(m.To))
+	}
+	return v
+}
+
+// decodeRewrite parses a meta/rewrite value; ok is false if it is
+// malformed.
+func decodeRewrite(v []byte) (r Rewrite, ok bool) {
+	if len(v) < 16 {
+		return r, false
+	}
+	r.Segment, r.Generation = binary.LittleEndian.Uint64(v), binary.LittleEndian.Uint64(v[8:])
+	if len(v) == 16 {
+		return r, true
+	}
+	if v[16] != rewriteMovesTag {
+		return r, false
+	}
+	r.HasMoves = true
+	uv := func() (uint64, bool) {
+		n, w := binary.Uvarint(v)
+		if w <= 0 {
+			return 0, false
+		}
+		v = v[w:]
+		return n, true
+	}
+	for v = v[17:]; len(v) > 0; {
+		n, ok := uv()
+		if !ok || n > uint64(len(v)) {
+			return r, false
+		}
+		m := Move{ID: string(v[:n])}
+		v = v[n:]
+		var from, to uint64
+		var ok1, ok2, ok3 bool
+		m.FirstSeq, ok1 = uv()
+		from, ok2 = uv()
+		to, ok3 = uv()
+		if !ok1 || !ok2 || !ok3 || from > math.MaxInt64 || to > math.MaxInt64 {
+			return r, false
+		}
+		m.From, m.To = int64(from), int64(to)
+		r.Moves = append(r.Moves, m)
+	}
+	return r, true
 }
 
 // Rewrite returns the recorded rewrite intent, if there is one.
@@ -496,19 +578,17 @@ func (x *Index) Rewrite() (Rewrite, bool, error) {
 			if v == nil {
 				return nil
 			}
-			if len(v) != 16 {
-				return x.damagef("rewrite intent of %d bytes", len(v))
+			if r, ok = decodeRewrite(v); !ok {
+				return x.damagef("rewrite intent of %d bytes is malformed", len(v))
 			}
-			r = Rewrite{Segment: binary.LittleEndian.Uint64(v), Generation: binary.LittleEndian.Uint64(v[8:])}
-			ok = true
 			return nil
 		})
 	})
 	return r, ok, err
 }
 
-// BeginRewrite durably records the intent to rewrite a segment. It fails
-// if another intent is recorded.
+// BeginRewrite durably records the intent to rewrite a segment, with its
+// moves if r.HasMoves. It fails if another intent is recorded.
 func (x *Index) BeginRewrite(r Rewrite) error {
 	return x.do("begin rewrite", nil, func() error {
 		return x.db.Update(func(tx *bolt.Tx) error {
@@ -517,12 +597,9 @@ func (x *Index) BeginRewrite(r Rewrite) error {
 				return err
 			}
 			if v := m.Get(keyRewrite); v != nil {
-				return fmt.Errorf("index: a rewrite is already recorded (%x)", v)
+				return fmt.Errorf("index: a rewrite is already recorded (segment %d)", binary.LittleEndian.Uint64(v))
 			}
-			var v [16]byte
-			binary.LittleEndian.PutUint64(v[0:], r.Segment)
-			binary.LittleEndian.PutUint64(v[8:], r.Generation)
-			return m.Put(keyRewrite, v[:])
+			return m.Put(keyRewrite, encodeRewrite(r))
 		})
 	})
 }
@@ -541,38 +618,46 @@ func (x *Index) ClearRewrite() error {
 	})
 }
 
-// Relocation moves one indexed frame to a new offset in its segment.
-type Relocation struct {
-	ID       string
-	FirstSeq uint64
-	Offset   int64 // the frame's offset in the rewritten segment
-}
-
-// Relocate ends the rewrite r: in one transaction it moves the given
-// frames of r.Segment to their new offsets and clears the intent. Every
-// frame named must be indexed in r.Segment; anything else is an error and
-// changes nothing.
-func (x *Index) Relocate(r Rewrite, moves []Relocation) error {
-	return x.do("relocate", nil, func() error {
+// FinishRewrite ends the recorded rewrite of r.Segment at r.Generation,
+// whose new file is in place: in one transaction it applies the intent's
+// moves and clears it. A move applies where the index still holds the
+// frame (session, first seq) in the segment at the old offset: the
+// session may have been deleted, or replaced by another incarnation,
+// since the intent was recorded (its frames are gone from the index, or
+// are another incarnation's elsewhere). So it can be done again, by any
+// process, until it is cleared. An intent without moves (an older
+// build's) cannot be finished: that is an error, and the index must be
+// rebuilt from the segments.
+func (x *Index) FinishRewrite(r Rewrite) error {
+	return x.do("finish rewrite", nil, func() error {
 		return x.db.Update(func(tx *bolt.Tx) error {
 			m, fb := tx.Bucket(bucketMeta), tx.Bucket(bucketFrames)
 			if m == nil || fb == nil {
 				return x.damagef("no meta or frames bucket")
 			}
 			v := m.Get(keyRewrite)
-			if len(v) != 16 || binary.LittleEndian.Uint64(v) != r.Segment || binary.LittleEndian.Uint64(v[8:]) != r.Generation {
-				return fmt.Errorf("index: relocate into segment %d generation %d without its rewrite intent", r.Segment, r.Generation)
+			if v == nil {
+				return fmt.Errorf("index: finish the rewrite of segment %d generation %d: %w", r.Segment, r.Generation, ErrNoRewrite)
+			}
+			rec, ok := decodeRewrite(v)
+			switch {
+			case !ok:
+				return x.damagef("rewrite intent of %d bytes is malformed", len(v))
+			case rec.Segment != r.Segment || rec.Generation != r.Generation:
+				return fmt.Errorf("index: finish the rewrite of segment %d generation %d: %w (segment %d generation %d is)", r.Segment, r.Generation, ErrNoRewrite, rec.Segment, rec.Generation)
+			case !rec.HasMoves:
+				return fmt.Errorf("index: the rewrite of segment %d was recorded without its moves (an older build): the index must be rebuilt", r.Segment)
 			}
 			var kbuf []byte
-			for _, mv := range moves {
+			for _, mv := range rec.Moves {
 				kbuf = frameKey(kbuf[:0], mv.ID, mv.FirstSeq)
 				old := fb.Get(kbuf)
-				if len(old) != frameValueLen || binary.LittleEndian.Uint64(old) != r.Segment {
-					return fmt.Errorf("index: relocate session %q seq %d: not indexed in segment %d", mv.ID, mv.FirstSeq, r.Segment)
+				if len(old) != frameValueLen || binary.LittleEndian.Uint64(old) != r.Segment || int64(binary.LittleEndian.Uint64(old[8:])) != mv.From {
+					continue // deleted or replaced since: not this frame any more
 				}
 				var nv [frameValueLen]byte
 				copy(nv[:], old)
-				binary.LittleEndian.PutUint64(nv[8:], uint64(mv.Offset))
+				binary.LittleEndian.PutUint64(nv[8:], uint64(mv.To))
 				if err := fb.Put(kbuf, nv[:]); err != nil {
 					return err
 				}
@@ -581,6 +666,10 @@ func (x *Index) Relocate(r Rewrite, moves []Relocation) error {
 		})
 	})
 }
+
+// ErrNoRewrite is returned by FinishRewrite when the index records no
+// intent for that rewrite (another process finished or cleared it).
+var ErrNoRewrite = errors.New("no such rewrite intent recorded")
 
 // Verify checks the whole index file and returns nil or a *DamageError
 // (errors.Is(err, ErrDamaged)). It runs the check Open runs (every page
@@ -629,8 +718,10 @@ func (x *Index) decodeAll(tx *bolt.Tx, sessions, frames int) error {
 	if _, err := x.checkpoint(tx); err != nil {
 		return err
 	}
-	if v := m.Get(keyRewrite); v != nil && len(v) != 16 {
-		return x.damagef("rewrite intent of %d bytes", len(v))
+	if v := m.Get(keyRewrite); v != nil {
+		if _, ok := decodeRewrite(v); !ok {
+			return x.damagef("rewrite intent of %d bytes is malformed", len(v))
+		}
 	}
 	sb, err := x.bucket(tx, bucketSessions)
 	if err != nil {

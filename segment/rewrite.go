@@ -47,7 +47,12 @@ var ErrRewriteDir = errors.New("segment: rewrite: directory sync failed")
 // new one under the segment's name, each complete. src keeps reading the
 // old file until it is closed. keep's FrameInfo aliases src's mapping and
 // is valid only during the call.
-func Rewrite(fsys vfs.FS, dir string, src *Reader, keep func(*FrameInfo) bool) (*RewriteResult, error) {
+//
+// beforeRename, if not nil, is called once the copy is synced and before
+// it is renamed, with what it holds: the place to record durably what the
+// rename will change. An error from it removes the copy and is returned;
+// nothing was renamed.
+func Rewrite(fsys vfs.FS, dir string, src *Reader, keep func(*FrameInfo) bool, beforeRename func(*RewriteResult) error) (*RewriteResult, error) {
 	fsys = orDefault(fsys)
 	hdr := src.Header()
 	path := filepath.Join(dir, Name(hdr.ID))
@@ -128,6 +133,11 @@ func Rewrite(fsys vfs.FS, dir string, src *Reader, keep func(*FrameInfo) bool) (
 	}
 	if err := f.Close(); err != nil {
 		return discard(err)
+	}
+	if beforeRename != nil {
+		if err := beforeRename(res); err != nil {
+			return discard(err)
+		}
 	}
 	if err := fsys.Rename(tmp, path); err != nil {
 		return discard(err)

@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+)
+
+// Compaction beside other writing processes (docs/DESIGN.md, Many
+// processes, Maintenance). Two DBs in one process hold their locks as two
+// processes do.
+
+// besideOpts makes small segments, so that a few flushes roll, and leaves
+// checkpoints and compactions to the tests.
+func besideOpts() *Options {
+	return &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1, IndexInterval: time.Hour}
+}
+
+// mixedSessions writes sessions p0..p3 through w1 and q0..q3 through w2,
+// round-robin (so that every segment holds both writers' frames), and
+// deletes the even ones. It returns the handles of the live ones (still
+// open for writing) and their events.
+func mixedSessions(t *testing.T, w1, w2 *DB) (map[string]*Handle, map[string][]event.Event) {
+	t.Helper()
+	ctx := context.Background()
+	hs := map[string]*Handle{}
+	want := map[string][]event.Event{}
+	for i := range 4 {
+		for _, c := range []struct {
+			db     *DB
+			prefix string
+		}{{w1, "p"}, {w2, "q"}} {
+			id := fmt.Sprintf("%s%d", c.prefix, i)
+			h, err := c.db.Create(ctx, Header{ID: id, CreatedAt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs[id] = h
+		}
+	}
+	for round := range 6 {
+		for _, p := range []string{"p", "q"} {
+			for i := range 4 {
+				id := fmt.Sprintf("%s%d", p, i)
+				evs := testgen.Events(uint64(round*8), 8, 300)
+				appendFlushed(t, hs[id], evs...)
+				want[id] = append(want[id], evs...)
+			}
+		}
+	}
+	for _, c := range []struct {
+		db     *DB
+		prefix string
+	}{{w1, "p"}, {w2, "q"}} {
+		for i := 0; i < 4; i += 2 {
+			id := fmt.Sprintf("%s%d", c.prefix, i)
+			hs[id].Close()
+			delete(hs, id)
+			delete(want, id)
+			if err := c.db.Delete(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return hs, want
+}
+
+// checkBoth reads every session in want through both DBs.
+func checkBoth(t *testing.T, label string, dbs []*DB, want map[string][]event.Event) {
+	t.Helper()
+	ctx := context.Background()
+	for n, db := range dbs {
+		for id, evs := range want {
+			h, err := db.Open(ctx, id, Read)
+			if err != nil {
+				t.Fatalf("%s: writer %d: open %s: %v", label, n+1, id, err)
+			}
+			readsAll(t, fmt.Sprintf("%s: writer %d reads %s", label, n+1, id), h, evs)
+			h.Close()
+		}
+		list, err := db.List(ctx)
+		if err != nil || len(list) != len(want) {
+			t.Fatalf("%s: writer %d lists %d sessions (%v), want %d", label, n+1, len(list), err, len(want))
+		}
+	}
+}
+
+// TestCompactBesideWriters: a compaction by one writing process rewrites
+// and removes segments that hold the other's sessions, whose frame
+// offsets that process keeps in memory; the other then reads every
+// session (its own, written through handles it still holds, and the
+// compactor's), both go on writing to their open handles, and a reopen
+// and Check find everything.
+func TestCompactBesideWriters(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, besideOpts()) // the checkpointer
+	w2 := liveOpen(t, dir, besideOpts())
+	hs, want := mixedSessions(t, w1, w2)
+	checkBoth(t, "before", []*DB{w1, w2}, want) // (both have followed everything)
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w2.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9})
+	if err != nil || len(rep.Rewritten) == 0 {
+		t.Fatalf("compaction beside another writer: %+v, %v; want segments rewritten", rep, err)
+	}
+	checkBoth(t, "after the compaction", []*DB{w1, w2}, want)
+	for id, h := range hs {
+		evs := testgen.Events(uint64(len(want[id])), 3, 200)
+		appendFlushed(t, h, evs...)
+		want[id] = append(want[id], evs...)
+	}
+	checkBoth(t, "after more writes", []*DB{w1, w2}, want)
+	// And the other way round: the first writer compacts what the second
+	// wrote since.
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w1.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9}); err != nil {
+		t.Fatal(err)
+	}
+	checkBoth(t, "after the second compaction", []*DB{w1, w2}, want)
+	for _, h := range hs {
+		h.Close()
+	}
+	w1.Close()
+	w2.Close()
+	db := liveOpen(t, dir, besideOpts())
+	checkBoth(t, "after a reopen", []*DB{db}, want)
+	db.Close()
+	if rep, err := Check(dir, besideOpts()); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v, %v", rep, err)
+	}
+}
+
+// TestCompactBesideALaggingWriter: a writing process that has not
+// followed the others (it only writes its own sessions) holds back what a
+// compaction may touch: segments it has not fed its fold stay as they
+// are, and it then follows them and reads everything. Once it has caught
+// up, the next compaction reclaims them.
+func TestCompactBesideALaggingWriter(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, besideOpts()) // the checkpointer, and the compactor
+	w2 := liveOpen(t, dir, besideOpts()) // follows nothing until it reads
+	lagging := w2.shared.field(shmSlots + 8*w2.shared.slot).Load()
+	if lagging == 0 {
+		t.Fatal("the second writer published no follow position")
+	}
+	hs, want := mixedSessions(t, w1, w1)
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w1.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lseg, _ := splitPosition(lagging)
+	for _, id := range append(rep.Dropped, rep.Rewritten...) {
+		if id >= lseg {
+			t.Fatalf("compaction touched segment %d, at or past where the lagging writer stands (segment %d): %+v", id, lseg, rep)
+		}
+	}
+	checkBoth(t, "after a compaction beside a lagging writer", []*DB{w2, w1}, want)
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = w1.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9})
+	if err != nil || len(rep.Dropped)+len(rep.Rewritten) == 0 {
+		t.Fatalf("compaction once the other writer followed: %+v, %v; want segments reclaimed", rep, err)
+	}
+	checkBoth(t, "after the second compaction", []*DB{w2, w1}, want)
+	for _, h := range hs {
+		h.Close()
+	}
+}
+
+// TestCompactorDiesAfterTheRename: a compaction that stops (as its
+// process would die) after a rewritten segment is renamed into place and
+// before the index learns the new offsets leaves its intent, with the
+// moves, in the index and the layout counter odd; the other writing
+// process, on its next read, finishes the intent and reads every session
+// right, and so does the compactor's process.
+func TestCompactorDiesAfterTheRename(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, besideOpts())
+	w2 := liveOpen(t, dir, besideOpts())
+	hs, want := mixedSessions(t, w1, w2)
+	checkBoth(t, "before", []*DB{w1, w2}, want)
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	testHookRewrite = func(uint64) error { return errHook }
+	defer func() { testHookRewrite = nil }()
+	if _, err := w2.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9}); !errors.Is(err, errHook) {
+		t.Fatalf("compaction: %v, want the hook's error", err)
+	}
+	testHookRewrite = nil
+	if rw, ok, _ := w1.idxRewrite(); !ok || !rw.HasMoves || len(rw.Moves) == 0 {
+		t.Fatalf("rewrite intent = %+v, %v; want one with its moves", rw, ok)
+	}
+	if w1.shared.layout()%2 != 1 {
+		t.Fatal("the layout counter is even after a rewrite cut short")
+	}
+	checkBoth(t, "after the compactor stopped", []*DB{w1, w2}, want)
+	if _, ok, _ := w1.idxRewrite(); ok {
+		t.Fatal("the rewrite intent is still there")
+	}
+	for id, h := range hs {
+		evs := testgen.Events(uint64(len(want[id])), 3, 200)
+		appendFlushed(t, h, evs...)
+		want[id] = append(want[id], evs...)
+		h.Close()
+	}
+	checkBoth(t, "after more writes", []*DB{w2, w1}, want)
+	w1.Close()
+	w2.Close()
+	if rep, err := Check(dir, besideOpts()); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v, %v", rep, err)
+	}
+}
