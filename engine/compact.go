@@ -786,7 +786,8 @@ type SegmentUsage struct {
 
 // Usage reports, for every segment, the bytes its live sessions take: the
 // live ratio Compact's LiveRatio is compared with. It reads every segment
-// (the active one up to its durable end), like Compact's planning, and
+// up to the active one as of its start (that one up to its durable end;
+// one rolled to since is not reported), like Compact's planning, and
 // works on a read-only DB. It waits for a compaction in progress, and
 // holds the next one back until it is done.
 func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
@@ -805,6 +806,12 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 	p := newCompactPlan(live)
 	var out []SegmentUsage
 	for _, id := range ids {
+		if aid != 0 && id > aid {
+			// Rolled to (or prepared) since durable was read: its frames
+			// may continue frames of aid past durable, which its scan
+			// leaves out. Like Compact's plan, stop at the active segment.
+			break
+		}
 		var limit int64
 		if id == aid {
 			limit = durable

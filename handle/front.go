@@ -45,10 +45,13 @@ func (f *Front) Enqueue(cfg WriteBehindConfig[event.Event], stored uint64, evs [
 // take it under the handle's mutex and drain it without.
 func (f *Front) Buffer() *WriteBehind[event.Event] { return f.wb }
 
-// DrainPending writes what wb buffered, if anything: what an Append does
-// first. wb may be nil.
+// DrainPending writes what wb buffered, if anything, once a background
+// write in flight is done: what an Append does first. An empty buffer is
+// not enough: a background write that has taken its batch may not have
+// appended it yet, and the Append's events follow that batch. wb may be
+// nil.
 func DrainPending(ctx context.Context, wb *WriteBehind[event.Event]) error {
-	if wb == nil || wb.Pending() == 0 {
+	if wb == nil {
 		return nil
 	}
 	return wb.Drain(ctx)

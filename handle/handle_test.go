@@ -248,3 +248,59 @@ func TestFront(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestDrainPendingWaitsForTheWriteInFlight: the drain before an Append
+// returns only once a background write that has taken its batch is done.
+// The buffer is empty then, but the batch is not yet in the log, and the
+// Append's events follow it: returning at once let the Append check its
+// seqs against the log without the batch (TestSIGKILLMix's child: "append
+// seq mismatch for ...: expected 0 at index 0, got 12" after an Enqueue of
+// seqs 0..11 whose window had just closed).
+func TestDrainPendingWaitsForTheWriteInFlight(t *testing.T) {
+	c := &testclock.Clock{}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	wrote := false
+	w := handle.NewWriteBehind(handle.WriteBehindConfig[event.Event]{
+		Write: func(context.Context, []event.Event) error {
+			close(entered)
+			<-release
+			mu.Lock()
+			wrote = true
+			mu.Unlock()
+			return nil
+		},
+		AfterFunc: c.AfterFunc,
+	})
+	if err := w.Enqueue(event.Event{Seq: 0, Type: "t", Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	fired := make(chan struct{})
+	go func() { c.Advance(handle.DefaultWindow); close(fired) }()
+	<-entered // the background write has taken the batch: nothing is buffered
+	if n := w.Pending(); n != 0 {
+		t.Fatalf("%d items still buffered while the write is in flight", n)
+	}
+	returned := make(chan struct{})
+	go func() {
+		// The write ends once DrainPending has returned, or, as it must
+		// wait for the write, after a while.
+		select {
+		case <-returned:
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(release)
+	}()
+	err := handle.DrainPending(context.Background(), w)
+	mu.Lock()
+	done := wrote
+	mu.Unlock()
+	close(returned)
+	<-fired
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !done {
+		t.Fatal("DrainPending returned while the background write of the buffered batch was still in flight")
+	}
+}
