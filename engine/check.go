@@ -231,7 +231,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	}
 	rep.Problems = dedupProblems(rep.Problems)
 	if opened != nil && opened.follow != nil {
-		moved = opened.shared.layout() != opened.follow.layout
+		moved = opened.shared.layout() != opened.follow.layout.Load()
 	}
 	return rep, moved, nil
 }

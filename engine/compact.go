@@ -197,6 +197,10 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	return rep, nil
 }
 
+// testHookCompactLocked, if set, runs once a compaction holds its locks,
+// before it settles or relayouts (tests only).
+var testHookCompactLocked func()
+
 // compactLocks takes what a compaction needs across processes:
 // lockCompact, then lockFixed exclusive (no writing process that cannot
 // follow a compaction is open, and none opens until it is done), or,
@@ -229,13 +233,16 @@ func (db *DB) compactLocks() (release func(), err error) {
 		}
 		db.shared.endCompact()
 	}
+	if testHookCompactLocked != nil {
+		testHookCompactLocked()
+	}
 	if err := db.settleLocked(); err != nil {
 		done()
 		return nil, err
 	}
 	// Another process may have compacted since this one last looked.
 	db.follow.mu.Lock()
-	if db.shared.layout() != db.follow.layout {
+	if db.shared.layout() != db.follow.layout.Load() {
 		err = db.relayout(db.follow)
 	}
 	db.follow.mu.Unlock()
@@ -243,12 +250,7 @@ func (db *DB) compactLocks() (release func(), err error) {
 		done()
 		return nil, err
 	}
-	return func() {
-		db.follow.mu.Lock()
-		db.follow.layout = db.shared.layout() // this process's own changes
-		db.follow.mu.Unlock()
-		done()
-	}, nil
+	return done, nil
 }
 
 // settleCompaction finishes what a compaction that died left, if no

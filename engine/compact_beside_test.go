@@ -226,3 +226,67 @@ func TestCompactorDiesAfterTheRename(t *testing.T) {
 		t.Fatalf("check: %+v, %v", rep, err)
 	}
 }
+
+// TestReadWhileItsProcessStartsACompaction: another process compacted,
+// moving frames this process holds references to (loaded from the index
+// by a read of a session's last event, which opened no reader of the
+// segments before); a read in this process, while its own compaction has
+// just taken its locks and not yet caught up with that, must still
+// relayout first. (It once skipped relayouts while its process held the
+// compaction lock, taking every change for its own, and read stale
+// offsets in the new file: "bad frame magic".)
+func TestReadWhileItsProcessStartsACompaction(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, besideOpts())
+	w2 := liveOpen(t, dir, besideOpts())
+	hs, want := mixedSessions(t, w1, w2)
+	for _, h := range hs {
+		h.Close()
+	}
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	w3 := liveOpen(t, dir, besideOpts()) // replays nothing: every frame is indexed
+	for id, evs := range want {
+		h, err := w3.Open(ctx, id, Read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := h.Read(ctx, len(evs)-1, 1)
+		h.Close()
+		if err != nil || len(last) != 1 {
+			t.Fatalf("read the last event of %s: %v, %v", id, last, err)
+		}
+	}
+	if rep, err := w2.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9}); err != nil || len(rep.Rewritten) == 0 {
+		t.Fatalf("compaction: %+v, %v; want segments rewritten", rep, err)
+	}
+	fired := false
+	testHookCompactLocked = func() {
+		if fired {
+			return
+		}
+		fired = true
+		for id, evs := range want {
+			h, err := w3.Open(ctx, id, Read)
+			if err != nil {
+				t.Errorf("open %s: %v", id, err)
+				continue
+			}
+			got, err := h.Read(ctx, 0, -1)
+			h.Close()
+			if err != nil || len(got) != len(evs) {
+				t.Errorf("read %s as its process starts a compaction: %d events, %v; want %d", id, len(got), err, len(evs))
+			}
+		}
+	}
+	defer func() { testHookCompactLocked = nil }()
+	if _, err := w3.Compact(ctx, CompactOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !fired {
+		t.Fatal("the hook never ran")
+	}
+	checkBoth(t, "after", []*DB{w3, w1, w2}, want)
+}

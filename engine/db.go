@@ -169,6 +169,20 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if o.ReadOnly || db.joined {
 		layout = sh.stableLayout()
 	}
+	if db.joined && layout%2 == 1 && !o.NoIndex && sh.tryCompact() {
+		// A compaction died mid-change: finish (or clear) the rewrite
+		// intent it left, and end the change, before reading the index.
+		err := (&indexFile{path: o.IndexPath}).use(true, db.settleRewriteIn)
+		if err == nil {
+			sh.settleLayout()
+		}
+		sh.endCompact()
+		if err != nil {
+			db.closeFiles()
+			return nil, fmt.Errorf("engine: open %s: settling a compaction that died: %w", dir, err)
+		}
+		layout = sh.stableLayout()
+	}
 	moved := func() bool { return (o.ReadOnly || db.joined) && sh.shm != nil && sh.layout() != layout }
 	if o.ReadOnly || db.joined {
 		db.bound = o.bound
@@ -207,25 +221,26 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		}
 		db.log.alone.Store(sh.alone())
 		// Keep up with the other writing processes.
-		db.follow = &follower{pos: db.rec.end, layout: layout}
+		db.follow = &follower{pos: db.rec.end}
+		db.follow.layout.Store(layout)
+		sh.seen = &db.follow.layout
 		if db.joined {
 			db.follow.pos = db.bound
 		}
-		if layout%2 == 1 && sh.tryCompact() {
-			// A compaction died mid-change (the recovery finished or
-			// cleared its rewrite intent): end the change, unless another
-			// compaction came and went since (then the next catch-up
-			// relayouts).
+		if !db.joined && layout%2 == 1 && sh.tryCompact() {
+			// A compaction died mid-change, and this open's recovery
+			// finished or cleared its rewrite intent: end the change.
 			if sh.layout() == layout {
 				sh.settleLayout()
-				db.follow.layout = layout + 1
+				db.follow.layout.Store(layout + 1)
 			}
 			sh.endCompact()
 		}
 		sh.publishFollow(db.follow.pos)
 	case sh.shm != nil && o.bound == 0:
 		// Keep up with the writing processes.
-		db.follow = &follower{pos: db.bound, layout: layout}
+		db.follow = &follower{pos: db.bound}
+		db.follow.layout.Store(layout)
 		if db.bound == 0 {
 			db.follow.pos = db.rec.end
 		}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seglog/seglog/index"
@@ -20,9 +21,12 @@ import (
 // position, so it never meets a frame being written; it skips the frames
 // this process placed (db.mu.own), which it registered as it placed them.
 type follower struct {
-	mu     sync.Mutex // one catch-up at a time
-	pos    uint64     // position up to which the fold has been fed
-	layout uint64     // the writer's layout counter the state was built at
+	mu  sync.Mutex // one catch-up at a time
+	pos uint64     // position up to which the fold has been fed
+	// layout is the layout counter the state was built at. This process's
+	// own compactions move it along with the counter (shared.bump), so
+	// only other processes' changes make them differ.
+	layout atomic.Uint64
 }
 
 // catchUp brings a following DB up to what the writing processes
@@ -42,19 +46,16 @@ func (db *DB) catchUp() error {
 		return nil
 	}
 	switch {
-	case db.shared.layout() == f.layout:
+	case db.shared.layout() == f.layout.Load():
 	case db.opts.ReadOnly:
 		return db.reload()
-	case db.shared.compacting.Load():
-		// The changes since are this process's own compaction's, which
-		// moves its references itself (and relayouts first: compactLocks).
 	default:
 		if err := db.relayout(f); err != nil {
 			return err
 		}
 	}
 	err := db.follow1(f, d)
-	if err != nil && db.opts.ReadOnly && db.shared.layout() != f.layout {
+	if err != nil && db.opts.ReadOnly && db.shared.layout() != f.layout.Load() {
 		// A compaction removed or rewrote a segment under the catch-up:
 		// what it read may be gone; start over from the store as it is.
 		// (A writing process's follower never meets one: compactions
@@ -85,7 +86,7 @@ func (db *DB) relayout(f *follower) error {
 	if db.index == nil {
 		// (No other process compacts beside a writer without an index:
 		// lockFixed.)
-		f.layout = l
+		f.layout.Store(l)
 		return nil
 	}
 	var cp index.Checkpoint
@@ -120,7 +121,7 @@ func (db *DB) relayout(f *follower) error {
 	for _, r := range stale {
 		r.Close()
 	}
-	f.layout = l
+	f.layout.Store(l)
 	return nil
 }
 
@@ -240,7 +241,8 @@ func (db *DB) reload() error {
 	old := db.mu.readers
 	db.mu.sessions, db.mu.readers = nd.mu.sessions, nd.mu.readers
 	db.fold, db.index, db.rec = nd.fold, nd.index, nd.rec
-	db.follow.pos, db.follow.layout = nd.follow.pos, nd.follow.layout
+	db.follow.pos = nd.follow.pos
+	db.follow.layout.Store(nd.follow.layout.Load())
 	db.mu.Unlock()
 	db.layoutMu.Unlock()
 	nd.mu.readers = nil

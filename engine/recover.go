@@ -546,14 +546,10 @@ func (db *DB) checkRewriteIntent() error {
 		readable = true
 		r.Close()
 	}
-	// A joining writer settles only if the compaction is gone (it would
-	// otherwise finish the intent itself).
-	settle := !db.opts.ReadOnly
-	if settle && db.joined {
-		if settle = db.shared.tryCompact(); settle {
-			defer db.shared.endCompact()
-		}
-	}
+	// (A joining writer has the index read-only: it settled what a dead
+	// compaction left before, see open; an intent still there is a
+	// running compaction's.)
+	settle := !db.passive()
 	switch {
 	case !landed && !settle:
 		db.rec.note("a compaction's rewrite of segment %d never landed: a write open clears its intent", rw.Segment)

@@ -86,6 +86,9 @@ type shared struct {
 	index bool
 	// compacting: this process holds lockCompact (tryCompact)
 	compacting atomic.Bool
+	// seen, of a writing DB, is its follower's layout: the layout counter
+	// its state agrees with (see bump)
+	seen *atomic.Uint64
 	// slot: the shm slot this writing process publishes its follow
 	// position in, -1 if it has none (it holds lockFixed shared instead)
 	slot int
@@ -317,26 +320,33 @@ func (sh *shared) durable() (uint64, bool) {
 // index agree. A process that saw it move (or odd) during an open or a
 // read does it again.
 
-// layoutBegin marks a change of the segments' layout in progress.
-func (sh *shared) layoutBegin() {
-	if sh.shm != nil && sh.write {
-		sh.field(shmLayout).Add(1)
-	}
-}
+// layoutBegin marks a change of the segments' layout in progress. Called
+// with lockCompact held.
+func (sh *shared) layoutBegin() { sh.bump() }
 
 // layoutEnd marks it done.
-func (sh *shared) layoutEnd() {
-	if sh.shm != nil && sh.write {
-		sh.field(shmLayout).Add(1)
+func (sh *shared) layoutEnd() { sh.bump() }
+
+// settleLayout, with lockCompact held, ends a change a compaction that
+// died began and never ended, after its rewrite intent was settled.
+func (sh *shared) settleLayout() {
+	if sh.shm != nil && sh.write && sh.layout()%2 == 1 {
+		sh.bump()
 	}
 }
 
-// settleLayout, with lockCompact held, ends a change a compaction that
-// died began and never ended: nothing changes the files any more, and the
-// next open or compaction deals with what it left.
-func (sh *shared) settleLayout() {
-	if sh.shm != nil && sh.write && sh.layout()%2 == 1 {
-		sh.field(shmLayout).Add(1)
+// bump moves the layout counter on, with lockCompact held (no other
+// process moves it meanwhile). The change is this process's own: its
+// state follows it (the compaction moves its references itself), so the
+// follower's layout moves along, if it was up to date; if not, the next
+// catch-up relayouts for the other processes' changes before it.
+func (sh *shared) bump() {
+	if sh.shm == nil || !sh.write {
+		return
+	}
+	now := sh.field(shmLayout).Add(1)
+	if sh.seen != nil {
+		sh.seen.CompareAndSwap(now-1, now)
 	}
 }
 

@@ -25,11 +25,12 @@ import (
 // writer processes and one reader process (this test binary, re-executed)
 // work on one store while the parent kills one of them at a time with
 // SIGKILL, at a random moment, right after an acknowledged flush, or while
-// it compacts alone, and starts a replacement. Writer slot k owns the
-// sessions "w<k>-0".."w<k>-3": its process (and, after a kill, the next
-// one in the slot) opens them for write, continues each from what is
-// stored, deletes and creates them again, and calls Compact (which fails
-// with ErrLocked while other processes write). The parent checks after
+// it compacts (beside the other writers, or alone), and starts a
+// replacement. Writer slot k owns the sessions "w<k>-0".."w<k>-3": its
+// process (and, after a kill, the next one in the slot) opens them for
+// write, continues each from what is stored, deletes and creates them
+// again, and calls Compact (which fails with ErrLocked only while another
+// process compacts). The parent checks after
 // every kill, with a read-only open of its own, that every acknowledged
 // event is there, intact and in order; the reader checks the same of every
 // flush the parent forwards to it, and that what it reads never goes back.
@@ -277,7 +278,7 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 			say("deleted %s %d", s.id, s.gen)
 		case x < 96:
 			say("compacting")
-			_, err := db.Compact(ctx, engine.CompactOptions{
+			rep, err := db.Compact(ctx, engine.CompactOptions{
 				LiveRatio: []float64{0.3, 0.6, 0.9, 1}[r.IntN(4)], Roll: r.IntN(2) == 0})
 			switch {
 			case errors.Is(err, engine.ErrLocked):
@@ -285,7 +286,7 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 			case err != nil:
 				fail("compact", "-", err)
 			default:
-				say("compacted")
+				say("compacted %d %d", len(rep.Dropped), len(rep.Rewritten))
 			}
 		default:
 			// Read another writer's session: intact, whatever its length.
@@ -544,6 +545,10 @@ type multiRun struct {
 	acks    int
 	stats   string
 	stale   int // reads that met the known engine bug (multiRead)
+	// compactions that removed or rewrote segments, and of those the
+	// ones beside other live writers (as the compactor's line says)
+	compactions, beside int
+	writers             map[*multiProc]bool // started and not killed yet
 }
 
 func (m *multiRun) problem(format string, args ...any) {
@@ -638,6 +643,11 @@ func (m *multiRun) start(role string) *multiProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	if role != "r" {
+		m.mu.Lock()
+		m.writers[p] = true
+		m.mu.Unlock()
+	}
 	if p.fwd != nil {
 		go func() {
 			w := bufio.NewWriter(p.stdin)
@@ -688,6 +698,15 @@ func (m *multiRun) start(role string) *multiProc {
 				continue
 			}
 			m.apply(p, line)
+			var dropped, rewritten int
+			if n, _ := fmt.Sscanf(line, "compacted %d %d", &dropped, &rewritten); n == 2 && dropped+rewritten > 0 {
+				m.mu.Lock()
+				m.compactions++
+				if len(m.writers) > 1 {
+					m.beside++
+				}
+				m.mu.Unlock()
+			}
 			if strings.HasPrefix(line, "ack ") || line == "compacting" {
 				select {
 				case p.note <- line:
@@ -705,6 +724,9 @@ func (m *multiRun) start(role string) *multiProc {
 func (m *multiRun) kill(p *multiProc) string {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
+	m.mu.Lock()
+	delete(m.writers, p)
+	m.mu.Unlock()
 	err := p.cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		m.problem("%s (child %d) ended with %v, not by SIGKILL; its stderr:\n%s", p.role, p.start, err, p.stderr.String())
@@ -886,10 +908,11 @@ func multiSlotOf(id string) string {
 // TestSIGKILLMulti is the campaign of three writer processes and a reader
 // process on one store (see the top of this file). Each round kills one
 // process with SIGKILL (a writer three times in four): after a random 0–30
-// ms, right after its next acknowledged flush, or, one round in five, a
-// writer left alone (the other two killed first) right after it starts a
-// compaction that may run (compaction needs the store to one writer) or
-// after a random while. After every kill the parent checks the store with
+// ms, right after its next acknowledged flush, one round in five a few
+// milliseconds after it starts a compaction beside the other writers, and
+// one round in five a writer left alone (the other two killed first)
+// right after it starts a compaction or after a random while. After every
+// kill the parent checks the store with
 // a read-only open of its own and starts a replacement. The reader checks
 // every flush the parent forwards to it. At the end: every process
 // killed, Check finds no problem, a write open finds every acknowledged
@@ -916,7 +939,7 @@ func TestSIGKILLMulti(t *testing.T) {
 		}
 		rounds = n
 	}
-	m := &multiRun{t: t, dir: t.TempDir(), facts: map[string]*multiFacts{}}
+	m := &multiRun{t: t, dir: t.TempDir(), facts: map[string]*multiFacts{}, writers: map[*multiProc]bool{}}
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	var writers [multiWriters]*multiProc
 	var reader *multiProc
@@ -1012,7 +1035,7 @@ func TestSIGKILLMulti(t *testing.T) {
 			killOne(round, reader, hows[rnd.IntN(len(hows))], false)
 			reader = m.start("r")
 			waitReady(reader)
-		case v < 16:
+		case v < 12:
 			k := rnd.IntN(multiWriters)
 			killOne(round, writers[k], hows[rnd.IntN(len(hows))], true)
 			startWriter(k)
@@ -1022,8 +1045,13 @@ func TestSIGKILLMulti(t *testing.T) {
 				killOne(round, writers[k], "delay", true)
 				startWriter(k)
 			}
+		case v < 16:
+			// Mid-compaction, beside the other writers.
+			k := rnd.IntN(multiWriters)
+			killOne(round, writers[k], "compacting", true)
+			startWriter(k)
 		default:
-			// One writer left alone: it may compact.
+			// One writer left alone.
 			k := rnd.IntN(multiWriters)
 			for j := range writers {
 				if j != k {
@@ -1099,8 +1127,8 @@ func TestSIGKILLMulti(t *testing.T) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	t.Logf("%d rounds in %v, %d processes started; %d flushes acknowledged; kills: %d right after an ack, %d mid-compaction, %d before the open was done; at the end %d sessions with %d events, %d deleted; reader's last stats (acks checked, reads, stale): %q; reads that met the known stale-handle bug: %d",
-		rounds, time.Since(start).Round(time.Millisecond), m.starts, m.acks, afterAck, midCompact, early, sessions, events, deleted, m.stats, m.stale)
+	t.Logf("%d rounds in %v, %d processes started; %d flushes acknowledged; kills: %d right after an ack, %d mid-compaction, %d before the open was done; %d compactions reclaimed segments, %d of them beside other writers; at the end %d sessions with %d events, %d deleted; reader's last stats (acks checked, reads, stale): %q; reads that met the known stale-handle bug: %d",
+		rounds, time.Since(start).Round(time.Millisecond), m.starts, m.acks, afterAck, midCompact, early, m.compactions, m.beside, sessions, events, deleted, m.stats, m.stale)
 }
 
 // TestStaleReadHandleAfterCompaction is the engine bug the campaign meets
