@@ -144,6 +144,11 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	}
 	// Only the segments wholly before it may go or move.
 	hseg, hoff := splitPosition(horizon)
+	if aseg, _ := splitPosition(db.durablePos()); hseg < aseg {
+		// Held back (another process has not followed, or the checkpoint
+		// is behind): the background compactor tries again next time.
+		defer db.dead.Store(true)
+	}
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
 		return nil, err
