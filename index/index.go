@@ -189,7 +189,10 @@ func Open(path string, opts *Options) (*Index, error) {
 			Timeout:        o.Timeout,
 			ReadOnly:       o.ReadOnly,
 			NoSync:         o.NoSync,
-			NoFreelistSync: true,
+			// The free list is written with each commit: the engine opens
+			// the index for each checkpoint (other processes use it too),
+			// and an open without it walks every page to rebuild it.
+			NoFreelistSync: false,
 			FreelistType:   bolt.FreelistMapType,
 			// bbolt takes the lock lockFile holds again, on the same file.
 			OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil },
