@@ -186,9 +186,9 @@ func Open(path string, opts *Options) (*Index, error) {
 	err = protect(path, "open", nil, func() error {
 		var err error
 		db, err = bolt.Open(path, 0o644, &bolt.Options{
-			Timeout:        o.Timeout,
-			ReadOnly:       o.ReadOnly,
-			NoSync:         o.NoSync,
+			Timeout:  o.Timeout,
+			ReadOnly: o.ReadOnly,
+			NoSync:   o.NoSync,
 			// The free list is written with each commit: the engine opens
 			// the index for each checkpoint (other processes use it too),
 			// and an open without it walks every page to rebuild it.
