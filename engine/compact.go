@@ -584,12 +584,26 @@ type compactPlan struct {
 	repl    map[uint64]uint64 // migration incarnation -> the one it replaces
 	orphans map[string]bool   // keys with frames of incarnation 0 anywhere
 	purge   map[uint64]bool   // incarnations whose frames all go
+	// pending: per key, the orphans met since its last header or
+	// tombstone (frames of an incarnation whose header a compaction cut
+	// short removed). A tombstone of the key next names their incarnation.
+	pending map[string][]orphanFrame
+	stuck   map[string]bool // keys with orphans no tombstone names (a migration accounts for them)
+}
+
+// orphanFrame is an orphan events frame the plan read: in si, at owners[at]
+// (at < 0: si is not movable).
+type orphanFrame struct {
+	si   *segPlan
+	at   int
+	size int64
 }
 
 func newCompactPlan(live map[string]uint64) *compactPlan {
 	p := &compactPlan{
 		live: live, liveUID: map[uint64]bool{}, fold: newFold(map[string]*session{}, false), frames: map[uint64]int{},
 		ends: map[uint64]bool{}, repl: map[uint64]uint64{}, orphans: map[string]bool{},
+		pending: map[string][]orphanFrame{}, stuck: map[string]bool{},
 	}
 	for _, uid := range live {
 		p.liveUID[uid] = true
@@ -626,6 +640,12 @@ func (p *compactPlan) scan(rd *segment.Reader, limit int64, movable bool) error 
 		case segment.KindHeader:
 			si.holds[owner] += fi.Size
 			p.frames[owner]++
+			// Orphans before a header (a migration's, which accounts for
+			// them) stay unattributed: their tombstones stay too.
+			if len(p.pending[key]) > 0 {
+				p.stuck[key] = true
+				delete(p.pending, key)
+			}
 			if ends != 0 {
 				si.tombs = append(si.tombs, tomb{key: key, uid: ends})
 				p.ends[ends] = true
@@ -636,10 +656,16 @@ func (p *compactPlan) scan(rd *segment.Reader, limit int64, movable bool) error 
 			p.frames[owner]++
 			if owner == 0 {
 				p.orphans[key] = true
+				at := -1
+				if movable {
+					at = len(si.owners) - 1
+				}
+				p.pending[key] = append(p.pending[key], orphanFrame{si: si, at: at, size: fi.Size})
 			}
 		case segment.KindDelete:
 			si.tombs = append(si.tombs, tomb{key: key, uid: ends, bytes: fi.Size})
 			p.ends[ends] = true
+			p.attributeOrphans(key, ends)
 		}
 		return nil
 	})
@@ -651,6 +677,39 @@ func (p *compactPlan) scan(rd *segment.Reader, limit int64, movable bool) error 
 	}
 	p.segs = append(p.segs, si)
 	return nil
+}
+
+// attributeOrphans gives the orphans of key met since its last header or
+// tombstone to uid, the incarnation the tombstone that follows them ends
+// (the fold's rule: they are the frames of the incarnation whose header a
+// compaction cut short removed). So they go with it, as its other frames
+// would: without this, orphans and every later tombstone of their key
+// stayed for good.
+func (p *compactPlan) attributeOrphans(key string, uid uint64) {
+	fs := p.pending[key]
+	delete(p.pending, key)
+	if len(fs) == 0 {
+		return
+	}
+	if uid == 0 {
+		p.stuck[key] = true
+		return
+	}
+	for _, o := range fs {
+		o.si.holds[0] -= o.size
+		if o.si.holds[0] == 0 {
+			delete(o.si.holds, 0)
+		}
+		o.si.holds[uid] += o.size
+		if o.at >= 0 {
+			o.si.owners[o.at].uid = uid
+		}
+		p.frames[0]--
+		p.frames[uid]++
+	}
+	if !p.stuck[key] {
+		delete(p.orphans, key) // set again by orphans met after this tombstone
+	}
 }
 
 // dropTomb reports whether a tombstone of uid may go: its incarnation has

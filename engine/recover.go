@@ -638,6 +638,14 @@ func (db *DB) planTail(ids []uint64, cp index.Checkpoint) ([]uint64, error) {
 		if id <= cp.Segment {
 			return ids, nil
 		}
+		if bseg, _ := splitPosition(db.bound); db.bound != 0 && id > bseg {
+			// Past what the writing processes made durable: theirs
+			// (prepared, or written and sealed now; a seal trims the
+			// segment before it, and a scan of a mapping past the file's
+			// new end faults). The replay reads no further anyway.
+			ids = ids[:len(ids)-1]
+			continue
+		}
 		path := db.segPath(id)
 		r, err := segment.OpenReader(fsys, path)
 		switch {

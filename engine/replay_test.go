@@ -320,11 +320,27 @@ func TestCompactPlan(t *testing.T) {
 			actions: []segAction{actKeep, actKeep},
 		},
 		{
-			name:    "frames of an unknown incarnation keep every tombstone of their key",
+			name:    "orphans go with the incarnation their tombstone names, then the tombstone",
 			segs:    [][]op{{evs("a", 3, 1)}, {del("a", 7)}},
 			active:  -1,
 			ratio:   0.5,
+			actions: []segAction{actDrop, actDrop},
+			purge:   []uint64{7},
+		},
+		{
+			name:    "orphans in the active segment keep their tombstone",
+			segs:    [][]op{{evs("a", 3, 1)}, {evs("a", 4, 1), del("a", 7)}},
+			active:  1,
+			ratio:   0.5,
 			actions: []segAction{actKeep, actKeep},
+		},
+		{
+			name:    "orphans no tombstone names keep every tombstone of their key",
+			segs:    [][]op{{evs("a", 3, 1)}, {del("a", 7)}, {evs("a", 0, 1)}},
+			active:  -1,
+			ratio:   0.5,
+			actions: []segAction{actDrop, actKeep, actKeep},
+			purge:   []uint64{7},
 		},
 		{
 			name:    "a completed migration drops what it replaced",
