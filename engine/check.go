@@ -337,11 +337,16 @@ func dedupProblems(ps []Problem) []Problem {
 }
 
 // RebuildIndex rebuilds the index of a store from its segments (seglog
-// check --repair). It takes the store's lock first (ErrLocked while
-// another process has the store open), replays every segment, and only
-// if that succeeds (and the segments hold everything the old index proves
-// durable) moves the old index to quarantine/ and writes the new one; if
-// the segments do not replay, the old index stays as it was.
+// check --repair). If no other process has the store open, it replays
+// every segment, and only if that succeeds (and the segments hold
+// everything the old index proves durable) moves the old index to
+// quarantine/ and writes the new one; if the segments do not replay, the
+// old index stays as it was. Beside processes that have the store open,
+// it joins them as a writer, keeps compactions out, takes the index over
+// from the process that checkpoints it, replays every segment up to what
+// they made durable into a new index file, and renames it over the old
+// one (a copy of which goes to quarantine/); it fails with ErrLocked if
+// a compaction or the checkpointing process keeps it waiting for 30 s.
 func RebuildIndex(dir string, opts *Options) error {
 	o, err := opts.withDefaults(dir)
 	if err != nil {
@@ -361,6 +366,9 @@ func RebuildIndex(dir string, opts *Options) error {
 		return fmt.Errorf("engine: rebuild the index of %s: %w", dir, ErrNoStore)
 	}
 	db, err := open(dir, &o, true)
+	if errors.Is(err, ErrLocked) && errors.Is(err, errOthersOpen) {
+		return rebuildLive(dir, &o)
+	}
 	if err != nil {
 		return err
 	}

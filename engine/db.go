@@ -113,6 +113,10 @@ func open(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 // disagree): the open is done again.
 var errLayoutMoved = errors.New("engine: the segments changed during the open")
 
+// errOthersOpen: an open that needs the store to itself (RebuildIndex's)
+// found other processes in it.
+var errOthersOpen = errors.New("other processes have the store open")
+
 // openTries bounds the read-only opens a compaction elsewhere may spoil.
 const openTries = 50
 
@@ -142,7 +146,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if rebuildIndex && !sh.first {
 		// Replacing the index needs the store to itself.
 		sh.close()
-		return nil, fmt.Errorf("engine: rebuild the index of %s: %w: other processes have the store open", dir, ErrLocked)
+		return nil, fmt.Errorf("engine: rebuild the index of %s: %w: %w", dir, ErrLocked, errOthersOpen)
 	}
 	db := &DB{
 		dir:          dir,

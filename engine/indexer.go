@@ -45,7 +45,16 @@ func (db *DB) checkpointTo(advance bool) error {
 	db.idxMu.Lock()
 	defer db.idxMu.Unlock()
 	sh := db.shared
-	if !sh.index {
+	wanted := sh.indexWanted()
+	if sh.index && wanted {
+		// A rebuild of the index (check --repair) in another process
+		// waits for it: step down, between two checkpoints.
+		if err := sh.locks.Unlock(lockIndex); err != nil {
+			return err
+		}
+		sh.index = false
+	}
+	if !sh.index && !wanted {
 		// Another process checkpoints, unless it is gone: then this one
 		// takes over.
 		ok, err := sh.locks.TryLock(lockIndex, true)
@@ -123,6 +132,13 @@ func (db *DB) checkpointTo(advance bool) error {
 		created = r.Header().CreatedNs
 	}
 	db.mu.Lock()
+	// Nor past the header of a migration of another process that is not
+	// whole yet (a roll split its placement, and a sync published the
+	// first part): the fold holds its frames until it is, and the index
+	// takes it whole, from a replay that starts before its header.
+	for _, rp := range db.fold.replacing {
+		cpos = min(cpos, rp.start.pos())
+	}
 	db.sortPend()
 	for _, p := range db.mu.pend {
 		if p.ref.pos() >= cpos {

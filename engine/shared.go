@@ -22,15 +22,16 @@ const (
 	shmSize   = 4096
 
 	// shm fields (8 bytes each, atomic)
-	shmMagic   = 0  // shmMagicValue once a writing process set the log up; 0 when nothing is known
-	shmVersion = 8  // shmVersionValue
-	shmTail    = 24 // position after the last placed frame; moved under lockAppend
-	shmDurable = 32 // position below which everything is fdatasynced
-	shmIndexed = 40 // the index checkpoint the checkpointer last committed
-	shmLayout  = 48 // bumped around a compaction's removal or rewrite of a segment
-	shmPID     = 56 // pid of the process that set the log up (an older build: of its writer)
-	shmFrames  = 64 // events frames in the active segment (its seal counts them)
-	shmPlacing = 72 // end of the placement in progress; past shmTail if its placer died mid-write
+	shmMagic     = 0  // shmMagicValue once a writing process set the log up; 0 when nothing is known
+	shmVersion   = 8  // shmVersionValue
+	shmTail      = 24 // position after the last placed frame; moved under lockAppend
+	shmDurable   = 32 // position below which everything is fdatasynced
+	shmIndexed   = 40 // the index checkpoint the checkpointer last committed
+	shmLayout    = 48 // bumped around a compaction's removal or rewrite of a segment
+	shmPID       = 56 // pid of the process that set the log up (an older build: of its writer)
+	shmFrames    = 64 // events frames in the active segment (its seal counts them)
+	shmPlacing   = 72 // end of the placement in progress; past shmTail if its placer died mid-write
+	shmIndexWant = 80 // non-zero while a rebuild of the index (check --repair) waits for the checkpointer to step down
 	// shmSlots + 8*i: the follow position of the writing process holding
 	// slot i (lockSlot0 + i), 0 while it opens; a compaction leaves alone
 	// what one of them has not followed yet
@@ -47,6 +48,7 @@ const (
 	lockPrepare = 6  // held while a process creates the next segment
 	lockSync    = 7  // held while a process fdatasyncs the active segment: the others wait, and their next sync covers them all
 	lockFixed   = 8  // shared by a writing process that cannot follow a compaction (no slot, or no index); a compaction takes it exclusive
+	lockWant    = 9  // held by a rebuild of the index while it waits for the checkpointer to step down (shmIndexWant)
 	lockSlot0   = 16 // lockSlot0 + i, i < nSlots: slot i's holder
 	// leaseBase + xxhash64(id) mod 2^62: the write lease of session id
 	leaseBase = 1 << 32
@@ -206,6 +208,22 @@ func (sh *shared) tryCompact() bool {
 func (sh *shared) endCompact() {
 	sh.compacting.Store(false)
 	sh.locks.Unlock(lockCompact)
+}
+
+// indexWanted reports whether a rebuild of the index waits for the
+// checkpointer to step down: shmIndexWant is set and its rebuild is alive
+// (it holds lockWant). One that died is forgotten.
+func (sh *shared) indexWanted() bool {
+	if sh.field(shmIndexWant).Load() == 0 {
+		return false
+	}
+	ok, err := sh.locks.TryLock(lockWant, false)
+	if err != nil || !ok {
+		return true
+	}
+	sh.locks.Unlock(lockWant)
+	sh.field(shmIndexWant).Store(0) // its rebuild died
+	return false
 }
 
 // publishFollow publishes this process's follow position in its slot.

@@ -29,9 +29,8 @@
 //
 // Every command works on a store that agent hosts have open (docs/DESIGN.md,
 // Many processes): the read commands beside them, and delete, import and
-// migrate as one more writing process, and compact too (one compaction at
-// a time: another fails with "locked"). check --repair runs only while no
-// other process has the store open (it fails with "locked" otherwise).
+// migrate as one more writing process, and compact and check --repair too
+// (one compaction at a time: another fails with "locked").
 //
 // seglog help COMMAND gives each one's flags. Only import creates a store;
 // the others refuse a directory that holds none. Exit

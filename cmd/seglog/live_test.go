@@ -14,7 +14,8 @@ import (
 // TestReadCommandsOnALiveStore: while a host has the store open and
 // writes it (a DB in this process: its locks are those of another
 // process), every read command works and shows what the host flushed,
-// and nothing the host did not flush.
+// and nothing the host did not flush; compact and check --repair work
+// beside it too.
 func TestReadCommandsOnALiveStore(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -36,6 +37,7 @@ func TestReadCommandsOnALiveStore(t *testing.T) {
 
 	for _, args := range [][]string{
 		{"ls"}, {"stats"}, {"segments"}, {"check"}, {"cat", "live"}, {"tail", "--n", "2", "live"},
+		{"compact", "--roll"}, {"check", "--repair"}, {"cat", "live"},
 	} {
 		out, code := cli(t, append(args, "--dir", dir)...)
 		if code != 0 {
