@@ -29,8 +29,9 @@ import (
 // replacement. Writer slot k owns the sessions "w<k>-0".."w<k>-3": its
 // process (and, after a kill, the next one in the slot) opens them for
 // write, continues each from what is stored, deletes and creates them
-// again, and calls Compact (which fails with ErrLocked only while another
-// process compacts). The parent checks after
+// again, calls Compact (which fails with ErrLocked only while another
+// process compacts), and now and then RebuildIndex (check --repair) beside
+// the others. The parent checks after
 // every kill, with a read-only open of its own, that every acknowledged
 // event is there, intact and in order; the reader checks the same of every
 // flush the parent forwards to it, and that what it reads never goes back.
@@ -276,6 +277,18 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 				continue
 			}
 			say("deleted %s %d", s.id, s.gen)
+		case x == 91 && r.IntN(10) == 0:
+			// check --repair beside the others (a second DB: another
+			// process as far as the locks go); now and then only.
+			say("repairing")
+			switch err := engine.RebuildIndex(dir, multiOptions()); {
+			case errors.Is(err, engine.ErrLocked):
+				say("repair-locked")
+			case err != nil:
+				fail("repair", "-", err)
+			default:
+				say("repaired")
+			}
 		case x < 96:
 			say("compacting")
 			rep, err := db.Compact(ctx, engine.CompactOptions{
@@ -548,6 +561,7 @@ type multiRun struct {
 	// compactions that removed or rewrote segments, and of those the
 	// ones beside other live writers (as the compactor's line says)
 	compactions, beside int
+	repairs             int // RebuildIndex calls that returned nil
 	writers             map[*multiProc]bool // started and not killed yet
 }
 
@@ -705,6 +719,11 @@ func (m *multiRun) start(role string) *multiProc {
 				if len(m.writers) > 1 {
 					m.beside++
 				}
+				m.mu.Unlock()
+			}
+			if line == "repaired" {
+				m.mu.Lock()
+				m.repairs++
 				m.mu.Unlock()
 			}
 			if strings.HasPrefix(line, "ack ") || line == "compacting" {
@@ -1127,8 +1146,8 @@ func TestSIGKILLMulti(t *testing.T) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	t.Logf("%d rounds in %v, %d processes started; %d flushes acknowledged; kills: %d right after an ack, %d mid-compaction, %d before the open was done; %d compactions reclaimed segments, %d of them beside other writers; at the end %d sessions with %d events, %d deleted; reader's last stats (acks checked, reads, stale): %q; reads that met the known stale-handle bug: %d",
-		rounds, time.Since(start).Round(time.Millisecond), m.starts, m.acks, afterAck, midCompact, early, m.compactions, m.beside, sessions, events, deleted, m.stats, m.stale)
+	t.Logf("%d rounds in %v, %d processes started; %d flushes acknowledged; kills: %d right after an ack, %d mid-compaction, %d before the open was done; %d compactions reclaimed segments, %d of them beside other writers; %d index rebuilds beside them; at the end %d sessions with %d events, %d deleted; reader's last stats (acks checked, reads, stale): %q; reads that met the known stale-handle bug: %d",
+		rounds, time.Since(start).Round(time.Millisecond), m.starts, m.acks, afterAck, midCompact, early, m.compactions, m.beside, m.repairs, sessions, events, deleted, m.stats, m.stale)
 }
 
 // TestStaleReadHandleAfterCompaction is the engine bug the campaign meets
