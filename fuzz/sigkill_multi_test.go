@@ -561,7 +561,7 @@ type multiRun struct {
 	// compactions that removed or rewrote segments, and of those the
 	// ones beside other live writers (as the compactor's line says)
 	compactions, beside int
-	repairs             int // RebuildIndex calls that returned nil
+	repairs             int                 // RebuildIndex calls that returned nil
 	writers             map[*multiProc]bool // started and not killed yet
 }
 
