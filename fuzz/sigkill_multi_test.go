@@ -206,7 +206,16 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 			made++
 			gen := start*1_000_000 + made
 			say("create %s %d", s.id, gen)
-			if h, err = db.Create(ctx, engine.Header{ID: s.id, CreatedAt: gen}); err != nil {
+			h, err = db.Create(ctx, engine.Header{ID: s.id, CreatedAt: gen})
+			if errors.Is(err, engine.ErrSessionExists) {
+				// A killed predecessor placed the session's first frames
+				// and never flushed them; Create's catch-up made them
+				// durable (a crash may keep what was appended): it exists
+				// after all. The next try opens it.
+				say("create-exists %s", s.id)
+				return false
+			}
+			if err != nil {
 				fail("create", s.id, err)
 				return false
 			}
