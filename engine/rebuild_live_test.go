@@ -83,7 +83,7 @@ func TestRebuildDamagedIndexBesideWriters(t *testing.T) {
 	dir := checkedDir(t)
 	opts := func() *Options {
 		o := besideOpts()
-		o.IndexInterval = 5 * time.Millisecond
+		o.IndexInterval = 20 * time.Millisecond
 		return o
 	}
 	w1 := liveOpen(t, dir, opts())
@@ -93,8 +93,17 @@ func TestRebuildDamagedIndexBesideWriters(t *testing.T) {
 	for i := range garbage {
 		garbage[i] = byte(i * 7)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "index.db"), garbage, 0o644); err != nil {
+	// (Put in place whole: a checkpoint never meets it half written.)
+	if err := os.WriteFile(filepath.Join(dir, "garbage"), garbage, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "garbage"), filepath.Join(dir, "index.db")); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []*DB{w1, w2} { // they meet the damage first
+		if err := w.checkpoint(); err == nil {
+			t.Logf("a checkpoint into a damaged index did not fail")
+		}
 	}
 	if err := RebuildIndex(dir, opts()); err != nil {
 		t.Fatalf("rebuild of a damaged index beside writers: %v", err)

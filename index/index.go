@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -200,7 +201,12 @@ func Open(path string, opts *Options) (*Index, error) {
 		return err
 	})
 	if err != nil {
-		f.Close() // bbolt closed it unless it panicked
+		// bbolt closed the file, unless it panicked, maybe with the file
+		// still mapped: a mapping keeps the open file (and so its flock)
+		// alive after the close, and every other opener would wait for
+		// this process to exit. The lock goes first.
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
 		switch {
 		case errors.Is(err, ErrDamaged):
 			return nil, err
