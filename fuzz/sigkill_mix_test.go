@@ -876,23 +876,32 @@ func copyDir(from, to string) error {
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
+	mu   sync.Mutex
+	max  int
+	head []byte // the first max/2 bytes: a fatal error's reason comes first
+	b    []byte // the last max bytes after them
 }
 
 func (w *tailBuffer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	written := len(p)
+	if n := min(w.max/2-len(w.head), len(p)); n > 0 {
+		w.head = append(w.head, p[:n]...)
+		p = p[n:]
+	}
 	w.b = append(w.b, p...)
 	if len(w.b) > w.max {
 		w.b = append(w.b[:0], w.b[len(w.b)-w.max:]...)
 	}
-	return len(p), nil
+	return written, nil
 }
 
 func (w *tailBuffer) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return string(w.b)
+	if len(w.b) == 0 {
+		return string(w.head)
+	}
+	return string(w.head) + "\n[...]\n" + string(w.b)
 }
