@@ -90,6 +90,38 @@ func checkBoth(t *testing.T, label string, dbs []*DB, want map[string][]event.Ev
 	}
 }
 
+// writeMore appends and flushes three events through each handle in hs,
+// adds them to want, and, with close, closes the handle.
+func writeMore(t *testing.T, hs map[string]*Handle, want map[string][]event.Event, close bool) {
+	t.Helper()
+	for id, h := range hs {
+		evs := testgen.Events(uint64(len(want[id])), 3, 200)
+		appendFlushed(t, h, evs...)
+		want[id] = append(want[id], evs...)
+		if close {
+			h.Close()
+		}
+	}
+}
+
+// reopenAndCheck, once every other DB of the store in dir is closed,
+// reopens it, reads every session in want, and runs Check.
+func reopenAndCheck(t *testing.T, dir string, opts *Options, want map[string][]event.Event) {
+	t.Helper()
+	db := liveOpen(t, dir, opts)
+	checkBoth(t, "after a reopen", []*DB{db}, want)
+	db.Close()
+	checkClean(t, dir, opts)
+}
+
+// checkClean runs Check on the store in dir and fails on any problem.
+func checkClean(t *testing.T, dir string, opts *Options) {
+	t.Helper()
+	if rep, err := Check(dir, opts); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v, %v", rep, err)
+	}
+}
+
 // TestCompactBesideWriters: a compaction by one writing process rewrites
 // and removes segments that hold the other's sessions, whose frame
 // offsets that process keeps in memory; the other then reads every
@@ -111,11 +143,7 @@ func TestCompactBesideWriters(t *testing.T) {
 		t.Fatalf("compaction beside another writer: %+v, %v; want segments rewritten", rep, err)
 	}
 	checkBoth(t, "after the compaction", []*DB{w1, w2}, want)
-	for id, h := range hs {
-		evs := testgen.Events(uint64(len(want[id])), 3, 200)
-		appendFlushed(t, h, evs...)
-		want[id] = append(want[id], evs...)
-	}
+	writeMore(t, hs, want, false)
 	checkBoth(t, "after more writes", []*DB{w1, w2}, want)
 	// And the other way round: the first writer compacts what the second
 	// wrote since.
@@ -131,12 +159,7 @@ func TestCompactBesideWriters(t *testing.T) {
 	}
 	w1.Close()
 	w2.Close()
-	db := liveOpen(t, dir, besideOpts())
-	checkBoth(t, "after a reopen", []*DB{db}, want)
-	db.Close()
-	if rep, err := Check(dir, besideOpts()); err != nil || len(rep.Problems) != 0 {
-		t.Fatalf("check: %+v, %v", rep, err)
-	}
+	reopenAndCheck(t, dir, besideOpts(), want)
 }
 
 // TestCompactBesideALaggingWriter: a writing process that has not
@@ -213,18 +236,11 @@ func TestCompactorDiesAfterTheRename(t *testing.T) {
 	if _, ok, _ := w1.idxRewrite(); ok {
 		t.Fatal("the rewrite intent is still there")
 	}
-	for id, h := range hs {
-		evs := testgen.Events(uint64(len(want[id])), 3, 200)
-		appendFlushed(t, h, evs...)
-		want[id] = append(want[id], evs...)
-		h.Close()
-	}
+	writeMore(t, hs, want, true)
 	checkBoth(t, "after more writes", []*DB{w2, w1}, want)
 	w1.Close()
 	w2.Close()
-	if rep, err := Check(dir, besideOpts()); err != nil || len(rep.Problems) != 0 {
-		t.Fatalf("check: %+v, %v", rep, err)
-	}
+	checkClean(t, dir, besideOpts())
 }
 
 // TestReadWhileItsProcessStartsACompaction: another process compacted,

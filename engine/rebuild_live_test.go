@@ -5,9 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/seglog/seglog/index"
-	"github.com/seglog/seglog/internal/testgen"
 )
 
 // TestRebuildIndexBesideWriters: RebuildIndex (seglog check --repair) of a
@@ -36,22 +33,12 @@ func TestRebuildIndexBesideWriters(t *testing.T) {
 		t.Fatalf("quarantine holds %d files, want the old index", len(q))
 	}
 	checkBoth(t, "after the rebuild", []*DB{w1, w2, r}, want)
-	for id, h := range hs {
-		evs := testgen.Events(uint64(len(want[id])), 3, 200)
-		appendFlushed(t, h, evs...)
-		want[id] = append(want[id], evs...)
-		h.Close()
-	}
+	writeMore(t, hs, want, true)
 	// Some process takes the checkpoints over again and indexes the new
 	// frames into the new index.
 	durable := w2.durablePos()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		var cp index.Checkpoint
-		err := w2.index.use(false, func(x *index.Index) error {
-			var err error
-			cp, err = x.Checkpoint()
-			return err
-		})
+		cp, err := w2.index.checkpoint()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,12 +54,7 @@ func TestRebuildIndexBesideWriters(t *testing.T) {
 	r.Close()
 	w1.Close()
 	w2.Close()
-	db := liveOpen(t, dir, opts())
-	checkBoth(t, "after a reopen", []*DB{db}, want)
-	db.Close()
-	if rep, err := Check(dir, opts()); err != nil || len(rep.Problems) != 0 {
-		t.Fatalf("check: %+v, %v", rep, err)
-	}
+	reopenAndCheck(t, dir, opts(), want)
 }
 
 // TestRebuildDamagedIndexBesideWriters: the index file of a live store is
@@ -108,21 +90,11 @@ func TestRebuildDamagedIndexBesideWriters(t *testing.T) {
 	if err := RebuildIndex(dir, opts()); err != nil {
 		t.Fatalf("rebuild of a damaged index beside writers: %v", err)
 	}
-	for id, h := range hs {
-		evs := testgen.Events(uint64(len(want[id])), 3, 200)
-		appendFlushed(t, h, evs...)
-		want[id] = append(want[id], evs...)
-		h.Close()
-	}
+	writeMore(t, hs, want, true)
 	checkBoth(t, "after the rebuild", []*DB{w1, w2}, want)
 	w1.Close()
 	w2.Close()
-	db := liveOpen(t, dir, opts())
-	checkBoth(t, "after a reopen", []*DB{db}, want)
-	db.Close()
-	if rep, err := Check(dir, opts()); err != nil || len(rep.Problems) != 0 {
-		t.Fatalf("check: %+v, %v", rep, err)
-	}
+	reopenAndCheck(t, dir, opts(), want)
 }
 
 // TestRebuildThatDiedWhileWaiting: a rebuild killed while it waited for
