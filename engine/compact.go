@@ -122,25 +122,17 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	db.follow.mu.Unlock()
 	horizon := followed
 	if db.index != nil {
-		horizon = db.shared.horizon(followed)
-	}
-	if db.index != nil {
 		// Nor past the index checkpoint: the index must know every
 		// tombstone the plan acts on (it never points into a removed
 		// segment or at a dropped frame), and hold every live frame a
 		// rewrite moves. (The checkpoint is also where the next open
 		// starts reading: it must not point into a segment that is removed
 		// or rewritten.)
-		var cp index.Checkpoint
-		err := db.index.use(false, func(x *index.Index) error {
-			var err error
-			cp, err = x.Checkpoint()
-			return err
-		})
+		cp, err := db.index.checkpoint()
 		if err != nil {
 			return nil, err
 		}
-		horizon = min(horizon, position(cp.Segment, cp.Offset))
+		horizon = min(db.shared.horizon(followed), position(cp.Segment, cp.Offset))
 	}
 	// Only the segments wholly before it may go or move.
 	hseg, hoff := splitPosition(horizon)
@@ -513,25 +505,39 @@ func (db *DB) settleRewriteIn(x *index.Index) error {
 	}
 	landed := r.Header().Generation >= rw.Generation
 	r.Close()
+	settled, err := db.settleIntent(x, rw, landed)
+	if err == nil && !settled {
+		err = fmt.Errorf("engine: compact: segment %d was rewritten but the index does not know its offsets (the next first open rebuilds the index)", rw.Segment)
+		db.poisonWith(err)
+	}
+	return err
+}
+
+// settleIntent ends the rewrite intent rw recorded in x, whose segment
+// has (landed) or has not reached the intent's generation: cleared if not
+// (the rename never happened); if so, its moves applied, after a
+// directory sync (the compaction may have died, or failed, before the
+// rename was durable). It reports false, and changes nothing, for a
+// landed intent recorded without moves (by an older build): the index
+// can only be rebuilt.
+func (db *DB) settleIntent(x *index.Index, rw index.Rewrite, landed bool) (bool, error) {
 	switch {
 	case !landed:
 		if err := x.ClearRewrite(); err != nil {
-			return fmt.Errorf("engine: compact: clearing the intent of a rewrite that never happened: %w", err)
+			return false, fmt.Errorf("engine: clearing the intent of a rewrite that never happened: %w", err)
 		}
-		return nil
+		return true, nil
 	case !rw.HasMoves:
-		err := fmt.Errorf("engine: compact: segment %d was rewritten but the index does not know its offsets (the next first open rebuilds the index)", rw.Segment)
-		db.poisonWith(err)
-		return err
+		return false, nil
 	}
 	if err := db.opts.FS.SyncDir(db.dir); err != nil {
 		db.poisonWith(err)
-		return err
+		return false, err
 	}
 	if err := x.FinishRewrite(rw); err != nil {
-		return fmt.Errorf("engine: compact: finishing the rewrite of segment %d that a compaction left: %w", rw.Segment, err)
+		return false, fmt.Errorf("engine: finishing the rewrite of segment %d that a compaction left: %w", rw.Segment, err)
 	}
-	return nil
+	return true, nil
 }
 
 // segAction is what Compact does with a sealed segment.

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
 )
 
@@ -89,12 +88,8 @@ func (db *DB) relayout(f *follower) error {
 		f.layout.Store(l)
 		return nil
 	}
-	var cp index.Checkpoint
-	if err := db.index.use(false, func(x *index.Index) error {
-		var err error
-		cp, err = x.Checkpoint()
-		return err
-	}); err != nil {
+	cp, err := db.index.checkpoint()
+	if err != nil {
 		return err
 	}
 	db.layoutMu.Lock()

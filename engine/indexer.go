@@ -65,12 +65,8 @@ func (db *DB) checkpointTo(advance bool) error {
 			// The last checkpointer may have died between its commit and
 			// publishing it: what the index holds is indexed, and may have
 			// been compacted since (its offsets in pend would be stale).
-			var cp index.Checkpoint
-			if err := db.index.use(false, func(x *index.Index) error {
-				var err error
-				cp, err = x.Checkpoint()
-				return err
-			}); err != nil {
+			cp, err := db.index.checkpoint()
+			if err != nil {
 				sh.locks.Unlock(lockIndex)
 				return err
 			}

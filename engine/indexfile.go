@@ -50,3 +50,15 @@ func (f *indexFile) use(write bool, fn func(*index.Index) error) error {
 	}
 	return err
 }
+
+// checkpoint reads the checkpoint the index holds now (another process
+// may have committed it).
+func (f *indexFile) checkpoint() (index.Checkpoint, error) {
+	var cp index.Checkpoint
+	err := f.use(false, func(x *index.Index) error {
+		var err error
+		cp, err = x.Checkpoint()
+		return err
+	})
+	return cp, err
+}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/internal/testgen"
 )
 
@@ -44,11 +43,8 @@ func TestReaderBoundRisesToTheCheckpoint(t *testing.T) {
 	if err := w.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	var cp index.Checkpoint
-	if err := w.index.use(false, func(x *index.Index) error {
-		cp, err = x.Checkpoint()
-		return err
-	}); err != nil {
+	cp, err := w.index.checkpoint()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if sseg, _ := splitPosition(stale); cp.Segment <= sseg {

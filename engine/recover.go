@@ -554,21 +554,11 @@ func (db *DB) checkRewriteIntent() error {
 	case !landed && !settle:
 		db.rec.note("a compaction's rewrite of segment %d never landed: a write open clears its intent", rw.Segment)
 		return nil
-	case !landed:
-		if err := db.idx.ClearRewrite(); err != nil {
+	case (!landed || readable) && settle:
+		// (A layout change the compaction left is ended by open.)
+		if settled, err := db.settleIntent(db.idx, rw, landed); err != nil || settled {
 			return err
 		}
-		db.shared.settleLayout()
-		return nil
-	case readable && rw.HasMoves && settle:
-		if err := db.opts.FS.SyncDir(db.dir); err != nil {
-			return err
-		}
-		if err := db.idx.FinishRewrite(rw); err != nil {
-			return err
-		}
-		db.shared.settleLayout()
-		return nil
 	case readable && rw.HasMoves:
 		db.rec.note("a compaction's rewrite of segment %d is in place and its index moves are not applied yet: a write open applies them", rw.Segment)
 	}
