@@ -231,7 +231,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	}
 	rep.Problems = dedupProblems(rep.Problems)
 	if opened != nil && opened.follow != nil {
-		moved = opened.shared.layout() != opened.follow.layout.Load()
+		moved = opened.shared.layoutMoved(&opened.follow.layout)
 	}
 	return rep, moved, nil
 }

@@ -239,7 +239,7 @@ func (db *DB) compactLocks() (release func(), err error) {
 	}
 	// Another process may have compacted since this one last looked.
 	db.follow.mu.Lock()
-	if db.shared.layout() != db.follow.layout.Load() {
+	if db.shared.layoutMoved(&db.follow.layout) {
 		err = db.relayout(db.follow)
 	}
 	db.follow.mu.Unlock()

@@ -306,3 +306,45 @@ func TestReadWhileItsProcessStartsACompaction(t *testing.T) {
 	}
 	checkBoth(t, "after", []*DB{w3, w1, w2}, want)
 }
+
+// TestOwnBumpIsNoLayoutChange: a catch-up that looks at the layout
+// counter while this process's own compaction moves it (between the
+// counter's move and its follower's) must not take it for another
+// process's change: the relayout it would set off closes the readers of
+// segments before the checkpoint, the one the compaction is rewriting
+// among them (a SIGKILL campaign child died of a fault in
+// segment.Rewrite's scan). The hook gives such a look up to a second to
+// finish inside that window; it may only finish after it, with the two
+// in agreement.
+func TestOwnBumpIsNoLayoutChange(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w := liveOpen(t, dir, besideOpts())
+	hs, _ := mixedSessions(t, w, w)
+	for _, h := range hs {
+		h.Close()
+	}
+	if err := w.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	moved := make(chan bool, 16)
+	testHookBump = func() {
+		go func() { moved <- w.shared.layoutMoved(&w.follow.layout) }()
+		select {
+		case m := <-moved:
+			moved <- m
+		case <-time.After(time.Second):
+		}
+	}
+	defer func() { testHookBump = nil }()
+	rep, err := w.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9})
+	testHookBump = nil
+	if err != nil || len(rep.Rewritten)+len(rep.Dropped) == 0 {
+		t.Fatalf("compaction: %+v, %v; want segments reclaimed", rep, err)
+	}
+	for n := 2 * (len(rep.Rewritten) + len(rep.Dropped)); n > 0; n-- {
+		if <-moved {
+			t.Fatal("a look during the compaction's own bump saw a layout change")
+		}
+	}
+}

@@ -45,7 +45,7 @@ func (db *DB) catchUp() error {
 		return nil
 	}
 	switch {
-	case db.shared.layout() == f.layout.Load():
+	case !db.shared.layoutMoved(&f.layout):
 	case db.opts.ReadOnly:
 		return db.reload()
 	default:
@@ -54,7 +54,7 @@ func (db *DB) catchUp() error {
 		}
 	}
 	err := db.follow1(f, d)
-	if err != nil && db.opts.ReadOnly && db.shared.layout() != f.layout.Load() {
+	if err != nil && db.opts.ReadOnly && db.shared.layoutMoved(&f.layout) {
 		// A compaction removed or rewrote a segment under the catch-up:
 		// what it read may be gone; start over from the store as it is.
 		// (A writing process's follower never meets one: compactions

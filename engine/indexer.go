@@ -90,7 +90,7 @@ func (db *DB) checkpointTo(advance bool) error {
 		// Nor may it fall a segment behind the checkpoint: a compaction
 		// leaves alone what a writing process has not followed.
 		db.follow.mu.Lock()
-		behind := db.follow.pos>>40 < indexed>>40 || db.shared.layout() != db.follow.layout.Load()
+		behind := db.follow.pos>>40 < indexed>>40 || db.shared.layoutMoved(&db.follow.layout)
 		db.follow.mu.Unlock()
 		if long || behind {
 			return db.catchUp()

@@ -91,6 +91,9 @@ type shared struct {
 	// seen, of a writing DB, is its follower's layout: the layout counter
 	// its state agrees with (see bump)
 	seen *atomic.Uint64
+	// bumpMu makes a bump of the layout counter and of seen one step for
+	// layoutMoved
+	bumpMu sync.Mutex
 	// slot: the shm slot this writing process publishes its follow
 	// position in, -1 if it has none (it holds lockFixed shared instead)
 	slot int
@@ -362,10 +365,31 @@ func (sh *shared) bump() {
 	if sh.shm == nil || !sh.write {
 		return
 	}
+	sh.bumpMu.Lock()
+	defer sh.bumpMu.Unlock()
 	now := sh.field(shmLayout).Add(1)
+	if testHookBump != nil {
+		testHookBump()
+	}
 	if sh.seen != nil {
 		sh.seen.CompareAndSwap(now-1, now)
 	}
+}
+
+// testHookBump, if set, runs in a bump between the counter's move and
+// the follower's (tests only).
+var testHookBump func()
+
+// layoutMoved reports whether the layout counter differs from seen (a
+// follower's layout): whether another process removed or rewrote
+// segments since the follower last looked. A bump of this process's own
+// moves both in one step: seen between the two, it would pass for another
+// process's change, and the relayout it sets off would close readers its
+// compaction is reading.
+func (sh *shared) layoutMoved(seen *atomic.Uint64) bool {
+	sh.bumpMu.Lock()
+	defer sh.bumpMu.Unlock()
+	return sh.layout() != seen.Load()
 }
 
 // layout returns the layout counter.
