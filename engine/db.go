@@ -573,6 +573,11 @@ func (db *DB) Close() error {
 }
 
 func (db *DB) closeFiles() error {
+	if f := db.follow; f != nil {
+		f.mu.Lock() // a catch-up in progress (a Wait's, say) is over
+		f.closed = true
+		f.mu.Unlock()
+	}
 	var errs []error
 	for _, r := range db.mu.readers {
 		errs = append(errs, r.Close())

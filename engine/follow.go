@@ -26,6 +26,9 @@ type follower struct {
 	// own compactions move it along with the counter (shared.bump), so
 	// only other processes' changes make them differ.
 	layout atomic.Uint64
+	// closed: the DB closes its files (closeFiles); no catch-up may
+	// start, as the shared memory and the readers go away
+	closed bool
 }
 
 // catchUp brings a following DB up to what the writing processes
@@ -38,6 +41,9 @@ func (db *DB) catchUp() error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
 	// Read under f.mu: a compaction of this process passes its own
 	// follower (under f.mu) before it rewrites what the follower read.
 	d, ok := db.shared.durable()
@@ -272,14 +278,19 @@ func (db *DB) current(s *session) *session {
 // another process writes count once it has flushed them; events appended
 // through this DB count at once. It fails with ErrSessionNotFound once the
 // session is deleted, ErrHandleClosed, ErrClosed, or the context's error.
-// A reader in another process wakes within a few milliseconds of the
-// writer's flush: Wait polls the position the writer publishes in shared
-// memory, a load from a mapping, not the files.
+// A reader in another process wakes as soon as the writer's flush has
+// published its events: every sync moves a word of the shared memory, and
+// one goroutine of the reader's process sleeps on it (a futex) for all of
+// its Waits. Events appended through this DB are seen by polling, every
+// waitMin to waitMax.
 func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 	db := h.db
 	delay := waitMin
 	var t *time.Timer
 	for {
+		// Taken before looking: a sync that publishes after this point
+		// closes it.
+		synced := db.shared.watch.changed()
 		if err := h.front.CheckRead(0); err != nil {
 			return 0, err
 		}
@@ -310,9 +321,11 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
+		case <-synced: // (nil, never, if this process cannot watch)
+			delay = waitMin
 		case <-t.C:
+			delay = min(2*delay, waitMax)
 		}
-		delay = min(2*delay, waitMax)
 	}
 }
 

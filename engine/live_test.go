@@ -203,6 +203,55 @@ func TestWait(t *testing.T) {
 	b.Close()
 }
 
+// TestWaitSleepsOnTheSyncWord: a process's waits sleep on the word of
+// the shared memory that every sync moves: a flush in another process
+// closes the channel they wait on, without any polling. Closing the DB
+// ends the watch and the wait in it.
+func TestWaitSleepsOnTheSyncWord(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w := liveOpen(t, dir, &Options{CompactInterval: -1})
+	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	a.Append(ctx, testgen.Events(0, 1, 100)...)
+	a.Flush(ctx)
+	r := liveOpen(t, dir, &Options{ReadOnly: true})
+	synced := r.shared.watch.changed()
+	if synced == nil {
+		t.Fatal("a read-only process of a live store cannot watch its syncs")
+	}
+	select {
+	case <-synced:
+		t.Fatal("the watch fired before any sync")
+	default:
+	}
+	a.Append(ctx, testgen.Events(1, 1, 100)...)
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-synced:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a flush in another process did not fire the watch")
+	}
+	ra, _ := r.Open(ctx, "a", Read)
+	got := make(chan error, 1)
+	go func() {
+		_, err := ra.Wait(ctx, 2)
+		got <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // (mostly) asleep in Wait by now
+	r.Close()
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Fatal("a wait returned no error after its DB closed")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a wait went on after its DB closed")
+	}
+	a.Close()
+}
+
 // TestWriterAfterACompactionCutShort: a compaction cut short (its
 // process died between the two bumps of the layout counter) leaves the
 // counter odd; the next writer settles it, and readers and more writers

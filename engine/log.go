@@ -470,12 +470,10 @@ func (a *appender) sync(target uint64) error {
 	}
 }
 
-// How often a syncer looks whether another process's fdatasync, which it
-// waits for, covered its target.
-const (
-	syncPollMin = 20 * time.Microsecond
-	syncPollMax = 200 * time.Microsecond
-)
+// syncWaitMax bounds a wait for another process's sync: its notify wakes
+// the waiter at once, unless it died before it could (or is of an older
+// build, which does not notify).
+const syncWaitMax = time.Millisecond
 
 // syncOnce fdatasyncs the segment at the tail and publishes the tail as
 // durable, unless another process's sync covers target first.
@@ -485,18 +483,18 @@ func (a *appender) syncOnce(target uint64, yield bool) error {
 		// waiters, likely about to place again. Let their frames in.
 		runtime.Gosched()
 	}
-	// Group commit across processes: one fdatasync at a time. While
-	// another process syncs, this one waits for the byte lock, and gives
-	// up waiting as soon as another's sync covered its target (its
-	// flushers go at once, not after the syncs queued before its own);
-	// if none does, its own sync covers what every process placed
-	// meanwhile.
 	if a.alone.Load() {
 		a.inSync.Store(true)
 		defer a.inSync.Store(false)
-		return a.syncTail()
+		return a.syncTail(func() {})
 	}
-	for wait := syncPollMin; ; wait = min(2*wait, syncPollMax) {
+	// Group commit across processes: one fdatasync at a time. While
+	// another process syncs, this one sleeps until that sync is done
+	// (notify) and stops waiting if it covered target (its flushers go
+	// at once, not after the syncs queued before its own); if not, its
+	// own sync covers what every process placed meanwhile.
+	for {
+		seq := a.sh.syncSeq()
 		ok, err := a.sh.locks.TryLock(lockSync, true)
 		if err != nil {
 			return fmt.Errorf("engine: taking the sync lock: %w", err)
@@ -507,20 +505,30 @@ func (a *appender) syncOnce(target uint64, yield bool) error {
 		if a.sh.field(shmDurable).Load() >= target {
 			return nil
 		}
-		time.Sleep(wait)
+		a.sh.waitSync(seq, syncWaitMax)
 	}
-	defer a.sh.locks.Unlock(lockSync)
 	// From here this process's placers leave their frames to this sync
 	// (while it waited for the lock they placed them themselves, so that
 	// the other process's sync could cover them).
 	a.inSync.Store(true)
 	defer a.inSync.Store(false)
-	return a.syncTail()
+	return a.syncTail(func() {
+		a.sh.locks.Unlock(lockSync)
+		a.sh.notify()
+	})
 }
 
-// syncTail places what is queued, then fdatasyncs the segment at the tail
-// and publishes the tail as durable.
-func (a *appender) syncTail() error {
+// syncTail places what is queued, then fdatasyncs the segment at the tail,
+// calls release (which ends the sync's hold of lockSync) and publishes the
+// tail as durable: the next process's sync can start before this one's
+// waiters wake.
+func (a *appender) syncTail(release func()) error {
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
 	a.drain()
 	t := a.sh.field(shmTail).Load()
 	if a.sh.field(shmDurable).Load() >= t {
@@ -534,6 +542,8 @@ func (a *appender) syncTail() error {
 	if err := f.Sync(); err != nil {
 		return a.syncFailed(seg, err)
 	}
+	released = true
+	release()
 	a.sh.publish(t)
 	a.closeBefore(seg)
 	return nil

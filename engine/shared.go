@@ -32,6 +32,12 @@ const (
 	shmFrames    = 64 // events frames in the active segment (its seal counts them)
 	shmPlacing   = 72 // end of the placement in progress; past shmTail if its placer died mid-write
 	shmIndexWant = 80 // non-zero while a rebuild of the index (check --repair) waits for the checkpointer to step down
+	// shmSyncSeq (a 4-byte word) moves after every raise of durable and
+	// every release of lockSync: processes waiting for either sleep on
+	// it (a futex) and shmSyncWaiters (4 bytes) counts them, so that a
+	// publisher makes the wake-up call only when someone waits
+	shmSyncSeq     = 88
+	shmSyncWaiters = 92
 	// shmSlots + 8*i: the follow position of the writing process holding
 	// slot i (lockSlot0 + i), 0 while it opens; a compaction leaves alone
 	// what one of them has not followed yet
@@ -97,6 +103,8 @@ type shared struct {
 	// slot: the shm slot this writing process publishes its follow
 	// position in, -1 if it has none (it holds lockFixed shared instead)
 	slot int
+	// watch wakes this process's Handle.Waits when a sync publishes
+	watch durableWatch
 }
 
 // join takes this process's place among those that have the store in dir
@@ -109,6 +117,7 @@ type shared struct {
 // else lockFixed shared (waiting out a compaction in progress).
 func join(fsys vfs.FS, dir string, write, follows bool) (*shared, error) {
 	sh := &shared{slot: -1}
+	sh.watch.sh = sh
 	var err error
 	if sh.locks, err = fsys.OpenLocks(filepath.Join(dir, locksName)); err != nil {
 		if !write {
@@ -315,6 +324,30 @@ func (sh *shared) field(off int) *atomic.Uint64 { return sh.shm.Uint64(off) }
 // publish raises durable to p: everything before it is fdatasynced.
 func (sh *shared) publish(p uint64) {
 	raise(sh.field(shmDurable), p)
+	sh.notify()
+}
+
+// notify wakes the processes waiting in waitSync: durable moved, or
+// lockSync was released.
+func (sh *shared) notify() {
+	sh.shm.Uint32(shmSyncSeq).Add(1)
+	if sh.shm.Uint32(shmSyncWaiters).Load() > 0 {
+		sh.shm.Wake(shmSyncSeq)
+	}
+}
+
+// syncSeq reads the word waitSync sleeps on: read it before looking at
+// what to wait for, and pass it to waitSync.
+func (sh *shared) syncSeq() uint32 { return sh.shm.Uint32(shmSyncSeq).Load() }
+
+// waitSync sleeps until a notify after seq was read, or for at most d (a
+// notifier may have died, or be of an older build, which does not
+// notify).
+func (sh *shared) waitSync(seq uint32, d time.Duration) {
+	w := sh.shm.Uint32(shmSyncWaiters)
+	w.Add(1)
+	sh.shm.Wait(shmSyncSeq, seq, d)
+	w.Add(^uint32(0))
 }
 
 // raise moves f up to p (compare-and-swap: it never goes down).
@@ -428,6 +461,7 @@ func (sh *shared) close() error {
 	sh.closed = true
 	var errs []error
 	if sh.shm != nil {
+		sh.watch.stop()
 		errs = append(errs, sh.shm.Close())
 		sh.shm = nil
 	}

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -64,4 +65,27 @@ func (s *Shared) Close() error {
 		return nil
 	}
 	return f(d)
+}
+
+// Uint32 returns the 4-byte word at off (a multiple of 4) for atomic
+// operations that other processes see, and for Wait and Wake.
+func (s *Shared) Uint32(off int) *atomic.Uint32 {
+	if off%4 != 0 || off < 0 || off+4 > len(s.data) {
+		panic("vfs: Shared.Uint32: offset not an aligned word of the mapping")
+	}
+	return (*atomic.Uint32)(unsafe.Pointer(&s.data[off]))
+}
+
+// Wait blocks while the word at off (see Uint32) holds old, until a Wake
+// of that word in any process, or for at most d; it may also return early
+// for no reason (a futex wait on Linux), so callers loop on what they
+// wait for and keep d short enough to recover a missed wake-up (a waker
+// that died between its store and its Wake).
+func (s *Shared) Wait(off int, old uint32, d time.Duration) {
+	futexWait(s.Uint32(off), old, d)
+}
+
+// Wake wakes every Wait on the word at off, in every process.
+func (s *Shared) Wake(off int) {
+	futexWake(s.Uint32(off))
 }

@@ -272,3 +272,55 @@ func TestLocksAcrossProcesses(t *testing.T) {
 		t.Fatalf("field after another process added 5: %d, want 105", got)
 	}
 }
+
+// A Wait on a word of one mapping wakes on a Wake through another mapping
+// of the same file (as in another process), and returns at once when the
+// word no longer holds the value it waits on.
+func TestSharedWaitWake(t *testing.T) {
+	for name, tc := range lockFS(t) {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(tc.dir, "shm")
+			a, err := tc.fs.MapShared(path, 4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := tc.fs.MapShared(path, 4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			const off = 88
+			woke := make(chan uint32)
+			go func() {
+				w := a.Uint32(off)
+				for w.Load() == 0 {
+					a.Wait(off, 0, time.Hour) // only a Wake (or a spurious return) ends it
+				}
+				woke <- w.Load()
+			}()
+			time.Sleep(10 * time.Millisecond) // (mostly) asleep in Wait by now
+			b.Uint32(off).Store(7)
+			b.Wake(off)
+			select {
+			case v := <-woke:
+				if v != 7 {
+					t.Fatalf("the waiter saw %d, want 7", v)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Wake through another mapping did not wake the Wait")
+			}
+			done := make(chan struct{})
+			go func() {
+				a.Wait(off, 0, time.Hour) // the word holds 7: no wait
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Wait on a value the word no longer holds did not return")
+			}
+			a.Wait(off, 7, time.Millisecond) // and a Wait times out
+		})
+	}
+}
