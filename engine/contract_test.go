@@ -9,6 +9,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
 )
@@ -16,15 +17,18 @@ import (
 // memBackend runs the engine on a crashable in-memory FS: Restart is a
 // power cut that keeps only what was synced.
 type memBackend struct {
-	t     *testing.T
-	clock *enginetest.Clock
-	mem   *vfs.MemFS
-	fault *vfs.FaultFS
+	t       *testing.T
+	catalog *event.Catalog
+	clock   *enginetest.Clock
+	mem     *vfs.MemFS
+	fault   *vfs.FaultFS
 }
 
 func (b *memBackend) options() *engine.Options {
-	return &engine.Options{FS: b.fault, SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc}
+	return &engine.Options{FS: b.fault, SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc, Catalog: b.catalog}
 }
+
+func (b *memBackend) SetCatalog(c *event.Catalog) { b.catalog = c }
 
 func (b *memBackend) Open() (enginetest.Store, error) {
 	db, err := engine.Open("/db", b.options())
@@ -71,13 +75,14 @@ func checkStore(dir string, opts *engine.Options) error {
 // osBackend runs the engine on the OS with its bbolt index: Restart closes
 // the instance cleanly and reopens the directory.
 type osBackend struct {
-	t     *testing.T
-	clock *enginetest.Clock
-	dir   string
+	t       *testing.T
+	catalog *event.Catalog
+	clock   *enginetest.Clock
+	dir     string
 }
 
 func (b *osBackend) Open() (enginetest.Store, error) {
-	db, err := engine.Open(b.dir, &engine.Options{SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc})
+	db, err := engine.Open(b.dir, &engine.Options{SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc, Catalog: b.catalog})
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +100,8 @@ func (b *osBackend) Restart(s enginetest.Store, torn bool) (enginetest.Store, er
 	}
 	return b.Open()
 }
+
+func (b *osBackend) SetCatalog(c *event.Catalog) { b.catalog = c }
 
 func (b *osBackend) Check() error { return checkStore(b.dir, nil) }
 

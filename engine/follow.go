@@ -291,7 +291,7 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		// Taken before looking: a sync that publishes after this point
 		// closes it.
 		synced := db.shared.watch.changed()
-		if err := h.front.CheckRead(0); err != nil {
+		if err := h.front.CheckRead(ctx, 0); err != nil {
 			return 0, err
 		}
 		if err := db.catchUp(); err != nil {

@@ -26,7 +26,7 @@ func (db *DB) newHandle(s *session, access Access, lease *lease) *Handle {
 		w = (*handleWriter)(h)
 	}
 	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
-		Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,
+		Catalog: db.opts.Catalog, Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,
 	})
 	return h
 }
@@ -40,6 +40,14 @@ func (h *Handle) Header() Header { return h.front.Header() }
 // InheritedEventCount returns the length of a seeded session's inherited
 // prefix (0 for an unseeded one).
 func (h *Handle) InheritedEventCount() uint64 { return h.front.InheritedEventCount() }
+
+// Len returns the session's length as the handle knows it. On a write
+// handle it is the seq the next Append (or Enqueue) must carry: stored,
+// appended and enqueued events all count, so a host (and the plan
+// controller) can number its next event without tracking Enqueue itself.
+// On a read handle it is the length of the longest log a read through it
+// returned.
+func (h *Handle) Len() uint64 { return h.front.Len() }
 
 // Access returns Read or Write.
 func (h *Handle) Access() Access { return h.front.Access() }

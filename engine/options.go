@@ -48,10 +48,12 @@ type Options struct {
 	// background work; writes fail with ErrReadOnlyStore. For inspecting a
 	// store at rest (the CLI).
 	ReadOnly bool
-	// Catalog is the set of event types reads accept: a stored event of
-	// another type that is not ignorable fails the read (and a write open)
-	// with an *UnsupportedEventError. Default event.NewCatalog() (the v3
-	// catalog); register a host's extension types on it.
+	// Catalog is the set of event types the store accepts: a stored event
+	// of another type that is not ignorable fails the read (and a write
+	// open) with an *UnsupportedEventError, and so does an Append or
+	// Enqueue of one, which stores nothing. Default event.NewCatalog()
+	// (the v3 catalog); register a host's extension types on it.
+	// event.AnyCatalog() accepts everything: for inspectors.
 	Catalog *event.Catalog
 	// CompactInterval is how often the background compactor runs when
 	// something was deleted (or migrated) since its last run: it runs

@@ -60,7 +60,7 @@ func (db *DB) reader(id uint64) (*segment.Reader, error) {
 // The events are the caller's: they share no memory with the store or with
 // other reads. Reads started after an Append returned see its events.
 func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, error) {
-	if err := h.front.CheckRead(offset); err != nil {
+	if err := h.front.CheckRead(ctx, offset); err != nil {
 		return nil, err
 	}
 	db := h.db

@@ -42,3 +42,23 @@ func TestCatalog(t *testing.T) {
 		t.Errorf("current request/header refused: %v", err)
 	}
 }
+
+// AnyCatalog accepts every type and shape (the inspectors' catalog),
+// where NewCatalog refuses them.
+func TestAnyCatalog(t *testing.T) {
+	evs := []Event{
+		{Seq: 0, Type: "mystery/event", Data: json.RawMessage(`{}`)},
+		{Seq: 1, Type: "request/header", Data: json.RawMessage(`{"reason":"fallback"}`)},
+	}
+	for i := range evs {
+		if err := NewCatalog().Check(&evs[i]); err == nil {
+			t.Errorf("NewCatalog accepted %s", evs[i].Type)
+		}
+		if err := AnyCatalog().Check(&evs[i]); err != nil {
+			t.Errorf("AnyCatalog refused %s: %v", evs[i].Type, err)
+		}
+	}
+	if !AnyCatalog().Known("x") {
+		t.Error("AnyCatalog does not know every type")
+	}
+}

@@ -41,6 +41,10 @@ func (f *Front) Enqueue(cfg WriteBehindConfig[event.Event], stored uint64, evs [
 	return nil
 }
 
+// Next returns the seq the next Enqueue starts at: the seq after what
+// was enqueued, or stored (the log's next seq) if that is larger.
+func (f *Front) Next(stored uint64) uint64 { return max(f.next, stored) }
+
 // Buffer returns the WriteBehind, or nil before the first Enqueue. Callers
 // take it under the handle's mutex and drain it without.
 func (f *Front) Buffer() *WriteBehind[event.Event] { return f.wb }

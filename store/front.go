@@ -63,6 +63,11 @@ type Writer interface {
 // FrontConfig is the write-behind configuration of a Front; see
 // handle.WriteBehindConfig.
 type FrontConfig struct {
+	// Catalog, if set, is checked on every appended event: a type it does
+	// not know (and that is not ignorable) or a retired shape fails the
+	// batch with an *UnsupportedEventError and nothing is stored, since
+	// no read with that catalog could return the event.
+	Catalog   *event.Catalog
 	Window    time.Duration
 	Logger    *slog.Logger
 	AfterFunc func(d time.Duration, f func()) handle.Timer
@@ -98,10 +103,14 @@ func (f *Front) Err(op string, err error) error {
 }
 
 // CheckRead is the check before a read: ErrHandleClosed, or an offset
-// that is not a non-negative integer (ErrInvalidArgument).
-func (f *Front) CheckRead(offset int) error {
+// that is not a non-negative integer (ErrInvalidArgument). On a write
+// handle it then appends what Enqueue buffered (as an Append does first),
+// so that the handle reads its own enqueued events as it reads its
+// appended ones; that append's error is returned.
+func (f *Front) CheckRead(ctx context.Context, offset int) error {
 	f.mu.Lock()
 	closed := f.closed
+	wb := f.behind.Buffer()
 	f.mu.Unlock()
 	if closed {
 		return sessionErr(f.id, "read", ErrHandleClosed)
@@ -109,7 +118,26 @@ func (f *Front) CheckRead(offset int) error {
 	if offset < 0 {
 		return sessionErr(f.id, "read", fmt.Errorf("%w: offset %d must be a non-negative integer", ErrInvalidArgument, offset))
 	}
+	if f.access == Write {
+		if err := handle.DrainPending(ctx, wb); err != nil {
+			return f.Err("read", err)
+		}
+	}
 	return nil
+}
+
+// Len returns the session's length as the handle knows it. On a write
+// handle it is the seq the next Append (or Enqueue) must carry: every
+// stored, appended and enqueued event counts. On a read handle it is the
+// length of the longest log a read through it returned (0 before the
+// first read).
+func (f *Front) Len() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.w != nil {
+		return f.behind.Next(f.w.Next())
+	}
+	return f.seen.Load()
 }
 
 // Observe is a read's check that the log never shrinks below a length
@@ -188,6 +216,13 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event) error {
 func (f *Front) check(evs []event.Event, next uint64) error {
 	if err := CheckBatch(f.id, evs, next); err != nil {
 		return err
+	}
+	if c := f.cfg.Catalog; c != nil {
+		for i := range evs {
+			if err := c.Check(&evs[i]); err != nil {
+				return sessionErr(f.id, "append", err)
+			}
+		}
 	}
 	return f.Err("append", f.w.Check(evs))
 }

@@ -26,6 +26,10 @@ type Handle interface {
 	Header() Header
 	InheritedEventCount() uint64
 	Access() Access
+	// Len is the session's length as the handle knows it: on a write
+	// handle the seq the next Append or Enqueue must carry (enqueued
+	// events count), on a read handle the length its last read saw.
+	Len() uint64
 	Read(ctx context.Context, offset, limit int) ([]event.Event, error)
 	Append(ctx context.Context, evs ...event.Event) error
 	Enqueue(evs ...event.Event) error

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seglog/seglog/backend/jetstream/embedded"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 )
 
@@ -94,6 +95,8 @@ func (b *backend) Restart(s enginetest.Store, torn bool) (enginetest.Store, erro
 }
 
 func (b *backend) FailWrites(on bool) { b.cur.failWrites(on) }
+
+func (b *backend) SetCatalog(c *event.Catalog) { b.opts.Catalog = c }
 
 func TestContract(t *testing.T) {
 	nc := connect(t, srvURL)

@@ -37,7 +37,7 @@ func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease
 		w = (*handleWriter)(h)
 	}
 	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
-		Window: st.opts.WriteBehindWindow, Logger: st.opts.Logger, AfterFunc: st.opts.AfterFunc,
+		Catalog: st.opts.Catalog, Window: st.opts.WriteBehindWindow, Logger: st.opts.Logger, AfterFunc: st.opts.AfterFunc,
 	})
 	st.handles[h] = struct{}{}
 	return h
@@ -51,6 +51,14 @@ func (h *Handle) Header() engine.Header { return h.front.Header() }
 
 // InheritedEventCount returns the seeded prefix length (0 if unseeded).
 func (h *Handle) InheritedEventCount() uint64 { return h.front.InheritedEventCount() }
+
+// Len returns the session's length as the handle knows it. On a write
+// handle it is the seq the next Append (or Enqueue) must carry: stored,
+// appended and enqueued events all count, so a host (and the plan
+// controller) can number its next event without tracking Enqueue itself.
+// On a read handle it is the length of the longest log a read through it
+// returned.
+func (h *Handle) Len() uint64 { return h.front.Len() }
 
 // Access returns the handle's access mode.
 func (h *Handle) Access() engine.Access { return h.front.Access() }
@@ -99,7 +107,7 @@ func (w *handleWriter) Cut(ctx context.Context) error { return (*Handle)(w).publ
 // through this instance are seen at once; those of a writer elsewhere once
 // published.
 func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, error) {
-	if err := h.front.CheckRead(offset); err != nil {
+	if err := h.front.CheckRead(ctx, offset); err != nil {
 		return nil, err
 	}
 	out, err := h.read(ctx, offset, limit)
@@ -184,7 +192,7 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 	st := h.st
 	delay := waitMin
 	for {
-		if err := h.front.CheckRead(0); err != nil {
+		if err := h.front.CheckRead(ctx, 0); err != nil {
 			return 0, err
 		}
 		if _, err := st.load(ctx, h.s.id, "wait"); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 )
 
@@ -67,7 +68,9 @@ func openRO(dir string) (*engine.DB, error) {
 	if err := needStore(dir); err != nil {
 		return nil, err
 	}
-	return engine.Open(dir, &engine.Options{ReadOnly: true})
+	// An inspector reads every store: events of types this build does not
+	// know are shown (and exported) as stored, and flagged, never refused.
+	return engine.Open(dir, &engine.Options{ReadOnly: true, Catalog: event.AnyCatalog()})
 }
 
 // openRW opens an existing store for writing (never creating one).
@@ -188,11 +191,11 @@ func newCatCmd(w io.Writer, dir *string) *cobra.Command {
 		Use:   "cat <id>",
 		Short: "print a session's events as JSON lines",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if from < 0 {
 				return usageError{fmt.Errorf("--from %d: a seq is not negative", from)}
 			}
-			return runCat(w, *dir, args[0], from, n)
+			return runCat(w, cmd.ErrOrStderr(), *dir, args[0], from, n)
 		},
 	}
 	cmd.Flags().IntVar(&from, "from", 0, "first seq")
@@ -200,7 +203,10 @@ func newCatCmd(w io.Writer, dir *string) *cobra.Command {
 	return cmd
 }
 
-func runCat(w io.Writer, dir, id string, from, n int) error {
+// runCat prints the events as JSON lines on w, exactly as stored; an
+// event the default catalog would refuse (a host's own type, or a retired
+// shape) is flagged on errw, by seq, and printed all the same.
+func runCat(w, errw io.Writer, dir, id string, from, n int) error {
 	db, err := openRO(dir)
 	if err != nil {
 		return err
@@ -216,9 +222,16 @@ func runCat(w io.Writer, dir, id string, from, n int) error {
 		return err
 	}
 	enc := json.NewEncoder(w)
+	known := event.NewCatalog()
 	for i := range evs {
 		if err := enc.Encode(&evs[i]); err != nil {
 			return err
+		}
+		if err := known.Check(&evs[i]); err != nil {
+			var ue *event.UnsupportedError
+			if errors.As(err, &ue) {
+				fmt.Fprintf(errw, "seglog: seq %d: %q is not in this build's catalog (%s): shown as stored, not interpreted\n", ue.Seq, ue.Type, ue.Reason)
+			}
 		}
 	}
 	return nil

@@ -255,3 +255,53 @@ func TestExportAllGoesOn(t *testing.T) {
 		t.Errorf("export --all of the damaged store: exit %d\n%s", code, out)
 	}
 }
+
+// TestInspectorShowsUnregisteredTypes: a host that registered its own
+// event type wrote it; the CLI, whose catalog does not know it, still
+// lists the session, prints the event as stored (flagging it on stderr)
+// and exports it losslessly.
+func TestInspectorShowsUnregisteredTypes(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := engine.Open(dir, &engine.Options{Catalog: event.NewCatalog("acme/deploy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := append(testgen.Events(0, 2, 80), event.Event{Seq: 2, Type: "acme/deploy", Time: 5, Data: []byte(`{"env":"prod"}`)})
+	if err := h.Append(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cliSplit(t, "cat", "s", "--dir", dir)
+	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(out, `"type":"acme/deploy"`) {
+		t.Fatalf("cat: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "seq 2") || !strings.Contains(errOut, "acme/deploy") || strings.Contains(errOut, "seq 0") {
+		t.Errorf("cat flags %q, want only seq 2 (acme/deploy)", errOut)
+	}
+	if out, code := cli(t, "ls", "--dir", dir); code != 0 || !strings.Contains(out, "s ") {
+		t.Errorf("ls: exit %d:\n%s", code, out)
+	}
+	root := t.TempDir()
+	if out, code := cli(t, "export", "s", root, "--dir", dir); code != 0 {
+		t.Fatalf("export: exit %d:\n%s", code, out)
+	}
+	path, _ := jsonl.LogPath(root, engine.Header{Version: 3, ID: "s"}, false)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := jsonl.Parse(b, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(evs, log.Events); diff != "" {
+		t.Errorf("export is not lossless (-stored +exported):\n%s", diff)
+	}
+}

@@ -403,6 +403,34 @@ var contractCases = []contractCase{
 		}
 		e.wantEvents("store stays 0-5", OneTurn(), e.read(h, 0, -1))
 	}},
+	{"store/len-counts-enqueued-and-reads-see-them", func(e *env) {
+		h := e.create("s")
+		if n := h.Len(); n != 0 {
+			e.t.Errorf("Len of a new session: %d", n)
+		}
+		all := OneTurn()
+		e.append(h, all[:2]...)
+		if err := h.Enqueue(all[2:4]...); err != nil {
+			e.t.Fatal(err)
+		}
+		if n := h.Len(); n != 4 {
+			e.t.Errorf("Len after 2 appended and 2 enqueued: %d, want 4", n)
+		}
+		// A write handle reads its own enqueued events, as its appends.
+		e.wantEvents("own enqueued events", all[:4], e.read(h, 0, -1))
+		e.append(h, all[4:]...)
+		if n := h.Len(); n != uint64(len(all)) {
+			e.t.Errorf("Len after the rest appended: %d, want %d", n, len(all))
+		}
+		r := e.open("s", engine.Read)
+		if n := r.Len(); n != 0 {
+			e.t.Errorf("Len of a read handle before any read: %d", n)
+		}
+		e.wantEvents("read handle", all, e.read(r, 0, -1))
+		if n := r.Len(); n != uint64(len(all)) {
+			e.t.Errorf("Len of a read handle after a read: %d, want %d", n, len(all))
+		}
+	}},
 	{"C17/invalid-event-writes-nothing", func(e *env) {
 		h := e.create("s")
 		bad := []event.Event{ev(0, "turn/start", `{"turn":0}`), ev(1, "user/message", `[1,2]`)}
@@ -414,13 +442,43 @@ var contractCases = []contractCase{
 		e.wantEvents("nothing stored", nil, e.read(h, 0, -1))
 		e.append(h, OneTurn()...) // seq 0 still free
 	}},
-	{"C18/unknown-type-fails-closed", func(e *env) {
+	{"C18/unknown-type-refused-on-append", func(e *env) {
 		h := e.create("s")
 		e.append(h, OneTurn()...)
-		e.append(h, ev(6, "mystery/event", `{}`)) // appends store unknown types verbatim
+		refused := func(op string, seq uint64, err error) {
+			e.t.Helper()
+			var ue *engine.UnsupportedEventError
+			if !errors.Is(err, engine.ErrUnsupportedEvent) || !errors.As(err, &ue) || ue.Type != "mystery/event" || ue.Seq != seq {
+				e.t.Errorf("%s of an unregistered type: %v, want *UnsupportedEventError for mystery/event at seq %d", op, err, seq)
+			}
+		}
+		// No read could return it: the whole batch is refused.
+		refused("append", 7, h.Append(e.ctx, ev(6, "turn/start", `{"turn":1}`), ev(7, "mystery/event", `{}`)))
+		refused("append", 6, h.Append(e.ctx, ev(6, "mystery/event", `{}`)))
+		refused("enqueue", 6, h.Enqueue(ev(6, "mystery/event", `{}`)))
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		e.wantEvents("nothing stored", OneTurn(), e.read(h, 0, -1))
+		e.append(h, ev(6, "turn/start", `{"turn":1}`)) // seq 6 still free
+	}},
+	{"C18/unknown-type-fails-closed", func(e *env) {
+		// A host whose catalog knows the type writes it; a build whose
+		// catalog does not must refuse to read it.
+		rc, ok := e.b.(Recataloger)
+		if !ok {
+			e.t.Fatalf("the backend %T does not implement enginetest.Recataloger", e.b)
+		}
+		rc.SetCatalog(event.NewCatalog("mystery/event"))
+		e.restart(false)
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		e.append(h, ev(6, "mystery/event", `{}`))
 		if err := h.Close(); err != nil {
 			e.t.Fatal(err)
 		}
+		rc.SetCatalog(event.NewCatalog())
+		e.restart(false)
 		for try := range 2 { // the claim is released between tries
 			_, err := e.s.Open(e.ctx, "s", engine.Write)
 			var ue *engine.UnsupportedEventError

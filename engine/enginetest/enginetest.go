@@ -12,6 +12,7 @@ package enginetest
 
 import (
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testclock"
 	"github.com/seglog/seglog/store"
 )
@@ -31,6 +32,14 @@ type Backend interface {
 	// what the storage kept. With torn, the cut also leaves a torn write
 	// after the durable data (the tail corruptor).
 	Restart(s Store, torn bool) (Store, error)
+}
+
+// Recataloger is a Backend whose event catalog a case can change: the
+// stores it opens after SetCatalog (Open, Restart) read and write with c.
+// The fail-closed cases need it (a store holding a type the reader's
+// catalog does not know can only come from a host that knew it).
+type Recataloger interface {
+	SetCatalog(c *event.Catalog)
 }
 
 // Local adapts an *engine.DB to Store.

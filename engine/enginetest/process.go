@@ -121,6 +121,8 @@ func serve(s Store, in io.Reader, out io.Writer) {
 			resp.Events, err = h.Read(ctx, req.Off, req.Limit)
 		case "wait":
 			resp.N, err = h.Wait(ctx, req.N)
+		case "len":
+			resp.N = h.Len()
 		case "close":
 			err = h.Close()
 		default:
@@ -293,6 +295,11 @@ func (h *peerHandle) Flush(context.Context) error {
 func (h *peerHandle) Wait(_ context.Context, n uint64) (uint64, error) {
 	resp, err := h.p.call(request{Op: "wait", H: h.h, N: n})
 	return resp.N, err
+}
+
+func (h *peerHandle) Len() uint64 {
+	resp, _ := h.p.call(request{Op: "len", H: h.h})
+	return resp.N
 }
 
 func (h *peerHandle) Close() error {
