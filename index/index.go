@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -458,7 +460,7 @@ func (x *Index) Apply(u *Update) error {
 				}
 			}
 			var kbuf []byte
-			for _, f := range u.Frames {
+			for _, f := range byKey(u.Frames) {
 				kbuf = frameKey(kbuf[:0], f.ID, f.FirstSeq)
 				var v [frameValueLen]byte
 				binary.LittleEndian.PutUint64(v[0:], f.Segment)
@@ -481,6 +483,70 @@ func (x *Index) Apply(u *Update) error {
 			return mb.Put(keyCheckpointSegment, binary.LittleEndian.AppendUint64(nil, uint64(u.Checkpoint.Created)))
 		})
 	})
+}
+
+// byKey returns the frames grouped by session, the sessions in the order
+// of their keys, each session's frames in their order in frames (log
+// order, which is seq order; of two frames with one key the later still
+// wins). Frames come in log order, the sessions interleaved, and bbolt
+// splits a page only at commit: in log order each insert would shift
+// every entry the transaction already added to that page after its own,
+// which for a checkpoint of many young sessions (all in one page) is
+// quadratic: 13 µs a frame for 32k of them against 1.4 in key order
+// (BenchmarkApplyFirst), where an insert shifts only the older entries
+// of the sessions after it. A counting sort by session: one map lookup a
+// frame, a sort of the sessions only.
+func byKey(frames []SessionFrame) []SessionFrame {
+	group := make([]int32, len(frames))
+	idx := map[string]int32{}
+	var ids []string
+	var counts []int
+	for i := range frames {
+		g, ok := idx[frames[i].ID]
+		if !ok {
+			g = int32(len(ids))
+			idx[frames[i].ID] = g
+			ids = append(ids, frames[i].ID)
+			counts = append(counts, 0)
+		}
+		group[i] = g
+		counts[g]++
+	}
+	if len(ids) == 1 {
+		return frames
+	}
+	order := make([]int32, len(ids))
+	for g := range order {
+		order[g] = int32(g)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return cmpKeyID(ids[a], ids[b]) })
+	next := make([]int, len(ids))
+	pos := 0
+	for _, g := range order {
+		next[g] = pos
+		pos += counts[g]
+	}
+	out := make([]SessionFrame, len(frames))
+	for i := range frames {
+		g := group[i]
+		out[next[g]] = frames[i]
+		next[g]++
+	}
+	return out
+}
+
+// cmpKeyID orders session IDs as their frame keys order them: by the
+// uvarint of the length the key starts with, then by bytes.
+func cmpKeyID(a, b string) int {
+	if len(a) != len(b) {
+		var pa, pb [binary.MaxVarintLen64]byte
+		na := binary.PutUvarint(pa[:], uint64(len(a)))
+		nb := binary.PutUvarint(pb[:], uint64(len(b)))
+		if c := bytes.Compare(pa[:na], pb[:nb]); c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a, b)
 }
 
 // Rewrite is the intent of a compaction to rewrite one segment: from the

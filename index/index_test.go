@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -111,5 +112,47 @@ func TestLockedByAnotherOpen(t *testing.T) {
 	_, path := openTemp(t)
 	if _, err := Open(path, nil); !errors.Is(err, ErrLocked) {
 		t.Errorf("second Open = %v, want ErrLocked", err)
+	}
+}
+
+// Apply inserts the frames of an update grouped by session in key order
+// (byKey); what it stores is the same as inserting them in log order: all
+// of them, a session's frames by seq, and of two frames with one key the
+// later one.
+func TestApplyInterleavedFrames(t *testing.T) {
+	x, err := Open(filepath.Join(t.TempDir(), "index"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	long := strings.Repeat("x", 200) // a 2-byte length prefix: keys order it before short IDs of larger first byte
+	ids := []string{"b", "a", long, "c/1", "a/0"}
+	var u Update
+	want := map[string][]Frame{}
+	off := int64(64)
+	for seq := range uint64(30) {
+		for _, id := range ids {
+			f := Frame{FirstSeq: seq, Count: 1, Segment: 1, Offset: off, Size: 10}
+			u.Frames = append(u.Frames, SessionFrame{ID: id, Frame: f})
+			want[id] = append(want[id], f)
+			off += 10
+		}
+	}
+	// "a" seq 7 again, later in the log: this one is stored.
+	again := Frame{FirstSeq: 7, Count: 1, Segment: 2, Offset: 64, Size: 10}
+	u.Frames = append(u.Frames, SessionFrame{ID: "a", Frame: again})
+	want["a"][7] = again
+	u.Checkpoint = Checkpoint{Segment: 2, Offset: 74}
+	if err := x.Apply(&u); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		got, err := x.Frames(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want[id], got); diff != "" {
+			t.Errorf("frames of %.10q (-want +got):\n%s", id, diff)
+		}
 	}
 }
