@@ -3,6 +3,12 @@
 // step/end, turn/end with reason "interrupted"), the read-only balanced view
 // and the fold that tells a log's state.
 //
+// Fold follows the reference harness's closer scan, which never refuses a
+// log: what a correct agent loop would not write (a turn/end outside a
+// turn, a result for a call that is not pending: plugin results, replaced
+// spans) passes, so that every log the reference resumes resumes here too,
+// with the same closers. FoldStrict reports those events, for tests.
+//
 // recovery is pure: no I/O and no clock (time is a parameter). It imports
 // event and internal/base only, never segment, index, handle, engine or
 // internal/vfs, and no I/O package of the standard library. Torn-tail

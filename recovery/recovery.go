@@ -92,16 +92,44 @@ type State struct {
 // Balanced reports whether no turn is open.
 func (s *State) Balanced() bool { return s.Phase == Idle }
 
-// Fold replays events and returns the state at their end. It reports an
-// impossible sequence (a turn/end or step/start outside a turn, a step/end
-// outside a step, a result for a call that is not pending, a seq gap) as a
-// *SequenceError naming the event.
+// Fold replays events and returns the state at their end, as the
+// reference harness's closer scan does, which never refuses a log:
+//   - turn/start opens a turn (its step closed, no call pending);
+//     turn/end closes it, whether or not one was open;
+//   - step/start opens a step; step/end closes it and drops the pending
+//     calls;
+//   - every tool-call block of an assistant/message is a pending call
+//     (asked for again, it keeps its place and starts over); a tool/call
+//     records its seq on the pending call it names; a tool/result removes
+//     the call it names, if pending (plugin results, replaced spans:
+//     nothing).
 //
-// A session/end-seed event with data {"inherited": true} ends a seeded
-// session's inherited prefix: the parent's state before it does not carry
-// into the child, so the fold starts over there.
+// Every other event, session/end-seed included, leaves the state alone: a
+// fork's inherited prefix carries its open turn into the child, whose
+// child-owned closers (after the marker) close it. A call is named by
+// message.source.callId on a tool/result, and by data.callId (the only
+// place older logs have it on both tool/call and tool/result); an
+// assistant/message's calls are the tool-call blocks of its
+// message.content (of data.content in older logs).
+//
+// The one error is a seq that does not follow its predecessor's (a
+// *SequenceError): no store returns such a log. FoldStrict also reports
+// the transitions Fold lets pass.
 func Fold(events []event.Event) (State, error) {
-	var f folder
+	return fold(events, false)
+}
+
+// FoldStrict is Fold that also reports, as a *SequenceError naming the
+// event, what a log written by a correct agent loop never holds: a
+// turn/end without an open turn, a step/start outside a turn, a step/end
+// without an open step, a tool/result for a call that is not pending. For
+// tests of hosts and of recorded logs.
+func FoldStrict(events []event.Event) (State, error) {
+	return fold(events, true)
+}
+
+func fold(events []event.Event, strict bool) (State, error) {
+	f := folder{strict: strict}
 	for i := range events {
 		if err := f.step(&events[i], i); err != nil {
 			return f.st, err
@@ -111,6 +139,7 @@ func Fold(events []event.Event) (State, error) {
 }
 
 type folder struct {
+	strict  bool
 	st      State
 	pending []PendingCall
 }
@@ -128,21 +157,26 @@ func (f *folder) step(e *event.Event, i int) error {
 		f.st.Phase, f.st.Turn, f.st.Step = InTurn, field(e.Data, "turn"), nil
 		f.pending = nil
 	case TypeTurnEnd:
-		if f.st.Phase == Idle {
+		if f.strict && f.st.Phase == Idle {
 			return f.fail(e, "turn/end without an open turn")
 		}
 		f.st.Phase, f.st.Turn, f.st.Step = Idle, nil, nil
 		f.pending = nil
 	case TypeStepStart:
-		if f.st.Phase == Idle {
+		if f.strict && f.st.Phase == Idle {
 			return f.fail(e, "step/start outside a turn")
 		}
-		f.st.Phase, f.st.Step = InStep, field(e.Data, "step")
+		if f.st.Phase != Idle { // (outside a turn: the next turn/start closes it anyway)
+			f.st.Phase, f.st.Step = InStep, field(e.Data, "step")
+		}
 	case TypeStepEnd:
-		if f.st.Phase != InStep {
+		if f.strict && f.st.Phase != InStep {
 			return f.fail(e, "step/end without an open step")
 		}
-		f.st.Phase, f.st.Step = InTurn, nil
+		if f.st.Phase == InStep {
+			f.st.Phase = InTurn
+		}
+		f.st.Step = nil
 		f.pending = nil
 	case TypeAssistantMessage:
 		step := field(e.Data, "step")
@@ -150,30 +184,28 @@ func (f *folder) step(e *event.Event, i int) error {
 			step = f.st.Step
 		}
 		for _, c := range toolCalls(e.Data) {
-			f.pending = append(f.pending, PendingCall{CallID: c.ID, Name: c.Name, Step: step})
+			call := PendingCall{CallID: c.ID, Name: c.Name, Step: step}
+			if j := f.find(c.ID); j >= 0 {
+				f.pending[j] = call
+			} else {
+				f.pending = append(f.pending, call)
+			}
 		}
 	case TypeToolCall:
-		id := stringField(e.Data, "callId")
-		for j := range f.pending {
-			if f.pending[j].CallID == id && f.pending[j].CallSeq == nil {
-				seq := e.Seq
-				f.pending[j].CallSeq = &seq
-				break
-			}
+		if j := f.find(stringField(e.Data, "callId")); j >= 0 {
+			seq := e.Seq
+			f.pending[j].CallSeq = &seq
 		}
 	case TypeToolResult:
 		id := resultCallID(e.Data)
 		j := f.find(id)
 		if j < 0 {
-			return f.fail(e, "result for tool call %q, which is not pending", id)
+			if f.strict {
+				return f.fail(e, "result for tool call %q, which is not pending", id)
+			}
+			break
 		}
 		f.pending = append(f.pending[:j:j], f.pending[j+1:]...)
-	case TypeEndSeed:
-		var inherited bool
-		if json.Unmarshal(field(e.Data, "inherited"), &inherited) == nil && inherited {
-			f.st.Phase, f.st.Turn, f.st.Step = Idle, nil, nil
-			f.pending = nil
-		}
 	}
 	f.st.Len = i + 1
 	f.st.Last = e
@@ -213,18 +245,24 @@ type toolCallBlock struct {
 	Name string `json:"name"`
 }
 
-// toolCalls returns the tool-call blocks of an assistant message's data.
+// toolCalls returns the tool-call blocks of an assistant message's data:
+// of data.message.content, or of data.content where older logs keep them.
 func toolCalls(data json.RawMessage) []toolCallBlock {
 	var d struct {
-		Message struct {
+		Content []toolCallBlock `json:"content"`
+		Message *struct {
 			Content []toolCallBlock `json:"content"`
 		} `json:"message"`
 	}
 	if json.Unmarshal(data, &d) != nil {
 		return nil
 	}
+	blocks := d.Content
+	if d.Message != nil {
+		blocks = d.Message.Content
+	}
 	var out []toolCallBlock
-	for _, b := range d.Message.Content {
+	for _, b := range blocks {
 		if b.Type == "tool-call" && b.ID != "" {
 			out = append(out, b)
 		}
@@ -232,8 +270,11 @@ func toolCalls(data json.RawMessage) []toolCallBlock {
 	return out
 }
 
+// resultCallID is the call a tool/result answers: message.source.callId,
+// or data.callId where older logs keep it.
 func resultCallID(data json.RawMessage) string {
 	var d struct {
+		CallID  string `json:"callId"`
 		Message struct {
 			Source struct {
 				CallID string `json:"callId"`
@@ -243,7 +284,10 @@ func resultCallID(data json.RawMessage) string {
 	if json.Unmarshal(data, &d) != nil {
 		return ""
 	}
-	return d.Message.Source.CallID
+	if d.Message.Source.CallID != "" {
+		return d.Message.Source.CallID
+	}
+	return d.CallID
 }
 
 // InterruptedTurnClosers returns the events that close the turn a log ends

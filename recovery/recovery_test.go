@@ -119,11 +119,35 @@ func TestInterruptedTurnClosers(t *testing.T) {
 			[]closerShape{{Type: TypeTurnEnd}}},
 		{"second turn after a balanced first", newLog().turnStart(0).turnEnd(0).turnStart(1).stepStart(1, 0),
 			[]closerShape{{Type: TypeStepEnd}, {Type: TypeTurnEnd}}},
-		{"seeded prefix ending mid-turn, child idle", newLog().turnStart(0).stepStart(0, 0).assistant(0, 0, "p").endSeed(true), nil},
+		// The inherited marker is no boundary of the scan: the parent's open
+		// turn carries into the child, which closes it itself (fork closers)
+		// or gets closers for it.
+		{"seeded prefix ending mid-turn, no fork closers", newLog().turnStart(0).stepStart(0, 0).assistant(0, 0, "p").endSeed(true),
+			[]closerShape{{Type: TypeToolResult, Code: CodeToolNotStarted, CallID: "p"}, {Type: TypeStepEnd}, {Type: TypeTurnEnd}}},
+		{"seeded prefix ending mid-turn, child-owned fork closers", newLog().turnStart(0).stepStart(0, 0).assistant(0, 0, "p").endSeed(true).
+			toolResult(0, 0, "p").stepEnd(0, 0).turnEnd(0), nil},
 		{"seeded prefix, child turn open", newLog().turnStart(0).stepStart(0, 0).endSeed(true).turnStart(1),
 			[]closerShape{{Type: TypeTurnEnd}}},
 		{"untagged end-seed is only a boundary", newLog().turnStart(0).endSeed(false),
 			[]closerShape{{Type: TypeTurnEnd}}},
+		// What the reference's scan lets pass, and so does this one.
+		{"turn/end without an open turn", newLog().turnEnd(0), nil},
+		{"turn/end without an open turn, then a crash in the next", newLog().turnEnd(0).turnStart(1).stepStart(1, 0),
+			[]closerShape{{Type: TypeStepEnd}, {Type: TypeTurnEnd}}},
+		{"step/start outside a turn is closed by the next turn/start", newLog().stepStart(0, 0).turnStart(1),
+			[]closerShape{{Type: TypeTurnEnd}}},
+		{"step/end without an open step", newLog().turnStart(0).stepEnd(0, 0), []closerShape{{Type: TypeTurnEnd}}},
+		{"result for a call that is not pending (a plugin's)", newLog().turnStart(0).stepStart(0, 0).assistant(0, 0, "a").toolResult(0, 0, "plugin-1"),
+			[]closerShape{{Type: TypeToolResult, Code: CodeToolNotStarted, CallID: "a"}, {Type: TypeStepEnd}, {Type: TypeTurnEnd}}},
+		{"call ids as data.callId (older logs)", newLog().turnStart(0).stepStart(0, 0).assistant(0, 0, "a", "b").
+			add(TypeToolCall, `{"turn":0,"step":0,"callId":"b"}`).add(TypeToolResult, `{"turn":0,"step":0,"callId":"a"}`),
+			[]closerShape{{Type: TypeToolResult, Code: CodeToolOutcomeUnknown, CallID: "b", Sources: []uint64{3}}, {Type: TypeStepEnd}, {Type: TypeTurnEnd}}},
+		{"calls in data.content (older logs)", newLog().turnStart(0).stepStart(0, 0).
+			add(TypeAssistantMessage, `{"turn":0,"step":0,"content":[{"type":"tool-call","id":"x","name":"n","arguments":"{}"}]}`),
+			[]closerShape{{Type: TypeToolResult, Code: CodeToolNotStarted, CallID: "x"}, {Type: TypeStepEnd}, {Type: TypeTurnEnd}}},
+		{"a call asked for again keeps its place and starts over", newLog().turnStart(0).stepStart(0, 0).assistant(0, 0, "a", "b").
+			toolCall(0, 0, "a").assistant(0, 0, "a"),
+			[]closerShape{{Type: TypeToolResult, Code: CodeToolNotStarted, CallID: "a"}, {Type: TypeToolResult, Code: CodeToolNotStarted, CallID: "b"}, {Type: TypeStepEnd}, {Type: TypeTurnEnd}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,6 +217,8 @@ func TestCloserResultShape(t *testing.T) {
 	}
 }
 
+// FoldStrict reports what Fold (the reference's scan) lets pass; both
+// report a seq gap.
 func TestFoldErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -207,13 +233,20 @@ func TestFoldErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Fold(tt.log.evs)
+			_, err := FoldStrict(tt.log.evs)
 			var se *SequenceError
 			if !errors.Is(err, ErrSequence) || !errors.As(err, &se) || se.Seq != tt.seq {
-				t.Fatalf("Fold = %v, want *SequenceError at seq %d", err, tt.seq)
+				t.Fatalf("FoldStrict = %v, want *SequenceError at seq %d", err, tt.seq)
 			}
-			if _, err := Balance(tt.log.evs); !errors.Is(err, ErrSequence) {
-				t.Errorf("Balance = %v, want the same error", err)
+			if st, err := Fold(tt.log.evs); err != nil || st.Len != len(tt.log.evs) {
+				t.Errorf("Fold = %+v, %v; want every event folded", st, err)
+			}
+			bal, err := Balance(tt.log.evs)
+			if err != nil {
+				t.Fatalf("Balance = %v", err)
+			}
+			if st, err := Fold(bal); err != nil || !st.Balanced() {
+				t.Errorf("the balanced log folds to %+v, %v", st, err)
 			}
 		})
 	}
@@ -221,6 +254,9 @@ func TestFoldErrors(t *testing.T) {
 	gap.evs = append(gap.evs, event.Event{Seq: 5, Type: TypeTurnEnd, Data: json.RawMessage(`{}`)})
 	if _, err := Fold(gap.evs); !errors.Is(err, ErrSequence) {
 		t.Errorf("seq gap: %v", err)
+	}
+	if _, err := FoldStrict(gap.evs); !errors.Is(err, ErrSequence) {
+		t.Errorf("seq gap, strict: %v", err)
 	}
 }
 
