@@ -73,7 +73,7 @@ func (h *Handle) Append(ctx context.Context, evs ...Event) error { return h.fron
 func (h *Handle) Enqueue(evs ...Event) error { return h.front.Enqueue(evs...) }
 
 // checkLog is a write open's validation of the stored log: every event's
-// type against the catalog, and the seed marker rules (REFERENCE.md §(f)).
+// type against the catalog, and the seed marker rules (docs/EVENTS.md, Seeded sessions).
 // Events already checked by an earlier write open of this DB are skipped.
 func (h *Handle) checkLog(ctx context.Context) error {
 	db := h.db

@@ -28,9 +28,13 @@ func (e *UnsupportedError) Error() string {
 // Is reports whether target is ErrUnsupported.
 func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
-// v3Types is the reference harness's v3 event catalog (REFERENCE.md §(h)).
-// An entry ending in "/*" admits a family of types.
+// v3Types is the reference harness's v3 event catalog (docs/EVENTS.md):
+// its documented v3 vocabulary, and the types its release dsh-0.1.1-rc.2
+// knows beyond it (assistant/chunk, session/title-llm-request,
+// tool/code-dispatch, tool/code-dispatch-start). An entry ending in "/*"
+// admits a family of types.
 var v3Types = []string{
+	"assistant/chunk", "session/title-llm-request", "tool/code-dispatch", "tool/code-dispatch-start",
 	"system/message", "user/message", "assistant/message", "tool/result",
 	"turn/start", "turn/end", "step/start", "step/end", "assistant/attempt",
 	"tool/call", "request/header", "request/context",
@@ -83,6 +87,25 @@ func (c *Catalog) Register(types ...string) {
 			c.exact[t] = true
 		}
 	}
+}
+
+// Types returns the catalog's types, sorted: exact types, and families as
+// their prefix followed by "*" ("approval/*"). AnyCatalog's is ["*"].
+func (c *Catalog) Types() []string {
+	if c.all {
+		return []string{"*"}
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.exact)+len(c.families))
+	for t := range c.exact {
+		out = append(out, t)
+	}
+	for _, p := range c.families {
+		out = append(out, p+"*")
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Known reports whether typ is in the catalog.

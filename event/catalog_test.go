@@ -3,6 +3,8 @@ package event
 import (
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +62,23 @@ func TestAnyCatalog(t *testing.T) {
 	}
 	if !AnyCatalog().Known("x") {
 		t.Error("AnyCatalog does not know every type")
+	}
+}
+
+func TestCatalogTypes(t *testing.T) {
+	c := NewCatalog("acme/deploy", "acme/*")
+	types := c.Types()
+	if !slices.IsSorted(types) {
+		t.Errorf("Types not sorted: %v", types)
+	}
+	for _, want := range []string{"acme/deploy", "acme/*", "approval/*", "turn/start", "tool/code-dispatch"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("Types lacks %q", want)
+		}
+	}
+	for _, typ := range types { // every listed type (a family by a member) is known
+		if !c.Known(strings.Replace(typ, "*", "x", 1)) {
+			t.Errorf("listed %q, but it is not known", typ)
+		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/seglog/seglog/event"
 )
 
-// Event types the fold follows (REFERENCE.md §(h)).
+// Event types the fold follows (docs/EVENTS.md).
 const (
 	TypeTurnStart        = "turn/start"
 	TypeTurnEnd          = "turn/end"

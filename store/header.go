@@ -26,7 +26,7 @@ const OldestFormatVersion = 2
 // times and counts within it.
 const maxSafeInt = 1<<53 - 1
 
-// Header is the metadata stored with a session (REFERENCE.md §(b)).
+// Header is the metadata stored with a session (the reference harness's session header; see the field docs below).
 //
 // ID names the session: 1..MaxIDLen bytes of valid UTF-8 without control
 // characters (U+0000..U+001F, U+007F..U+009F); Create refuses any other

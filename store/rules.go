@@ -52,7 +52,7 @@ func CheckBatch(id string, evs []event.Event, next uint64) error {
 	return nil
 }
 
-// checkSeeds applies a write open's seed marker rules (REFERENCE.md §(f))
+// checkSeeds applies a write open's seed marker rules (docs/EVENTS.md, Seeded sessions)
 // to stored events of a session (any contiguous part of its log): a seeded
 // session has the inherited end-seed marker exactly at seq inherited, an
 // unseeded one has none. It returns an error wrapping ErrSeed.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -341,5 +342,14 @@ func TestExitCodes(t *testing.T) {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q:\n%s", want, help)
 		}
+	}
+}
+
+// `seglog types` lists the default catalog, sorted, families as prefix/*.
+func TestTypesCommand(t *testing.T) {
+	out, code := cli(t, "types")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || !slices.Contains(lines, "turn/start") || !slices.Contains(lines, "approval/*") || !slices.IsSorted(lines) {
+		t.Fatalf("types: exit %d:\n%s", code, out)
 	}
 }

@@ -26,6 +26,7 @@
 //	seglog import ROOT                 import a reference harness root of JSONL logs
 //	seglog export (ID | --all) ROOT    write sessions as reference harness logs
 //	seglog migrate (ID... | --all)     upgrade sessions stored in an older format
+//	seglog types                       list the event types of the default catalog (docs/EVENTS.md)
 //
 // Every command works on a store that agent hosts have open (docs/DESIGN.md,
 // Many processes): the read commands beside them, and delete, import and

@@ -302,3 +302,19 @@ func runSegments(w io.Writer, dir string) error {
 	}
 	return tw.Flush()
 }
+
+func newTypesCmd(w io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "types",
+		Short: "list the event types of the default catalog, one a line (a family as prefix/*); docs/EVENTS.md",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			for _, t := range event.NewCatalog().Types() {
+				if _, err := fmt.Fprintln(w, t); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}

@@ -1,7 +1,7 @@
 // Package enginetest is the contract suite of seglog's session store, in
 // the manner of testing/fstest: Run checks any implementation of Store
-// against every contract case of the reference harness (REFERENCE.md,
-// "Contract cases" C and L) that applies to this API.
+// against every contract case of the reference harness (its persistence
+// contract cases, C and L) that applies to this API.
 //
 // The local engine runs it in engine's tests; another backend (a
 // replicated one) runs the same suite by providing a Backend.
