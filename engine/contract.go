@@ -18,6 +18,10 @@ type Header = store.Header
 // Snapshot describes a session as Stat and List see it.
 type Snapshot = store.Snapshot
 
+// Inspection is a session's log and the closers of its open turn, as
+// Inspect sees them.
+type Inspection = store.Inspection
+
 // FormatStatus tells whether a session is stored in the current format.
 type FormatStatus = store.FormatStatus
 

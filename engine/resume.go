@@ -6,6 +6,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 )
 
 // Resume opens session id for write and closes a turn that a crash left
@@ -45,4 +46,32 @@ func (h *Handle) closeInterruptedTurn(ctx context.Context) ([]event.Event, error
 		return nil, err
 	}
 	return closers, nil
+}
+
+// Inspect returns session id's log and the closers Resume would append to
+// it (nil if its last turn is closed), without the write lease and
+// writing nothing: the read-only balanced view of an observer, also of a
+// session another handle or process writes. It fails as Open(id, Read)
+// does.
+func (db *DB) Inspect(ctx context.Context, id string) (Inspection, error) {
+	h, err := db.Open(ctx, id, Read)
+	if err != nil {
+		return Inspection{}, err
+	}
+	defer h.Close()
+	return InspectHandle(ctx, h)
+}
+
+// InspectHandle is Inspect through an open handle of any backend: the
+// log, read whole, and its closers.
+func InspectHandle(ctx context.Context, h store.Handle) (Inspection, error) {
+	evs, err := h.Read(ctx, 0, -1)
+	if err != nil {
+		return Inspection{}, err
+	}
+	closers, err := recovery.InterruptedTurnClosers(evs)
+	if err != nil {
+		return Inspection{}, sessionErr(h.ID(), "inspect", err)
+	}
+	return Inspection{Header: h.Header(), Events: evs, Closers: closers}, nil
 }

@@ -15,8 +15,23 @@ type Store interface {
 	Open(ctx context.Context, id string, access Access) (Handle, error)
 	Stat(ctx context.Context, id string) (Snapshot, error)
 	List(ctx context.Context) ([]Snapshot, error)
+	// Inspect returns a session's log and the closers a resume would
+	// append to it, without taking the write lease and writing nothing:
+	// the balanced view an observer shows, even of a session another
+	// handle (or process) writes.
+	Inspect(ctx context.Context, id string) (Inspection, error)
 	Flush(ctx context.Context) error
 	Close() error
+}
+
+// Inspection is a session as Inspect sees it: its log as stored (every
+// event a read returns) and, if its last turn is open (a crash, or a turn
+// in progress elsewhere), the events that would close it
+// (recovery.InterruptedTurnClosers), which are written nowhere.
+type Inspection struct {
+	Header  Header
+	Events  []event.Event
+	Closers []event.Event // nil: balanced
 }
 
 // Handle is one open channel onto a session: a read handle, or the single
@@ -50,6 +65,7 @@ type Backend[H Handle] interface {
 	Open(ctx context.Context, id string, access Access) (H, error)
 	Stat(ctx context.Context, id string) (Snapshot, error)
 	List(ctx context.Context) ([]Snapshot, error)
+	Inspect(ctx context.Context, id string) (Inspection, error)
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -94,5 +110,8 @@ func (w wrapped[H]) Open(ctx context.Context, id string, access Access) (Handle,
 
 func (w wrapped[H]) Stat(ctx context.Context, id string) (Snapshot, error) { return w.b.Stat(ctx, id) }
 func (w wrapped[H]) List(ctx context.Context) ([]Snapshot, error)          { return w.b.List(ctx) }
-func (w wrapped[H]) Flush(ctx context.Context) error                       { return w.b.Flush(ctx) }
-func (w wrapped[H]) Close() error                                          { return w.b.Close() }
+func (w wrapped[H]) Inspect(ctx context.Context, id string) (Inspection, error) {
+	return w.b.Inspect(ctx, id)
+}
+func (w wrapped[H]) Flush(ctx context.Context) error { return w.b.Flush(ctx) }
+func (w wrapped[H]) Close() error                    { return w.b.Close() }

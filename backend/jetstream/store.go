@@ -517,6 +517,17 @@ func (st *Store) Open(ctx context.Context, id string, access engine.Access) (*Ha
 	return h, nil
 }
 
+// Inspect returns a session's log and the closers a resume would append,
+// without the write lease and writing nothing; see engine.DB.Inspect.
+func (st *Store) Inspect(ctx context.Context, id string) (engine.Inspection, error) {
+	h, err := st.Open(ctx, id, engine.Read)
+	if err != nil {
+		return engine.Inspection{}, err
+	}
+	defer h.Close()
+	return engine.InspectHandle(ctx, h)
+}
+
 // Stat describes a session; see engine.DB.Stat. The revision is the
 // incarnation and the event count, so it is the same in every instance.
 func (st *Store) Stat(ctx context.Context, id string) (engine.Snapshot, error) {

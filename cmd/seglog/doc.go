@@ -18,7 +18,7 @@
 //	seglog check [--repair]            verify every frame, the sessions' seqs and the index
 //	seglog ls                          list sessions: id, events, bytes, revision, format status
 //	seglog stats                       store totals: sessions, events, bytes, segments
-//	seglog cat ID                      print a session's events as JSON lines
+//	seglog cat [--balanced] ID         print a session's events as JSON lines (--balanced: with the closers of an open turn)
 //	seglog segments                    list segment files, their live share and compression
 //	seglog tail [-n N] [-f] ID         print a session's last events; -f follows new ones
 //	seglog delete ID...                delete sessions (compaction reclaims the bytes)

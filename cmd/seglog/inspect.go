@@ -16,6 +16,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // errNoStore is the kind of a *noStoreError.
@@ -187,6 +188,7 @@ func runStats(w io.Writer, dir string) error {
 
 func newCatCmd(w io.Writer, dir *string) *cobra.Command {
 	var from, n int
+	var balanced bool
 	cmd := &cobra.Command{
 		Use:   "cat <id>",
 		Short: "print a session's events as JSON lines",
@@ -195,9 +197,10 @@ func newCatCmd(w io.Writer, dir *string) *cobra.Command {
 			if from < 0 {
 				return usageError{fmt.Errorf("--from %d: a seq is not negative", from)}
 			}
-			return runCat(w, cmd.ErrOrStderr(), *dir, args[0], from, n)
+			return runCat(w, cmd.ErrOrStderr(), *dir, args[0], from, n, balanced)
 		},
 	}
+	cmd.Flags().BoolVar(&balanced, "balanced", false, "end an open turn with the closers a resume would append (shown, not stored; flagged on stderr)")
 	cmd.Flags().IntVar(&from, "from", 0, "first seq")
 	cmd.Flags().IntVarP(&n, "n", "n", -1, "at most this many events (-1: all)")
 	return cmd
@@ -206,20 +209,36 @@ func newCatCmd(w io.Writer, dir *string) *cobra.Command {
 // runCat prints the events as JSON lines on w, exactly as stored; an
 // event the default catalog would refuse (a host's own type, or a retired
 // shape) is flagged on errw, by seq, and printed all the same.
-func runCat(w, errw io.Writer, dir, id string, from, n int) error {
+func runCat(w, errw io.Writer, dir, id string, from, n int, balanced bool) error {
 	db, err := openRO(dir)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	ctx := context.Background()
-	h, err := db.Open(ctx, id, engine.Read)
-	if err != nil {
-		return err
-	}
-	evs, err := h.Read(ctx, from, n)
-	if err != nil {
-		return err
+	var evs []event.Event
+	if balanced {
+		in, err := db.Inspect(ctx, id)
+		if err != nil {
+			return err
+		}
+		all := append(in.Events, in.Closers...)
+		lo, hi := store.ReadRange(uint64(len(all)), from, n)
+		if lo < hi {
+			evs = all[lo:hi]
+		}
+		if len(in.Closers) > 0 {
+			fmt.Fprintf(errw, "seglog: seq %d..%d: the closers a resume would append to the open turn (not stored)\n",
+				in.Closers[0].Seq, in.Closers[len(in.Closers)-1].Seq)
+		}
+	} else {
+		h, err := db.Open(ctx, id, engine.Read)
+		if err != nil {
+			return err
+		}
+		if evs, err = h.Read(ctx, from, n); err != nil {
+			return err
+		}
 	}
 	enc := json.NewEncoder(w)
 	known := event.NewCatalog()

@@ -305,3 +305,35 @@ func TestInspectorShowsUnregisteredTypes(t *testing.T) {
 		t.Errorf("export is not lossless (-stored +exported):\n%s", diff)
 	}
 }
+
+// cat --balanced shows a session cut mid-turn with the closers a resume
+// would append, flagged on stderr and stored nowhere.
+func TestCatBalanced(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := []event.Event{
+		{Seq: 0, Type: "turn/start", Time: 1, Data: []byte(`{"turn":0}`)},
+		{Seq: 1, Type: "step/start", Time: 1, Data: []byte(`{"turn":0,"step":0}`)},
+	}
+	if err := h.Append(ctx, open...); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cliSplit(t, "cat", "--balanced", "s", "--dir", dir)
+	if code != 0 || strings.Count(out, "\n") != 4 || !strings.Contains(out, `"kind":"interrupted"`) || !strings.Contains(errOut, "seq 2..3") {
+		t.Fatalf("cat --balanced: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if out, code := cli(t, "cat", "s", "--dir", dir); code != 0 || strings.Count(out, "\n") != 2 {
+		t.Errorf("cat after cat --balanced: exit %d, the closers were stored?\n%s", code, out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -430,6 +431,45 @@ var contractCases = []contractCase{
 		if n := r.Len(); n != uint64(len(all)) {
 			e.t.Errorf("Len of a read handle after a read: %d, want %d", n, len(all))
 		}
+	}},
+	{"store/inspect-shows-closers-without-the-lease", func(e *env) {
+		h := e.create("s")
+		open := []event.Event{
+			ev(0, "turn/start", `{"turn":0}`),
+			ev(1, "step/start", `{"turn":0,"step":0}`),
+			ev(2, "assistant/message", `{"turn":0,"step":0,"message":{"id":"a","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}]}}`),
+			ev(3, "tool/call", `{"turn":0,"step":0,"callId":"c1","name":"read","arguments":"{}"}`),
+		}
+		e.append(h, open...)
+		if err := h.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		// The write handle holds the lease: Inspect needs none.
+		in, err := e.s.Inspect(e.ctx, "s")
+		if err != nil {
+			e.t.Fatalf("inspect beside the writer: %v", err)
+		}
+		e.wantEvents("inspected log", open, in.Events)
+		if in.Header.ID != "s" {
+			e.t.Errorf("inspected header %+v", in.Header)
+		}
+		var types []string
+		for i, c := range in.Closers {
+			types = append(types, c.Type)
+			if c.Seq != uint64(4+i) {
+				e.t.Errorf("closer %d at seq %d, want %d", i, c.Seq, 4+i)
+			}
+		}
+		if want := []string{"tool/result", "step/end", "turn/end"}; !slices.Equal(types, want) {
+			e.t.Errorf("closers %v, want %v", types, want)
+		}
+		e.wantEvents("nothing written", open, e.read(h, 0, -1))
+		e.append(h, in.Closers...) // what a resume does
+		if in, err = e.s.Inspect(e.ctx, "s"); err != nil || in.Closers != nil || len(in.Events) != 7 {
+			e.t.Errorf("inspect of the closed turn: %d events, closers %v, %v", len(in.Events), in.Closers, err)
+		}
+		_, err = e.s.Inspect(e.ctx, "nope")
+		e.wantErr("inspect of a missing session", err, engine.ErrSessionNotFound)
 	}},
 	{"C17/invalid-event-writes-nothing", func(e *env) {
 		h := e.create("s")

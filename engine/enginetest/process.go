@@ -66,6 +66,8 @@ type response struct {
 	Snap   store.Snapshot   `json:"snap"`
 	Snaps  []store.Snapshot `json:"snaps,omitempty"`
 	N      uint64           `json:"n,omitempty"`
+	// Inspection answers "inspect"
+	Inspection store.Inspection `json:"inspection"`
 }
 
 // errKinds are the contract's sentinels, by the name a peer sends.
@@ -109,6 +111,8 @@ func serve(s Store, in io.Reader, out io.Writer) {
 			resp.Snap, err = s.Stat(ctx, req.ID)
 		case "list":
 			resp.Snaps, err = s.List(ctx)
+		case "inspect":
+			resp.Inspection, err = s.Inspect(ctx, req.ID)
 		case "flushall":
 			err = s.Flush(ctx)
 		case "append":
@@ -225,6 +229,12 @@ func (p *Peer) Stat(_ context.Context, id string) (store.Snapshot, error) {
 func (p *Peer) List(context.Context) ([]store.Snapshot, error) {
 	resp, err := p.call(request{Op: "list"})
 	return resp.Snaps, err
+}
+
+// Inspect implements Store.
+func (p *Peer) Inspect(_ context.Context, id string) (store.Inspection, error) {
+	resp, err := p.call(request{Op: "inspect", ID: id})
+	return resp.Inspection, err
 }
 
 // Flush implements Store.
