@@ -64,12 +64,12 @@ func TestImportV2ThenMigrate(t *testing.T) {
 	writeLog(t, root, engine.Header{Version: 3, ID: "both", CreatedAt: 1}, src[:1], 3)
 	// A v2 file name over a v3 header is refused, naming both.
 	writeLog(t, root, engine.Header{Version: 3, ID: "liar", CreatedAt: 1}, src[:1], 2)
-	// A v1 log: older than the supported v2.
+	// A v1 log: older than the supported v2, refused by its name.
 	writeLog(t, root, engine.Header{Version: 1, ID: "ancient", CreatedAt: 1}, src[:1], 1)
 
 	out, code := cli(t, "--dir", dir, "import", root)
-	if code != 1 || !strings.Contains(out, "imported 2 sessions") || !strings.Contains(out, "1 of 3 session logs refused") ||
-		!strings.Contains(out, "filename identifies v2, but the header identifies v3") {
+	if code != 1 || !strings.Contains(out, "imported 2 sessions") || !strings.Contains(out, "2 of 4 session logs refused") ||
+		!strings.Contains(out, "filename identifies v2, but the header identifies v3") || !strings.Contains(out, "session.v1.jsonl: log format v1 is older") {
 		t.Fatalf("import (exit %d):\n%s", code, out)
 	}
 	out, _ = cli(t, "--dir", dir, "ls")

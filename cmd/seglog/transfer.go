@@ -41,7 +41,7 @@ func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
 
 // importReport is what an import did.
 type importReport struct {
-	Files            int // session logs found
+	Files            int // session logs found, those refused by name included
 	Sessions, Events int
 	Bytes            int64 // of the log files read
 	TornTails        int
@@ -51,28 +51,69 @@ type importReport struct {
 
 // findLogs returns the log of each session directory under root: the
 // highest version present (v3 over v2, as the reference picks the highest
-// generation), uncompressed first.
-func findLogs(root string) ([]string, error) {
+// generation), uncompressed first. refused lists, with the reason, the
+// files under a session directory named like a log that this build does
+// not read (session.jsonl, session.v1.jsonl, session.v4.jsonl, ...); a
+// directory with a log of a newer version than this build reads is
+// refused whole (its older log is not the session's newest).
+func findLogs(root string) (logs, refused []string, err error) {
 	best := map[string]string{} // session dir -> log
 	for v := jsonl.OldestVersion; v <= jsonl.Version; v++ {
 		for _, compressed := range []bool{true, false} {
 			m, err := filepath.Glob(filepath.Join(root, "*", "*", jsonl.FileNameOf(v, compressed)))
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			for _, path := range m {
 				best[filepath.Dir(path)] = path
 			}
 		}
 	}
-	out := slices.Sorted(maps.Values(best))
-	sort.Strings(out)
-	if len(out) == 0 {
+	all, err := filepath.Glob(filepath.Join(root, "*", "*", "session*.jsonl*"))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, path := range all {
+		v, ok := readableName(filepath.Base(path))
+		if ok {
+			continue
+		}
+		reason := fmt.Sprintf("unsupported log file name (this build reads %s and %s, or .jsonl.zstd)", jsonl.FileNameOf(jsonl.OldestVersion, false), jsonl.FileNameOf(jsonl.Version, false))
+		if v > 0 && v < jsonl.OldestVersion {
+			reason = fmt.Sprintf("log format v%d is older than the oldest this build reads (v%d), and it ships no upgrade path", v, jsonl.OldestVersion)
+		}
+		if v > jsonl.Version {
+			reason = fmt.Sprintf("log format v%d is newer than this build reads (v%d): upgrade seglog", v, jsonl.Version)
+			if old, ok := best[filepath.Dir(path)]; ok {
+				refused = append(refused, old+": the session also has a newer log, "+filepath.Base(path)+", that this build cannot read")
+				delete(best, filepath.Dir(path))
+			}
+		}
+		refused = append(refused, path+": "+reason)
+	}
+	logs = slices.Sorted(maps.Values(best))
+	sort.Strings(refused)
+	if len(logs) == 0 && len(refused) == 0 {
 		if _, err := os.Stat(root); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return out, nil
+	return logs, refused, nil
+}
+
+// readableName reports whether name is a log file name this build reads,
+// and the version it names (0 if none).
+func readableName(name string) (int, bool) {
+	for v := jsonl.OldestVersion; v <= jsonl.Version; v++ {
+		if name == jsonl.FileNameOf(v, false) || name == jsonl.FileNameOf(v, true) {
+			return v, true
+		}
+	}
+	var v int
+	if n, _ := fmt.Sscanf(name, "session.v%d.", &v); n == 1 {
+		return v, false
+	}
+	return 0, false
 }
 
 // runImport imports the session logs under root into the store in dir,
@@ -80,11 +121,17 @@ func findLogs(root string) ([]string, error) {
 // is refused (rep.Refused) and the others are imported; a root without
 // any log is an error, and creates nothing.
 func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
-	files, err := findLogs(root)
+	files, refusedNames, err := findLogs(root)
 	if err != nil {
 		return nil, err
 	}
 	if len(files) == 0 {
+		if len(refusedNames) > 0 {
+			for _, r := range refusedNames {
+				fmt.Fprintln(w, "refused:", r)
+			}
+			return nil, fmt.Errorf("import: no session log under %s that this build reads (%d refused, listed above)", root, len(refusedNames))
+		}
 		return nil, fmt.Errorf("import: no session logs under %s (<project>/<encodedId>/session.v{2,3}.jsonl[.zstd])", root)
 	}
 	db, err := engine.Open(dir, nil)
@@ -94,7 +141,7 @@ func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 	defer db.Close()
 	ctx := context.Background()
 	catalog := event.NewCatalog()
-	rep := &importReport{Files: len(files)}
+	rep := &importReport{Files: len(files) + len(refusedNames), Refused: refusedNames}
 	var open []*engine.Handle
 	start := time.Now()
 	refuse := func(path, format string, args ...any) {
@@ -303,6 +350,43 @@ const maxNameLen = 255
 // other place for it, so export refuses that session.
 var errNameTooLong = errors.New("too long for a file name")
 
+// writeAtomic writes b to path so that path holds either its old content
+// or all of b, never a part: a temporary file beside it, synced, renamed
+// over it, and the directory synced. A failure removes the temporary.
+func writeAtomic(path string, b []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := f.Chmod(0o600); err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
 // exportSession writes one session's log under root and returns its event
 // count and path. Its errors name the session (the engine's do, its own
 // are an *engine.SessionError of Op "export").
@@ -348,7 +432,7 @@ func exportSession(ctx context.Context, db *engine.DB, root, id string, compress
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fail(err)
 	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := writeAtomic(path, b); err != nil {
 		return fail(err)
 	}
 	return len(evs), path, nil

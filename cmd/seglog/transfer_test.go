@@ -163,7 +163,7 @@ func mustPath(t *testing.T, root, id string, _ map[string][]event.Event) string 
 func BenchmarkImport1000(b *testing.B) {
 	root := b.TempDir()
 	makeRoot(b, root, 1000)
-	files, _ := findLogs(root)
+	files, _, _ := findLogs(root)
 	var size int64
 	for _, f := range files {
 		fi, _ := os.Stat(f)
@@ -335,5 +335,64 @@ func TestCatBalanced(t *testing.T) {
 	}
 	if out, code := cli(t, "cat", "s", "--dir", dir); code != 0 || strings.Count(out, "\n") != 2 {
 		t.Errorf("cat after cat --balanced: exit %d, the closers were stored?\n%s", code, out)
+	}
+}
+
+// Files named like logs that this build does not read are listed as
+// refused, never skipped in silence; a session that also has a newer log
+// than this build reads is refused whole; import exits 1.
+func TestImportRefusesUnsupportedNames(t *testing.T) {
+	root, dir := t.TempDir(), filepath.Join(t.TempDir(), "store")
+	put := func(id, name string, h engine.Header) {
+		b, err := jsonl.Encode(h, testgen.Events(0, 2, 50), false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(root, "_no-cwd", id, name)
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("good", "session.v3.jsonl", engine.Header{Version: 3, ID: "good", CreatedAt: 1})
+	put("flat", "session.jsonl", engine.Header{Version: 3, ID: "flat", CreatedAt: 1})
+	put("newer", "session.v3.jsonl", engine.Header{Version: 3, ID: "newer", CreatedAt: 1})
+	put("newer", "session.v4.jsonl", engine.Header{Version: 3, ID: "newer", CreatedAt: 1})
+	out, code := cli(t, "--dir", dir, "import", root)
+	for _, want := range []string{"imported 1 sessions", "flat/session.jsonl: unsupported log file name", "newer/session.v4.jsonl: log format v4 is newer",
+		"newer/session.v3.jsonl: the session also has a newer log", "3 of 4 session logs refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("import output lacks %q", want)
+		}
+	}
+	if code != 1 {
+		t.Errorf("import exit %d, want 1", code)
+	}
+	if t.Failed() {
+		t.Log(out)
+	}
+	if ls, _ := cli(t, "--dir", dir, "ls"); strings.Contains(ls, "newer") || !strings.Contains(ls, "good") {
+		t.Errorf("ls after import:\n%s", ls)
+	}
+}
+
+// writeAtomic replaces a file whole and leaves no temporary behind.
+func TestWriteAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "session.v3.jsonl")
+	if err := os.WriteFile(path, []byte("old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeAtomic(path, []byte("new\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new\n" {
+		t.Errorf("content %q", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("%d files in the directory, want 1 (a temporary left behind?)", len(ents))
+	}
+	if err := writeAtomic(filepath.Join(dir, "missing", "x"), []byte("x")); err == nil {
+		t.Error("writeAtomic into a missing directory succeeded")
 	}
 }

@@ -380,7 +380,9 @@ func isInherited(data json.RawMessage) bool {
 
 // decodeFrames decodes a series of independent zstd frames. If the last
 // frame is incomplete or damaged, the frames before it are kept (their
-// lines end in a newline; the caller counts what is lost as torn).
+// lines end in a newline; the caller counts what is lost as torn). A
+// damaged frame with a good frame after it is no torn tail (the write
+// after it completed): that is ErrCorrupt, naming its offset.
 func decodeFrames(b []byte) ([]byte, error) {
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
 	if err != nil {
@@ -388,15 +390,67 @@ func decodeFrames(b []byte) ([]byte, error) {
 	}
 	defer dec.Close()
 	out, err := dec.DecodeAll(b, nil)
-	if err != nil && bytes.IndexByte(out, '\n') < 0 {
+	if err == nil {
+		return out, nil
+	}
+	// Find the damaged frame: decode frame by frame, a frame being the
+	// bytes from one frame magic to the next that decode whole.
+	starts := frameStarts(b)
+	out = out[:0]
+	at := 0
+	for at < len(b) {
+		next := -1
+		for _, end := range append(starts[startsAfter(starts, at):], len(b)) {
+			if frame, err := dec.DecodeAll(b[at:end], nil); err == nil {
+				out, next = append(out, frame...), end
+				break
+			}
+		}
+		if next < 0 {
+			break // the frame at at is damaged
+		}
+		at = next
+	}
+	if at < len(b) {
+		for _, q := range starts[startsAfter(starts, at):] {
+			if rest, err := dec.DecodeAll(b[q:], nil); err == nil && len(rest) > 0 {
+				return nil, fmt.Errorf("%w: damaged Zstandard frame at byte %d, with complete frames after it (from byte %d)", ErrCorrupt, at, q)
+			}
+		}
+	}
+	if bytes.IndexByte(out, '\n') < 0 {
 		return nil, fmt.Errorf("%w: empty or header-less Zstandard session log", ErrUnsupported)
 	}
-	if err != nil {
-		// Drop the partial line the damaged frame may have left.
-		out = out[:bytes.LastIndexByte(out, '\n')+1]
-		out = append(out, "torn"...) // no newline: Parse counts it as a torn tail
-	}
+	// Drop the partial line the damaged frame may have left.
+	out = out[:bytes.LastIndexByte(out, '\n')+1]
+	out = append(out, "torn"...) // no newline: Parse counts it as a torn tail
 	return out, nil
+}
+
+// zstdMagic starts every zstd frame.
+var zstdMagic = []byte{0x28, 0xB5, 0x2F, 0xFD}
+
+// frameStarts returns the offsets of b where a zstd frame may start (its
+// magic; compressed bytes may hold it too: callers try each).
+func frameStarts(b []byte) []int {
+	var out []int
+	for i := 0; ; {
+		j := bytes.Index(b[i:], zstdMagic)
+		if j < 0 {
+			return out
+		}
+		out = append(out, i+j)
+		i += j + 1
+	}
+}
+
+// startsAfter is the index of the first start past at.
+func startsAfter(starts []int, at int) int {
+	i := 0
+	for i < len(starts) && starts[i] <= at {
+		i++
+	}
+	return i
 }
 
 // Encode renders a log. With compressed, the header is one zstd frame and

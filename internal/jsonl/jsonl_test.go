@@ -1,8 +1,10 @@
 package jsonl
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -115,5 +117,33 @@ func TestCommittedBadRowIsCorrupt(t *testing.T) {
 		`{"type":"turn/end","seq":1,"time":1,"data":{}}` + "\n")
 	if _, err := Parse(b, false); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Parse = %v, want ErrCorrupt", err)
+	}
+}
+
+// A damaged zstd frame in the middle of a log (good frames after it) is
+// corruption, never a torn tail that would drop the frames after it; the
+// same damage in the last frame is a torn tail.
+func TestDamagedMiddleFrameIsCorrupt(t *testing.T) {
+	h := store.Header{Version: 3, ID: "s", CreatedAt: 1}
+	evs := testgen.Events(0, 30, 200)
+	b, err := Encode(h, evs, true, []int{10, 10, 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := frameStarts(b)
+	if len(starts) < 4 {
+		t.Fatalf("%d frames, want the header's and 3 batches'", len(starts))
+	}
+	middle := bytes.Clone(b)
+	middle[starts[2]+len(zstdMagic)+8] ^= 0xff // inside the second batch's frame
+	_, err = Parse(middle, true)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("byte %d", starts[2])) {
+		t.Errorf("damaged middle frame: %v, want ErrCorrupt at byte %d", err, starts[2])
+	}
+	last := bytes.Clone(b)
+	last[starts[3]+len(zstdMagic)+8] ^= 0xff
+	log, err := Parse(last, true)
+	if err != nil || len(log.Events) != 20 || log.TornBytes == 0 {
+		t.Errorf("damaged last frame: %v events, torn %d, %v; want the 20 before it and a torn tail", len(log.Events), log.TornBytes, err)
 	}
 }
