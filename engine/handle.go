@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"iter"
 
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 )
 
@@ -48,6 +50,14 @@ func (h *Handle) InheritedEventCount() uint64 { return h.front.InheritedEventCou
 // On a read handle it is the length of the longest log a read through it
 // returned.
 func (h *Handle) Len() uint64 { return h.front.Len() }
+
+// Events iterates over the session's events from seq from on, reading
+// them a chunk at a time (store.Iterate), for logs too long to load
+// whole. Each chunk is a Read: the same checks, the same errors (the
+// iteration ends with the first, yielded once).
+func (h *Handle) Events(ctx context.Context, from int) iter.Seq2[event.Event, error] {
+	return store.Iterate(ctx, h.Read, from)
+}
 
 // Access returns Read or Write.
 func (h *Handle) Access() Access { return h.front.Access() }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"iter"
 
 	"github.com/seglog/seglog/event"
 )
@@ -46,6 +47,9 @@ type Handle interface {
 	// events count), on a read handle the length its last read saw.
 	Len() uint64
 	Read(ctx context.Context, offset, limit int) ([]event.Event, error)
+	// Events iterates over the log from seq from on, a chunk of events at
+	// a time (see Iterate): for logs too long to load whole.
+	Events(ctx context.Context, from int) iter.Seq2[event.Event, error]
 	Append(ctx context.Context, evs ...event.Event) error
 	Enqueue(evs ...event.Event) error
 	Flush(ctx context.Context) error

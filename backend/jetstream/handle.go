@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"sort"
 	"strconv"
 	"sync"
@@ -59,6 +60,14 @@ func (h *Handle) InheritedEventCount() uint64 { return h.front.InheritedEventCou
 // On a read handle it is the length of the longest log a read through it
 // returned.
 func (h *Handle) Len() uint64 { return h.front.Len() }
+
+// Events iterates over the session's events from seq from on, reading
+// them a chunk at a time (store.Iterate), for logs too long to load
+// whole. Each chunk is a Read: the same checks, the same errors (the
+// iteration ends with the first, yielded once).
+func (h *Handle) Events(ctx context.Context, from int) iter.Seq2[event.Event, error] {
+	return store.Iterate(ctx, h.Read, from)
+}
 
 // Access returns the handle's access mode.
 func (h *Handle) Access() engine.Access { return h.front.Access() }

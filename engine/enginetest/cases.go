@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -470,6 +471,43 @@ var contractCases = []contractCase{
 		}
 		_, err = e.s.Inspect(e.ctx, "nope")
 		e.wantErr("inspect of a missing session", err, engine.ErrSessionNotFound)
+	}},
+	{"store/events-iterates-in-chunks", func(e *env) {
+		h := e.create("s")
+		var all []event.Event
+		for seq := range uint64(2500) { // more than two chunks
+			all = append(all, ev(seq, "user/message", fmt.Sprintf(`{"n":%d}`, seq)))
+		}
+		e.append(h, all...)
+		r := e.open("s", engine.Read)
+		collect := func(from, stop int) ([]event.Event, error) {
+			var out []event.Event
+			for ev, err := range r.Events(e.ctx, from) {
+				if err != nil {
+					return out, err
+				}
+				out = append(out, ev)
+				if len(out) == stop {
+					break
+				}
+			}
+			return out, nil
+		}
+		got, err := collect(0, -1)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.wantEvents("every event", all, got)
+		got, _ = collect(2400, -1)
+		e.wantEvents("from 2400", all[2400:], got)
+		got, _ = collect(5, 10)
+		e.wantEvents("stopped after 10", all[5:15], got)
+		if got, err = collect(9999, -1); len(got) != 0 || err != nil {
+			e.t.Errorf("from past the end: %d events, %v", len(got), err)
+		}
+		r.Close()
+		_, err = collect(0, -1)
+		e.wantErr("events of a closed handle", err, engine.ErrHandleClosed)
 	}},
 	{"C17/invalid-event-writes-nothing", func(e *env) {
 		h := e.create("s")

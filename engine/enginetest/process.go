@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"os/exec"
 	"sync"
@@ -305,6 +306,10 @@ func (h *peerHandle) Flush(context.Context) error {
 func (h *peerHandle) Wait(_ context.Context, n uint64) (uint64, error) {
 	resp, err := h.p.call(request{Op: "wait", H: h.h, N: n})
 	return resp.N, err
+}
+
+func (h *peerHandle) Events(ctx context.Context, from int) iter.Seq2[event.Event, error] {
+	return store.Iterate(ctx, h.Read, from)
 }
 
 func (h *peerHandle) Len() uint64 {
