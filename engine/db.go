@@ -334,7 +334,20 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 		return nil, err
 	}
 	if access != Write {
-		return db.newHandle(s, Read, nil), nil
+		h := db.newHandle(s, Read, nil)
+		if hdr.Version < FormatVersion && s.inherited > 0 {
+			// Read migrated: its marker may sit elsewhere (see
+			// migratedInherited), and the count follows it.
+			db.mu.Unlock()
+			n, err := h.migratedInherited(ctx)
+			db.mu.Lock()
+			if err != nil {
+				h.Close()
+				return nil, err
+			}
+			h.front.SetInherited(n)
+		}
+		return h, nil
 	}
 	if hdr.Version < FormatVersion {
 		return nil, sessionErr(id, "open", ErrMigrationRequired)

@@ -22,6 +22,36 @@ func migrate(v int, id string, evs []event.Event) ([]event.Event, error) {
 	return nil, &FormatError{Path: id, What: "session", Version: v, Supported: FormatVersion, Oldest: OldestFormatVersion}
 }
 
+// lastInheritedMarker is the seq of the last tagged end-seed marker of a
+// migrated log, the seeded session's inherited count in the new format (a
+// migration may have moved it: v2's system head goes after the first
+// step/start, which may be inside the inherited prefix); old if it has
+// none (the write open's seed rules then report the log).
+func lastInheritedMarker(evs []event.Event, old uint64) uint64 {
+	n := old
+	for i := range evs {
+		if store.IsInheritedMarker(&evs[i]) {
+			n = evs[i].Seq
+		}
+	}
+	return n
+}
+
+// migratedInherited is the inherited count of a seeded session stored in
+// an older format, read migrated: the seq its marker has in the migrated
+// log.
+func (h *Handle) migratedInherited(ctx context.Context) (uint64, error) {
+	raw, err := h.readStored(ctx, 0, int(h.InheritedEventCount())+1, false)
+	if err != nil {
+		return 0, err
+	}
+	evs, err := migrate(h.Header().Version, h.ID(), raw)
+	if err != nil {
+		return 0, sessionErr(h.ID(), "open", err)
+	}
+	return lastInheritedMarker(evs, h.InheritedEventCount()), nil
+}
+
 // Migrate upgrades a session stored in an older supported format
 // (FormatMigrationRequired) to the current one, in place: the log is read,
 // converted (see recovery.MigrateV2), and written as a new incarnation of
@@ -88,7 +118,11 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 
 	newHdr := hdr
 	newHdr.Version = FormatVersion
-	ns := &session{id: id, hdr: newHdr, inherited: old.inherited, uid: store.NewIncarnation(), loaded: true}
+	inherited := old.inherited
+	if inherited > 0 {
+		inherited = lastInheritedMarker(evs, inherited)
+	}
+	ns := &session{id: id, hdr: newHdr, inherited: inherited, uid: store.NewIncarnation(), loaded: true}
 	rec := store.MarshalHeaderRecord(store.HeaderRecord{Header: newHdr, UID: ns.uid, Inherited: ns.inherited, Replaces: old.uid, Events: uint64(len(evs))})
 	he, err := db.enc.Header(id, rec)
 	if err != nil {

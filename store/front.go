@@ -92,6 +92,11 @@ func (f *Front) InheritedEventCount() uint64 { return f.inh }
 // Access returns Read or Write.
 func (f *Front) Access() Access { return f.access }
 
+// SetInherited corrects the inherited count of a handle on a session read
+// migrated from an older format (the migration may move the marker), once
+// the backend knows it; called before the handle is returned.
+func (f *Front) SetInherited(n uint64) { f.inh = n }
+
 // Err wraps err in a *SessionError naming the handle's session and op,
 // unless it is one already.
 func (f *Front) Err(op string, err error) error {

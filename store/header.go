@@ -227,6 +227,10 @@ func (a Access) String() string {
 	return "read"
 }
 
+// IsInheritedMarker reports whether e is a seeded session's tagged
+// end-seed marker: session/end-seed with data {"inherited": true}.
+func IsInheritedMarker(e *event.Event) bool { return isInheritedMarker(e) }
+
 func isInheritedMarker(e *event.Event) bool {
 	if e.Type != "session/end-seed" {
 		return false
