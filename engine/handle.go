@@ -75,11 +75,13 @@ func (h *Handle) Append(ctx context.Context, evs ...Event) error { return h.fron
 // Enqueue hands events to the write-behind buffer without waiting for
 // I/O: the first pending event opens a batching window (Options.
 // WriteBehindWindow) that later events do not extend; then the batch is
-// appended in the background. Seqs and shapes are checked here, so a
-// background write fails only on I/O; such a failure keeps the events in
-// order, pauses the automatic path and logs a warning, and the next Flush
-// retries and returns the error. An Append after Enqueue first appends
-// what is buffered, so the two can be mixed.
+// appended in the background. Seqs, shapes and the catalog are checked
+// here, so a background write fails only on I/O; such a failure keeps the
+// events in order, pauses the automatic path and logs a warning, and the
+// next Flush retries and returns the error. An Append, a Read or a Flush
+// through the handle first appends what is buffered, so the paths can be
+// mixed and the handle reads its own enqueued events; Len counts them.
+// Enqueue is not durable: only Flush is.
 func (h *Handle) Enqueue(evs ...Event) error { return h.front.Enqueue(evs...) }
 
 // checkLog is a write open's validation of the stored log: every event's
