@@ -74,12 +74,15 @@ func AnyCatalog() *Catalog {
 	return &Catalog{all: true, exact: map[string]bool{}}
 }
 
-// Register declares types the host knows (an extension's events).
+// Register declares types the host knows (an extension's events). A type
+// ending in "/*" admits the family (every type with that prefix and
+// something after it); any other is one exact type ("*" too).
 func (c *Catalog) Register(types ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, t := range types {
-		if p, ok := strings.CutSuffix(t, "*"); ok {
+		if strings.HasSuffix(t, "/*") { // a family: the prefix keeps its slash
+			p := strings.TrimSuffix(t, "*")
 			if !slices.Contains(c.families, p) {
 				c.families = append(c.families, p)
 			}

@@ -82,3 +82,24 @@ func TestCatalogTypes(t *testing.T) {
 		}
 	}
 }
+
+// Only a type ending in "/*" admits a family (NewCatalog, docs/EVENTS.md):
+// "*" or "acme*" are names like any other, so that a host registering
+// them does not turn the catalog into one that admits every type, or
+// "acmeX" with "acme/...".
+func TestFamilyNeedsSlashStar(t *testing.T) {
+	c := NewCatalog("*", "acme*", "tools/*")
+	for _, typ := range []string{"mystery/event", "acmeX", "acme/deploy", "x"} {
+		if c.Known(typ) {
+			t.Errorf("%q known", typ)
+		}
+	}
+	for _, typ := range []string{"*", "acme*", "tools/a", "tools/a/b"} {
+		if !c.Known(typ) {
+			t.Errorf("%q unknown", typ)
+		}
+	}
+	if typ := "tools/"; c.Known(typ) {
+		t.Errorf("%q known: a family has members, not its bare prefix", typ)
+	}
+}

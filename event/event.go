@@ -52,8 +52,14 @@ type InvalidError struct {
 	Reason string
 }
 
+// Error names the event; a Type longer than MaxTypeLen (the reason, then)
+// is cut to its first MaxTypeLen bytes, so that the message stays short.
 func (e *InvalidError) Error() string {
-	return fmt.Sprintf("event: invalid event at index %d (seq %d, type %q): %s", e.Index, e.Seq, e.Type, e.Reason)
+	typ := e.Type
+	if len(typ) > MaxTypeLen {
+		typ = typ[:MaxTypeLen] + "..."
+	}
+	return fmt.Sprintf("event: invalid event at index %d (seq %d, type %q): %s", e.Index, e.Seq, typ, e.Reason)
 }
 
 // Is reports whether target is ErrInvalid.

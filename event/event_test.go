@@ -61,3 +61,18 @@ func TestCloneIsDeep(t *testing.T) {
 		t.Error("Clone shares memory")
 	}
 }
+
+// An event with a huge type gets an error of a few hundred bytes that
+// names the limit, not one that quotes the whole type.
+func TestInvalidErrorCutsALongType(t *testing.T) {
+	e := Event{Type: strings.Repeat("q", 1<<20), Time: 1, Data: []byte(`{}`)}
+	err := e.Validate(3)
+	var ie *InvalidError
+	if !errors.As(err, &ie) || len(ie.Type) != 1<<20 {
+		t.Fatalf("Validate = %v, want an *InvalidError keeping the type", err)
+	}
+	msg := err.Error()
+	if len(msg) > 2*MaxTypeLen || !strings.Contains(msg, "type is 1048576 bytes, more than 256") || !strings.Contains(msg, "index 3") {
+		t.Errorf("message of %d bytes: %.300s", len(msg), msg)
+	}
+}

@@ -9,6 +9,7 @@ package jsonl
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -393,27 +394,29 @@ func decodeFrames(b []byte) ([]byte, error) {
 	if err == nil {
 		return out, nil
 	}
-	// Find the damaged frame: decode frame by frame, a frame being the
-	// bytes from one frame magic to the next that decode whole.
-	starts := frameStarts(b)
+	// Find the damaged frame: decode frame by frame, each frame exactly
+	// (its length from its block headers), so that bytes after a complete
+	// frame never count against it.
 	out = out[:0]
 	at := 0
 	for at < len(b) {
-		next := -1
-		for _, end := range append(starts[startsAfter(starts, at):], len(b)) {
-			if frame, err := dec.DecodeAll(b[at:end], nil); err == nil {
-				out, next = append(out, frame...), end
-				break
-			}
+		n, ok := frameLen(b[at:])
+		if !ok {
+			break
 		}
-		if next < 0 {
-			break // the frame at at is damaged
+		frame, err := dec.DecodeAll(b[at:at+n], nil)
+		if err != nil {
+			break
 		}
-		at = next
+		out, at = append(out, frame...), at+n
 	}
-	if at < len(b) {
-		for _, q := range starts[startsAfter(starts, at):] {
-			if rest, err := dec.DecodeAll(b[q:], nil); err == nil && len(rest) > 0 {
+	if at == len(b) {
+		return out, nil
+	}
+	for _, q := range frameStarts(b[at+1:]) {
+		q += at + 1
+		if n, ok := frameLen(b[q:]); ok {
+			if frame, err := dec.DecodeAll(b[q:q+n], nil); err == nil && len(frame) > 0 {
 				return nil, fmt.Errorf("%w: damaged Zstandard frame at byte %d, with complete frames after it (from byte %d)", ErrCorrupt, at, q)
 			}
 		}
@@ -444,13 +447,56 @@ func frameStarts(b []byte) []int {
 	}
 }
 
-// startsAfter is the index of the first start past at.
-func startsAfter(starts []int, at int) int {
-	i := 0
-	for i < len(starts) && starts[i] <= at {
-		i++
+// frameLen returns the length of the zstd frame (or skippable frame) at
+// the start of b, from its header and block headers (RFC 8878, 3.1), and
+// false if b does not start with a whole one. It checks no content: the
+// decoder does.
+func frameLen(b []byte) (int, bool) {
+	if len(b) < 8 {
+		return 0, false
 	}
-	return i
+	if magic := binary.LittleEndian.Uint32(b); magic&^0xF == 0x184D2A50 { // skippable
+		n := 8 + int64(binary.LittleEndian.Uint32(b[4:]))
+		return int(n), n <= int64(len(b))
+	}
+	if !bytes.HasPrefix(b, zstdMagic) {
+		return 0, false
+	}
+	fhd := b[4]
+	single := fhd&0x20 != 0
+	n := 5
+	if !single {
+		n++ // window descriptor
+	}
+	n += [4]int{0, 1, 2, 4}[fhd&3] // dictionary ID
+	switch fcs := fhd >> 6; {
+	case fcs == 0 && single:
+		n++
+	case fcs > 0:
+		n += 1 << fcs // 2, 4, 8
+	}
+	for {
+		if n+3 > len(b) {
+			return 0, false
+		}
+		bh := uint32(b[n]) | uint32(b[n+1])<<8 | uint32(b[n+2])<<16
+		n += 3
+		switch size := int(bh >> 3); bh >> 1 & 3 {
+		case 0, 2: // raw, compressed
+			n += size
+		case 1: // RLE
+			n++
+		default:
+			return 0, false
+		}
+		if bh&1 != 0 { // last block
+			break
+		}
+	}
+	if fhd&4 != 0 {
+		n += 4 // content checksum
+	}
+	return n, n <= len(b)
 }
 
 // Encode renders a log. With compressed, the header is one zstd frame and

@@ -147,3 +147,35 @@ func TestDamagedMiddleFrameIsCorrupt(t *testing.T) {
 		t.Errorf("damaged last frame: %v events, torn %d, %v; want the 20 before it and a torn tail", len(log.Events), log.TornBytes, err)
 	}
 }
+
+// A torn write after the last complete frame that did not reach the disk
+// as a frame (zeros: a file system that extended the file before writing
+// its blocks; or any bytes without a frame magic) is the torn tail: the
+// complete frames before it are kept, the last one too. A damaged magic
+// in the middle is corruption at that frame, not at the good one before
+// it.
+func TestTornBytesAfterTheLastFrame(t *testing.T) {
+	h := store.Header{Version: 3, ID: "s", CreatedAt: 1}
+	evs := testgen.Events(0, 30, 200)
+	b, err := Encode(h, evs, true, []int{10, 10, 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tail := range [][]byte{make([]byte, 20), []byte("\x01\x02\x03"), {0x28, 0xB5}} {
+		log, err := Parse(append(bytes.Clone(b), tail...), true)
+		if err != nil || len(log.Events) != 30 || log.TornBytes == 0 {
+			n := -1
+			if log != nil {
+				n = len(log.Events)
+			}
+			t.Errorf("tail %x: %d events, %v; want all 30 and a torn tail", tail, n, err)
+		}
+	}
+	starts := frameStarts(b)
+	middle := bytes.Clone(b)
+	middle[starts[2]] ^= 0xff // the second batch's magic
+	_, err = Parse(middle, true)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("frame at byte %d,", starts[2])) {
+		t.Errorf("damaged magic of a middle frame: %v, want ErrCorrupt at byte %d", err, starts[2])
+	}
+}
