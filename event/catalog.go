@@ -48,8 +48,10 @@ var v3Types = []string{
 }
 
 // Catalog is the set of event types a host knows. Reads of a stored event
-// whose type is not in it fail closed, unless the event is ignorable.
-// It is safe for concurrent use; Register may be called at any time.
+// whose type is not in it fail closed, unless the event is ignorable, and
+// so do writes of one. It is safe for concurrent use; Register may be
+// called at any time. Make one with NewCatalog (or AnyCatalog): the zero
+// Catalog knows no type, and a nil *Catalog is not a catalog.
 type Catalog struct {
 	all      bool // AnyCatalog's: every type and shape
 	mu       sync.RWMutex
@@ -69,7 +71,8 @@ func NewCatalog(extra ...string) *Catalog {
 // AnyCatalog returns a catalog that accepts every event: every type and
 // every shape, retired ones too. It is for inspectors (the CLI's cat and
 // export), which show and copy what a store holds and interpret none of
-// it; a host that writes or resumes sessions uses NewCatalog.
+// it; a host that writes or resumes sessions uses NewCatalog. Register on
+// it changes nothing (it knows every type already).
 func AnyCatalog() *Catalog {
 	return &Catalog{all: true, exact: map[string]bool{}}
 }

@@ -44,7 +44,8 @@ var (
 	ErrLocked = vfs.ErrLocked
 	// ErrUnsupportedEvent: a read (or a write open) of a stored event whose
 	// type is not in the catalog and that is not ignorable, or of a retired
-	// shape. See *UnsupportedEventError, which names the seq and the type.
+	// shape; and an Append or Enqueue of such an event, which stores
+	// nothing. See *UnsupportedEventError, which names the seq and the type.
 	ErrUnsupportedEvent = event.ErrUnsupported
 	// ErrSeed: a stored seeded session without its inherited end-seed
 	// marker at the inherited count, or an unseeded one with such a marker.
@@ -70,7 +71,8 @@ type CorruptionError = base.CorruptionError
 // Newer tells the direction.
 type FormatError = base.FormatError
 
-// UnsupportedEventError names the stored event a read refused.
+// UnsupportedEventError names the event a read, or an Append or Enqueue,
+// refused.
 type UnsupportedEventError = event.UnsupportedError
 
 // LockError reports the directory lock held by another process, with its pid.

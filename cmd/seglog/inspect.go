@@ -202,7 +202,7 @@ func newCatCmd(w io.Writer, dir *string) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&balanced, "balanced", false, "end an open turn with the closers a resume would append (shown, not stored; flagged on stderr)")
 	cmd.Flags().IntVar(&from, "from", 0, "first seq")
-	cmd.Flags().IntVarP(&n, "n", "n", -1, "at most this many events (-1: all)")
+	cmd.Flags().IntVarP(&n, "n", "n", -1, "at most this many events (negative: all)")
 	return cmd
 }
 
@@ -227,9 +227,9 @@ func runCat(w, errw io.Writer, dir, id string, from, n int, balanced bool) error
 		if lo < hi {
 			evs = all[lo:hi]
 		}
-		if len(in.Closers) > 0 {
-			fmt.Fprintf(errw, "seglog: seq %d..%d: the closers a resume would append to the open turn (not stored)\n",
-				in.Closers[0].Seq, in.Closers[len(in.Closers)-1].Seq)
+		// Flag the closers among what is printed.
+		if first := max(lo, uint64(len(in.Events))); first < hi {
+			fmt.Fprintf(errw, "seglog: seq %d..%d: closers a resume would append to the open turn (not stored)\n", all[first].Seq, all[hi-1].Seq)
 		}
 	} else {
 		h, err := db.Open(ctx, id, engine.Read)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -24,19 +25,25 @@ import (
 )
 
 func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
-	return &cobra.Command{
+	var types []string
+	cmd := &cobra.Command{
 		Use:   "import <root>",
 		Short: "import a reference harness root (<project>/<encodedId>/session.v3.jsonl[.zstd])",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			rep, err := runImport(w, progress, *dir, args[0])
+			rep, err := runImport(w, progress, *dir, args[0], types...)
 			if err == nil && len(rep.Refused) > 0 {
+				if rep.Sessions == 0 {
+					return partialError{fmt.Sprintf("import: all %d session logs refused (listed above)", len(rep.Refused))}
+				}
 				return partialError{fmt.Sprintf("import: %d of %d session logs refused (listed above); the others were imported",
 					len(rep.Refused), rep.Files)}
 			}
 			return err
 		},
 	}
+	cmd.Flags().StringSliceVar(&types, "register", nil, "event types the logs may hold beyond the default catalog (a host's own: acme/deploy, acme/*), comma-separated or repeated")
+	return cmd
 }
 
 // importReport is what an import did.
@@ -75,8 +82,8 @@ func findLogs(root string) (logs, refused []string, err error) {
 	}
 	for _, path := range all {
 		v, ok := readableName(filepath.Base(path))
-		if ok {
-			continue
+		if ok || !logLikeName(filepath.Base(path)) {
+			continue // (a session.v3.jsonl.lock, a .bak: not a log)
 		}
 		reason := fmt.Sprintf("unsupported log file name (this build reads %s and %s, or .jsonl.zstd)", jsonl.FileNameOf(jsonl.OldestVersion, false), jsonl.FileNameOf(jsonl.Version, false))
 		if v > 0 && v < jsonl.OldestVersion {
@@ -101,6 +108,29 @@ func findLogs(root string) (logs, refused []string, err error) {
 	return logs, refused, nil
 }
 
+// logLikeName reports whether name is the name of a session log of some
+// version: session.jsonl or session.v<N>.jsonl, either maybe with .zstd.
+func logLikeName(name string) bool {
+	name = strings.TrimSuffix(name, ".zstd")
+	rest, ok := strings.CutSuffix(name, ".jsonl")
+	if !ok {
+		return false
+	}
+	if rest == "session" {
+		return true
+	}
+	digits, ok := strings.CutPrefix(rest, "session.v")
+	if !ok || digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // readableName reports whether name is a log file name this build reads,
 // and the version it names (0 if none).
 func readableName(name string) (int, bool) {
@@ -120,7 +150,7 @@ func readableName(name string) (int, bool) {
 // creating it: import is the one command that does. A log it cannot take
 // is refused (rep.Refused) and the others are imported; a root without
 // any log is an error, and creates nothing.
-func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
+func runImport(w, progress io.Writer, dir, root string, types ...string) (*importReport, error) {
 	files, refusedNames, err := findLogs(root)
 	if err != nil {
 		return nil, err
@@ -134,13 +164,13 @@ func runImport(w, progress io.Writer, dir, root string) (*importReport, error) {
 		}
 		return nil, fmt.Errorf("import: no session logs under %s (<project>/<encodedId>/session.v{2,3}.jsonl[.zstd])", root)
 	}
-	db, err := engine.Open(dir, nil)
+	catalog := event.NewCatalog(types...)
+	db, err := engine.Open(dir, &engine.Options{Catalog: catalog})
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
 	ctx := context.Background()
-	catalog := event.NewCatalog()
 	rep := &importReport{Files: len(files) + len(refusedNames), Refused: refusedNames}
 	var open []*engine.Handle
 	start := time.Now()
@@ -434,6 +464,14 @@ func exportSession(ctx context.Context, db *engine.DB, root, id string, compress
 	}
 	if err := writeAtomic(path, b); err != nil {
 		return fail(err)
+	}
+	// The other form of the same version, from an earlier export, would be
+	// a stale log beside this one (import reads the uncompressed one).
+	other, err := jsonl.LogPath(root, hdr, !compressed)
+	if err == nil {
+		if err := os.Remove(other); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fail(err)
+		}
 	}
 	return len(evs), path, nil
 }

@@ -396,3 +396,49 @@ func TestWriteAtomic(t *testing.T) {
 		t.Error("writeAtomic into a missing directory succeeded")
 	}
 }
+
+// A store with a host's own types exports losslessly and imports again
+// with --register; a file beside a log that is no log (.lock, .bak) is
+// left alone; a re-export in the other form leaves no stale sibling.
+func TestExportImportHostTypes(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := engine.Open(dir, &engine.Options{Catalog: event.NewCatalog("acme/*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := append(testgen.Events(0, 2, 80), event.Event{Seq: 2, Type: "acme/deploy", Time: 5, Data: []byte(`{}`)})
+	if err := h.Append(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if out, code := cli(t, "export", "s", root, "--dir", dir); code != 0 {
+		t.Fatalf("export: %d\n%s", code, out)
+	}
+	if out, code := cli(t, "export", "s", root, "--dir", dir, "--zstd"); code != 0 {
+		t.Fatalf("export --zstd: %d\n%s", code, out)
+	}
+	plain, _ := jsonl.LogPath(root, engine.Header{Version: 3, ID: "s"}, false)
+	if _, err := os.Stat(plain); !os.IsNotExist(err) {
+		t.Errorf("the uncompressed export is still beside the compressed one: %v", err)
+	}
+	os.WriteFile(plain+".lock", nil, 0o600)
+	if out, code := cli(t, "import", root, "--dir", t.TempDir()); code != 1 || !strings.Contains(out, "all 1 session logs refused") {
+		t.Errorf("import without --register: exit %d\n%s", code, out)
+	}
+	store2 := t.TempDir()
+	if out, code := cli(t, "import", root, "--dir", store2, "--register", "acme/*"); code != 0 || !strings.Contains(out, "imported 1 sessions") {
+		t.Fatalf("import --register: exit %d\n%s", code, out)
+	}
+	out, _, code := cliSplit(t, "cat", "s", "--dir", store2)
+	if code != 0 || !strings.Contains(out, `"acme/deploy"`) {
+		t.Errorf("cat after the round trip: %d\n%s", code, out)
+	}
+}
