@@ -33,7 +33,8 @@
 // migrate as one more writing process, and compact and check --repair too
 // (one compaction at a time: another fails with "locked").
 //
-// seglog help COMMAND gives each one's flags. Only import creates a store;
+// ls, stats, segments and check take --json (README.md, CLI output, has
+// the fields). seglog help COMMAND gives each one's flags. Only import creates a store;
 // the others refuse a directory that holds none. Exit
 // codes: 0 ok; 1 failed, or did only part of its work (check found
 // problems, import refused logs, export left sessions out); 2 usage error.

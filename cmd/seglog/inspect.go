@@ -83,24 +83,57 @@ func openRW(dir string) (*engine.DB, error) {
 }
 
 func newCheckCmd(w io.Writer, dir *string) *cobra.Command {
-	var repair bool
+	var repair, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "verify every frame, the sessions' seqs and the index; exit 1 on problems",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runCheck(w, *dir, repair) },
+		RunE:  func(*cobra.Command, []string) error { return runCheck(w, *dir, repair, asJSON) },
 	}
 	cmd.Flags().BoolVar(&repair, "repair", false, "rebuild the index from the segments (after reporting)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object (docs: README, CLI output)")
 	return cmd
 }
 
-func runCheck(w io.Writer, dir string, repair bool) error {
+// checkJSON is check --json's output.
+type checkJSON struct {
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+	Notes    []string `json:"notes"`
+	Segments int      `json:"segments"`
+	Frames   int      `json:"frames"`
+	Sessions int      `json:"sessions"`
+	Events   uint64   `json:"events"`
+	Repaired bool     `json:"repaired"`
+}
+
+func runCheck(w io.Writer, dir string, repair, asJSON bool) error {
 	if err := needStore(dir); err != nil {
 		return err
 	}
 	rep, err := engine.Check(dir, nil)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		out := checkJSON{OK: len(rep.Problems) == 0, Problems: []string{}, Notes: append([]string{}, rep.Notes...),
+			Segments: rep.Segments, Frames: rep.Frames, Sessions: rep.Sessions, Events: uint64(rep.Events)}
+		for _, p := range rep.Problems {
+			out.Problems = append(out.Problems, fmt.Sprint(p))
+		}
+		if repair {
+			if err := engine.RebuildIndex(dir, nil); err != nil {
+				return fmt.Errorf("repair: %w", err)
+			}
+			out.Repaired = true
+		}
+		if err := writeJSON(w, out); err != nil {
+			return err
+		}
+		if !out.OK {
+			return errProblems
+		}
+		return nil
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note:", n)
@@ -124,12 +157,36 @@ func runCheck(w io.Writer, dir string, repair bool) error {
 }
 
 func newLsCmd(w io.Writer, dir *string) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "list sessions: id, events, bytes, revision, format status",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runLs(w, *dir) },
+		RunE:  func(*cobra.Command, []string) error { return runLs(w, *dir, asJSON) },
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, an object per session (docs: README, CLI output)")
+	return cmd
+}
+
+// sessionJSON is an element of ls --json.
+type sessionJSON struct {
+	ID              string `json:"id"`
+	Events          uint64 `json:"events"`
+	Bytes           int64  `json:"bytes"`
+	Revision        string `json:"revision"`
+	Format          string `json:"format"`
+	CreatedAt       int64  `json:"createdAt"`
+	Cwd             string `json:"cwd,omitempty"`
+	ParentSession   string `json:"parentSession,omitempty"`
+	IsSeeded        bool   `json:"isSeeded,omitempty"`
+	InheritedEvents uint64 `json:"inheritedEvents,omitempty"`
+}
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // listSessions opens the store read-only and lists its sessions.
@@ -142,10 +199,19 @@ func listSessions(dir string) ([]engine.Snapshot, error) {
 	return db.List(context.Background())
 }
 
-func runLs(w io.Writer, dir string) error {
+func runLs(w io.Writer, dir string, asJSON bool) error {
 	snaps, err := listSessions(dir)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		out := make([]sessionJSON, 0, len(snaps))
+		for _, s := range snaps {
+			out = append(out, sessionJSON{ID: s.Header.ID, Events: s.EventCount, Bytes: s.SizeBytes, Revision: s.Revision,
+				Format: s.FormatStatus.String(), CreatedAt: s.Header.CreatedAt, Cwd: s.Header.Cwd,
+				ParentSession: s.Header.ParentSession, IsSeeded: s.Header.IsSeeded, InheritedEvents: s.InheritedEventCount})
+		}
+		return writeJSON(w, out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tEVENTS\tBYTES\tREVISION\tFORMAT")
@@ -156,15 +222,26 @@ func runLs(w io.Writer, dir string) error {
 }
 
 func newStatsCmd(w io.Writer, dir *string) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "store totals: sessions, events, bytes, segments",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runStats(w, *dir) },
+		RunE:  func(*cobra.Command, []string) error { return runStats(w, *dir, asJSON) },
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (docs: README, CLI output)")
+	return cmd
 }
 
-func runStats(w io.Writer, dir string) error {
+// statsJSON is stats --json's output.
+type statsJSON struct {
+	Sessions int    `json:"sessions"`
+	Events   uint64 `json:"events"`
+	Bytes    int64  `json:"bytes"`
+	Segments int    `json:"segments"`
+}
+
+func runStats(w io.Writer, dir string, asJSON bool) error {
 	snaps, err := listSessions(dir)
 	if err != nil {
 		return err
@@ -178,6 +255,9 @@ func runStats(w io.Writer, dir string) error {
 	ids, err := segment.List(nil, dir)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		return writeJSON(w, statsJSON{Sessions: len(snaps), Events: events, Bytes: bytes, Segments: len(ids)})
 	}
 	fmt.Fprintf(w, "sessions  %d\nevents    %d\nbytes     %d (frames of the sessions)\nsegments  %d\n", len(snaps), events, bytes, len(ids))
 	if events > 0 {
@@ -257,15 +337,36 @@ func runCat(w, errw io.Writer, dir, id string, from, n int, balanced bool) error
 }
 
 func newSegmentsCmd(w io.Writer, dir *string) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "segments",
-		Short: "list segment files: id, generation, bytes, sealed, frames, events, live share, compression ratio",
+		Short: "list segment files: id, generation, bytes, used, sealed, frames, events, live share of the used bytes, compression ratio",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runSegments(w, *dir) },
+		RunE:  func(*cobra.Command, []string) error { return runSegments(w, *dir, asJSON) },
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, an object per segment (docs: README, CLI output)")
+	return cmd
 }
 
-func runSegments(w io.Writer, dir string) error {
+// segmentJSON is an element of segments --json. LiveBytes is -1 when the
+// store did not open (a damaged one is still listed); Error is set when
+// the file did not open or scan.
+type segmentJSON struct {
+	ID          uint64  `json:"id"`
+	Generation  uint64  `json:"generation"`
+	FileBytes   int64   `json:"fileBytes"`
+	UsedBytes   int64   `json:"usedBytes"`
+	Sealed      bool    `json:"sealed"`
+	Frames      int     `json:"frames"`
+	Events      int     `json:"events"`
+	LiveBytes   int64   `json:"liveBytes"`
+	RawBytes    int64   `json:"rawBytes"`
+	StoredBytes int64   `json:"storedBytes"`
+	Compression float64 `json:"compression,omitempty"`
+	Error       string  `json:"error,omitempty"`
+}
+
+func runSegments(w io.Writer, dir string, asJSON bool) error {
 	if err := needStore(dir); err != nil {
 		return err
 	}
@@ -287,10 +388,12 @@ func runSegments(w io.Writer, dir string) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tGEN\tFILE BYTES\tUSED\tSEALED\tFRAMES\tEVENTS\tLIVE\tCOMPRESSION")
+	rows := []segmentJSON{}
 	for _, id := range ids {
 		r, err := segment.OpenReader(nil, filepath.Join(dir, segment.Name(id)))
 		if err != nil {
 			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t-\t%v\n", id, err)
+			rows = append(rows, segmentJSON{ID: id, LiveBytes: -1, Error: err.Error()})
 			continue
 		}
 		var frames, events int
@@ -313,11 +416,25 @@ func runSegments(w io.Writer, dir string) error {
 		if err != nil {
 			ratio = err.Error()
 		}
-		liveShare := "-"
-		if n, ok := live[id]; ok && size > 0 {
-			liveShare = fmt.Sprintf("%.0f%%", 100*float64(n)/float64(size))
+		// The live share is of the bytes used: an active segment's
+		// preallocated tail holds nothing.
+		liveShare, liveBytes := "-", int64(-1)
+		if n, ok := live[id]; ok && res.End > 0 {
+			liveShare, liveBytes = fmt.Sprintf("%.0f%%", 100*float64(n)/float64(res.End)), n
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%v\t%d\t%d\t%s\t%s\n", id, gen, size, res.End, res.Sealed, frames, events, liveShare, ratio)
+		row := segmentJSON{ID: id, Generation: gen, FileBytes: size, UsedBytes: res.End, Sealed: res.Sealed, Frames: frames,
+			Events: events, LiveBytes: liveBytes, RawBytes: raw, StoredBytes: stored}
+		if stored > 0 {
+			row.Compression = float64(raw) / float64(stored)
+		}
+		if err != nil {
+			row.Error = err.Error()
+		}
+		rows = append(rows, row)
+	}
+	if asJSON {
+		return writeJSON(w, rows)
 	}
 	return tw.Flush()
 }
