@@ -18,6 +18,9 @@ type Header = store.Header
 // Snapshot describes a session as Stat and List see it.
 type Snapshot = store.Snapshot
 
+// ListOptions selects and pages ListPage.
+type ListOptions = store.ListOptions
+
 // Inspection is a session's log and the closers of its open turn, as
 // Inspect sees them.
 type Inspection = store.Inspection

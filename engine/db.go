@@ -473,6 +473,42 @@ func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
 	return out, nil
 }
 
+// ListPage is List filtered and paged (ListOptions): the page, in ID
+// order, and the cursor of the next page ("" after the last). A session
+// left out by Prefix or After costs no header read. It fails with
+// ErrInvalidArgument for a negative Limit.
+func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error) {
+	if err := opts.Check(); err != nil {
+		return nil, "", err
+	}
+	if err := db.lockOpen(ctx); err != nil {
+		return nil, "", err
+	}
+	defer db.mu.Unlock()
+	var ids []string
+	for id, s := range db.mu.sessions {
+		if !s.erased && !opts.Skips(id) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	out := []Snapshot{}
+	for _, id := range ids {
+		snap, err := db.snapshotOf(db.mu.sessions[id])
+		if err != nil {
+			return nil, "", err
+		}
+		if db.checkVersion(id, snap.Header) != nil || (opts.Cwd != "" && snap.Header.Cwd != opts.Cwd) {
+			continue
+		}
+		if opts.Limit > 0 && len(out) == opts.Limit {
+			return out, out[len(out)-1].Header.ID, nil
+		}
+		out = append(out, snap)
+	}
+	return out, "", nil
+}
+
 // Delete removes a session: its log is gone for every reader of this DB at
 // once, and durably (a tombstone is written and synced) when Delete
 // returns. The bytes stay in their segments until compaction. It fails

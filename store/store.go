@@ -16,6 +16,9 @@ type Store interface {
 	Open(ctx context.Context, id string, access Access) (Handle, error)
 	Stat(ctx context.Context, id string) (Snapshot, error)
 	List(ctx context.Context) ([]Snapshot, error)
+	// ListPage is List filtered and paged (ListOptions): the page, in ID
+	// order, and the cursor of the next one ("" after the last).
+	ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error)
 	// Inspect returns a session's log and the closers a resume would
 	// append to it, without taking the write lease and writing nothing:
 	// the balanced view an observer shows, even of a session another
@@ -69,6 +72,7 @@ type Backend[H Handle] interface {
 	Open(ctx context.Context, id string, access Access) (H, error)
 	Stat(ctx context.Context, id string) (Snapshot, error)
 	List(ctx context.Context) ([]Snapshot, error)
+	ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error)
 	Inspect(ctx context.Context, id string) (Inspection, error)
 	Flush(ctx context.Context) error
 	Close() error
@@ -114,6 +118,9 @@ func (w wrapped[H]) Open(ctx context.Context, id string, access Access) (Handle,
 
 func (w wrapped[H]) Stat(ctx context.Context, id string) (Snapshot, error) { return w.b.Stat(ctx, id) }
 func (w wrapped[H]) List(ctx context.Context) ([]Snapshot, error)          { return w.b.List(ctx) }
+func (w wrapped[H]) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error) {
+	return w.b.ListPage(ctx, opts)
+}
 func (w wrapped[H]) Inspect(ctx context.Context, id string) (Inspection, error) {
 	return w.b.Inspect(ctx, id)
 }

@@ -517,6 +517,18 @@ func (st *Store) Open(ctx context.Context, id string, access engine.Access) (*Ha
 	return h, nil
 }
 
+// ListPage is List filtered and paged; see engine.DB.ListPage.
+func (st *Store) ListPage(ctx context.Context, opts engine.ListOptions) ([]engine.Snapshot, string, error) {
+	if err := opts.Check(); err != nil {
+		return nil, "", err
+	}
+	all, err := st.List(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	return store.Page(all, opts)
+}
+
 // Inspect returns a session's log and the closers a resume would append,
 // without the write lease and writing nothing; see engine.DB.Inspect.
 func (st *Store) Inspect(ctx context.Context, id string) (engine.Inspection, error) {

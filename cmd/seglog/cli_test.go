@@ -438,3 +438,33 @@ func TestJSONOutputs(t *testing.T) {
 		t.Errorf("check --json: %+v", ck)
 	}
 }
+
+// ls pages: --prefix and --limit give a page and the --after of the next
+// on stderr; the last page says nothing more.
+func TestLsPages(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a/1", "a/2", "a/3", "b/1"} {
+		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Append(ctx, testgen.Events(0, 1, 50)...)
+	}
+	db.Close()
+	out, errOut, code := cliSplit(t, "ls", "--prefix", "a/", "--limit", "2", "--dir", dir)
+	if code != 0 || !strings.Contains(out, "a/1") || !strings.Contains(out, "a/2") || strings.Contains(out, "a/3") || !strings.Contains(errOut, `--after "a/2"`) {
+		t.Fatalf("first page: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = cliSplit(t, "ls", "--prefix", "a/", "--limit", "2", "--after", "a/2", "--dir", dir)
+	if code != 0 || !strings.Contains(out, "a/3") || strings.Contains(out, "b/1") || errOut != "" {
+		t.Fatalf("last page: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, code := cli(t, "ls", "--limit", "-1", "--dir", dir); code != 2 {
+		t.Errorf("ls --limit -1: exit %d, want 2", code)
+	}
+}

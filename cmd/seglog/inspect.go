@@ -158,13 +158,23 @@ func runCheck(w io.Writer, dir string, repair, asJSON bool) error {
 
 func newLsCmd(w io.Writer, dir *string) *cobra.Command {
 	var asJSON bool
+	var opts engine.ListOptions
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "list sessions: id, events, bytes, revision, format status",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runLs(w, *dir, asJSON) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Check(); err != nil {
+				return usageError{err}
+			}
+			return runLs(w, cmd.ErrOrStderr(), *dir, opts, asJSON)
+		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, an object per session (docs: README, CLI output)")
+	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "only sessions whose ID starts with this")
+	cmd.Flags().StringVar(&opts.Cwd, "cwd", "", "only sessions whose header's cwd is this")
+	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many sessions (0: all); when more follow, stderr says the --after to pass for the next page")
+	cmd.Flags().StringVar(&opts.After, "after", "", "only sessions whose ID sorts after this (the cursor of the previous page)")
 	return cmd
 }
 
@@ -191,18 +201,27 @@ func writeJSON(w io.Writer, v any) error {
 
 // listSessions opens the store read-only and lists its sessions.
 func listSessions(dir string) ([]engine.Snapshot, error) {
-	db, err := openRO(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	return db.List(context.Background())
+	snaps, _, err := listPage(dir, engine.ListOptions{})
+	return snaps, err
 }
 
-func runLs(w io.Writer, dir string, asJSON bool) error {
-	snaps, err := listSessions(dir)
+// listPage opens the store read-only and lists a page of its sessions.
+func listPage(dir string, opts engine.ListOptions) ([]engine.Snapshot, string, error) {
+	db, err := openRO(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	defer db.Close()
+	return db.ListPage(context.Background(), opts)
+}
+
+func runLs(w, errw io.Writer, dir string, opts engine.ListOptions, asJSON bool) error {
+	snaps, next, err := listPage(dir, opts)
 	if err != nil {
 		return err
+	}
+	if next != "" {
+		fmt.Fprintf(errw, "seglog: more sessions follow: --after %q\n", next)
 	}
 	if asJSON {
 		out := make([]sessionJSON, 0, len(snaps))

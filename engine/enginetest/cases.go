@@ -509,6 +509,43 @@ var contractCases = []contractCase{
 		_, err = collect(0, -1)
 		e.wantErr("events of a closed handle", err, engine.ErrHandleClosed)
 	}},
+	{"store/list-page-filters-and-pages", func(e *env) {
+		for _, id := range []string{"b/2", "a/1", "a/3", "b/1", "a/2"} {
+			m := Meta(id)
+			m.Cwd = "/work/" + id[:1]
+			h, err := e.s.Create(e.ctx, m)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			e.append(h, OneTurn()[:1]...)
+			h.Close()
+		}
+		ids := func(snaps []engine.Snapshot) []string {
+			var out []string
+			for _, s := range snaps {
+				out = append(out, s.Header.ID)
+			}
+			return out
+		}
+		page, next, err := e.s.ListPage(e.ctx, engine.ListOptions{Prefix: "a/", Limit: 2})
+		if err != nil || !slices.Equal(ids(page), []string{"a/1", "a/2"}) || next != "a/2" {
+			e.t.Errorf("first page: %v, cursor %q, %v", ids(page), next, err)
+		}
+		page, next, err = e.s.ListPage(e.ctx, engine.ListOptions{Prefix: "a/", Limit: 2, After: next})
+		if err != nil || !slices.Equal(ids(page), []string{"a/3"}) || next != "" {
+			e.t.Errorf("second page: %v, cursor %q, %v", ids(page), next, err)
+		}
+		page, _, err = e.s.ListPage(e.ctx, engine.ListOptions{Cwd: "/work/b"})
+		if err != nil || !slices.Equal(ids(page), []string{"b/1", "b/2"}) {
+			e.t.Errorf("by cwd: %v, %v", ids(page), err)
+		}
+		all, _, err := e.s.ListPage(e.ctx, engine.ListOptions{})
+		if list, _ := e.s.List(e.ctx); err != nil || !slices.Equal(ids(all), ids(list)) {
+			e.t.Errorf("the zero options list %v, List %v (%v)", ids(all), ids(list), err)
+		}
+		_, _, err = e.s.ListPage(e.ctx, engine.ListOptions{Limit: -1})
+		e.wantErr("negative limit", err, engine.ErrInvalidArgument)
+	}},
 	{"C17/invalid-event-writes-nothing", func(e *env) {
 		h := e.create("s")
 		bad := []event.Event{ev(0, "turn/start", `{"turn":0}`), ev(1, "user/message", `[1,2]`)}

@@ -48,15 +48,16 @@ func ServePeer(open func(dir string) (Store, error)) {
 }
 
 type request struct {
-	Op     string        `json:"op"`
-	H      int           `json:"h,omitempty"`
-	ID     string        `json:"id,omitempty"`
-	Header store.Header  `json:"header"`
-	Access engine.Access `json:"access,omitempty"`
-	Events []event.Event `json:"events,omitempty"`
-	Off    int           `json:"off,omitempty"`
-	Limit  int           `json:"limit,omitempty"`
-	N      uint64        `json:"n,omitempty"`
+	Op     string            `json:"op"`
+	H      int               `json:"h,omitempty"`
+	ID     string            `json:"id,omitempty"`
+	Header store.Header      `json:"header"`
+	Access engine.Access     `json:"access,omitempty"`
+	Events []event.Event     `json:"events,omitempty"`
+	Off    int               `json:"off,omitempty"`
+	Limit  int               `json:"limit,omitempty"`
+	N      uint64            `json:"n,omitempty"`
+	List   store.ListOptions `json:"list"`
 }
 
 type response struct {
@@ -67,6 +68,7 @@ type response struct {
 	Snap   store.Snapshot   `json:"snap"`
 	Snaps  []store.Snapshot `json:"snaps,omitempty"`
 	N      uint64           `json:"n,omitempty"`
+	Cursor string           `json:"cursor,omitempty"`
 	// Inspection answers "inspect"
 	Inspection store.Inspection `json:"inspection"`
 }
@@ -112,6 +114,8 @@ func serve(s Store, in io.Reader, out io.Writer) {
 			resp.Snap, err = s.Stat(ctx, req.ID)
 		case "list":
 			resp.Snaps, err = s.List(ctx)
+		case "listpage":
+			resp.Snaps, resp.Cursor, err = s.ListPage(ctx, req.List)
 		case "inspect":
 			resp.Inspection, err = s.Inspect(ctx, req.ID)
 		case "flushall":
@@ -230,6 +234,12 @@ func (p *Peer) Stat(_ context.Context, id string) (store.Snapshot, error) {
 func (p *Peer) List(context.Context) ([]store.Snapshot, error) {
 	resp, err := p.call(request{Op: "list"})
 	return resp.Snaps, err
+}
+
+// ListPage implements Store.
+func (p *Peer) ListPage(_ context.Context, opts store.ListOptions) ([]store.Snapshot, string, error) {
+	resp, err := p.call(request{Op: "listpage", List: opts})
+	return resp.Snaps, resp.Cursor, err
 }
 
 // Inspect implements Store.
