@@ -255,6 +255,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		db.closeFiles()
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
+	db.loadTypes() // the host types the store records (RegisterTypes)
 	if o.ReadOnly {
 		return db, nil // no writer, no background work
 	}

@@ -28,7 +28,7 @@ func (db *DB) newHandle(s *session, access Access, lease *lease) *Handle {
 		w = (*handleWriter)(h)
 	}
 	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
-		Catalog: db.opts.Catalog, Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,
+		Catalog: db.opts.Catalog, Reload: db.loadTypes, Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,
 	})
 	return h
 }

@@ -53,7 +53,9 @@ type Options struct {
 	// open) with an *UnsupportedEventError, and so does an Append or
 	// Enqueue of one, which stores nothing. Default event.NewCatalog()
 	// (the v3 catalog); register a host's extension types on it.
-	// event.AnyCatalog() accepts everything: for inspectors.
+	// event.AnyCatalog() accepts everything: for inspectors. The types the
+	// store records (DB.RegisterTypes) are registered on it at open, and
+	// again when an event of a type it does not know turns up.
 	Catalog *event.Catalog
 	// CompactInterval is how often the background compactor runs when
 	// something was deleted (or migrated) since its last run: it runs

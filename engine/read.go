@@ -123,7 +123,11 @@ func (h *Handle) readStored(ctx context.Context, offset, limit int, check bool) 
 			break
 		}
 		if err := db.opts.Catalog.Check(&out[i]); err != nil {
-			return nil, sessionErr(h.ID(), "read", err)
+			// Another process may have recorded the type since this one
+			// loaded the store's types: look once more.
+			if !db.loadTypes() || db.opts.Catalog.Check(&out[i]) != nil {
+				return nil, sessionErr(h.ID(), "read", err)
+			}
 		}
 	}
 	return out, nil

@@ -67,7 +67,11 @@ type FrontConfig struct {
 	// not know (and that is not ignorable) or a retired shape fails the
 	// batch with an *UnsupportedEventError and nothing is stored, since
 	// no read with that catalog could return the event.
-	Catalog   *event.Catalog
+	Catalog *event.Catalog
+	// Reload, if set, is called once when the catalog refuses an appended
+	// event: it reports whether the catalog learned types since (another
+	// process recorded them), and the check then runs again.
+	Reload    func() bool
 	Window    time.Duration
 	Logger    *slog.Logger
 	AfterFunc func(d time.Duration, f func()) handle.Timer
@@ -223,8 +227,16 @@ func (f *Front) check(evs []event.Event, next uint64) error {
 		return err
 	}
 	if c := f.cfg.Catalog; c != nil {
+		reloaded := false
 		for i := range evs {
-			if err := c.Check(&evs[i]); err != nil {
+			err := c.Check(&evs[i])
+			if err != nil && !reloaded && f.cfg.Reload != nil {
+				reloaded = true
+				if f.cfg.Reload() {
+					err = c.Check(&evs[i])
+				}
+			}
+			if err != nil {
 				return sessionErr(f.id, "append", err)
 			}
 		}

@@ -341,6 +341,9 @@ func runCat(w, errw io.Writer, dir, id string, from, n int, balanced bool) error
 	}
 	enc := json.NewEncoder(w)
 	known := event.NewCatalog()
+	if recorded, err := engine.RecordedTypes(dir); err == nil {
+		known.Register(recorded...) // the host types the store records are no surprise
+	}
 	for i := range evs {
 		if err := enc.Encode(&evs[i]); err != nil {
 			return err
@@ -458,13 +461,21 @@ func runSegments(w io.Writer, dir string, asJSON bool) error {
 	return tw.Flush()
 }
 
-func newTypesCmd(w io.Writer) *cobra.Command {
+func newTypesCmd(w io.Writer, dir *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "types",
-		Short: "list the event types of the default catalog, one a line (a family as prefix/*); docs/EVENTS.md",
+		Short: "list the event types of the default catalog and those the store in --dir records, one a line (a family as prefix/*); docs/EVENTS.md",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			for _, t := range event.NewCatalog().Types() {
+			c := event.NewCatalog()
+			if needStore(*dir) == nil {
+				recorded, err := engine.RecordedTypes(*dir)
+				if err != nil {
+					return err
+				}
+				c.Register(recorded...)
+			}
+			for _, t := range c.Types() {
 				if _, err := fmt.Fprintln(w, t); err != nil {
 					return err
 				}

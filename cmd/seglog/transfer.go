@@ -42,7 +42,7 @@ func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringSliceVar(&types, "register", nil, "event types the logs may hold beyond the default catalog (a host's own: acme/deploy, acme/*), comma-separated or repeated")
+	cmd.Flags().StringSliceVar(&types, "register", nil, "event types the logs may hold beyond the default catalog (a host's own: acme/deploy, acme/*), comma-separated or repeated; recorded in the store")
 	return cmd
 }
 
@@ -171,6 +171,12 @@ func runImport(w, progress io.Writer, dir, root string, types ...string) (*impor
 	}
 	defer db.Close()
 	ctx := context.Background()
+	if len(types) > 0 {
+		// Recorded in the store, so that every process reading it knows them.
+		if err := db.RegisterTypes(ctx, types...); err != nil {
+			return nil, usageError{fmt.Errorf("import --register: %w", err)}
+		}
+	}
 	rep := &importReport{Files: len(files) + len(refusedNames), Refused: refusedNames}
 	var open []*engine.Handle
 	start := time.Now()

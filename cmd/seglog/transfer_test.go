@@ -437,8 +437,11 @@ func TestExportImportHostTypes(t *testing.T) {
 	if out, code := cli(t, "import", root, "--dir", store2, "--register", "acme/*"); code != 0 || !strings.Contains(out, "imported 1 sessions") {
 		t.Fatalf("import --register: exit %d\n%s", code, out)
 	}
-	out, _, code := cliSplit(t, "cat", "s", "--dir", store2)
-	if code != 0 || !strings.Contains(out, `"acme/deploy"`) {
-		t.Errorf("cat after the round trip: %d\n%s", code, out)
+	out, errOut, code := cliSplit(t, "cat", "s", "--dir", store2)
+	if code != 0 || !strings.Contains(out, `"acme/deploy"`) || errOut != "" {
+		t.Errorf("cat after the round trip (the store records acme/*: nothing flagged): %d\n%s%s", code, out, errOut)
+	}
+	if out, _ := cli(t, "types", "--dir", store2); !strings.Contains(out, "acme/*\n") {
+		t.Errorf("types --dir does not list the recorded acme/*:\n%s", out)
 	}
 }
