@@ -371,6 +371,40 @@ func BenchmarkIdleHandle(b *testing.B) {
 	runtime.KeepAlive(hs)
 }
 
+// BenchmarkIdleSession: the heap a session written and closed keeps in a
+// DB (heap-B/session): 2,000 sessions of 10 events of 300 bytes, each
+// flushed and its handle closed.
+func BenchmarkIdleSession(b *testing.B) {
+	ctx := context.Background()
+	const n = 2000
+	evs := testgen.Events(0, 10, 300)
+	var before, after runtime.MemStats
+	for i := 0; b.Loop(); i++ {
+		db, err := engine.Open(b.TempDir(), &engine.Options{CompactInterval: -1}) // (not benchDB: its cleanup would keep every round's DB)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for j := range n {
+			h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s-%d-%d", i, j), CreatedAt: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := h.Append(ctx, evs...); err != nil {
+				b.Fatal(err)
+			}
+			if err := h.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		db.Close()
+	}
+	b.ReportMetric((float64(after.HeapAlloc)-float64(before.HeapAlloc))/n, "heap-B/session")
+}
+
 // BenchmarkFollow: the time from a writer's Flush returning to a read
 // handle of another DB on the same store (a reader, as another process
 // would be: it learns of the flush from the shared memory the writer

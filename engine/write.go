@@ -108,6 +108,12 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 				k--
 			}
 			s.open = s.open[counts[k]:]
+			if len(s.open) == 0 {
+				// Framed whole: drop the slice, or its backing array
+				// keeps the batch's copies (and their bytes) alive for
+				// as long as the session stays idle.
+				s.open = nil
+			}
 			ref.first, ref.count = s.framed, counts[k]
 			db.mu.pend = append(db.mu.pend, s.addFrame(ref))
 		}
