@@ -210,7 +210,7 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	if err := f.check(evs, f.w.Next()); err != nil {
+	if err := f.check("append", evs, f.w.Next()); err != nil {
 		return err
 	}
 	full, err := f.w.Stage(evs)
@@ -221,9 +221,9 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event) error {
 }
 
 // check is the contract's check of a batch that starts at next, then the
-// backend's.
-func (f *Front) check(evs []event.Event, next uint64) error {
-	if err := CheckBatch(f.id, evs, next); err != nil {
+// backend's; op ("append" or "enqueue") names the operation in errors.
+func (f *Front) check(op string, evs []event.Event, next uint64) error {
+	if err := checkBatch(f.id, op, evs, next); err != nil {
 		return err
 	}
 	if c := f.cfg.Catalog; c != nil {
@@ -237,11 +237,11 @@ func (f *Front) check(evs []event.Event, next uint64) error {
 				}
 			}
 			if err != nil {
-				return sessionErr(f.id, "append", err)
+				return sessionErr(f.id, op, err)
 			}
 		}
 	}
-	return f.Err("append", f.w.Check(evs))
+	return f.Err(op, f.w.Check(evs))
 }
 
 // Enqueue hands events to the write-behind buffer without waiting for
@@ -267,7 +267,7 @@ func (f *Front) Enqueue(evs ...event.Event) error {
 		Name:      f.id,
 		Logger:    f.cfg.Logger,
 		AfterFunc: f.cfg.AfterFunc,
-	}, f.w.Next(), evs, f.check)
+	}, f.w.Next(), evs, func(evs []event.Event, next uint64) error { return f.check("enqueue", evs, next) })
 	if errors.Is(err, handle.ErrClosed) {
 		return sessionErr(f.id, "enqueue", ErrHandleClosed)
 	}

@@ -570,7 +570,11 @@ var contractCases = []contractCase{
 		// No read could return it: the whole batch is refused.
 		refused("append", 7, h.Append(e.ctx, ev(6, "turn/start", `{"turn":1}`), ev(7, "mystery/event", `{}`)))
 		refused("append", 6, h.Append(e.ctx, ev(6, "mystery/event", `{}`)))
-		refused("enqueue", 6, h.Enqueue(ev(6, "mystery/event", `{}`)))
+		err := h.Enqueue(ev(6, "mystery/event", `{}`))
+		refused("enqueue", 6, err)
+		if se := (*engine.SessionError)(nil); !errors.As(err, &se) || se.Op != "enqueue" {
+			e.t.Errorf("enqueue's error names the operation %v, want enqueue", err)
+		}
 		if err := h.Flush(e.ctx); err != nil {
 			e.t.Fatal(err)
 		}
