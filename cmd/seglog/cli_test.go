@@ -168,6 +168,31 @@ func TestStatsAndSegments(t *testing.T) {
 	}
 }
 
+// TestSegmentsDamagedExits1: a segment that does not scan is listed with
+// its error, and segments exits 1 (the store is damaged), with --json too,
+// whose array still parses; a clean store exits 0.
+func TestSegmentsDamagedExits1(t *testing.T) {
+	dir := copyStore(t, damagedStore)
+	out, code := cli(t, "segments", "--dir", dir)
+	if code != 1 || !strings.Contains(out, "corruption in ") || !strings.Contains(out, "did not open or scan") {
+		t.Errorf("segments of a damaged store: exit %d, want 1\n%s", code, out)
+	}
+	stdout, stderr, code := cliSplit(t, "segments", "--json", "--dir", dir)
+	var segs []struct {
+		ID    uint64 `json:"id"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &segs); err != nil {
+		t.Fatalf("segments --json of a damaged store: %v\n%s", err, stdout)
+	}
+	if code != 1 || len(segs) == 0 || segs[0].ID != 1 || !strings.Contains(segs[0].Error, "corruption in ") || !strings.HasPrefix(stderr, "seglog: segments: 1 of ") {
+		t.Errorf("segments --json of a damaged store: exit %d, want 1; %+v\nstderr: %s", code, segs, stderr)
+	}
+	if out, code := cli(t, "segments", "--json", "--dir", copyStore(t, cleanStore)); code != 0 {
+		t.Errorf("segments --json of a clean store: exit %d\n%s", code, out)
+	}
+}
+
 func TestCat(t *testing.T) {
 	out, code := cli(t, "cat", "beta", "--dir", copyStore(t, cleanStore), "--from", "5", "--n", "3")
 	if code != 0 {

@@ -411,11 +411,13 @@ func runSegments(w io.Writer, dir string, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tGEN\tFILE BYTES\tUSED\tSEALED\tFRAMES\tEVENTS\tLIVE\tCOMPRESSION")
 	rows := []segmentJSON{}
+	failed := 0 // segments that did not open or scan: a damaged store exits 1
 	for _, id := range ids {
 		r, err := segment.OpenReader(nil, filepath.Join(dir, segment.Name(id)))
 		if err != nil {
 			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t-\t%v\n", id, err)
 			rows = append(rows, segmentJSON{ID: id, LiveBytes: -1, Error: err.Error()})
+			failed++
 			continue
 		}
 		var frames, events int
@@ -452,13 +454,19 @@ func runSegments(w io.Writer, dir string, asJSON bool) error {
 		}
 		if err != nil {
 			row.Error = err.Error()
+			failed++
 		}
 		rows = append(rows, row)
 	}
 	if asJSON {
-		return writeJSON(w, rows)
+		err = writeJSON(w, rows)
+	} else {
+		err = tw.Flush()
 	}
-	return tw.Flush()
+	if err == nil && failed > 0 {
+		err = partialError{fmt.Sprintf("segments: %d of %d segment files did not open or scan (listed above)", failed, len(ids))}
+	}
+	return err
 }
 
 func newTypesCmd(w io.Writer, dir *string) *cobra.Command {

@@ -17,7 +17,7 @@ func main() {
 // Exit codes of the CLI (helpExitCodes documents them for seglog help).
 const (
 	exitOK     = 0 // the command did all it was asked
-	exitFailed = 1 // it failed, or did only part of its work (check found problems, import refused logs, export left sessions out)
+	exitFailed = 1 // it failed, or did only part of its work (check found problems, import refused logs, export left sessions out, segments could not scan a file)
 	exitUsage  = 2 // the command line was wrong: unknown command or flag, bad flag value, wrong arguments; nothing was done
 )
 
@@ -26,8 +26,8 @@ const (
 const helpExitCodes = `Exit codes:
   0  ok: the command did all it was asked
   1  failed, or did only part of its work: check found problems, import refused
-     some logs, export could not write some sessions (each is listed); the
-     store or session is missing or damaged
+     some logs, export could not write some sessions, segments could not scan
+     some files (each is listed); the store or session is missing or damaged
   2  usage error: unknown command or flag, bad flag value, wrong arguments;
      nothing was done
 
