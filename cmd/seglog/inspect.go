@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -413,16 +414,11 @@ func runSegments(w io.Writer, dir string, asJSON bool) error {
 	rows := []segmentJSON{}
 	failed := 0 // segments that did not open or scan: a damaged store exits 1
 	for _, id := range ids {
-		r, err := segment.OpenReader(nil, filepath.Join(dir, segment.Name(id)))
-		if err != nil {
-			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t-\t%v\n", id, err)
-			rows = append(rows, segmentJSON{ID: id, LiveBytes: -1, Error: err.Error()})
-			failed++
-			continue
-		}
 		var frames, events int
 		var raw, stored int64
-		res, err := r.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
+		res, size, gen, openErr, err := scanSegment(filepath.Join(dir, segment.Name(id)), func() {
+			frames, events, raw, stored = 0, 0, 0, 0
+		}, func(fi *segment.FrameInfo) error {
 			if fi.Kind == segment.KindEvents {
 				frames++
 				events += int(fi.Count)
@@ -431,8 +427,15 @@ func runSegments(w io.Writer, dir string, asJSON bool) error {
 			}
 			return nil
 		})
-		size, gen := r.Size(), r.Header().Generation
-		r.Close()
+		if errors.Is(openErr, fs.ErrNotExist) {
+			continue // removed since listed: a compaction beside us
+		}
+		if openErr != nil {
+			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t-\t%v\n", id, openErr)
+			rows = append(rows, segmentJSON{ID: id, LiveBytes: -1, Error: openErr.Error()})
+			failed++
+			continue
+		}
 		ratio := "-"
 		if stored > 0 {
 			ratio = fmt.Sprintf("%.2fx", float64(raw)/float64(stored))
@@ -467,6 +470,56 @@ func runSegments(w io.Writer, dir string, asJSON bool) error {
 		err = partialError{fmt.Sprintf("segments: %d of %d segment files did not open or scan (listed above)", failed, len(ids))}
 	}
 	return err
+}
+
+// beforeScan, if set (by tests), runs before scanSegment opens a file
+// (opened false) and again before it scans it (opened true).
+var beforeScan func(path string, opened bool)
+
+// scanSegment opens the segment file at path and scans it (reset, then fn
+// for every frame). A host may seal the segment meanwhile, trimming its
+// preallocated tail under this mapping, and touching the mapping past the
+// file's new end faults (SIGBUS): the fault is caught and the file opened
+// and scanned again, at its new size. openErr is the file's failure to
+// open, err the scan's.
+func scanSegment(path string, reset func(), fn func(*segment.FrameInfo) error) (res segment.ScanResult, size int64, gen uint64, openErr, err error) {
+	for attempt := 1; ; attempt++ {
+		reset()
+		var faulted bool
+		res, size, gen, faulted, openErr, err = scanSegmentOnce(path, fn)
+		if !faulted {
+			return res, size, gen, openErr, err
+		}
+		if attempt == 3 {
+			return res, size, gen, nil, fmt.Errorf("segment %s: shrunk under the scan %d times (a host sealing it?)", path, attempt)
+		}
+	}
+}
+
+func scanSegmentOnce(path string, fn func(*segment.FrameInfo) error) (res segment.ScanResult, size int64, gen uint64, faulted bool, openErr, err error) {
+	if beforeScan != nil {
+		beforeScan(path, false)
+	}
+	r, openErr := segment.OpenReader(nil, path)
+	if openErr != nil {
+		return res, 0, 0, false, openErr, nil
+	}
+	defer r.Close()
+	size, gen = r.Size(), r.Header().Generation
+	if beforeScan != nil {
+		beforeScan(path, true)
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if _, ok := p.(interface{ Addr() uintptr }); !ok {
+				panic(p)
+			}
+			faulted = true
+		}
+	}()
+	res, err = r.Scan(segment.ScanOptions{}, fn)
+	return res, size, gen, false, nil, err
 }
 
 func newTypesCmd(w io.Writer, dir *string) *cobra.Command {

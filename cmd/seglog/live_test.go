@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/segment"
 )
 
 // TestReadCommandsOnALiveStore: while a host has the store open and
@@ -131,5 +136,98 @@ func TestExportAllSkipsASessionDeletedMeanwhile(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(root, "*", "*", "session.v3.jsonl*"))
 	if len(files) != 2 {
 		t.Errorf("export wrote %v, want the logs of a and c", files)
+	}
+}
+
+// TestSegmentsWhileAHostSeals: a host seals the active segment while
+// segments scans it, trimming the preallocated tail under the scan's
+// mapping; segments neither crashes (SIGBUS) nor reports damage: it scans
+// the file again at its new size.
+func TestSegmentsWhileAHostSeals(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := engine.Open(dir, &engine.Options{SegmentSize: 256 << 10, CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, engine.Header{ID: "live", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Append(ctx, testgen.Events(0, 1, 100)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(dir, segment.Name(1))
+	if fi, err := os.Stat(first); err != nil || fi.Size() != 256<<10 {
+		t.Fatalf("segment 1 is not preallocated: %v %v", fi, err)
+	}
+	sealed := false
+	beforeScan = func(path string, opened bool) {
+		if path != first || !opened || sealed {
+			return
+		}
+		sealed = true
+		// Incompressible events until segment 1 is sealed and trimmed.
+		for i := 0; i < 64; i++ {
+			b := make([]byte, 48<<10)
+			rand.Read(b)
+			data, _ := json.Marshal(map[string]string{"blob": base64.StdEncoding.EncodeToString(b)})
+			if err := h.Append(ctx, event.Event{Seq: h.Len(), Type: "turn/start", Time: 1, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Stat(first); err == nil && fi.Size() < 256<<10 {
+				return
+			}
+		}
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			fi, _ := e.Info()
+			t.Log(e.Name(), fi.Size())
+		}
+		t.Fatal("segment 1 was not sealed and trimmed")
+	}
+	defer func() { beforeScan = nil }()
+	out, code := cli(t, "segments", "--json", "--dir", dir)
+	if !sealed {
+		t.Fatal("the host did not seal segment 1 during the scan")
+	}
+	var segs []struct {
+		ID     uint64 `json:"id"`
+		Sealed bool   `json:"sealed"`
+		Events int    `json:"events"`
+		Error  string `json:"error"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &segs) != nil || len(segs) == 0 || segs[0].ID != 1 || !segs[0].Sealed || segs[0].Error != "" || segs[0].Events < 2 {
+		t.Errorf("segments while a host seals segment 1: exit %d\n%s", code, out)
+	}
+}
+
+// TestSegmentsWhileACompactionRemoves: a segment removed between the listing
+// and its scan (a compaction beside us) is left out, not reported as
+// damage.
+func TestSegmentsWhileACompactionRemoves(t *testing.T) {
+	dir := copyStore(t, cleanStore)
+	first := filepath.Join(dir, segment.Name(1))
+	beforeScan = func(path string, opened bool) {
+		if path == first && !opened {
+			os.Remove(path)
+		}
+	}
+	defer func() { beforeScan = nil }()
+	out, code := cli(t, "segments", "--json", "--dir", dir)
+	var segs []struct {
+		ID    uint64 `json:"id"`
+		Error string `json:"error"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &segs) != nil || len(segs) == 0 || segs[0].ID == 1 {
+		t.Errorf("segments while segment 1 is removed: exit %d, want 0 and no segment 1\n%s", code, out)
 	}
 }
