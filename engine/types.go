@@ -54,7 +54,10 @@ func readTypes(fsys vfs.FS, dir string) ([]string, error) {
 			return nil, fmt.Errorf("%w: %s: %v", ErrTypesFile, path, err)
 		}
 	}
-	return f.Types, nil
+	// Sorted and each once, as RegisterTypes writes it, even if the file
+	// was edited by hand.
+	slices.Sort(f.Types)
+	return slices.Compact(f.Types), nil
 }
 
 // checkTypeName reports a type a store may not record: empty, longer

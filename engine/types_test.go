@@ -114,3 +114,28 @@ func TestRegisterTypes(t *testing.T) {
 		t.Errorf("recorded %v", got)
 	}
 }
+
+// TestRecordedTypesSortedOnce: a types.json edited by hand, out of order
+// and with a type twice, is read sorted and each type once, and
+// RegisterTypes rewrites it so.
+func TestRecordedTypesSortedOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := os.WriteFile(filepath.Join(dir, "types.json"), []byte(`{"types":["zz/b","acme/*","acme/*"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if types, err := engine.RecordedTypes(dir); err != nil || !slices.Equal(types, []string{"acme/*", "zz/b"}) {
+		t.Errorf("RecordedTypes of a hand-edited file: %q, %v; want [acme/* zz/b]", types, err)
+	}
+	if err := db.RegisterTypes(ctx, "new/t"); err != nil {
+		t.Fatal(err)
+	}
+	if types, err := engine.RecordedTypes(dir); err != nil || !slices.Equal(types, []string{"acme/*", "new/t", "zz/b"}) {
+		t.Errorf("RecordedTypes after RegisterTypes: %q, %v; want [acme/* new/t zz/b]", types, err)
+	}
+}
