@@ -82,6 +82,18 @@ func checkTypeName(t string) error {
 	return nil
 }
 
+// CheckTypes reports the first of types that RegisterTypes would refuse
+// (ErrInvalidArgument, naming it), so that a caller can check them before
+// it opens or creates a store.
+func CheckTypes(types ...string) error {
+	for _, t := range types {
+		if err := checkTypeName(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // RecordedTypes returns the event types recorded in the store in dir
 // (RegisterTypes), sorted; none if it records none.
 func RecordedTypes(dir string) ([]string, error) { return readTypes(vfs.Default, dir) }
@@ -112,17 +124,15 @@ func (db *DB) loadTypes() bool {
 // DB's catalog at once. A type ending in "/*" records a family. Other
 // processes learn them when they first meet an event of such a type (a
 // read or an append refused by their catalog makes them look again).
-// Types that fail checkTypeName are ErrInvalidArgument and record
+// Types that fail CheckTypes are ErrInvalidArgument and record
 // nothing. It fails with ErrReadOnlyStore on a read-only DB, and with
 // ErrTypesFile while the file is damaged.
 func (db *DB) RegisterTypes(ctx context.Context, types ...string) error {
 	if db.opts.ReadOnly {
 		return ErrReadOnlyStore
 	}
-	for _, t := range types {
-		if err := checkTypeName(t); err != nil {
-			return err
-		}
+	if err := CheckTypes(types...); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

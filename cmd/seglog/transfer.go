@@ -164,6 +164,9 @@ func runImport(w, progress io.Writer, dir, root string, types ...string) (*impor
 		}
 		return nil, fmt.Errorf("import: no session logs under %s (<project>/<encodedId>/session.v{2,3}.jsonl[.zstd])", root)
 	}
+	if err := engine.CheckTypes(types...); err != nil { // before the store is created
+		return nil, usageError{fmt.Errorf("import --register: %w", err)}
+	}
 	catalog := event.NewCatalog(types...)
 	db, err := engine.Open(dir, &engine.Options{Catalog: catalog})
 	if err != nil {
@@ -174,7 +177,7 @@ func runImport(w, progress io.Writer, dir, root string, types ...string) (*impor
 	if len(types) > 0 {
 		// Recorded in the store, so that every process reading it knows them.
 		if err := db.RegisterTypes(ctx, types...); err != nil {
-			return nil, usageError{fmt.Errorf("import --register: %w", err)}
+			return nil, fmt.Errorf("import --register: %w", err) // a damaged types.json, a read-only store
 		}
 	}
 	rep := &importReport{Files: len(files) + len(refusedNames), Refused: refusedNames}

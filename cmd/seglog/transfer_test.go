@@ -445,3 +445,25 @@ func TestExportImportHostTypes(t *testing.T) {
 		t.Errorf("types --dir does not list the recorded acme/*:\n%s", out)
 	}
 }
+
+// TestImportRegisterChecksFirst: a bad --register is a usage error (exit
+// 2) that creates no store; a damaged types.json in the store is the
+// store's fault (exit 1), not a usage error.
+func TestImportRegisterChecksFirst(t *testing.T) {
+	root := t.TempDir()
+	makeRoot(t, root, 1)
+	dir := filepath.Join(t.TempDir(), "store")
+	if out, code := cli(t, "import", root, "--dir", dir, "--register", "bad type"); code != 2 || !strings.Contains(out, `"bad type"`) {
+		t.Errorf("import --register 'bad type': exit %d, want 2\n%s", code, out)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("import with a bad --register created %s: %v", dir, err)
+	}
+	store := copyStore(t, cleanStore)
+	if err := os.WriteFile(filepath.Join(store, "types.json"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli(t, "import", root, "--dir", store, "--register", "acme/*"); code != 1 || !strings.Contains(out, "damaged types.json") {
+		t.Errorf("import --register into a store with a damaged types.json: exit %d, want 1\n%s", code, out)
+	}
+}
