@@ -403,26 +403,34 @@ func TestJSONOutputs(t *testing.T) {
 	}
 	parse := func(v any, args ...string) {
 		t.Helper()
-		out, code := cli(t, append(args, "--json", "--dir", dir)...)
+		out, errOut, code := cliSplit(t, append(args, "--json", "--dir", dir)...)
 		if code != 0 {
-			t.Fatalf("%v: exit %d\n%s", args, code, out)
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
 		}
 		if err := json.Unmarshal([]byte(out), v); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
-	var ls []struct {
-		ID        string `json:"id"`
-		Events    uint64 `json:"events"`
-		Bytes     int64  `json:"bytes"`
-		Revision  string `json:"revision"`
-		Format    string `json:"format"`
-		CreatedAt int64  `json:"createdAt"`
-		Cwd       string `json:"cwd"`
+	var page struct {
+		Sessions []struct {
+			ID        string `json:"id"`
+			Events    uint64 `json:"events"`
+			Bytes     int64  `json:"bytes"`
+			Revision  string `json:"revision"`
+			Format    string `json:"format"`
+			CreatedAt int64  `json:"createdAt"`
+			Cwd       string `json:"cwd"`
+		} `json:"sessions"`
+		Next string `json:"next"`
 	}
-	parse(&ls, "ls")
-	if len(ls) != 2 || ls[0].ID != "a" || ls[0].Events != 10 || ls[0].Bytes <= 0 || ls[0].Revision == "" || ls[0].Format != "current" || ls[0].CreatedAt != 7 || ls[0].Cwd != "/w" {
-		t.Errorf("ls --json: %+v", ls)
+	parse(&page, "ls")
+	ls := page.Sessions
+	if len(ls) != 2 || ls[0].ID != "a" || ls[0].Events != 10 || ls[0].Bytes <= 0 || ls[0].Revision == "" || ls[0].Format != "current" || ls[0].CreatedAt != 7 || ls[0].Cwd != "/w" || page.Next != "" {
+		t.Errorf("ls --json: %+v", page)
+	}
+	parse(&page, "ls", "--limit", "1")
+	if len(page.Sessions) != 1 || page.Next != "a" {
+		t.Errorf("ls --json --limit 1: %+v, want a and next a", page)
 	}
 	var st struct {
 		Sessions int    `json:"sessions"`
@@ -482,7 +490,7 @@ func TestLsPages(t *testing.T) {
 	}
 	db.Close()
 	out, errOut, code := cliSplit(t, "ls", "--prefix", "a/", "--limit", "2", "--dir", dir)
-	if code != 0 || !strings.Contains(out, "a/1") || !strings.Contains(out, "a/2") || strings.Contains(out, "a/3") || !strings.Contains(errOut, `--after "a/2"`) {
+	if code != 0 || !strings.Contains(out, "a/1") || !strings.Contains(out, "a/2") || strings.Contains(out, "a/3") || !strings.Contains(errOut, `--after 'a/2'`) {
 		t.Fatalf("first page: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = cliSplit(t, "ls", "--prefix", "a/", "--limit", "2", "--after", "a/2", "--dir", dir)
@@ -491,5 +499,11 @@ func TestLsPages(t *testing.T) {
 	}
 	if _, code := cli(t, "ls", "--limit", "-1", "--dir", dir); code != 2 {
 		t.Errorf("ls --limit -1: exit %d, want 2", code)
+	}
+	if q := shellQuote("it's $HOME`x`"); q != `'it'\''s $HOME`+"`x`"+`'` {
+		t.Errorf("shellQuote: %s", q)
+	}
+	if out, code := cli(t, "types", "--dir", filepath.Join(dir, "nope")); code != 1 {
+		t.Errorf("types --dir of no store: exit %d, want 1\n%s", code, out)
 	}
 }

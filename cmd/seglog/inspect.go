@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -171,7 +172,7 @@ func newLsCmd(w io.Writer, dir *string) *cobra.Command {
 			return runLs(w, cmd.ErrOrStderr(), *dir, opts, asJSON)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, an object per session (docs: README, CLI output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {sessions: [...], next: cursor} (docs: README, CLI output)")
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "only sessions whose ID starts with this")
 	cmd.Flags().StringVar(&opts.Cwd, "cwd", "", "only sessions whose header's cwd is this")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many sessions (0: all); when more follow, stderr says the --after to pass for the next page")
@@ -191,6 +192,19 @@ type sessionJSON struct {
 	ParentSession   string `json:"parentSession,omitempty"`
 	IsSeeded        bool   `json:"isSeeded,omitempty"`
 	InheritedEvents uint64 `json:"inheritedEvents,omitempty"`
+}
+
+// lsJSON is ls --json's output: the page, and the --after of the next
+// one ("" after the last).
+type lsJSON struct {
+	Sessions []sessionJSON `json:"sessions"`
+	Next     string        `json:"next"`
+}
+
+// shellQuote quotes s for a POSIX shell: single quotes, each single quote
+// inside written as '\''.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // writeJSON writes v as indented JSON and a newline.
@@ -222,12 +236,12 @@ func runLs(w, errw io.Writer, dir string, opts engine.ListOptions, asJSON bool) 
 		return err
 	}
 	if next != "" {
-		fmt.Fprintf(errw, "seglog: more sessions follow: --after %q\n", next)
+		fmt.Fprintf(errw, "seglog: more sessions follow: --after %s\n", shellQuote(next))
 	}
 	if asJSON {
-		out := make([]sessionJSON, 0, len(snaps))
+		out := lsJSON{Sessions: make([]sessionJSON, 0, len(snaps)), Next: next}
 		for _, s := range snaps {
-			out = append(out, sessionJSON{ID: s.Header.ID, Events: s.EventCount, Bytes: s.SizeBytes, Revision: s.Revision,
+			out.Sessions = append(out.Sessions, sessionJSON{ID: s.Header.ID, Events: s.EventCount, Bytes: s.SizeBytes, Revision: s.Revision,
 				Format: s.FormatStatus.String(), CreatedAt: s.Header.CreatedAt, Cwd: s.Header.Cwd,
 				ParentSession: s.Header.ParentSession, IsSeeded: s.Header.IsSeeded, InheritedEvents: s.InheritedEventCount})
 		}
@@ -527,8 +541,16 @@ func newTypesCmd(w io.Writer, dir *string) *cobra.Command {
 		Use:   "types",
 		Short: "list the event types of the default catalog and those the store in --dir records, one a line (a family as prefix/*); docs/EVENTS.md",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := event.NewCatalog()
+			// A --dir (or $SEGLOG_DIR) given must hold a store; without
+			// one, the default catalog alone.
+			_, fromEnv := os.LookupEnv("SEGLOG_DIR")
+			if named := cmd.Flags().Changed("dir") || fromEnv; named {
+				if err := needStore(*dir); err != nil {
+					return err
+				}
+			}
 			if needStore(*dir) == nil {
 				recorded, err := engine.RecordedTypes(*dir)
 				if err != nil {
