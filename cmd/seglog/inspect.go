@@ -202,7 +202,7 @@ type lsJSON struct {
 }
 
 // shellQuote quotes s for a POSIX shell: single quotes, each single quote
-// inside written as '\''.
+// inside written as '\”.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
