@@ -201,8 +201,8 @@ type lsJSON struct {
 	Next     string        `json:"next"`
 }
 
-// shellQuote quotes s for a POSIX shell: single quotes, each single quote
-// inside written as '\”.
+// shellQuote quotes s for a POSIX shell: in single quotes, each single
+// quote inside closed, escaped with a backslash and reopened.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
