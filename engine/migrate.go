@@ -106,6 +106,13 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 	rh := db.newHandle(old, Read, nil)
 	db.mu.Unlock()
 	defer rh.Close()
+	if old.inherited > 0 { // read migrated: the marker may have moved
+		n, err := rh.migratedInherited(ctx)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		rh.front.SetInherited(n)
+	}
 	evs, err := rh.Read(ctx, 0, -1) // migrated in memory
 	if err != nil {
 		return Snapshot{}, err

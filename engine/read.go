@@ -71,7 +71,13 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 		}
 		evs, err := h.read(ctx, offset, limit)
 		if db.follow == nil || db.shared.layout() == layout || try == openTries {
-			return evs, err
+			if err == nil {
+				err = h.front.CheckSeeds(evs)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return evs, nil
 		}
 		// A compaction by the writing process moved frames during the
 		// read: read again, from the rebuilt state.

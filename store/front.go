@@ -135,6 +135,15 @@ func (f *Front) CheckRead(ctx context.Context, offset int) error {
 	return nil
 }
 
+// CheckSeeds is a read's check of the events it returns against the seed
+// marker rules (docs/EVENTS.md, Seeded sessions), as a write open checks
+// the whole log: a seeded session has its tagged end-seed marker at its
+// inherited count and nowhere else, an unseeded one has none. It returns
+// an error wrapping ErrSeed naming the seq.
+func (f *Front) CheckSeeds(evs []event.Event) error {
+	return checkSeedsOp(f.id, "read", f.hdr.IsSeeded, f.inh, evs)
+}
+
 // Len returns the session's length as the handle knows it. On a write
 // handle it is the seq the next Append (or Enqueue) must carry: every
 // stored, appended and enqueued event counts. On a read handle it is the

@@ -62,11 +62,20 @@ func checkBatch(id, op string, evs []event.Event, next uint64) error {
 // session has the inherited end-seed marker exactly at seq inherited, an
 // unseeded one has none. It returns an error wrapping ErrSeed.
 func checkSeeds(id string, seeded bool, inherited uint64, evs []event.Event) error {
+	return checkSeedsOp(id, "open", seeded, inherited, evs)
+}
+
+// checkSeedsOp is checkSeeds for operation op (named in its errors).
+func checkSeedsOp(id, op string, seeded bool, inherited uint64, evs []event.Event) error {
 	for i := range evs {
 		if marker := isInheritedMarker(&evs[i]); marker && (!seeded || evs[i].Seq != inherited) {
-			return sessionErr(id, "open", fmt.Errorf("%w: unseeded session contains an inherited end-seed marker at seq %d", ErrSeed, evs[i].Seq))
+			what := "unseeded session contains"
+			if seeded {
+				what = fmt.Sprintf("seeded session (inherited count %d) contains another", inherited)
+			}
+			return sessionErr(id, op, fmt.Errorf("%w: %s inherited end-seed marker at seq %d", ErrSeed, what, evs[i].Seq))
 		} else if seeded && evs[i].Seq == inherited && !marker {
-			return sessionErr(id, "open", fmt.Errorf("%w: seeded session lacks an inherited end-seed marker at seq %d", ErrSeed, inherited))
+			return sessionErr(id, op, fmt.Errorf("%w: seeded session lacks an inherited end-seed marker at seq %d", ErrSeed, inherited))
 		}
 	}
 	return nil

@@ -128,6 +128,9 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 			return nil, sessionErr(h.s.id, "read", err)
 		}
 	}
+	if err := h.front.CheckSeeds(out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -635,6 +635,13 @@ var contractCases = []contractCase{
 		u.Close()
 		_, err = e.s.Open(e.ctx, "plain", engine.Write)
 		e.wantErr("unseeded with marker", err, engine.ErrSeed)
+		// Reads apply the same rules to what they return.
+		for _, id := range []string{"child", "plain"} {
+			r := e.open(id, engine.Read)
+			_, err = r.Read(e.ctx, 0, -1)
+			e.wantErr("read of "+id, err, engine.ErrSeed)
+			r.Close()
+		}
 		m := e.create("boundary")
 		e.append(m, ev(0, "session/end-seed", `{}`)) // an untagged marker is a lifecycle boundary
 		m.Close()
