@@ -742,6 +742,10 @@ var contractCases = []contractCase{
 		if err := h.Flush(e.ctx); err == nil {
 			e.t.Fatal("second flush succeeded: a failed write must never be acknowledged")
 		}
+		// A read does not fail because a write did.
+		if _, err := h.Read(e.ctx, 0, -1); err != nil {
+			e.t.Errorf("read through the handle whose write failed: %v", err)
+		}
 		fi.FailWrites(false)
 		e.restart(false)
 		got := e.read(e.open("s", engine.Read), 0, -1)
