@@ -486,7 +486,7 @@ func (a *appender) syncOnce(target uint64, yield bool) error {
 	if a.alone.Load() {
 		a.inSync.Store(true)
 		defer a.inSync.Store(false)
-		return a.syncTail(func() {})
+		return a.syncTail(false)
 	}
 	// Group commit across processes: one fdatasync at a time. While
 	// another process syncs, this one sleeps until that sync is done
@@ -512,23 +512,25 @@ func (a *appender) syncOnce(target uint64, yield bool) error {
 	// the other process's sync could cover them).
 	a.inSync.Store(true)
 	defer a.inSync.Store(false)
-	return a.syncTail(func() {
-		a.sh.locks.Unlock(lockSync)
-		a.sh.notify()
-	})
+	return a.syncTail(true)
 }
 
-// syncTail places what is queued, then fdatasyncs the segment at the tail,
-// calls release (which ends the sync's hold of lockSync) and publishes the
-// tail as durable: the next process's sync can start before this one's
-// waiters wake.
-func (a *appender) syncTail(release func()) error {
-	released := false
-	defer func() {
-		if !released {
-			release()
-		}
-	}()
+// syncTail places what is queued, then fdatasyncs the segment at the tail
+// and publishes the tail as durable. With locked (the caller holds
+// lockSync) it releases the lock before it publishes, so that the next
+// process's sync can start before this one's waiters wake, and
+// publish's notify wakes them with both the lock free and durable raised;
+// if it publishes nothing, its release notifies them itself.
+func (a *appender) syncTail(locked bool) error {
+	published := false
+	if locked {
+		defer func() {
+			if !published {
+				a.sh.locks.Unlock(lockSync)
+				a.sh.notify()
+			}
+		}()
+	}
 	a.drain()
 	t := a.sh.field(shmTail).Load()
 	if a.sh.field(shmDurable).Load() >= t {
@@ -542,8 +544,10 @@ func (a *appender) syncTail(release func()) error {
 	if err := f.Sync(); err != nil {
 		return a.syncFailed(seg, err)
 	}
-	released = true
-	release()
+	if locked {
+		a.sh.locks.Unlock(lockSync)
+	}
+	published = true
 	a.sh.publish(t)
 	a.closeBefore(seg)
 	return nil
