@@ -337,16 +337,15 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	if access != Write {
 		h := db.newHandle(s, Read, nil)
 		if hdr.Version < FormatVersion && s.inherited > 0 {
-			// Read migrated: its marker may sit elsewhere (see
-			// migratedInherited), and the count follows it.
+			// Read migrated: its marker may sit elsewhere, and the count
+			// follows it.
 			db.mu.Unlock()
-			n, err := h.migratedInherited(ctx)
+			err := h.settleMigratedInherited(ctx)
 			db.mu.Lock()
 			if err != nil {
 				h.Close()
 				return nil, err
 			}
-			h.front.SetInherited(n)
 		}
 		return h, nil
 	}
@@ -453,25 +452,8 @@ func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
 
 // List describes every session, sorted by ID.
 func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
-	if err := db.lockOpen(ctx); err != nil {
-		return nil, err
-	}
-	defer db.mu.Unlock()
-	out := make([]Snapshot, 0, len(db.mu.sessions))
-	for _, s := range db.mu.sessions {
-		if !s.erased {
-			snap, err := db.snapshotOf(s)
-			if err != nil {
-				return nil, err
-			}
-			if db.checkVersion(s.id, snap.Header) != nil {
-				continue // a format this build does not read: not listed, as the reference skips foreign versions
-			}
-			out = append(out, snap)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Header.ID < out[j].Header.ID })
-	return out, nil
+	snaps, _, err := db.ListPage(ctx, ListOptions{})
+	return snaps, err
 }
 
 // ListPage is List filtered and paged (ListOptions): the page, in ID
@@ -500,7 +482,7 @@ func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, strin
 			return nil, "", err
 		}
 		if db.checkVersion(id, snap.Header) != nil || (opts.Cwd != "" && snap.Header.Cwd != opts.Cwd) {
-			continue
+			continue // (a format this build does not read: not listed, as the reference skips foreign versions)
 		}
 		if opts.Limit > 0 && len(out) == opts.Limit {
 			return out, out[len(out)-1].Header.ID, nil

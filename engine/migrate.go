@@ -37,19 +37,24 @@ func lastInheritedMarker(evs []event.Event, old uint64) uint64 {
 	return n
 }
 
-// migratedInherited is the inherited count of a seeded session stored in
-// an older format, read migrated: the seq its marker has in the migrated
-// log.
-func (h *Handle) migratedInherited(ctx context.Context) (uint64, error) {
-	raw, err := h.readStored(ctx, 0, int(h.InheritedEventCount())+1, false)
+// settleMigratedInherited sets the inherited count of a read handle on a
+// seeded session stored in an older format, read migrated, to the seq its
+// marker has in the migrated log. Nothing for any other handle.
+func (h *Handle) settleMigratedInherited(ctx context.Context) error {
+	inh := h.InheritedEventCount()
+	if inh == 0 || h.Header().Version >= FormatVersion {
+		return nil
+	}
+	raw, err := h.readStored(ctx, 0, int(inh)+1, false)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	evs, err := migrate(h.Header().Version, h.ID(), raw)
 	if err != nil {
-		return 0, sessionErr(h.ID(), "open", err)
+		return sessionErr(h.ID(), "open", err)
 	}
-	return lastInheritedMarker(evs, h.InheritedEventCount()), nil
+	h.front.SetInherited(lastInheritedMarker(evs, inh))
+	return nil
 }
 
 // Migrate upgrades a session stored in an older supported format
@@ -106,12 +111,8 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 	rh := db.newHandle(old, Read, nil)
 	db.mu.Unlock()
 	defer rh.Close()
-	if old.inherited > 0 { // read migrated: the marker may have moved
-		n, err := rh.migratedInherited(ctx)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		rh.front.SetInherited(n)
+	if err := rh.settleMigratedInherited(ctx); err != nil {
+		return Snapshot{}, err
 	}
 	evs, err := rh.Read(ctx, 0, -1) // migrated in memory
 	if err != nil {

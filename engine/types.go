@@ -49,10 +49,8 @@ func readTypes(fsys vfs.FS, dir string) ([]string, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrTypesFile, path, err)
 	}
-	for _, t := range f.Types {
-		if err := checkTypeName(t); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrTypesFile, path, err)
-		}
+	if err := CheckTypes(f.Types...); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrTypesFile, path, err)
 	}
 	// Sorted and each once, as RegisterTypes writes it, even if the file
 	// was edited by hand.
