@@ -141,7 +141,7 @@ func (f *Front) CheckRead(ctx context.Context, offset int) error {
 // inherited count and nowhere else, an unseeded one has none. It returns
 // an error wrapping ErrSeed naming the seq.
 func (f *Front) CheckSeeds(evs []event.Event) error {
-	return checkSeedsOp(f.id, "read", f.hdr.IsSeeded, f.inh, evs)
+	return checkSeeds(f.id, "read", f.hdr.IsSeeded, f.inh, evs)
 }
 
 // Len returns the session's length as the handle knows it. On a write

@@ -57,16 +57,13 @@ func checkBatch(id, op string, evs []event.Event, next uint64) error {
 	return nil
 }
 
-// checkSeeds applies a write open's seed marker rules (docs/EVENTS.md, Seeded sessions)
-// to stored events of a session (any contiguous part of its log): a seeded
-// session has the inherited end-seed marker exactly at seq inherited, an
-// unseeded one has none. It returns an error wrapping ErrSeed.
-func checkSeeds(id string, seeded bool, inherited uint64, evs []event.Event) error {
-	return checkSeedsOp(id, "open", seeded, inherited, evs)
-}
-
-// checkSeedsOp is checkSeeds for operation op (named in its errors).
-func checkSeedsOp(id, op string, seeded bool, inherited uint64, evs []event.Event) error {
+// checkSeeds applies the seed marker rules (docs/EVENTS.md, Seeded
+// sessions) to stored events of a session (any contiguous part of its
+// log), for operation op (a write open, a read; named in its errors): a
+// seeded session has the inherited end-seed marker exactly at seq
+// inherited, an unseeded one has none. It returns an error wrapping
+// ErrSeed.
+func checkSeeds(id, op string, seeded bool, inherited uint64, evs []event.Event) error {
 	for i := range evs {
 		if marker := isInheritedMarker(&evs[i]); marker && (!seeded || evs[i].Seq != inherited) {
 			what := "unseeded session contains"
@@ -104,7 +101,7 @@ func CheckLog(ctx context.Context, id string, seeded bool, inherited, from, n ui
 		if err != nil {
 			return err
 		}
-		if err := checkSeeds(id, seeded, inherited, evs); err != nil {
+		if err := checkSeeds(id, "open", seeded, inherited, evs); err != nil {
 			return err
 		}
 	}
