@@ -546,12 +546,11 @@ func newTypesCmd(w io.Writer, dir *string) *cobra.Command {
 			// A --dir (or $SEGLOG_DIR) given must hold a store; without
 			// one, the default catalog alone.
 			_, fromEnv := os.LookupEnv("SEGLOG_DIR")
-			if named := cmd.Flags().Changed("dir") || fromEnv; named {
-				if err := needStore(*dir); err != nil {
-					return err
-				}
+			noStore := needStore(*dir)
+			if noStore != nil && (cmd.Flags().Changed("dir") || fromEnv) {
+				return noStore
 			}
-			if needStore(*dir) == nil {
+			if noStore == nil {
 				recorded, err := engine.RecordedTypes(*dir)
 				if err != nil {
 					return err
