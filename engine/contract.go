@@ -55,6 +55,14 @@ const (
 // store.Inherited).
 func Inherited(n uint64) CreateOption { return store.Inherited(n) }
 
+// ForkRangeError is a Fork past the end of its parent (see
+// store.ForkRangeError); it matches ErrInvalidArgument.
+type ForkRangeError = store.ForkRangeError
+
+// IsInheritedMarker reports whether e is a seeded session's inherited
+// end-seed marker: session/end-seed with data {"inherited": true}.
+func IsInheritedMarker(e *event.Event) bool { return store.IsInheritedMarker(e) }
+
 // Errors: see package store for what each means.
 var (
 	ErrSessionExists     = store.ErrSessionExists

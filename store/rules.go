@@ -60,18 +60,23 @@ func checkBatch(id, op string, evs []event.Event, next uint64) error {
 // checkSeeds applies the seed marker rules (docs/EVENTS.md, Seeded
 // sessions) to stored events of a session (any contiguous part of its
 // log), for operation op (a write open, a read; named in its errors): a
-// seeded session has the inherited end-seed marker exactly at seq
-// inherited, an unseeded one has none. It returns an error wrapping
-// ErrSeed.
+// seeded session has the inherited end-seed marker at seq inherited and
+// none after it (the markers before it are its parent's, a fork of a
+// fork inherits them: the reference takes the last one as the cut), an
+// unseeded one has none. It returns an error wrapping ErrSeed.
 func checkSeeds(id, op string, seeded bool, inherited uint64, evs []event.Event) error {
 	for i := range evs {
-		if marker := isInheritedMarker(&evs[i]); marker && (!seeded || evs[i].Seq != inherited) {
+		seq := evs[i].Seq
+		if seeded && seq < inherited {
+			continue
+		}
+		if marker := isInheritedMarker(&evs[i]); marker && (!seeded || seq != inherited) {
 			what := "unseeded session contains"
 			if seeded {
 				what = fmt.Sprintf("seeded session (inherited count %d) contains another", inherited)
 			}
-			return sessionErr(id, op, fmt.Errorf("%w: %s inherited end-seed marker at seq %d", ErrSeed, what, evs[i].Seq))
-		} else if seeded && evs[i].Seq == inherited && !marker {
+			return sessionErr(id, op, fmt.Errorf("%w: %s inherited end-seed marker at seq %d", ErrSeed, what, seq))
+		} else if seeded && seq == inherited && !marker {
 			return sessionErr(id, op, fmt.Errorf("%w: seeded session lacks an inherited end-seed marker at seq %d", ErrSeed, inherited))
 		}
 	}

@@ -24,6 +24,14 @@ type Store interface {
 	// the balanced view an observer shows, even of a session another
 	// handle (or process) writes.
 	Inspect(ctx context.Context, id string) (Inspection, error)
+	// Fork creates session h.ID as a fork of session parent at n events:
+	// its first n events are the parent's, seq n is the inherited end-seed
+	// marker (ForkMarker), and it is seeded with InheritedEventCount n
+	// (the header as PrepareForkHeader makes it). The fork is durable when
+	// Fork returns the write handle of it. A backend shares the parent's
+	// stored events where it can (see each backend), else copies them
+	// (CopyFork); reads cannot tell the two apart.
+	Fork(ctx context.Context, parent string, n uint64, h Header) (Handle, error)
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -74,6 +82,7 @@ type Backend[H Handle] interface {
 	List(ctx context.Context) ([]Snapshot, error)
 	ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error)
 	Inspect(ctx context.Context, id string) (Inspection, error)
+	Fork(ctx context.Context, parent string, n uint64, h Header) (H, error)
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -102,6 +111,14 @@ func (w wrapped[H]) backend() any { return w.b }
 
 func (w wrapped[H]) Create(ctx context.Context, h Header, opts ...CreateOption) (Handle, error) {
 	s, err := w.b.Create(ctx, h, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (w wrapped[H]) Fork(ctx context.Context, parent string, n uint64, h Header) (Handle, error) {
+	s, err := w.b.Fork(ctx, parent, n, h)
 	if err != nil {
 		return nil, err
 	}

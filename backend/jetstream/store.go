@@ -540,6 +540,16 @@ func (st *Store) Inspect(ctx context.Context, id string) (engine.Inspection, err
 	return engine.InspectHandle(ctx, h)
 }
 
+// Fork creates session h.ID as a fork of session parent at n events (see
+// engine.DB.Fork). JetStream messages cannot be shared between subjects:
+// the parent's first n events are copied into the child's subject
+// (store.CopyFork), one read and one write of them. A fork that fails
+// after creating the child may leave part of the copy, which reads refuse
+// (its seed marker is missing) until the host deletes it.
+func (st *Store) Fork(ctx context.Context, parent string, n uint64, h engine.Header) (*Handle, error) {
+	return store.CopyFork[*Handle](ctx, st, parent, n, h, nil)
+}
+
 // Stat describes a session; see engine.DB.Stat. The revision is the
 // incarnation and the event count, so it is the same in every instance.
 func (st *Store) Stat(ctx context.Context, id string) (engine.Snapshot, error) {

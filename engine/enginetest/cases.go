@@ -472,6 +472,127 @@ var contractCases = []contractCase{
 		_, err = e.s.Inspect(e.ctx, "nope")
 		e.wantErr("inspect of a missing session", err, engine.ErrSessionNotFound)
 	}},
+	{"store/fork-reads-as-the-parent-prefix", func(e *env) {
+		p := e.create("p")
+		e.append(p, append(OneTurn(), Turn2()...)...)
+		if err := p.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		parent := e.read(p, 0, -1)
+		c, err := e.s.Fork(e.ctx, "p", 6, Meta("c"))
+		if err != nil {
+			e.t.Fatalf("Fork: %v", err)
+		}
+		hdr := c.Header()
+		if c.ID() != "c" || c.Access() != engine.Write || !hdr.IsSeeded || hdr.ParentSession != "p" || c.InheritedEventCount() != 6 || c.Len() != 7 {
+			e.t.Errorf("fork handle: id %q access %v header %+v inherited %d len %d", c.ID(), c.Access(), hdr, c.InheritedEventCount(), c.Len())
+		}
+		got := e.read(c, 0, -1)
+		if len(got) != 7 {
+			e.t.Fatalf("fork holds %d events, want 7", len(got))
+		}
+		e.wantEvents("inherited prefix", parent[:6], got[:6])
+		if m := got[6]; m.Seq != 6 || !engine.IsInheritedMarker(&m) {
+			e.t.Errorf("seq 6 of the fork: %+v, want the inherited end-seed marker", m)
+		}
+		own := ev(7, "turn/start", `{"turn":1}`)
+		e.append(c, own)
+		if err := c.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		// The parent goes on alone.
+		e.append(p, ev(8, "turn/start", `{"turn":2}`))
+		if err := p.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		c.Close()
+		p.Close()
+		e.restart(false)
+		st, err := e.s.Stat(e.ctx, "c")
+		if err != nil || st.EventCount != 8 || st.InheritedEventCount != 6 || !st.Header.IsSeeded || st.Header.ParentSession != "p" {
+			e.t.Errorf("Stat of the fork after a restart: %+v, %v", st, err)
+		}
+		w := e.open("c", engine.Write) // its seed marker is where the rules want it
+		e.wantEvents("fork after a restart", append(append(parent[:6:6], got[6]), own), e.read(w, 0, -1))
+		if n := len(e.read(e.open("p", engine.Read), 0, -1)); n != 9 {
+			e.t.Errorf("parent holds %d events after the fork, want 9", n)
+		}
+		// A fork of the fork inherits both markers; the last is its cut.
+		g, err := e.s.Fork(e.ctx, "c", 8, Meta("g"))
+		if err != nil {
+			e.t.Fatalf("Fork of a fork: %v", err)
+		}
+		gs := e.read(g, 0, -1)
+		if len(gs) != 9 || !engine.IsInheritedMarker(&gs[6]) || !engine.IsInheritedMarker(&gs[8]) || g.InheritedEventCount() != 8 {
+			e.t.Errorf("fork of a fork: %d events, inherited %d", len(gs), g.InheritedEventCount())
+		}
+		g.Close()
+		if _, err := e.s.Open(e.ctx, "g", engine.Write); err != nil {
+			e.t.Errorf("write open of a fork of a fork: %v", err)
+		}
+	}},
+	{"store/fork-of-an-open-turn-inspects-balanced", func(e *env) {
+		p := e.create("p")
+		e.append(p, OneTurn()[:3]...) // turn 0, step 0 open
+		if err := p.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		c, err := e.s.Fork(e.ctx, "p", 3, Meta("c"))
+		if err != nil {
+			e.t.Fatalf("Fork: %v", err)
+		}
+		c.Close()
+		in, err := e.s.Inspect(e.ctx, "c")
+		if err != nil {
+			e.t.Fatalf("Inspect of the fork: %v", err)
+		}
+		var types []string
+		for _, x := range in.Closers {
+			types = append(types, x.Type)
+		}
+		if want := []string{"step/end", "turn/end"}; !slices.Equal(types, want) || len(in.Events) != 4 || in.Closers[0].Seq != 4 {
+			e.t.Errorf("fork inside a turn: %d events, closers %v, want %v from seq 4", len(in.Events), types, want)
+		}
+	}},
+	{"store/fork-refuses-bad-requests-and-writes-nothing", func(e *env) {
+		p := e.create("p")
+		e.append(p, OneTurn()...)
+		if err := p.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		_, err := e.s.Fork(e.ctx, "p", 7, Meta("c"))
+		e.wantErr("fork past the parent's end", err, engine.ErrInvalidArgument)
+		var re *engine.ForkRangeError
+		if !errors.As(err, &re) || re.Len != 6 || re.N != 7 {
+			e.t.Errorf("fork past the end: %v, want a *ForkRangeError of 7 against 6", err)
+		}
+		_, err = e.s.Fork(e.ctx, "nope", 0, Meta("c"))
+		e.wantErr("fork of a missing session", err, engine.ErrSessionNotFound)
+		bad := Meta("c")
+		bad.ParentSession = "other"
+		_, err = e.s.Fork(e.ctx, "p", 2, bad)
+		e.wantErr("fork naming another parent", err, engine.ErrInvalidHeader)
+		_, err = e.s.Fork(e.ctx, "p", 2, Meta("p"))
+		e.wantErr("fork onto its parent's id", err, engine.ErrInvalidHeader)
+		if _, err := e.s.Stat(e.ctx, "c"); !errors.Is(err, engine.ErrSessionNotFound) {
+			e.t.Errorf("a refused fork left session c: %v", err)
+		}
+		x := e.create("x")
+		e.append(x, OneTurn()[0])
+		if err := x.Flush(e.ctx); err != nil {
+			e.t.Fatal(err)
+		}
+		_, err = e.s.Fork(e.ctx, "p", 2, Meta("x"))
+		e.wantErr("fork onto an existing id", err, engine.ErrSessionExists)
+		// n = 0: nothing inherited but the marker.
+		z, err := e.s.Fork(e.ctx, "p", 0, Meta("z"))
+		if err != nil {
+			e.t.Fatalf("fork at 0: %v", err)
+		}
+		if evs := e.read(z, 0, -1); len(evs) != 1 || !engine.IsInheritedMarker(&evs[0]) {
+			e.t.Errorf("fork at 0 holds %v", seqs(evs))
+		}
+	}},
 	{"store/events-iterates-in-chunks", func(e *env) {
 		h := e.create("s")
 		var all []event.Event

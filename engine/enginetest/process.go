@@ -99,10 +99,12 @@ func serve(s Store, in io.Reader, out io.Writer) {
 		var err error
 		h := handles[req.H]
 		switch req.Op {
-		case "create", "open":
+		case "create", "open", "fork":
 			var nh Session
 			if req.Op == "create" {
 				nh, err = s.Create(ctx, req.Header)
+			} else if req.Op == "fork" {
+				nh, err = s.Fork(ctx, req.ID, req.N, req.Header)
 			} else {
 				nh, err = s.Open(ctx, req.ID, req.Access)
 			}
@@ -212,6 +214,16 @@ func (p *Peer) Create(_ context.Context, h store.Header, opts ...store.CreateOpt
 	if err != nil {
 		return nil, err
 	}
+	return &peerHandle{p: p, h: resp.H, id: h.ID, access: engine.Write, header: h}, nil
+}
+
+// Fork implements Store.
+func (p *Peer) Fork(_ context.Context, parent string, n uint64, h store.Header) (Session, error) {
+	resp, err := p.call(request{Op: "fork", ID: parent, N: n, Header: h})
+	if err != nil {
+		return nil, err
+	}
+	h, _ = store.PrepareForkHeader(h, parent, n)
 	return &peerHandle{p: p, h: resp.H, id: h.ID, access: engine.Write, header: h}, nil
 }
 
