@@ -153,18 +153,6 @@ type HeaderRecord struct {
 	// all its Events events are stored (see engine.DB.Migrate).
 	Replaces uint64 `json:"replaces,omitempty"`
 	Events   uint64 `json:"events,omitempty"`
-	// Fork is set on a session DB.Fork made by reference: its first
-	// Inherited events are the frames of Fork[0] (its parent), whose own
-	// inherited events may be those of Fork[1], and so on, nearest first.
-	Fork []ForkLink `json:"fork,omitempty"`
-}
-
-// ForkLink names the session a fork shares events with: the incarnation
-// UID of session ID, whose events before Cut are the fork's.
-type ForkLink struct {
-	ID  string `json:"id"`
-	UID uint64 `json:"uid"`
-	Cut uint64 `json:"cut"`
 }
 
 // DecodeHeaderRecord decodes the header record b stored under key (the
