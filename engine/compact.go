@@ -746,6 +746,15 @@ func (p *compactPlan) decide(ratio float64) {
 	}
 	for changed := true; changed; {
 		changed = false
+		for child, parent := range p.fold.forkOf {
+			// A fork reads its parent's frames: the parent stays whole
+			// (header, frames, tombstone: a replay attributes them as
+			// before) while the fork stays.
+			if !p.purge[child] && p.purge[parent] {
+				delete(p.purge, parent)
+				changed = true
+			}
+		}
 		for _, si := range p.segs {
 			var kept int64
 			for uid, n := range si.holds {

@@ -105,5 +105,9 @@ func marshalHeader(s *session) []byte {
 	if s.hdrRaw != nil {
 		return s.hdrRaw // still the index's copy, unchanged
 	}
-	return store.MarshalHeaderRecord(store.HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited})
+	rec := store.HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited, Fork: s.fork}
+	if s.fork != nil {
+		rec.Events = s.inherited + 1
+	}
+	return store.MarshalHeaderRecord(rec)
 }

@@ -56,6 +56,12 @@ type DB struct {
 		closed  bool
 		poison  error // sticky write/sync error: nothing is acked after it
 	}
+	// pins: forks in progress of sessions a write handle of this process
+	// holds; the handle's lease waits for them (see holdParent). Taken
+	// after mu, never before it.
+	pinMu  sync.Mutex
+	pins   map[string]int
+	pinned *sync.Cond // on pinMu: pins fell
 
 	// The open's recovery, run before the DB is shared.
 	fold *fold         // the replay; nil once it is over
@@ -162,6 +168,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	db.mu.sessions = map[string]*session{}
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.handles = map[*Handle]struct{}{}
+	db.pinned = sync.NewCond(&db.pinMu)
 	// A write open of a store that other processes write joins their log:
 	// like a read-only open, its recovery reads up to what they made
 	// durable and changes nothing.

@@ -2,7 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
 )
 
@@ -12,21 +17,205 @@ import (
 // (IsSeeded, InheritedEventCount n) and names the parent (ParentSession is
 // set when empty; another value is ErrInvalidHeader). It returns the
 // child's write handle once the fork is durable; the host appends the
-// child's own events from seq n+1.
+// child's own events from seq n+1. A fork past the parent's end is a
+// *ForkRangeError (errors.Is ErrInvalidArgument) and creates nothing; an
+// ID that exists is ErrSessionExists.
 //
-// The parent is read through a read handle, so it may have a writer (in
-// this process or another): its events up to n must be stored (flushed or
-// at least appended before Fork reads them). A fork past the parent's end
-// is a *store.ForkRangeError (errors.Is ErrInvalidArgument) and creates
-// nothing; an ID that exists is ErrSessionExists. The child is a session of
-// its own: deleting or compacting the parent leaves it whole.
-//
-// This build copies the parent's first n events into the child's frames
-// (one read and one compressed write of them). If the copy fails after
-// the child was created, the child is deleted again.
+// The fork shares the parent's frames: it writes its header and its
+// marker, a few hundred bytes whatever n is, and reads the first n events
+// from the parent's frames. Deleting or compacting the parent leaves it
+// whole: compaction keeps a deleted parent's frames while a fork of them
+// lives (docs/DESIGN.md, Forks). It does so while no other process can
+// delete or migrate the parent: Fork holds the parent's write lease for
+// its duration, or, if a write handle of this DB holds it, keeps that
+// handle's lease from being released until it is done. Otherwise (a
+// write handle of another process holds the parent, the parent is in an
+// older format, or events of it up to n are appended here but not yet
+// cut into frames) it copies the parent's first n events into the fork
+// (store.CopyFork), which reads the same; if the copy fails after the
+// child was created, the child is deleted again.
 func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header) (*Handle, error) {
 	if db.opts.ReadOnly {
 		return nil, ErrReadOnlyStore
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	hdr, err := store.PrepareForkHeader(h, parent, n)
+	if err != nil {
+		return nil, err
+	}
+	hd, err := db.forkShared(ctx, parent, n, hdr)
+	if !errors.Is(err, errCopyFork) {
+		return hd, err
+	}
 	return store.CopyFork[*Handle](ctx, db, parent, n, h, db.Delete)
+}
+
+// errCopyFork: Fork cannot share the parent's frames now, and copies.
+var errCopyFork = errors.New("engine: fork by copy")
+
+// forkShared is Fork by shared frames, or errCopyFork.
+func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Header) (*Handle, error) {
+	release, err := db.holdParent(parent)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	lease, err := db.acquire(hdr.ID)
+	if err != nil {
+		return nil, sessionErr(hdr.ID, "fork", ErrSessionExists)
+	}
+	done := false
+	defer func() {
+		if !done {
+			lease.Release()
+		}
+	}()
+	if err := db.catchUpAll(); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	if db.mu.closed {
+		db.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if s, ok := db.mu.sessions[hdr.ID]; ok && !s.erased {
+		db.mu.Unlock()
+		return nil, sessionErr(hdr.ID, "fork", ErrSessionExists)
+	}
+	p, err := db.lookup(parent, "fork")
+	if err != nil {
+		db.mu.Unlock()
+		return nil, err
+	}
+	phdr, err := db.header(p)
+	db.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if phdr.Version < FormatVersion {
+		return nil, errCopyFork // read migrated: its events are not its frames'
+	}
+	v, err := db.snapshot(p)
+	if err != nil {
+		return nil, sessionErr(parent, "fork", err)
+	}
+	if n > v.len() {
+		return nil, &ForkRangeError{Parent: parent, N: n, Len: v.len()}
+	}
+	if n > v.framed {
+		return nil, errCopyFork // appended here, not yet in frames
+	}
+	db.mu.Lock()
+	chain := []store.ForkLink{{ID: parent, UID: p.uid, Cut: n}}
+	for _, l := range p.fork {
+		l.Cut = min(l.Cut, n)
+		chain = append(chain, l)
+	}
+	checked := min(p.checked, n)
+	db.mu.Unlock()
+	c := &session{id: hdr.ID, hdr: hdr, inherited: n, uid: store.NewIncarnation(), fork: chain,
+		frames: clipRefs(v.refs, n), framed: n, next: n, loaded: true, checked: checked}
+	rec := store.HeaderRecord{Header: hdr, UID: c.uid, Inherited: n, Events: n + 1, Fork: chain}
+	he, err := db.enc.Header(c.id, store.MarshalHeaderRecord(rec))
+	if err != nil {
+		return nil, sessionErr(c.id, "fork", err)
+	}
+	me, err := db.enc.Events(c.id, n, []event.Event{store.ForkMarker(n, time.Now().UnixMilli())})
+	if err != nil {
+		return nil, sessionErr(c.id, "fork", err)
+	}
+	if err := db.appendFork(p, c, he, me); err != nil {
+		return nil, sessionErr(c.id, "fork", err)
+	}
+	if err := db.sync(); err != nil {
+		return nil, sessionErr(c.id, "fork", err)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return nil, ErrClosed
+	}
+	hd := db.newHandle(c, Write, lease)
+	c.owner = hd
+	done = true
+	return hd, nil
+}
+
+// holdParent keeps session parent from being deleted or migrated, by any
+// process, until release: its write lease, or, if a write handle of this
+// DB holds that, a pin that keeps the handle's lease until release. It
+// fails with errCopyFork if another process holds the lease.
+func (db *DB) holdParent(parent string) (release func(), err error) {
+	if l, err := db.acquire(parent); err == nil {
+		return l.Release, nil
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if s := db.mu.sessions[parent]; s == nil || s.erased || s.owner == nil {
+		return nil, errCopyFork
+	}
+	// Under mu: the handle's Close clears its ownership under mu before
+	// it releases the lease, which waits for the pin.
+	db.pinMu.Lock()
+	if db.pins == nil {
+		db.pins = map[string]int{}
+	}
+	db.pins[parent]++
+	db.pinMu.Unlock()
+	return func() {
+		db.pinMu.Lock()
+		if db.pins[parent]--; db.pins[parent] == 0 {
+			delete(db.pins, parent)
+			db.pinned.Broadcast()
+		}
+		db.pinMu.Unlock()
+	}, nil
+}
+
+// waitUnpinned waits until no fork of session id is in progress (see
+// holdParent); a lease waits for it before it is released.
+func (db *DB) waitUnpinned(id string) {
+	db.pinMu.Lock()
+	for db.pins[id] > 0 {
+		db.pinned.Wait()
+	}
+	db.pinMu.Unlock()
+}
+
+// appendFork places a fork's header and marker as one group (the index
+// takes it whole, and a replay takes the fork only once its marker
+// follows) and registers the fork, whose frames are its share of the
+// parent's and its marker.
+func (db *DB) appendFork(p, c *session, header, marker *segment.Encoded) error {
+	var changed bool
+	pl := &placement{frames: []*segment.Encoded{header, marker}, whole: true, register: func(at []placed, _ int) {
+		if cur := db.mu.sessions[c.id]; (cur != nil && !cur.erased) || db.mu.sessions[p.id] != p || p.erased {
+			changed = true // cannot happen: the parent is held, the child's lease taken
+			return
+		}
+		h := frameRef{seg: at[0].seg, off: at[0].loc.Offset, size: uint32(at[0].loc.Size)}
+		m := frameRef{first: c.framed, count: 1, seg: at[1].seg, off: at[1].loc.Offset, size: uint32(at[1].loc.Size)}
+		db.mu.pend = append(db.mu.pend, pendFrame{s: c, header: true, ref: h, inherit: c.frames, groupEnd: &m})
+		c.size = int64(h.size)
+		db.mu.pend = append(db.mu.pend, c.addFrame(m))
+		c.next = c.framed
+		db.mu.sessions[c.id] = c
+	}}
+	if err := db.log.place(pl); err != nil {
+		if pl.written > 0 {
+			// Part of the group is placed: the store cannot go on (the
+			// next open abandons the fork).
+			db.poisonWith(err)
+			return db.poisonErr()
+		}
+		return err
+	}
+	if changed {
+		err := fmt.Errorf("engine: session %q changed during its fork", p.id)
+		db.poisonWith(err)
+		return err
+	}
+	return nil
 }

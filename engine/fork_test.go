@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,71 +16,242 @@ import (
 	"github.com/seglog/seglog/internal/vfs"
 )
 
-// TestForkOutlivesItsParent: a fork keeps its inherited events when the
-// parent is deleted and compacted away, across a crash that keeps only
-// what was synced.
+// forkEvents is n events of a few hundred bytes each, that compress
+// little (so that they fill segments).
+func forkEvents(from, n uint64, tag string) []event.Event {
+	var evs []event.Event
+	for seq := from; seq < from+n; seq++ {
+		sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", tag, seq))
+		evs = append(evs, event.Event{Seq: seq, Type: "user/message", Time: 1000 + int64(seq), Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"tag":%q,"pad":"%x%x"}`, seq, tag, sum, sum[:16]))})
+	}
+	return evs
+}
+
+// TestForkOutlivesItsParent: a fork shares its parent's frames, and keeps
+// them when the parent is deleted and compacted, across a reopen (a crash
+// that keeps only what was synced, without an index; a close and open,
+// with one); the frames go once the fork goes too.
 func TestForkOutlivesItsParent(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewMem()
-	opts := &engine.Options{FS: mem, SegmentSize: 64 << 10}
-	db, err := engine.Open("/db", opts)
+	for _, variant := range []string{"mem-crash", "os-index"} {
+		t.Run(variant, func(t *testing.T) {
+			mem := vfs.NewMem()
+			dir, opts := "/db", &engine.Options{FS: mem, SegmentSize: 64 << 10}
+			if variant == "os-index" {
+				dir, opts = engine.CheckedDir(t), &engine.Options{SegmentSize: 64 << 10}
+			}
+			reopen := func(db *engine.DB) *engine.DB {
+				t.Helper()
+				if variant == "mem-crash" {
+					crashed := mem.CrashClone(vfs.CrashConfig{})
+					db.Close()
+					mem = crashed
+					opts = &engine.Options{FS: mem, SegmentSize: 64 << 10}
+				} else {
+					db.Close()
+				}
+				db, err := engine.Open(dir, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return db
+			}
+			db, err := engine.Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { db.Close() }()
+			p, err := db.Create(ctx, enginetest.Meta("p"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			parent := forkEvents(0, 3000, "p")
+			for i := 0; i < len(parent); i += 100 { // a flush a turn: many frames
+				if err := p.Append(ctx, parent[i:i+100]...); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, err := db.Usage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := db.Fork(ctx, "p", 2550, enginetest.Meta("c")) // inside a frame
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := db.Stat(ctx, "c")
+			if err != nil || st.SizeBytes > 4096 || st.EventCount != 2551 {
+				t.Fatalf("Stat of the fork: %+v, %v: want 2551 events in under 4 KiB of its own", st, err)
+			}
+			c.Close() // durable without a flush: Fork synced it
+			p.Close()
+			if err := db.Delete(ctx, "p"); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := db.Compact(ctx, engine.CompactOptions{Roll: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Dropped) > 0 {
+				t.Errorf("compaction dropped segments %v of the fork's parent", rep.Dropped)
+			}
+			db = reopen(db)
+			want := append(parent[:2550:2550], event.Event{})
+			check := func(what string) {
+				t.Helper()
+				r, err := db.Open(ctx, "c", engine.Write)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				defer r.Close()
+				got, err := r.Read(ctx, 0, -1)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if len(got) != 2551 || !engine.IsInheritedMarker(&got[2550]) {
+					t.Fatalf("%s: %d events", what, len(got))
+				}
+				want[2550] = got[2550]
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s: inherited events differ (-parent +fork):\n%s", what, diff)
+				}
+			}
+			check("fork after its parent was deleted and compacted")
+			if _, err := db.Stat(ctx, "p"); !errors.Is(err, engine.ErrSessionNotFound) {
+				t.Errorf("Stat of the deleted parent = %v", err)
+			}
+			// The fork goes: so do the parent's frames.
+			if err := db.Delete(ctx, "c"); err != nil {
+				t.Fatal(err)
+			}
+			rep, err = db.Compact(ctx, engine.CompactOptions{Roll: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var total int64
+			for _, u := range before {
+				total += u.LiveBytes
+			}
+			if rep.ReclaimedBytes < total/2 {
+				t.Errorf("with the fork gone, compaction reclaimed %d bytes of the parent's %d", rep.ReclaimedBytes, total)
+			}
+			db = reopen(db)
+			if ss, err := db.List(ctx); err != nil || len(ss) != 0 {
+				t.Errorf("List after both went: %v, %v", ss, err)
+			}
+		})
+	}
+}
+
+// TestForkFollowsMovedFrames: a compaction that rewrites the segments of
+// a fork's parent moves the shared frames; the fork reads them at their
+// new places, in this process, in another one, and after a reopen from
+// the index (whose copy of them moved with the parent's).
+func TestForkFollowsMovedFrames(t *testing.T) {
+	ctx := context.Background()
+	dir := engine.CheckedDir(t)
+	opts := &engine.Options{SegmentSize: 64 << 10}
+	db, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := db.Create(ctx, enginetest.Meta("p"))
+	defer func() { db.Close() }()
+	p, _ := db.Create(ctx, enginetest.Meta("p"))
+	d, _ := db.Create(ctx, enginetest.Meta("dead"))
+	pe, de := forkEvents(0, 1500, "p"), forkEvents(0, 1500, "dead")
+	for i := 0; i < 1500; i += 50 { // interleaved: every segment is half dead once "dead" goes
+		if err := p.Append(ctx, pe[i:i+50]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Append(ctx, de[i:i+50]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := db.Fork(ctx, "p", 1200, enginetest.Meta("c"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var parent []event.Event
-	for seq := range uint64(3000) {
-		e := event.Event{Seq: seq, Type: "user/message", Time: 1000 + int64(seq), Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":"%0200d"}`, seq, seq))}
-		parent = append(parent, e)
-	}
-	if err := p.Append(ctx, parent...); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c, err := db.Fork(ctx, "p", 2500, enginetest.Meta("c"))
+	// Another process, which loaded the fork before the move.
+	other, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close() // durable without a flush: Fork synced it
+	defer func() { other.Close() }()
+	read := func(db *engine.DB, what string) {
+		t.Helper()
+		r, err := db.Open(ctx, "c", engine.Read)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer r.Close()
+		got, err := r.Read(ctx, 0, -1)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if len(got) != 1202 {
+			t.Fatalf("%s: %d events, want 1202", what, len(got))
+		}
+		if diff := cmp.Diff(pe[:1200], got[:1200]); diff != "" {
+			t.Errorf("%s: (-parent +fork):\n%s", what, diff)
+		}
+	}
+	if err := c.Append(ctx, forkEvents(1201, 1, "c")...); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	read(other, "the other process, before")
+	d.Close()
+	if err := db.Delete(ctx, "dead"); err != nil {
+		t.Fatal(err)
+	}
+	// Roll first, then let the other process follow past it: a compaction
+	// moves nothing that a writing process has not followed.
+	if _, err := db.Compact(ctx, engine.CompactOptions{Roll: true, LiveRatio: -1}); err != nil {
+		t.Fatal(err)
+	}
+	read(other, "the other process, after the delete")
+	rep, err := db.Compact(ctx, engine.CompactOptions{LiveRatio: 0.9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rewritten) == 0 {
+		t.Fatalf("no segment rewritten: %+v", rep)
+	}
+	read(db, "this process, after the rewrite")
+	read(other, "the other process, after the rewrite")
+	// The parent goes, and the segments move again.
 	p.Close()
 	if err := db.Delete(ctx, "p"); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := db.Compact(ctx, engine.CompactOptions{Roll: true})
-	if err != nil {
+	if _, err := db.Compact(ctx, engine.CompactOptions{Roll: true, LiveRatio: -1}); err != nil {
 		t.Fatal(err)
 	}
-	if rep.ReclaimedBytes == 0 {
-		t.Fatalf("compaction reclaimed nothing of the deleted parent: %+v", rep)
+	read(other, "the other process, after the parent's delete")
+	// The fork keeps the deleted parent's frames: nothing of them goes.
+	if rep, err = db.Compact(ctx, engine.CompactOptions{LiveRatio: 0.99}); err != nil || len(rep.Rewritten)+len(rep.Dropped) > 0 {
+		t.Fatalf("compaction after the parent's delete: %+v, %v", rep, err)
 	}
-	crashed := mem.CrashClone(vfs.CrashConfig{})
+	read(db, "this process, after the parent went")
+	read(other, "the other process, after the parent went")
+	c.Close()
+	other.Close()
 	db.Close()
-	db, err = engine.Open("/db", &engine.Options{FS: crashed, SegmentSize: 64 << 10})
+	db, err = engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	r, err := db.Open(ctx, "c", engine.Write)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := r.Read(ctx, 0, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2501 || !engine.IsInheritedMarker(&got[2500]) {
-		t.Fatalf("fork after its parent went: %d events", len(got))
-	}
-	if diff := cmp.Diff(parent[:2500], got[:2500]); diff != "" {
-		t.Errorf("inherited events differ (-parent +fork):\n%s", diff)
-	}
-	if _, err := db.Stat(ctx, "p"); !errors.Is(err, engine.ErrSessionNotFound) {
-		t.Errorf("Stat of the deleted parent = %v", err)
+	read(db, "a reopen from the index")
+	if rep, err := engine.Check(dir, &engine.Options{ReadOnly: true}); err != nil || len(rep.Problems) > 0 {
+		t.Errorf("check: %v %v", rep, err)
 	}
 }
 

@@ -219,6 +219,9 @@ func (db *DB) indexUpdate(batch []pendFrame) (*index.Update, map[*session]idxWas
 		s := p.s
 		if p.delete {
 			u.Deleted = append(u.Deleted, s.id) // applied before the upserts below
+			if _, err := db.header(s); err == nil && len(s.fork) > 0 {
+				u.Unforks = append(u.Unforks, index.ForkPair{Parent: s.fork[0].ID, Child: s.id})
+			}
 			continue
 		}
 		if ended[s] {
@@ -226,6 +229,17 @@ func (db *DB) indexUpdate(batch []pendFrame) (*index.Update, map[*session]idxWas
 		}
 		if _, ok := touched[s]; !ok {
 			touched[s] = idxWas{s.idxNext, s.idxSize}
+		}
+		if p.header && len(s.fork) > 0 && s.broken == nil {
+			in := index.Inherit{ID: s.id, UID: s.uid, Frames: make([]index.Frame, len(p.inherit))}
+			for _, l := range s.fork {
+				in.Chain = append(in.Chain, index.Link{ID: l.ID, UID: l.UID, Cut: l.Cut})
+			}
+			for i, r := range p.inherit {
+				in.Frames[i] = index.Frame{FirstSeq: r.first, Count: r.count, Segment: r.seg, Offset: r.off, Size: r.size}
+			}
+			u.Inherits = append(u.Inherits, in)
+			s.idxNext = max(s.idxNext, s.inherited)
 		}
 		s.idxSize += int64(p.ref.size)
 		if !p.header {

@@ -48,6 +48,7 @@ func (db *DB) acquire(id string) (*lease, error) {
 // idempotent.
 func (l *lease) Release() {
 	l.once.Do(func() {
+		l.db.waitUnpinned(l.id)
 		// The byte first: while this process's lease is still held, no
 		// other handle of it can take the byte and lose it here.
 		l.db.shared.unlockLease(l.id)

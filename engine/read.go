@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"runtime"
 	"sort"
 	"sync"
@@ -162,7 +163,7 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 		hi++
 	}
 	out := make([]event.Event, end-off)
-	if err := db.decodeFrames(ctx, h.s.id, refs[lo:hi], off, end, out); err != nil {
+	if err := db.decodeFrames(ctx, h.s.id, v.shared, refs[lo:hi], off, end, out); err != nil {
 		return nil, sessionErr(h.ID(), "read", err)
 	}
 	filled := uint64(0)
@@ -183,19 +184,20 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 // several cores.
 const parallelFrames = 16
 
-// decodeFrames decodes refs (consecutive frames of one session) and puts
-// the events in [off, end) at out[seq-off]. Large reads fan out over
-// GOMAXPROCS goroutines, each taking every n-th frame.
-func (db *DB) decodeFrames(ctx context.Context, id string, refs []frameRef, off, end uint64, out []event.Event) error {
+// decodeFrames decodes refs (consecutive frames of session id, which
+// shares the frames of its seqs before shared with the sessions it forks)
+// and puts the events in [off, end) at out[seq-off]. Large reads fan out
+// over GOMAXPROCS goroutines, each taking every n-th frame.
+func (db *DB) decodeFrames(ctx context.Context, id string, shared uint64, refs []frameRef, off, end uint64, out []event.Event) error {
 	one := func(ref frameRef) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f, err := db.readFrame(id, ref)
+		f, err := db.readFrame(id, ref, ref.first < shared)
 		if err != nil {
 			return err
 		}
-		for i, e := range f.Events {
+		for i, e := range f.Events[:ref.count] {
 			if seq := ref.first + uint64(i); seq >= off && seq < end {
 				out[seq-off] = e
 			}
@@ -231,6 +233,7 @@ func (db *DB) decodeFrames(ctx context.Context, id string, refs []frameRef, off,
 // events not yet framed.
 type view struct {
 	refs   []frameRef    // frames covering [0, framed)
+	shared uint64        // the refs before it are another session's frames (a fork's)
 	framed uint64        //
 	open   []event.Event // events [framed, framed+len(open)), not yet framed
 }
@@ -251,19 +254,24 @@ func (db *DB) snapshot(s *session) (view, error) {
 		return view{}, ErrSessionNotFound
 	}
 	if !s.loaded && db.index != nil {
+		if _, err := db.header(s); err != nil { // (a fork's links are in its header record)
+			db.mu.Unlock()
+			return view{}, err
+		}
+		id, uid, fork := s.id, s.uid, s.fork
 		db.mu.Unlock()
-		var fromIdx []index.Frame
-		var uid uint64
+		var fromIdx []frameRef
+		var found bool
 		err := db.index.use(false, func(x *index.Index) error {
 			var err error
-			uid, fromIdx, err = x.FramesOf(s.id)
+			fromIdx, found, err = indexFrames(x, id, uid, fork)
 			return err
 		})
 		if err != nil {
 			return view{}, err
 		}
 		db.mu.Lock()
-		if !s.loaded && uid != s.uid {
+		if !s.loaded && !found {
 			// The index (checkpointed since by another process) holds
 			// another incarnation, or none: this one, which the open found
 			// in the index, was deleted or replaced since, and its frames
@@ -273,28 +281,115 @@ func (db *DB) snapshot(s *session) (view, error) {
 			return view{}, ErrSessionNotFound
 		}
 		if !s.loaded {
-			limit := s.framed
-			if len(s.frames) > 0 {
-				limit = s.frames[0].first
-			}
-			all := make([]frameRef, 0, len(fromIdx)+len(s.frames))
-			for _, f := range fromIdx {
-				if f.FirstSeq < limit {
-					all = append(all, frameRef{first: f.FirstSeq, count: f.Count, seg: f.Segment, off: f.Offset, size: f.Size})
-				}
-			}
-			s.frames = append(all, s.frames...)
+			s.frames = withIndexFrames(s, fromIdx)
 			s.loaded = true
 		}
 	}
+	if s.hdrRaw != nil {
+		if _, err := db.header(s); err != nil {
+			db.mu.Unlock()
+			return view{}, err
+		}
+	}
 	v := view{refs: s.frames, framed: s.framed, open: s.open}
+	if s.fork != nil {
+		v.shared = s.inherited
+	}
 	db.mu.Unlock()
 	return v, nil
 }
 
+// indexFrames returns the frames index x holds of incarnation uid of
+// session id, and whether it holds that incarnation. A fork that x does
+// not hold yet (its header is past the checkpoint) takes the frames of
+// the nearest session of its chain that x holds, up to that link's cut:
+// the fork's frames past them are all in memory, never dropped by a
+// relayout (they are past the checkpoint too).
+func indexFrames(x *index.Index, id string, uid uint64, fork []store.ForkLink) ([]frameRef, bool, error) {
+	got, frames, err := x.FramesOf(id)
+	if err != nil || got == uid {
+		return toRefs(frames, math.MaxUint64), err == nil, err
+	}
+	for _, l := range fork {
+		got, frames, err := x.FramesOf(l.ID)
+		if err != nil {
+			return nil, false, err
+		}
+		if got == l.UID {
+			return toRefs(frames, l.Cut), true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// toRefs turns index frames into frame references, up to seq cut (the
+// last one cut short there).
+func toRefs(frames []index.Frame, cut uint64) []frameRef {
+	refs := make([]frameRef, 0, len(frames))
+	for _, f := range frames {
+		if f.FirstSeq >= cut {
+			break
+		}
+		refs = append(refs, frameRef{first: f.FirstSeq, count: uint32(min(uint64(f.Count), cut-f.FirstSeq)), seg: f.Segment, off: f.Offset, size: f.Size})
+	}
+	return refs
+}
+
+// withIndexFrames returns the frame list of s made whole with fromIdx,
+// frames the index holds of it: those before the first it has in
+// memory. Called with db.mu held.
+func withIndexFrames(s *session, fromIdx []frameRef) []frameRef {
+	limit := s.framed
+	if len(s.frames) > 0 {
+		limit = s.frames[0].first
+	}
+	all := make([]frameRef, 0, len(fromIdx)+len(s.frames))
+	for _, f := range fromIdx {
+		if f.first < limit {
+			all = append(all, f)
+		}
+	}
+	return append(all, s.frames...)
+}
+
+// loadFrames loads the frame list of s from the index, for the replay
+// fold (a fork's parent not read since the open): during an open from
+// the index the open holds, later through the index file. Called with
+// db.mu held (or during the open).
+func (db *DB) loadFrames(s *session) error {
+	if _, err := db.header(s); err != nil {
+		return err
+	}
+	var fromIdx []frameRef
+	var found bool
+	read := func(x *index.Index) error {
+		var err error
+		fromIdx, found, err = indexFrames(x, s.id, s.uid, s.fork)
+		return err
+	}
+	var err error
+	switch {
+	case db.idx != nil:
+		err = read(db.idx)
+	case db.index != nil:
+		err = db.index.use(false, read)
+	}
+	if err != nil {
+		return err
+	}
+	if !found {
+		return &CorruptionError{Path: db.opts.IndexPath, Offset: -1, Reason: fmt.Sprintf("session %q: its frames are not in the index (seglog check --repair rebuilds the index)", s.id)}
+	}
+	s.frames = withIndexFrames(s, fromIdx)
+	s.loaded = true
+	return nil
+}
+
 // readFrame reads the frame at ref: placed frames are in the file (the
-// page cache) from their registration on, synced or not.
-func (db *DB) readFrame(id string, ref frameRef) (*segment.Frame, error) {
+// page cache) from their registration on, synced or not. A shared frame
+// (a fork's, of its parent's events) carries another session's key, and
+// may hold more events than the fork takes of it.
+func (db *DB) readFrame(id string, ref frameRef, shared bool) (*segment.Frame, error) {
 	r, err := db.reader(ref.seg)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Reads hold the layout lock: a compaction removes only segments
@@ -309,7 +404,7 @@ func (db *DB) readFrame(id string, ref frameRef) (*segment.Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.Kind != segment.KindEvents || f.Session != id || f.FirstSeq != ref.first || len(f.Events) != int(ref.count) {
+	if f.Kind != segment.KindEvents || f.FirstSeq != ref.first || len(f.Events) < int(ref.count) || (!shared && (f.Session != id || len(f.Events) != int(ref.count))) {
 		return nil, &CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d of session %q", ref.first, ref.first+uint64(ref.count), id)}
 	}
 	return f, nil

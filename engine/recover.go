@@ -56,6 +56,7 @@ const QuarantineDir = "quarantine"
 func (db *DB) recover() error {
 	db.rec = &openRecovery{}
 	db.fold = newFold(db.mu.sessions, true)
+	db.fold.load = db.loadFrames
 	if err := db.findTemporaries(); err != nil {
 		return err
 	}
@@ -291,6 +292,7 @@ func (db *DB) resetReplay() {
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.sessions = map[string]*session{}
 	db.fold = newFold(db.mu.sessions, true)
+	db.fold.load = db.loadFrames
 	rb, notes := db.rec.rebuild, db.rec.notes
 	*db.rec = openRecovery{temps: db.rec.temps, rebuild: rb, notes: notes}
 }
@@ -427,6 +429,10 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 	db.mu.pend = append(db.mu.pend, db.fold.pend...)
 	db.fold.pend = nil
 	for key, rp := range db.fold.replacing {
+		if rp.fork {
+			db.rec.note("%s @%d: the fork %q was cut short before its marker: a write open abandons it", db.segPath(rp.start.seg), rp.start.off, key)
+			continue
+		}
 		db.rec.note("%s @%d: the migration of session %q was cut short: a write open abandons it (the old format stays)", db.segPath(rp.start.seg), rp.start.off, key)
 	}
 	return nil
@@ -583,6 +589,7 @@ func (db *DB) abandonMigrations() error {
 	replacing := db.fold.replacing
 	// The replay is over; what follows is the other processes' frames.
 	db.fold = newFold(db.mu.sessions, true)
+	db.fold.load = db.loadFrames
 	keys := slices.Sorted(maps.Keys(replacing))
 	if len(keys) == 0 {
 		return nil
@@ -595,6 +602,10 @@ func (db *DB) abandonMigrations() error {
 			return err
 		}
 		es = append(es, e)
+		if rp.fork {
+			db.opts.Logger.Warn("engine: a fork was cut short before its marker; it never was", "session", key)
+			continue
+		}
 		db.opts.Logger.Warn("engine: a migration was cut short; the session stays in its old format", "session", key)
 	}
 	if err := db.log.place(&placement{frames: es}); err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -36,6 +37,13 @@ type fold struct {
 	ended     map[uint64]bool         // incarnations a tombstone or migration ended
 	pend      []pendFrame             // with frames: what the index must learn, in file order
 	frames    bool                    // keep frame lists and pend (Open); else only attribute (compaction)
+	// forkOf maps each fork's incarnation to its parent's (compaction
+	// keeps a parent while a fork of it stays).
+	forkOf map[uint64]uint64
+	broken []*session // forks met broken (see forkHeader)
+	// load, with frames, loads the frame list of a session the index
+	// holds (a fork's parent not read since the open).
+	load func(*session) error
 }
 
 func newFold(sessions map[string]*session, frames bool) *fold {
@@ -66,6 +74,9 @@ type replacement struct {
 	// (compaction dropped it first), accounted for once the migration
 	// takes over.
 	orphans *orphan
+	// fork: not a migration but a fork (forkHeader), which replaces
+	// nothing
+	fork bool
 }
 
 // orphan is the first events frame of a key met without its header.
@@ -106,7 +117,10 @@ func (f *fold) frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (step
 		if orphans != nil && (rec.Replaces == 0 || exists) {
 			return step{}, &CorruptionError{Path: orphans.path, Offset: orphans.off, Reason: fmt.Sprintf("events of session %q without its header", fr.Session)}
 		}
-		s := &session{id: fr.Session, hdr: rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size}
+		s := &session{id: fr.Session, hdr: rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size, fork: rec.Fork}
+		if len(rec.Fork) > 0 {
+			return f.forkHeader(r, fi, s, ref, rec.Events)
+		}
 		if rec.Replaces == 0 {
 			f.sessions[s.id] = s
 			f.index(pendFrame{s: s, header: true, ref: ref})
@@ -202,6 +216,65 @@ func (f *fold) frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (step
 	return step{}, nil
 }
 
+// forkHeader starts s, a fork that shares its parent's frames (see
+// DB.Fork). Like a migration, it takes effect once its events follow:
+// here the one frame of its marker, placed with the header; a crash that
+// kept the header alone leaves a fork that never was, which the next
+// write open abandons with a tombstone. Its parent's incarnation must be
+// live before it with at least the cut's events: a fork whose parent is
+// not (compaction removed the parent of a deleted fork) is broken, which
+// is corruption only if the fork is still live at the end (finish).
+func (f *fold) forkHeader(r *segment.Reader, fi *segment.FrameInfo, s *session, ref frameRef, want uint64) (step, error) {
+	link := s.fork[0]
+	rp := &replacement{s: s, want: want, start: ref, fork: true}
+	s.framed, s.next = link.Cut, link.Cut
+	p := f.sessions[link.ID]
+	switch {
+	case p == nil || p.uid != link.UID || p.next < link.Cut:
+		s.broken = &orphan{path: r.Path(), off: fi.Offset}
+		f.broken = append(f.broken, s)
+		if f.frames {
+			rp.pend = append(rp.pend, pendFrame{s: s, header: true, ref: ref})
+		}
+	case f.frames:
+		if !p.loaded {
+			if f.load == nil {
+				return step{}, &CorruptionError{Path: r.Path(), Offset: fi.Offset, Reason: fmt.Sprintf("fork %q of session %q: the parent's frames are not known", s.id, link.ID)}
+			}
+			if err := f.load(p); err != nil {
+				return step{}, err
+			}
+		}
+		s.frames = clipRefs(p.frames, link.Cut)
+		rp.pend = append(rp.pend, pendFrame{s: s, header: true, ref: ref, inherit: s.frames})
+	}
+	if f.forkOf == nil {
+		f.forkOf = map[uint64]uint64{}
+	}
+	f.forkOf[s.uid] = link.UID
+	if f.replacing == nil {
+		f.replacing = map[string]*replacement{}
+	}
+	f.replacing[s.id] = rp
+	return step{owner: s.uid}, nil
+}
+
+// clipRefs returns a copy of the frames of refs (a session's frames from
+// seq 0 on) that hold seqs before cut, the last one cut short there.
+func clipRefs(refs []frameRef, cut uint64) []frameRef {
+	n := 0
+	for n < len(refs) && refs[n].first < cut {
+		n++
+	}
+	out := slices.Clone(refs[:n:n])
+	if n > 0 {
+		if last := &out[n-1]; last.first+uint64(last.count) > cut {
+			last.count = uint32(cut - last.first)
+		}
+	}
+	return out
+}
+
 // add records an events frame of s.
 func (f *fold) add(s *session, ref frameRef) (pendFrame, bool) {
 	if !f.frames {
@@ -231,6 +304,11 @@ func (f *fold) finish() error {
 	}
 	for key, o := range f.orphans {
 		return &CorruptionError{Path: o.path, Offset: o.off, Reason: fmt.Sprintf("events of session %q before its header", key)}
+	}
+	for _, s := range f.broken {
+		if f.sessions[s.id] == s {
+			return &CorruptionError{Path: s.broken.path, Offset: s.broken.off, Reason: fmt.Sprintf("fork %q of session %q: the parent's incarnation %d with %d events is not in the log before it", s.id, s.fork[0].ID, s.fork[0].UID, s.fork[0].Cut)}
+		}
 	}
 	f.orphans = nil
 	return nil
@@ -263,7 +341,9 @@ func (f *fold) replaced(rp *replacement) {
 		return
 	}
 	delete(f.replacing, rp.s.id)
-	f.end(rp.replaces)
+	if rp.replaces != 0 {
+		f.end(rp.replaces)
+	}
 	if rp.old != nil {
 		rp.old.erased = true
 		f.index(pendFrame{s: rp.old, delete: true, ref: rp.start})

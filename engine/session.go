@@ -13,6 +13,11 @@ type session struct {
 	hdr       Header
 	hdrRaw    []byte // the header record as the index holds it, decoded on first use
 	inherited uint64
+	// fork: a fork that shares its parent's frames (store.HeaderRecord):
+	// its frames before inherited are theirs. Known once the header is
+	// decoded: a session loaded from the index holds its
+	// header record undecoded until first used.
+	fork      []store.ForkLink
 	uid       uint64        // location of the header frame; 0 while pending
 	pending   bool          // created here, header frame not yet appended
 	next      uint64        // next seq: framed + len(open)
@@ -24,6 +29,10 @@ type session struct {
 	loaded    bool       // frames holds every frame
 	owner     *Handle    // the write handle holding the lease, if any
 	erased    bool       // a pending session its creator closed
+
+	// broken: a fork whose parent was not in the log before its header
+	// (see fold.forkHeader)
+	broken *orphan
 
 	checked uint64 // events verified against the catalog and the seed rules by a write open
 
@@ -57,8 +66,12 @@ type pendFrame struct {
 	header bool
 	delete bool // a tombstone of s
 	ref    frameRef
-	// groupEnd, on the first entry of a migration, is its last frame: the
-	// index takes the migration whole or not at all.
+	// inherit, on a fork's header, is the fork's share of its parent's
+	// frames as known when it was made (the index takes its own copy of
+	// the part it holds: see index.Inherit).
+	inherit []frameRef
+	// groupEnd, on the first entry of a migration or a fork, is its last
+	// frame: the index takes the group whole or not at all.
 	groupEnd  *frameRef
 	migration bool // an entry of a migration's group
 }
@@ -72,7 +85,7 @@ func (db *DB) header(s *session) (Header, error) {
 		if err != nil {
 			return Header{}, &CorruptionError{Path: db.opts.IndexPath, Offset: -1, Reason: fmt.Sprintf("index record of session %q has a bad header (seglog check --repair rebuilds the index)", s.id), Err: err}
 		}
-		s.hdr, s.hdrRaw = rec.Header, nil
+		s.hdr, s.hdrRaw, s.fork = rec.Header, nil, rec.Fork
 	}
 	return s.hdr, nil
 }

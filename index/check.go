@@ -77,6 +77,7 @@ const (
 	kindMeta
 	kindSessions
 	kindFrames
+	kindForks
 	kindForeign
 )
 
@@ -194,7 +195,7 @@ func (c *fileCheck) run() error {
 		return c.schemaErr
 	}
 	for k, name := range []string{kindMeta: "meta", kindSessions: "sessions", kindFrames: "frames"} {
-		if k != int(kindRoot) && !c.buckets[k] {
+		if k != int(kindRoot) && !c.buckets[k] { // ("forks" is made on the first fork)
 			return c.damage(-1, "no %q bucket (not an index, or one never initialized)", name)
 		}
 	}
@@ -406,6 +407,8 @@ func (c *fileCheck) bucket(parent bucketKind, k, v []byte, depth int) error {
 			kind = kindSessions
 		case "frames":
 			kind = kindFrames
+		case "forks":
+			kind = kindForks
 		}
 	}
 	if kind == kindForeign {
@@ -472,6 +475,12 @@ func (c *fileCheck) record(kind bucketKind, k, v []byte) {
 		c.sessions++
 		if !validSession(v) {
 			c.schemaf(v, "session %q record is malformed", k)
+		}
+	case kindForks:
+		if _, _, ok := parseForkKey(k); !ok {
+			c.schemaf(k, "fork registry key %x is malformed", k)
+		} else if _, ok := parseForkValue(v); !ok {
+			c.schemaf(v, "fork registry value %x is malformed", v)
 		}
 	case kindFrames:
 		c.frames++

@@ -128,6 +128,12 @@ type Update struct {
 	Frames     []SessionFrame // added
 	Deleted    []string       // sessions removed, with their frames (applied first)
 	Checkpoint Checkpoint     // the new checkpoint; it never moves back
+	// Inherits gives forks created in this update their shared frames
+	// (computed before anything else changes: a parent deleted in the
+	// same update still lends them) and records them in the forks
+	// registry; Unforks removes registry entries of deleted forks.
+	Inherits []Inherit
+	Unforks  []ForkPair
 }
 
 // Options configures Open. A nil *Options means the defaults.
@@ -441,6 +447,21 @@ func (x *Index) Apply(u *Update) error {
 			if sb == nil || fb == nil {
 				return x.damagef("no sessions or frames bucket")
 			}
+			shared, err := x.sharedFrames(tx, u)
+			if err != nil {
+				return err
+			}
+			var forks *bolt.Bucket
+			if len(u.Inherits) > 0 || len(u.Unforks) > 0 {
+				if forks, err = tx.CreateBucketIfNotExists(bucketForks); err != nil {
+					return err
+				}
+			}
+			for _, p := range u.Unforks {
+				if err := forks.Delete(forkKey(p.Parent, p.Child)); err != nil {
+					return err
+				}
+			}
 			for _, id := range u.Deleted {
 				if err := sb.Delete([]byte(id)); err != nil {
 					return err
@@ -459,8 +480,22 @@ func (x *Index) Apply(u *Update) error {
 					return err
 				}
 			}
+			frames := u.Frames
+			for i, in := range u.Inherits {
+				if len(in.Chain) > 0 {
+					if err := forks.Put(forkKey(in.Chain[0].ID, in.ID), binary.AppendUvarint(nil, in.Chain[0].Cut)); err != nil {
+						return err
+					}
+				}
+				if i == 0 {
+					frames = slices.Clone(frames)
+				}
+				for _, f := range shared[i] {
+					frames = append(frames, SessionFrame{ID: in.ID, Frame: f})
+				}
+			}
 			var kbuf []byte
-			for _, f := range byKey(u.Frames) {
+			for _, f := range byKey(frames) {
 				kbuf = frameKey(kbuf[:0], f.ID, f.FirstSeq)
 				var v [frameValueLen]byte
 				binary.LittleEndian.PutUint64(v[0:], f.Segment)
@@ -723,18 +758,16 @@ func (x *Index) FinishRewrite(r Rewrite) error {
 			case !rec.HasMoves:
 				return fmt.Errorf("index: the rewrite of segment %d was recorded without its moves (an older build): the index must be rebuilt", r.Segment)
 			}
-			var kbuf []byte
+			forks := tx.Bucket(bucketForks)
 			for _, mv := range rec.Moves {
-				kbuf = frameKey(kbuf[:0], mv.ID, mv.FirstSeq)
-				old := fb.Get(kbuf)
-				if len(old) != frameValueLen || binary.LittleEndian.Uint64(old) != r.Segment || int64(binary.LittleEndian.Uint64(old[8:])) != mv.From {
-					continue // deleted or replaced since: not this frame any more
-				}
-				var nv [frameValueLen]byte
-				copy(nv[:], old)
-				binary.LittleEndian.PutUint64(nv[8:], uint64(mv.To))
-				if err := fb.Put(kbuf, nv[:]); err != nil {
+				if err := moveFrame(fb, r.Segment, mv.ID, mv); err != nil {
 					return err
+				}
+				if forks != nil {
+					// The forks' copies of the frame move with it.
+					if err := moveForks(forks, fb, r.Segment, mv.ID, mv, map[string]bool{mv.ID: true}); err != nil {
+						return err
+					}
 				}
 			}
 			return m.Delete(keyRewrite)
@@ -836,6 +869,17 @@ func (x *Index) decodeAll(tx *bolt.Tx, sessions, frames int) error {
 	}
 	if n != frames {
 		return x.damagef("bbolt reads %d frames, the pages hold %d", n, frames)
+	}
+	if forks := tx.Bucket(bucketForks); forks != nil {
+		return forks.ForEach(func(k, v []byte) error {
+			if _, _, ok := parseForkKey(k); !ok {
+				return x.damagef("fork registry key %x is malformed", k)
+			}
+			if _, ok := parseForkValue(v); !ok {
+				return x.damagef("fork registry value %x is malformed", v)
+			}
+			return nil
+		})
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
@@ -153,6 +154,20 @@ type HeaderRecord struct {
 	// all its Events events are stored (see engine.DB.Migrate).
 	Replaces uint64 `json:"replaces,omitempty"`
 	Events   uint64 `json:"events,omitempty"`
+	// Fork is set on the header of a fork that shares its parent's
+	// frames (engine.DB.Fork): its events before Inherited are those of
+	// Fork[0], its parent, whose own may be those of Fork[1], and so on,
+	// nearest first. Events is then Inherited+1: the fork takes effect
+	// once its marker, the one events frame that follows, is stored.
+	Fork []ForkLink `json:"fork,omitempty"`
+}
+
+// ForkLink names a session a fork shares frames with: incarnation UID of
+// session ID, whose events before Cut are the fork's.
+type ForkLink struct {
+	ID  string `json:"id"`
+	UID uint64 `json:"uid"`
+	Cut uint64 `json:"cut"`
 }
 
 // DecodeHeaderRecord decodes the header record b stored under key (the
@@ -173,7 +188,31 @@ func DecodeHeaderRecord(b []byte, key string) (HeaderRecord, error) {
 		}
 		rec.Header.ID = key
 	}
+	if len(rec.Fork) > 0 {
+		if err := rec.checkFork(); err != nil {
+			return rec, fmt.Errorf("header of session %q: %w", key, err)
+		}
+	}
 	return rec, nil
+}
+
+// checkFork checks the fork part of a record: a seeded header inheriting
+// its parent's cut, taking effect with its marker, the chain's cuts never
+// growing.
+func (rec *HeaderRecord) checkFork() error {
+	f := rec.Fork
+	switch {
+	case !rec.Header.IsSeeded || rec.Replaces != 0:
+		return errors.New("a fork record on a header that is not seeded, or of a migration")
+	case rec.Inherited != f[0].Cut || rec.Events != rec.Inherited+1:
+		return fmt.Errorf("fork record: inherited %d, events %d, cut %d", rec.Inherited, rec.Events, f[0].Cut)
+	}
+	for i, l := range f {
+		if l.ID == "" || l.UID == 0 || (i > 0 && l.Cut > f[i-1].Cut) {
+			return fmt.Errorf("fork record: link %d (%q, incarnation %d, cut %d) is not a valid link of the chain", i, l.ID, l.UID, l.Cut)
+		}
+	}
+	return nil
 }
 
 // jsonSpelling is s as encoding/json stores it: each byte that is not
