@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/store"
 )
 
@@ -85,6 +86,8 @@ var (
 	ErrNoStore           = store.ErrNoStore
 	ErrCorrupt           = store.ErrCorrupt
 	ErrFormat            = store.ErrFormat
+	// ErrSurface is the kind of a *SurfaceError (Options.SurfaceRules).
+	ErrSurface = recovery.ErrSurface
 )
 
 // Error types: see package store.
@@ -95,7 +98,21 @@ type (
 	LockError             = store.LockError
 	SessionError          = store.SessionError
 	SeqError              = store.SeqError
+	// SurfaceError names the event that breaks a v3 surface rule
+	// (Options.SurfaceRules), by seq; see recovery.SurfaceError.
+	SurfaceError = recovery.SurfaceError
 )
+
+// SurfaceRulesChecker is the store.FrontConfig.Surface of a DB (and of
+// another backend of the contract, such as backend/jetstream) whose
+// SurfaceRules option is on (nil when off): it makes a
+// recovery.SurfaceChecker that knows catalog c's types.
+func SurfaceRulesChecker(on bool, c *event.Catalog) func() store.SurfaceChecker {
+	if !on {
+		return nil
+	}
+	return func() store.SurfaceChecker { return recovery.NewSurfaceChecker(c) }
+}
 
 func sessionErr(id, op string, err error) error { return &SessionError{ID: id, Op: op, Err: err} }
 

@@ -19,16 +19,19 @@ import (
 type memBackend struct {
 	t       *testing.T
 	catalog *event.Catalog
+	surface bool
 	clock   *enginetest.Clock
 	mem     *vfs.MemFS
 	fault   *vfs.FaultFS
 }
 
 func (b *memBackend) options() *engine.Options {
-	return &engine.Options{FS: b.fault, SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc, Catalog: b.catalog}
+	return &engine.Options{FS: b.fault, SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc, Catalog: b.catalog, SurfaceRules: b.surface}
 }
 
 func (b *memBackend) SetCatalog(c *event.Catalog) { b.catalog = c }
+
+func (b *memBackend) SetSurfaceRules(on bool) { b.surface = on }
 
 func (b *memBackend) Open() (enginetest.Store, error) {
 	db, err := engine.Open("/db", b.options())
@@ -77,12 +80,13 @@ func checkStore(dir string, opts *engine.Options) error {
 type osBackend struct {
 	t       *testing.T
 	catalog *event.Catalog
+	surface bool
 	clock   *enginetest.Clock
 	dir     string
 }
 
 func (b *osBackend) Open() (enginetest.Store, error) {
-	db, err := engine.Open(b.dir, &engine.Options{SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc, Catalog: b.catalog})
+	db, err := engine.Open(b.dir, &engine.Options{SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc, Catalog: b.catalog, SurfaceRules: b.surface})
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +106,8 @@ func (b *osBackend) Restart(s enginetest.Store, torn bool) (enginetest.Store, er
 }
 
 func (b *osBackend) SetCatalog(c *event.Catalog) { b.catalog = c }
+
+func (b *osBackend) SetSurfaceRules(on bool) { b.surface = on }
 
 func (b *osBackend) Check() error { return checkStore(b.dir, nil) }
 

@@ -29,6 +29,7 @@ func (db *DB) newHandle(s *session, access Access, lease *lease) *Handle {
 	}
 	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
 		Catalog: db.opts.Catalog, Reload: db.loadTypes, Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,
+		Surface: SurfaceRulesChecker(db.opts.SurfaceRules, db.opts.Catalog),
 	})
 	return h
 }
@@ -87,6 +88,8 @@ func (h *Handle) Enqueue(evs ...Event) error { return h.front.Enqueue(evs...) }
 // checkLog is a write open's validation of the stored log: every event's
 // type against the catalog, and the seed marker rules (docs/EVENTS.md, Seeded sessions).
 // Events already checked by an earlier write open of this DB are skipped.
+// With Options.SurfaceRules the whole log is then fed to the handle's
+// surface checker.
 func (h *Handle) checkLog(ctx context.Context) error {
 	db := h.db
 	db.mu.Lock()
@@ -94,6 +97,9 @@ func (h *Handle) checkLog(ctx context.Context) error {
 	seeded, inh := h.Header().IsSeeded, h.InheritedEventCount()
 	db.mu.Unlock()
 	if err := store.CheckLog(ctx, h.ID(), seeded, inh, from, n, h.Read); err != nil {
+		return err
+	}
+	if err := h.front.CheckSurfaceLog(ctx, n, h.Read); err != nil {
 		return err
 	}
 	db.mu.Lock()

@@ -57,6 +57,16 @@ type Options struct {
 	// store records (DB.RegisterTypes) are registered on it at open, and
 	// again when an event of a type it does not know turns up.
 	Catalog *event.Catalog
+	// SurfaceRules makes every write handle check the v3 surface rules
+	// (docs/EVENTS.md, "Surface rules"; recovery.SurfaceChecker) on what
+	// it appends: a write open reads the stored log once and fails if it
+	// breaks them, and an Append or Enqueue of a batch with an event that
+	// breaks them fails whole with a *SurfaceError (in a *SessionError)
+	// naming the event by seq, storing nothing. Off by default: the store
+	// also serves hosts whose events follow other schemas. Types the
+	// Catalog does not know are opaque when ignorable. The catalog check
+	// stays on either way.
+	SurfaceRules bool
 	// CompactInterval is how often the background compactor runs when
 	// something was deleted (or migrated) since its last run: it runs
 	// Compact with the default live ratio (removing dead segments and

@@ -1,7 +1,10 @@
 // Package recovery balances session logs cut by a crash in the middle of a
 // turn: the interrupted-turn closers (error results for pending tool calls,
 // step/end, turn/end with reason "interrupted"), the read-only balanced view
-// and the fold that tells a log's state.
+// and the fold that tells a log's state; and the v3 surface rules
+// (SurfaceChecker, CheckSurface: surfaceOp, replace spans,
+// sourceEventSeqs, the system head), which hosts can have the store apply
+// to appends and which seglog check --strict and import apply.
 //
 // Fold follows the reference harness's closer scan, which never refuses a
 // log: what a correct agent loop would not write (a turn/end outside a

@@ -38,6 +38,21 @@ type Front struct {
 	behind   handle.Front // Enqueue's write-behind
 
 	seen atomic.Uint64 // the longest log a read through the handle saw
+
+	surface SurfaceChecker // a write handle's, when FrontConfig.Surface is set; guarded by mu
+}
+
+// SurfaceChecker is the check of a session's log as a whole that
+// FrontConfig.Surface turns on (the engine's is recovery.SurfaceChecker,
+// the v3 surface rules): it follows the log from seq 0.
+type SurfaceChecker interface {
+	// Check takes evs, the events that follow those it took, if they
+	// keep its rules; else it returns an error naming the first that
+	// does not (the engine's: a *recovery.SurfaceError) and takes none.
+	Check(evs ...event.Event) error
+	// Undo takes back the batch the last successful Check took (its
+	// write failed).
+	Undo()
 }
 
 // Writer is a backend's side of a write handle. A Front calls its methods
@@ -71,7 +86,13 @@ type FrontConfig struct {
 	// Reload, if set, is called once when the catalog refuses an appended
 	// event: it reports whether the catalog learned types since (another
 	// process recorded them), and the check then runs again.
-	Reload    func() bool
+	Reload func() bool
+	// Surface, if set, makes a write handle check every appended or
+	// enqueued batch with a checker it returns (of the log from seq 0),
+	// after every other check: a batch it refuses fails whole, with its
+	// error in a *SessionError, and nothing is stored. The write open
+	// feeds the checker the stored log (CheckSurfaceLog).
+	Surface   func() SurfaceChecker
 	Window    time.Duration
 	Logger    *slog.Logger
 	AfterFunc func(d time.Duration, f func()) handle.Timer
@@ -81,6 +102,34 @@ type FrontConfig struct {
 // events) with access; w is nil for a read handle.
 func (f *Front) Init(id string, hdr Header, inh uint64, access Access, w Writer, cfg FrontConfig) {
 	f.id, f.hdr, f.inh, f.access, f.w, f.cfg = id, hdr, inh, access, w, cfg
+	if w != nil && cfg.Surface != nil {
+		f.surface = cfg.Surface()
+	}
+}
+
+// CheckSurfaceLog is a write open's feed of the stored log (n events,
+// read in chunks through read, a handle's Read) to the handle's surface
+// checker, if FrontConfig.Surface gave it one: a stored event that breaks
+// its rules fails the open with its error in a *SessionError (op "open").
+// Call it once, before the handle's first append.
+func (f *Front) CheckSurfaceLog(ctx context.Context, n uint64, read func(ctx context.Context, offset, limit int) ([]event.Event, error)) error {
+	if f.surface == nil {
+		return nil
+	}
+	const chunk = 8192
+	for off := uint64(0); off < n; off += chunk {
+		evs, err := read(ctx, int(off), chunk)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		err = f.surface.Check(evs...)
+		f.mu.Unlock()
+		if err != nil {
+			return sessionErr(f.id, "open", err)
+		}
+	}
+	return nil
 }
 
 // ID returns the session ID.
@@ -205,12 +254,13 @@ func (f *Front) Append(ctx context.Context, evs ...event.Event) error {
 	if err := handle.DrainPending(ctx, wb); err != nil {
 		return f.Err("append", err)
 	}
-	return f.appendNow(ctx, evs)
+	return f.appendNow(ctx, evs, false)
 }
 
 // appendNow is Append without draining the write-behind buffer (which
-// calls it).
-func (f *Front) appendNow(ctx context.Context, evs []event.Event) error {
+// calls it, with enqueued true: Enqueue gave its batches to the surface
+// checker already).
+func (f *Front) appendNow(ctx context.Context, evs []event.Event, enqueued bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.writable("append"); err != nil {
@@ -219,10 +269,13 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	if err := f.check("append", evs, f.w.Next()); err != nil {
+	if err := f.check("append", evs, f.w.Next(), !enqueued); err != nil {
 		return err
 	}
 	full, err := f.w.Stage(evs)
+	if err != nil && !enqueued && f.surface != nil {
+		f.surface.Undo() // nothing was stored
+	}
 	if err == nil && full {
 		err = f.w.Cut(ctx)
 	}
@@ -230,8 +283,9 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event) error {
 }
 
 // check is the contract's check of a batch that starts at next, then the
-// backend's; op ("append" or "enqueue") names the operation in errors.
-func (f *Front) check(op string, evs []event.Event, next uint64) error {
+// backend's, then, if surface, the surface checker's (which takes the
+// batch); op ("append" or "enqueue") names the operation in errors.
+func (f *Front) check(op string, evs []event.Event, next uint64, surface bool) error {
 	if err := checkBatch(f.id, op, evs, next); err != nil {
 		return err
 	}
@@ -250,7 +304,15 @@ func (f *Front) check(op string, evs []event.Event, next uint64) error {
 			}
 		}
 	}
-	return f.Err(op, f.w.Check(evs))
+	if err := f.w.Check(evs); err != nil {
+		return f.Err(op, err)
+	}
+	if surface && f.surface != nil {
+		if err := f.surface.Check(evs...); err != nil {
+			return sessionErr(f.id, op, err)
+		}
+	}
+	return nil
 }
 
 // Enqueue hands events to the write-behind buffer without waiting for
@@ -270,13 +332,21 @@ func (f *Front) Enqueue(evs ...event.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	taken := false // the surface checker took the batch
 	err := f.behind.Enqueue(handle.WriteBehindConfig[event.Event]{
-		Write:     f.appendNow,
+		Write:     func(ctx context.Context, evs []event.Event) error { return f.appendNow(ctx, evs, true) },
 		Window:    f.cfg.Window,
 		Name:      f.id,
 		Logger:    f.cfg.Logger,
 		AfterFunc: f.cfg.AfterFunc,
-	}, f.w.Next(), evs, func(evs []event.Event, next uint64) error { return f.check("enqueue", evs, next) })
+	}, f.w.Next(), evs, func(evs []event.Event, next uint64) error {
+		err := f.check("enqueue", evs, next, true)
+		taken = err == nil
+		return err
+	})
+	if err != nil && taken && f.surface != nil {
+		f.surface.Undo() // checked, but not buffered
+	}
 	if errors.Is(err, handle.ErrClosed) {
 		return sessionErr(f.id, "enqueue", ErrHandleClosed)
 	}

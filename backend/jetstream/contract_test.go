@@ -98,6 +98,8 @@ func (b *backend) FailWrites(on bool) { b.cur.failWrites(on) }
 
 func (b *backend) SetCatalog(c *event.Catalog) { b.opts.Catalog = c }
 
+func (b *backend) SetSurfaceRules(on bool) { b.opts.SurfaceRules = on }
+
 func TestContract(t *testing.T) {
 	nc := connect(t, srvURL)
 	enginetest.Run(t, func(t *testing.T, clock *enginetest.Clock) enginetest.Backend {

@@ -39,6 +39,7 @@ func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease
 	}
 	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
 		Catalog: st.opts.Catalog, Window: st.opts.WriteBehindWindow, Logger: st.opts.Logger, AfterFunc: st.opts.AfterFunc,
+		Surface: engine.SurfaceRulesChecker(st.opts.SurfaceRules, st.opts.Catalog),
 	})
 	st.handles[h] = struct{}{}
 	return h
@@ -272,6 +273,9 @@ func (h *Handle) checkLog(ctx context.Context) error {
 	from, n := h.s.checked, h.s.next()
 	st.mu.Unlock()
 	if err := store.CheckLog(ctx, h.s.id, h.front.Header().IsSeeded, h.front.InheritedEventCount(), from, n, h.Read); err != nil {
+		return err
+	}
+	if err := h.front.CheckSurfaceLog(ctx, n, h.Read); err != nil {
 		return err
 	}
 	st.mu.Lock()

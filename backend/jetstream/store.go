@@ -62,6 +62,9 @@ type Options struct {
 	// Catalog is the set of event types reads accept; default
 	// event.NewCatalog().
 	Catalog *event.Catalog
+	// SurfaceRules makes write handles check the v3 surface rules on
+	// what they append; see engine.Options.SurfaceRules.
+	SurfaceRules bool
 	// Logger receives warnings; default discards.
 	Logger *slog.Logger
 }

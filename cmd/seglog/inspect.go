@@ -17,6 +17,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
 )
@@ -85,14 +86,15 @@ func openRW(dir string) (*engine.DB, error) {
 }
 
 func newCheckCmd(w io.Writer, dir *string) *cobra.Command {
-	var repair, asJSON bool
+	var repair, asJSON, strict bool
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "verify every frame, the sessions' seqs and the index; exit 1 on problems",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runCheck(w, *dir, repair, asJSON) },
+		RunE:  func(*cobra.Command, []string) error { return runCheck(w, *dir, repair, asJSON, strict) },
 	}
 	cmd.Flags().BoolVar(&repair, "repair", false, "rebuild the index from the segments (after reporting)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "also read every session and report each event that breaks the v3 surface rules (docs/EVENTS.md)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object (docs: README, CLI output)")
 	return cmd
 }
@@ -109,13 +111,16 @@ type checkJSON struct {
 	Repaired bool     `json:"repaired"`
 }
 
-func runCheck(w io.Writer, dir string, repair, asJSON bool) error {
+func runCheck(w io.Writer, dir string, repair, asJSON, strict bool) error {
 	if err := needStore(dir); err != nil {
 		return err
 	}
 	rep, err := engine.Check(dir, nil)
 	if err != nil {
 		return err
+	}
+	if strict {
+		rep.Problems = append(rep.Problems, surfaceProblems(dir)...)
 	}
 	if asJSON {
 		out := checkJSON{OK: len(rep.Problems) == 0, Problems: []string{}, Notes: append([]string{}, rep.Notes...),
@@ -155,6 +160,62 @@ func runCheck(w io.Writer, dir string, repair, asJSON bool) error {
 		return errProblems
 	}
 	fmt.Fprintln(w, "OK")
+	return nil
+}
+
+// surfaceProblems is check --strict's part: every session of the store in
+// dir read (v2 ones migrated, as reads see them) and checked against the
+// v3 surface rules (recovery.SurfaceChecker, knowing the built-in and the
+// recorded types); one problem per session that breaks them, naming the
+// event, or that could not be read.
+func surfaceProblems(dir string) []engine.Problem {
+	var ps []engine.Problem
+	problem := func(id string, err error) {
+		ps = append(ps, engine.Problem{Path: dir, Offset: -1, Session: id, What: "strict: " + untag(err.Error())})
+	}
+	types, err := engine.RecordedTypes(dir)
+	if err != nil {
+		problem("", err)
+		return ps
+	}
+	known := event.NewCatalog(types...)
+	db, err := openRO(dir)
+	if err != nil {
+		problem("", err)
+		return ps
+	}
+	defer db.Close()
+	ctx := context.Background()
+	snaps, err := db.List(ctx)
+	if err != nil {
+		problem("", err)
+		return ps
+	}
+	for _, s := range snaps {
+		id := s.Header.ID
+		if err := checkSessionSurface(ctx, db, id, known); err != nil {
+			problem(id, err)
+		}
+	}
+	return ps
+}
+
+// checkSessionSurface reads session id and applies the v3 surface rules.
+func checkSessionSurface(ctx context.Context, db *engine.DB, id string, known *event.Catalog) error {
+	h, err := db.Open(ctx, id, engine.Read)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	c := recovery.NewSurfaceChecker(known)
+	for ev, err := range h.Events(ctx, 0) {
+		if err != nil {
+			return err
+		}
+		if err := c.Check(ev); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

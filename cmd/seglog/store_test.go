@@ -109,7 +109,7 @@ func TestNoDefaultStoreCreated(t *testing.T) {
 func TestImportCreatesTheStore(t *testing.T) {
 	root := t.TempDir()
 	h := engine.Header{Version: 3, ID: "one", CreatedAt: 1}
-	writeLog(t, root, h, testgen.Events(0, 3, 100), 3)
+	writeLog(t, root, h, testgen.V3Events(0, 3, 100), 3)
 	dir := filepath.Join(t.TempDir(), "new", "store")
 	if out, code := cli(t, "import", root, "--dir", dir); code != 0 || !strings.Contains(out, "imported 1 sessions") {
 		t.Fatalf("import: exit %d\n%s", code, out)

@@ -209,13 +209,19 @@ func runImport(w, progress io.Writer, dir, root string, types ...string) (*impor
 			refuse(path, "filename identifies v%d, but the header identifies v%d", v, log.Header.Version)
 			continue
 		}
+		v3 := log.Events
 		if log.Header.Version < jsonl.Version {
 			// Stored as it is; refuse now what its migration would.
-			if _, err := recovery.MigrateV2(log.Header.ID, log.Events); err != nil {
+			if v3, err = recovery.MigrateV2(log.Header.ID, log.Events); err != nil {
 				refuse(path, "%v", err)
 				continue
 			}
 		} else if err := checkTypes(catalog, log.Events); err != nil {
+			refuse(path, "%v", err)
+			continue
+		}
+		// The v3 surface rules, on the log as reads will see it.
+		if err := recovery.NewSurfaceChecker(catalog).Check(v3...); err != nil {
 			refuse(path, "%v", err)
 			continue
 		}

@@ -38,7 +38,7 @@ func makeRoot(t testing.TB, root string, n int) map[string][]event.Event {
 	}
 	for i := range n {
 		h := engine.Header{Version: 3, ID: fmt.Sprintf("sess/%04d", i), CreatedAt: int64(1_700_000_000_000 + i), Cwd: fmt.Sprintf("/work/p%d", i%7)}
-		evs := testgen.Events(0, 5+i%40, 250)
+		evs := testgen.V3Events(0, 5+i%40, 250)
 		tail := ""
 		if i == 3 {
 			tail = `{"type":"assistant/chunk","seq":99,"ti` // torn
@@ -48,8 +48,8 @@ func makeRoot(t testing.TB, root string, n int) map[string][]event.Event {
 	}
 	// A seeded fork: the parent's first 3 events, the marker, its own.
 	fork := engine.Header{Version: 3, ID: "fork", CreatedAt: 5, ParentSession: "sess/0000", IsSeeded: true, Origin: "subagent", DelegationDepth: 1}
-	evs := append(testgen.Events(0, 3, 100), event.Event{Seq: 3, Type: "session/end-seed", Time: 9, Data: []byte(`{"inherited":true}`)})
-	evs = append(evs, testgen.Events(4, 4, 100)...)
+	evs := append(testgen.V3Events(0, 3, 100), event.Event{Seq: 3, Type: "session/end-seed", Time: 9, Data: []byte(`{"inherited":true}`)})
+	evs = append(evs, testgen.V3Events(4, 4, 100)...)
 	write(fork, evs, false, "")
 	want["fork"] = evs
 	// Refusals.
@@ -344,7 +344,7 @@ func TestCatBalanced(t *testing.T) {
 func TestImportRefusesUnsupportedNames(t *testing.T) {
 	root, dir := t.TempDir(), filepath.Join(t.TempDir(), "store")
 	put := func(id, name string, h engine.Header) {
-		b, err := jsonl.Encode(h, testgen.Events(0, 2, 50), false, nil)
+		b, err := jsonl.Encode(h, testgen.V3Events(0, 2, 50), false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +411,7 @@ func TestExportImportHostTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := append(testgen.Events(0, 2, 80), event.Event{Seq: 2, Type: "acme/deploy", Time: 5, Data: []byte(`{}`)})
+	evs := append(testgen.V3Events(0, 2, 80), event.Event{Seq: 2, Type: "acme/deploy", Time: 5, Data: []byte(`{}`)})
 	if err := h.Append(ctx, evs...); err != nil {
 		t.Fatal(err)
 	}

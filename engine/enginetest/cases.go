@@ -50,6 +50,23 @@ func Turn2() []event.Event {
 	}
 }
 
+// SurfaceTurn is a one-turn log that keeps the v3 surface rules: seqs
+// 0..5, a system head at 2 and a user message at 3 (the surface).
+func SurfaceTurn() []event.Event {
+	sys := ev(2, "system/message", `{"turn":0,"step":0,"message":{"id":"s","role":"system","content":[],"source":{"kind":"plugin","plugin":"p"}}}`)
+	sys.SurfaceOp = json.RawMessage(`"append"`)
+	user := ev(3, "user/message", `{"id":"u1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}}`)
+	user.SurfaceOp, user.SourceEventSeqs = json.RawMessage(`"append"`), []uint64{1}
+	return []event.Event{
+		ev(0, "turn/start", `{"turn":0}`),
+		ev(1, "step/start", `{"turn":0,"step":0}`),
+		sys,
+		user,
+		ev(4, "step/end", `{"turn":0,"step":0}`),
+		ev(5, "turn/end", `{"turn":0,"reason":{"kind":"completed"}}`),
+	}
+}
+
 // Run runs every contract case against stores newBackend makes; each case
 // gets a fresh, empty backend. clock drives write-behind windows: the
 // backend must pass clock.AfterFunc to its stores.
@@ -730,6 +747,69 @@ var contractCases = []contractCase{
 		_, err := r.Read(e.ctx, 0, -1)
 		e.wantErr("first read", err, engine.ErrUnsupportedEvent)
 		e.wantEvents("the known prefix still reads", OneTurn()[:3], e.read(r, 0, 3))
+	}},
+	{"surface-rules/append-and-open", func(e *env) {
+		sr, ok := e.b.(SurfaceRuler)
+		if !ok {
+			e.t.Fatalf("the backend %T does not implement enginetest.SurfaceRuler", e.b)
+		}
+		// Off by default: a log that breaks the rules (OneTurn's user
+		// message comes before the first step/start) is stored.
+		legacy := e.create("legacy")
+		e.append(legacy, OneTurn()...)
+		if err := legacy.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		sr.SetSurfaceRules(true)
+		e.restart(false)
+		wantSurface := func(what string, err error, op string, seq uint64) {
+			e.t.Helper()
+			var se *engine.SurfaceError
+			var sess *engine.SessionError
+			if !errors.Is(err, engine.ErrSurface) || !errors.As(err, &se) || se.Seq != seq || !errors.As(err, &sess) || sess.Op != op {
+				e.t.Errorf("%s: %v, want a *SurfaceError at seq %d from %s", what, err, seq, op)
+			}
+		}
+		_, err := e.s.Open(e.ctx, "legacy", engine.Write)
+		wantSurface("write open of a log that breaks the rules", err, "open", 1)
+		e.read(e.open("legacy", engine.Read), 0, -1) // reads are not checked
+
+		h := e.create("s")
+		e.append(h, SurfaceTurn()...)
+		// A batch with a bad event stores nothing, its good events neither.
+		noOp := ev(8, "user/message", `{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}`)
+		err = h.Append(e.ctx, ev(6, "turn/start", `{"turn":1}`), ev(7, "step/start", `{"turn":1,"step":0}`), noOp)
+		wantSurface("append without surfaceOp", err, "append", 8)
+		late := ev(6, "user/message", `{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}`)
+		late.SurfaceOp, late.SourceEventSeqs = json.RawMessage(`"append"`), []uint64{6}
+		wantSurface("enqueue citing itself", h.Enqueue(late), "enqueue", 6)
+		if n := h.Len(); n != 6 {
+			e.t.Errorf("Len after refused batches = %d, want 6", n)
+		}
+		// Enqueued events count: the replace that follows them checks
+		// against the stored surface and them.
+		if err := h.Enqueue(ev(6, "turn/start", `{"turn":1}`), ev(7, "step/start", `{"turn":1,"step":0}`)); err != nil {
+			e.t.Fatal(err)
+		}
+		compact := ev(8, "user/message", `{"id":"u3","role":"user","content":[],"source":{"kind":"user"}}`)
+		compact.SurfaceOp, compact.SourceEventSeqs = json.RawMessage(`{"op":"replace","startSeq":3,"endSeq":3}`), []uint64{3}
+		e.append(h, compact)
+		if err := h.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		e.wantEvents("stored", append(SurfaceTurn(), ev(6, "turn/start", `{"turn":1}`), ev(7, "step/start", `{"turn":1,"step":0}`), compact),
+			e.read(e.open("s", engine.Read), 0, -1))
+		// A write open feeds the checker the stored log: 3 left the surface.
+		e.restart(false)
+		w := e.open("s", engine.Write)
+		again := compact
+		again.Seq = 9
+		wantSurface("replace of a node no longer on the surface", w.Append(e.ctx, again), "append", 9)
+		again.SurfaceOp, again.SourceEventSeqs = json.RawMessage(`{"op":"replace","startSeq":8,"endSeq":8}`), []uint64{8}
+		e.append(w, again)
+		if err := w.Close(); err != nil {
+			e.t.Fatal(err)
+		}
 	}},
 	{"C18/ignorable-unknown-is-kept", func(e *env) {
 		h := e.create("s")

@@ -42,6 +42,13 @@ type Recataloger interface {
 	SetCatalog(c *event.Catalog)
 }
 
+// SurfaceRuler is a Backend whose stores can check the v3 surface rules
+// on appends (engine.Options.SurfaceRules): the stores it opens after
+// SetSurfaceRules (Open, Restart) check them if on.
+type SurfaceRuler interface {
+	SetSurfaceRules(on bool)
+}
+
 // Local adapts an *engine.DB to Store.
 func Local(db *engine.DB) Store { return store.Wrap[*engine.Handle](db) }
 

@@ -56,6 +56,36 @@ func Event(seq uint64, size int) event.Event {
 	return e
 }
 
+// V3Events is Events for logs that keep the v3 surface rules
+// (recovery.SurfaceChecker), as a reference import requires: the same
+// data, times and ignorable events, but the types cycle step/start,
+// user/message (citing the event before it), assistant/message,
+// tool/result (citing the event before it), each surface event with
+// surfaceOp "append". Each event is a pure function of its seq; a log
+// from seq 0 starts with a step/start.
+func V3Events(first uint64, n, size int) []event.Event {
+	evs := Events(first, n, size)
+	for i := range evs {
+		e := &evs[i]
+		e.SourceEventSeqs, e.SurfaceOp = nil, nil
+		switch e.Seq % 4 {
+		case 0:
+			e.Type = "step/start"
+			continue
+		case 1:
+			e.Type = "user/message"
+			e.SourceEventSeqs = []uint64{e.Seq - 1}
+		case 2:
+			e.Type = "assistant/message"
+		case 3:
+			e.Type = "tool/result"
+			e.SourceEventSeqs = []uint64{e.Seq - 1}
+		}
+		e.SurfaceOp = json.RawMessage(`"append"`)
+	}
+	return evs
+}
+
 // Size returns the bytes a user hands over for evs: the JSON lengths of
 // type, data and surfaceOp plus 16 bytes of seq and time each, 8 per source
 // seq. Throughput figures divide by it.
