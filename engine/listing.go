@@ -58,7 +58,10 @@ func (s *session) stale() bool { return s.metaAt < s.framed }
 
 // freshListings brings the listing of each of ss up to date. Called with
 // db.mu held, which it releases while it reads frames. A session deleted
-// meanwhile is left as it is.
+// meanwhile is left as it is, and so is one whose frames are damaged: it
+// is listed with what is known (a warning names the damage, and a read
+// of the session reports it), so that one damaged session does not stop
+// a store's listing.
 func (db *DB) freshListings(ctx context.Context, ss []*session) error {
 	var stale []*session
 	for _, s := range ss {
@@ -72,7 +75,12 @@ func (db *DB) freshListings(ctx context.Context, ss []*session) error {
 	db.mu.Unlock()
 	defer db.mu.Lock()
 	for _, s := range stale {
-		if err := db.refreshMeta(ctx, s); err != nil && !errors.Is(err, ErrSessionNotFound) {
+		err := db.refreshMeta(ctx, s)
+		switch {
+		case err == nil, errors.Is(err, ErrSessionNotFound):
+		case errors.Is(err, ErrCorrupt):
+			db.opts.Logger.Warn("engine: the title and update time of a damaged session are not read", "session", s.id, "error", err)
+		default:
 			return sessionErr(s.id, "list", err)
 		}
 	}

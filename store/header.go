@@ -147,7 +147,8 @@ type Snapshot struct {
 	// (milliseconds since the Unix epoch), or Header.CreatedAt while it
 	// has none. For both, events a write handle appends or enqueues count
 	// once written out to the log: at the latest when it flushes them
-	// (EventCount counts them at once).
+	// (EventCount counts them at once). Of a session whose frames are
+	// damaged, both are what is known (a read reports the damage).
 	UpdatedAt int64
 }
 

@@ -569,7 +569,12 @@ func (st *Store) Stat(ctx context.Context, id string) (engine.Snapshot, error) {
 		st.mu.Unlock()
 		err := st.refreshMeta(ctx, s)
 		st.mu.Lock()
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, engine.ErrCorrupt):
+			// Listed with what is known; a read reports the damage.
+			st.opts.Logger.Warn("jetstream: the title and update time of a damaged session are not read", "session", id, "error", err)
+		default:
 			return engine.Snapshot{}, sessionErr(id, "stat", err)
 		}
 	}
