@@ -22,6 +22,9 @@ type Snapshot = store.Snapshot
 // ListOptions selects and pages ListPage.
 type ListOptions = store.ListOptions
 
+// ListOrder is the order of ListPage: OrderID or OrderUpdated.
+type ListOrder = store.ListOrder
+
 // Inspection is a session's log and the closers of its open turn, as
 // Inspect sees them.
 type Inspection = store.Inspection
@@ -45,6 +48,11 @@ const (
 
 	FormatCurrent           = store.FormatCurrent
 	FormatMigrationRequired = store.FormatMigrationRequired
+
+	// OrderID lists sessions by ID; OrderUpdated most recently updated
+	// first (see store.ListOrder).
+	OrderID      = store.OrderID
+	OrderUpdated = store.OrderUpdated
 
 	// Read handles read; they take no ownership and coexist with a writer.
 	Read = store.Read

@@ -443,18 +443,27 @@ func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	defer db.mu.Unlock()
-	s, err := db.lookup(id, "stat")
-	if err != nil {
-		return Snapshot{}, err
+	for try := 1; ; try++ {
+		s, err := db.lookup(id, "stat")
+		if err != nil {
+			return Snapshot{}, err
+		}
+		snap, err := db.snapshotOf(s)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		if err := db.checkVersion(id, snap.Header); err != nil {
+			return Snapshot{}, err
+		}
+		if !s.stale() || s.pending || try > 2 {
+			// (A listing behind again after it was brought up to date,
+			// by appends since, is as of a moment of this Stat.)
+			return snap, nil
+		}
+		if err := db.freshListings(ctx, []*session{s}); err != nil {
+			return Snapshot{}, err
+		}
 	}
-	snap, err := db.snapshotOf(s)
-	if err != nil {
-		return Snapshot{}, err
-	}
-	if err := db.checkVersion(id, snap.Header); err != nil {
-		return Snapshot{}, err
-	}
-	return snap, nil
 }
 
 // List describes every session, sorted by ID.
@@ -463,10 +472,12 @@ func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
 	return snaps, err
 }
 
-// ListPage is List filtered and paged (ListOptions): the page, in ID
-// order, and the cursor of the next page ("" after the last). A session
-// left out by Prefix or After costs no header read. It fails with
-// ErrInvalidArgument for a negative Limit.
+// ListPage is List filtered, ordered and paged (ListOptions, store.Page):
+// the page and the cursor of the next page ("" after the last). A session
+// left out by Prefix (or, in ID order, After) costs no header read; in ID
+// order, only the sessions of the page have their listing (Title,
+// UpdatedAt) brought up to date, where it is behind. It fails with
+// ErrInvalidArgument for bad options.
 func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error) {
 	if err := opts.Check(); err != nil {
 		return nil, "", err
@@ -475,28 +486,43 @@ func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, strin
 		return nil, "", err
 	}
 	defer db.mu.Unlock()
-	var ids []string
-	for id, s := range db.mu.sessions {
-		if !s.erased && !opts.Skips(id) {
-			ids = append(ids, id)
+	for {
+		var ids []string
+		for id, s := range db.mu.sessions {
+			if !s.erased && !opts.Skips(id) {
+				ids = append(ids, id)
+			}
 		}
-	}
-	sort.Strings(ids)
-	out := []Snapshot{}
-	for _, id := range ids {
-		snap, err := db.snapshotOf(db.mu.sessions[id])
-		if err != nil {
+		sort.Strings(ids)
+		var keep []*session
+		for _, id := range ids {
+			s := db.mu.sessions[id]
+			hdr, err := db.header(s)
+			if err != nil {
+				return nil, "", err
+			}
+			if db.checkVersion(id, hdr) != nil || (opts.Cwd != "" && hdr.Cwd != opts.Cwd) {
+				continue // (a format this build does not read: not listed, as the reference skips foreign versions)
+			}
+			keep = append(keep, s)
+			if opts.OrderBy == OrderID && opts.Limit > 0 && len(keep) > opts.Limit {
+				break // (one past the page: there is a next one)
+			}
+		}
+		if err := db.freshListings(ctx, keep); err != nil {
 			return nil, "", err
 		}
-		if db.checkVersion(id, snap.Header) != nil || (opts.Cwd != "" && snap.Header.Cwd != opts.Cwd) {
-			continue // (a format this build does not read: not listed, as the reference skips foreign versions)
+		snaps := make([]Snapshot, 0, len(keep))
+		for _, s := range keep {
+			if db.mu.sessions[s.id] != s {
+				break // (deleted or replaced while the listings were read)
+			}
+			snaps = append(snaps, s.snapshot())
 		}
-		if opts.Limit > 0 && len(out) == opts.Limit {
-			return out, out[len(out)-1].Header.ID, nil
+		if len(snaps) == len(keep) {
+			return store.Page(snaps, opts)
 		}
-		out = append(out, snap)
 	}
-	return out, "", nil
 }
 
 // Delete removes a session: its log is gone for every reader of this DB at

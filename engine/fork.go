@@ -114,15 +114,22 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 		chain = append(chain, l)
 	}
 	checked := min(p.checked, n)
+	ptitle, pmeta := p.title, p.metaAt
 	db.mu.Unlock()
 	c := &session{id: hdr.ID, hdr: hdr, inherited: n, uid: store.NewIncarnation(), fork: chain,
 		frames: clipRefs(v.refs, n), framed: n, next: n, loaded: true, checked: checked}
+	marker := store.ForkMarker(n, time.Now().UnixMilli())
+	if pmeta == n {
+		// The parent's listing describes its first n events: the fork's
+		// title is its title, and the fork was updated by its marker.
+		c.title, c.updatedAt, c.metaAt = ptitle, marker.Time, n+1
+	}
 	rec := store.HeaderRecord{Header: hdr, UID: c.uid, Inherited: n, Events: n + 1, Fork: chain}
 	he, err := db.enc.Header(c.id, store.MarshalHeaderRecord(rec))
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
-	me, err := db.enc.Events(c.id, n, []event.Event{store.ForkMarker(n, time.Now().UnixMilli())})
+	me, err := db.enc.Events(c.id, n, []event.Event{marker})
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}

@@ -215,7 +215,8 @@ func (db *DB) indexUpdate(batch []pendFrame) (*index.Update, map[*session]idxWas
 			ended[p.s] = true
 		}
 	}
-	for _, p := range batch {
+	var noted map[*session]*pendFrame // the last entry of each session that has its listing
+	for i, p := range batch {
 		s := p.s
 		if p.delete {
 			u.Deleted = append(u.Deleted, s.id) // applied before the upserts below
@@ -241,6 +242,12 @@ func (db *DB) indexUpdate(batch []pendFrame) (*index.Update, map[*session]idxWas
 			u.Inherits = append(u.Inherits, in)
 			s.idxNext = max(s.idxNext, s.inherited)
 		}
+		if p.metaAt != 0 {
+			if noted == nil {
+				noted = map[*session]*pendFrame{}
+			}
+			noted[s] = &batch[i]
+		}
 		s.idxSize += int64(p.ref.size)
 		if !p.header {
 			s.idxNext = p.ref.first + uint64(p.ref.count)
@@ -250,9 +257,11 @@ func (db *DB) indexUpdate(batch []pendFrame) (*index.Update, map[*session]idxWas
 		}
 	}
 	for s := range touched {
+		title, at, metaAt := s.listingAt(s.idxNext, noted[s])
 		u.Sessions = append(u.Sessions, index.Session{
 			ID: s.id, Header: marshalHeader(s), UID: s.uid,
 			Events: s.idxNext, Size: s.idxSize, Inherited: s.inherited,
+			Title: title, UpdatedAt: at, MetaEvents: metaAt,
 		})
 	}
 	return u, touched

@@ -104,9 +104,8 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	if hdr.Version == FormatVersion {
-		snap := old.snapshot()
 		db.mu.Unlock()
-		return snap, nil
+		return db.Stat(ctx, id)
 	}
 	rh := db.newHandle(old, Read, nil)
 	db.mu.Unlock()
@@ -131,6 +130,7 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 		inherited = lastInheritedMarker(evs, inherited)
 	}
 	ns := &session{id: id, hdr: newHdr, inherited: inherited, uid: store.NewIncarnation(), loaded: true}
+	ns.setListing(evs)
 	rec := store.MarshalHeaderRecord(store.HeaderRecord{Header: newHdr, UID: ns.uid, Inherited: ns.inherited, Replaces: old.uid, Events: uint64(len(evs))})
 	he, err := db.enc.Header(id, rec)
 	if err != nil {

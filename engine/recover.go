@@ -196,6 +196,7 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 			db.mu.sessions[is.ID] = &session{
 				id: is.ID, hdrRaw: is.Header, inherited: is.Inherited, uid: is.UID,
 				next: is.Events, framed: is.Events, size: is.Size, idxNext: is.Events, idxSize: is.Size,
+				title: is.Title, updatedAt: is.UpdatedAt, metaAt: is.MetaEvents,
 			}
 			return nil
 		})

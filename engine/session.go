@@ -38,6 +38,13 @@ type session struct {
 
 	idxNext uint64 // events the index holds (frames in pend are not counted)
 	idxSize int64
+
+	// What List shows of the log (Snapshot.Title, UpdatedAt), as of its
+	// first metaAt events (see listing.go): the title of the latest
+	// session/title among them, and the time of event metaAt-1.
+	title     string
+	updatedAt int64
+	metaAt    uint64
 }
 
 type frameRef struct {
@@ -74,6 +81,11 @@ type pendFrame struct {
 	// frame: the index takes the group whole or not at all.
 	groupEnd  *frameRef
 	migration bool // an entry of a migration's group
+	// metaAt, if not 0, is the frame's end, and title and updatedAt the
+	// session's listing as of it (noteFrame), for the index record.
+	metaAt    uint64
+	title     string
+	updatedAt int64
 }
 
 // header returns the session header, decoding the index's copy on first
@@ -104,6 +116,11 @@ func (s *session) snapshot() Snapshot {
 		EventCount:          s.next,
 		SizeBytes:           s.size,
 		InheritedEventCount: s.inherited,
+		Title:               s.title,
+		UpdatedAt:           s.updatedAt,
+	}
+	if s.metaAt == 0 {
+		snap.UpdatedAt = s.hdr.CreatedAt
 	}
 	if s.hdr.Version < FormatVersion {
 		snap.FormatStatus = FormatMigrationRequired

@@ -107,6 +107,7 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 				}
 				k--
 			}
+			evs := s.open[:counts[k]]
 			s.open = s.open[counts[k]:]
 			if len(s.open) == 0 {
 				// Framed whole: drop the slice, or its backing array
@@ -115,7 +116,9 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 				s.open = nil
 			}
 			ref.first, ref.count = s.framed, counts[k]
-			db.mu.pend = append(db.mu.pend, s.addFrame(ref))
+			p := s.addFrame(ref)
+			s.noteFrame(evs, &p)
+			db.mu.pend = append(db.mu.pend, p)
 		}
 		if len(db.mu.pend) >= indexBatchFrames && db.checkpointer.Load() {
 			select { // enough for a checkpoint before the next tick

@@ -61,28 +61,47 @@ type Session struct {
 	Events    uint64 // events stored (the next seq)
 	Size      int64  // bytes of frames on disk
 	Inherited uint64
+	// What the engine lists the session by, as of its first MetaEvents
+	// events (at most Events; the engine reads the frames after them to
+	// bring it up to date): Title is the latest session/title's, "" if
+	// none; UpdatedAt the time of event MetaEvents-1. A record of version
+	// 1 has MetaEvents 0: nothing known.
+	Title      string
+	UpdatedAt  int64
+	MetaEvents uint64
 }
 
-// A session record: a version byte (1), uvarints uid, events, size and
-// inherited, then the header bytes. Part of the on-disk format.
-const sessionRecordV1 = 1
+// A session record: a version byte, then uvarints uid, events, size and
+// inherited; in version 2, then a uvarint MetaEvents, a varint (zigzag)
+// UpdatedAt, and the Title as a uvarint length and its bytes; then the
+// header bytes (the rest). This build writes version 2 and reads both.
+// Part of the on-disk format.
+const (
+	sessionRecordV1 = 1
+	sessionRecordV2 = 2
+)
 
 func encodeSession(s Session) []byte {
-	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+len(s.Header))
-	b = append(b, sessionRecordV1)
+	b := make([]byte, 0, 1+7*binary.MaxVarintLen64+len(s.Title)+len(s.Header))
+	b = append(b, sessionRecordV2)
 	b = binary.AppendUvarint(b, s.UID)
 	b = binary.AppendUvarint(b, s.Events)
 	b = binary.AppendUvarint(b, uint64(s.Size))
 	b = binary.AppendUvarint(b, s.Inherited)
+	b = binary.AppendUvarint(b, s.MetaEvents)
+	b = binary.AppendVarint(b, s.UpdatedAt)
+	b = binary.AppendUvarint(b, uint64(len(s.Title)))
+	b = append(b, s.Title...)
 	return append(b, s.Header...)
 }
 
 func decodeSession(v []byte) (Session, bool) {
-	f, hdr, ok := parseSession(v)
+	s, hdr, ok := parseSession(v)
 	if !ok {
 		return Session{}, false
 	}
-	return Session{UID: f[0], Events: f[1], Size: int64(f[2]), Inherited: f[3], Header: bytes.Clone(hdr)}, true
+	s.Header = bytes.Clone(hdr)
+	return s, true
 }
 
 func validSession(v []byte) bool {
@@ -90,19 +109,46 @@ func validSession(v []byte) bool {
 	return ok
 }
 
-func parseSession(v []byte) (f [4]uint64, hdr []byte, ok bool) {
-	if len(v) == 0 || v[0] != sessionRecordV1 {
-		return f, nil, false
+// parseSession decodes a session record but its header bytes (hdr, which
+// share v's memory).
+func parseSession(v []byte) (s Session, hdr []byte, ok bool) {
+	if len(v) == 0 || (v[0] != sessionRecordV1 && v[0] != sessionRecordV2) {
+		return s, nil, false
 	}
+	version := v[0]
 	v = v[1:]
-	for i := range f {
+	uv := func() uint64 {
 		x, n := binary.Uvarint(v)
 		if n <= 0 {
-			return f, nil, false
+			ok = false
+			return 0
 		}
-		f[i], v = x, v[n:]
+		v = v[n:]
+		return x
 	}
-	return f, v, true
+	ok = true
+	s.UID, s.Events, s.Size, s.Inherited = uv(), uv(), int64(uv()), uv()
+	if !ok {
+		return Session{}, nil, false
+	}
+	if version == sessionRecordV1 {
+		return s, v, true
+	}
+	s.MetaEvents = uv()
+	if !ok || s.MetaEvents > s.Events {
+		return Session{}, nil, false
+	}
+	at, n := binary.Varint(v)
+	if n <= 0 {
+		return Session{}, nil, false
+	}
+	s.UpdatedAt, v = at, v[n:]
+	tl := uv()
+	if !ok || tl > uint64(len(v)) {
+		return Session{}, nil, false
+	}
+	s.Title, v = string(v[:tl]), v[tl:]
+	return s, v, true
 }
 
 // Frame locates one frame of a session.

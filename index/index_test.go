@@ -156,3 +156,51 @@ func TestApplyInterleavedFrames(t *testing.T) {
 		}
 	}
 }
+
+// A session record keeps the title and update time (version 2), and a
+// record of version 1 (an older build's) still decodes, with nothing of
+// them known.
+func TestSessionRecordVersions(t *testing.T) {
+	x, path := openTemp(t)
+	s := Session{ID: "s", Header: []byte(`{"id":"s"}`), UID: 7, Events: 9, Size: 300, Inherited: 2,
+		Title: "Fix the ünicode bug", UpdatedAt: -5, MetaEvents: 8}
+	if err := x.Apply(&Update{Sessions: []Session{s}, Checkpoint: Checkpoint{Segment: 1, Offset: 64}}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Session{s}, sessions(t, x)); diff != "" {
+		t.Errorf("version 2 record (-want +got):\n%s", diff)
+	}
+	// Version 1, as an older build wrote it.
+	v1 := []byte{sessionRecordV1}
+	for _, u := range []uint64{3, 4, 50, 0} {
+		v1 = binary.AppendUvarint(v1, u)
+	}
+	v1 = append(v1, `{"id":"old"}`...)
+	err := x.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSessions).Put([]byte("old"), v1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	x, err = Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if err := x.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	old := Session{ID: "old", Header: []byte(`{"id":"old"}`), UID: 3, Events: 4, Size: 50}
+	if diff := cmp.Diff([]Session{old, s}, sessions(t, x)); diff != "" {
+		t.Errorf("after a version 1 record (-want +got):\n%s", diff)
+	}
+	// A version 2 record whose title runs past the end, or whose
+	// MetaEvents pass its Events, is malformed.
+	for _, bad := range [][]byte{
+		append(encodeSession(s)[:len(encodeSession(s))-len(s.Header)-len(s.Title)], 'x'),
+		encodeSession(Session{UID: 1, Events: 1, MetaEvents: 2}),
+	} {
+		if validSession(bad) {
+			t.Errorf("record %x decodes", bad)
+		}
+	}
+}

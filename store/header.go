@@ -141,6 +141,16 @@ type Snapshot struct {
 	EventCount          uint64
 	SizeBytes           int64 // bytes of the session's frames on disk
 	InheritedEventCount uint64
+	// Title is data.title of the session's latest session/title event
+	// (TitleOf), "" if it has none.
+	Title string
+	// UpdatedAt is the Time of the session's last flushed event
+	// (milliseconds since the Unix epoch), or Header.CreatedAt while it
+	// has none. For both, events a write handle appends or enqueues count
+	// once written out to the log: at the latest when it flushes them
+	// (EventCount counts them at once). Of a session whose frames are
+	// damaged, both are what is known (a read reports the damage).
+	UpdatedAt int64
 }
 
 // HeaderRecord is a session's stored header: the payload of a header

@@ -16,8 +16,9 @@ type Store interface {
 	Open(ctx context.Context, id string, access Access) (Handle, error)
 	Stat(ctx context.Context, id string) (Snapshot, error)
 	List(ctx context.Context) ([]Snapshot, error)
-	// ListPage is List filtered and paged (ListOptions): the page, in ID
-	// order, and the cursor of the next one ("" after the last).
+	// ListPage is List filtered, ordered and paged (ListOptions): the
+	// page, in the order asked for (by ID unless OrderUpdated), and the
+	// cursor of the next one ("" after the last).
 	ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error)
 	// Inspect returns a session's log and the closers a resume would
 	// append to it, without taking the write lease and writing nothing:

@@ -398,6 +398,7 @@ func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref fram
 	ref.seq = ack.Sequence
 	s.frames = append(s.frames, ref)
 	s.framed += uint64(ref.count)
+	s.noteBatch(ref.first, s.open[:ref.count])
 	for i := range ref.count {
 		s.openBytes -= rawSize(&s.open[i])
 	}

@@ -172,6 +172,13 @@ type session struct {
 	owner     *Handle
 	checked   uint64 // events a write open of this instance verified
 	failed    error  // a publish with an unknown outcome: nothing more is acked
+	// What the session is listed by (Snapshot.Title, UpdatedAt), as of
+	// its first metaAt events: a publish of this instance brings it past
+	// its batch (noteBatch); Stat reads the batches after it
+	// (refreshMeta).
+	title     string
+	updatedAt int64
+	metaAt    uint64
 }
 
 type frameRef struct {
@@ -571,17 +578,88 @@ func (st *Store) Stat(ctx context.Context, id string) (engine.Snapshot, error) {
 	if s.erased {
 		return engine.Snapshot{}, sessionErr(id, "stat", engine.ErrSessionNotFound)
 	}
+	if s.metaAt < s.framed {
+		st.mu.Unlock()
+		err := st.refreshMeta(ctx, s)
+		st.mu.Lock()
+		switch {
+		case err == nil:
+		case errors.Is(err, engine.ErrCorrupt):
+			// Listed with what is known; a read reports the damage.
+			st.opts.Logger.Warn("jetstream: the title and update time of a damaged session are not read", "session", id, "error", err)
+		default:
+			return engine.Snapshot{}, sessionErr(id, "stat", err)
+		}
+	}
 	return s.snapshot(), nil
 }
 
 func (s *session) snapshot() engine.Snapshot {
-	return engine.Snapshot{
+	snap := engine.Snapshot{
 		Header:              s.hdr,
 		Revision:            store.Revision(s.uid, s.next()),
 		EventCount:          s.next(),
 		SizeBytes:           s.size,
 		InheritedEventCount: s.inherited,
+		Title:               s.title,
+		UpdatedAt:           s.updatedAt,
 	}
+	if s.metaAt == 0 {
+		snap.UpdatedAt = s.hdr.CreatedAt
+	}
+	return snap
+}
+
+// noteBatch brings s's listing past a batch of evs just published, if it
+// was up to date before it. Called with st.mu held.
+func (s *session) noteBatch(first uint64, evs []event.Event) {
+	if s.metaAt != first || len(evs) == 0 {
+		return // behind: refreshMeta catches up
+	}
+	if t, ok := store.LastTitle(evs); ok {
+		s.title = t
+	}
+	s.updatedAt = evs[len(evs)-1].Time
+	s.metaAt = first + uint64(len(evs))
+}
+
+// refreshMeta brings s's listing up to its published batches, reading
+// those after it from the last one back: the last for the update time,
+// back to the latest session/title for the title.
+func (st *Store) refreshMeta(ctx context.Context, s *session) error {
+	st.mu.Lock()
+	refs, framed, from, title := s.frames, s.framed, s.metaAt, s.title
+	st.mu.Unlock()
+	if from >= framed {
+		return nil
+	}
+	var updatedAt int64
+	for i := len(refs) - 1; i >= 0; i-- {
+		ref := refs[i]
+		if ref.first+uint64(ref.count) <= from {
+			break
+		}
+		evs, err := st.fetch(ctx, s.subj, s.id, ref)
+		if err != nil {
+			return err
+		}
+		if i == len(refs)-1 {
+			updatedAt = evs[len(evs)-1].Time
+		}
+		if ref.first < from {
+			evs = evs[from-ref.first:]
+		}
+		if t, ok := store.LastTitle(evs); ok {
+			title = t
+			break
+		}
+	}
+	st.mu.Lock()
+	if s.metaAt < framed { // (else a publish or another refresh got further)
+		s.title, s.updatedAt, s.metaAt = title, updatedAt, framed
+	}
+	st.mu.Unlock()
+	return nil
 }
 
 // List describes every session: those in the stream and those created

@@ -472,6 +472,59 @@ func TestJSONOutputs(t *testing.T) {
 	}
 }
 
+// ls --sort updated lists the most recently updated first, with their
+// titles and update times, and pages with its own cursor.
+func TestLsByUpdated(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"old", "new", "mid"} {
+		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := map[string]int64{"old": 1_000_000, "new": 3_000_000, "mid": 2_000_000}[id]
+		err = h.Append(ctx,
+			event.Event{Seq: 0, Type: "session/title", Time: at - 1, Data: json.RawMessage(`{"title":"the ` + id + "\\tone" + `"}`)},
+			event.Event{Seq: 1, Type: "turn/start", Time: at, Data: json.RawMessage(fmt.Sprintf(`{"turn":%d}`, i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cliSplit(t, "ls", "--sort", "updated", "--limit", "2", "--dir", dir)
+	want := `ID   EVENTS  BYTES  UPDATED               REVISION`
+	lines := strings.Split(out, "\n")
+	if code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[0], want) || !strings.HasSuffix(lines[0], "TITLE") ||
+		!strings.HasPrefix(lines[1], "new ") || !strings.Contains(lines[1], "1970-01-01T00:50:00Z") || !strings.HasSuffix(lines[1], "the new one") ||
+		!strings.HasPrefix(lines[2], "mid ") || errOut != "seglog: more sessions follow: --after '2000000:mid'\n" {
+		t.Fatalf("ls --sort updated --limit 2: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = cliSplit(t, "ls", "--sort", "updated", "--after", "2000000:mid", "--json", "--dir", dir)
+	var page struct {
+		Sessions []struct {
+			ID        string `json:"id"`
+			Title     string `json:"title"`
+			UpdatedAt int64  `json:"updatedAt"`
+		} `json:"sessions"`
+		Next string `json:"next"`
+	}
+	if err := json.Unmarshal([]byte(out), &page); err != nil || code != 0 || len(page.Sessions) != 1 || page.Sessions[0].ID != "old" ||
+		page.Sessions[0].Title != "the old\tone" || page.Sessions[0].UpdatedAt != 1_000_000 || page.Next != "" {
+		t.Fatalf("ls --sort updated --json, second page: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	for _, args := range [][]string{{"--sort", "title"}, {"--sort", "updated", "--after", "mid"}} {
+		if _, code := cli(t, append([]string{"ls", "--dir", dir}, args...)...); code != 2 {
+			t.Errorf("ls %v: exit %d, want 2", args, code)
+		}
+	}
+}
+
 // ls pages: --prefix and --limit give a page and the --after of the next
 // on stderr; the last page says nothing more.
 func TestLsPages(t *testing.T) {

@@ -16,7 +16,7 @@
 // The other commands work on the store in --dir:
 //
 //	seglog check [--repair]            verify every frame, the sessions' seqs and the index
-//	seglog ls                          list sessions: id, events, bytes, revision, format status
+//	seglog ls [--sort updated]         list sessions: id, events, bytes, updated time, revision, format status, title
 //	seglog stats                       store totals: sessions, events, bytes, segments
 //	seglog cat [--balanced] ID         print a session's events as JSON lines (--balanced: with the closers of an open turn)
 //	seglog segments                    list segment files, their live share and compression
@@ -34,7 +34,9 @@
 // (one compaction at a time: another fails with "locked").
 //
 // ls, stats, segments and check take --json (README.md, CLI output, has
-// the fields). seglog help COMMAND gives each one's flags. Only import creates a store;
+// the fields; ls --json's are id, events, bytes, revision, format,
+// createdAt, updatedAt, and when set title, cwd, parentSession, isSeeded,
+// inheritedEvents). seglog help COMMAND gives each one's flags. Only import creates a store;
 // the others refuse a directory that holds none. Exit
 // codes: 0 ok; 1 failed, or did only part of its work (check found
 // problems, import refused logs, export left sessions out); 2 usage error.

@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"text/tabwriter"
+	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -222,11 +224,25 @@ func checkSessionSurface(ctx context.Context, db *engine.DB, id string, known *e
 func newLsCmd(w io.Writer, dir *string) *cobra.Command {
 	var asJSON bool
 	var opts engine.ListOptions
+	var sortBy string
 	cmd := &cobra.Command{
 		Use:   "ls",
-		Short: "list sessions: id, events, bytes, revision, format status",
-		Args:  cobra.NoArgs,
+		Short: "list sessions: id, events, bytes, updated time, revision, format status, title",
+		Long: `List the store's sessions, a line each: ID, EVENTS, BYTES, UPDATED (the time of the last
+flushed event, or the creation time, UTC), REVISION, FORMAT (current or migration-required),
+TITLE (the latest session/title's). --sort updated lists the most recently updated first.
+--limit pages the list: stderr then gives the --after of the next page (an ID, or with
+--sort updated "<updatedAt>:<id>").
+
+--json prints {"sessions": [...], "next": cursor}, an object per session with the fields
+id, events, bytes, revision, format, createdAt, updatedAt (milliseconds since the epoch), and
+when set title, cwd, parentSession, isSeeded, inheritedEvents.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if opts.OrderBy, err = store.ParseListOrder(sortBy); err != nil {
+				return usageError{err}
+			}
 			if err := opts.Check(); err != nil {
 				return usageError{err}
 			}
@@ -237,7 +253,8 @@ func newLsCmd(w io.Writer, dir *string) *cobra.Command {
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "only sessions whose ID starts with this")
 	cmd.Flags().StringVar(&opts.Cwd, "cwd", "", "only sessions whose header's cwd is this")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many sessions (0: all); when more follow, stderr says the --after to pass for the next page")
-	cmd.Flags().StringVar(&opts.After, "after", "", "only sessions whose ID sorts after this (the cursor of the previous page)")
+	cmd.Flags().StringVar(&opts.After, "after", "", "only sessions that sort after this (the cursor of the previous page)")
+	cmd.Flags().StringVar(&sortBy, "sort", "id", "order: id, or updated (most recently updated first)")
 	return cmd
 }
 
@@ -249,6 +266,8 @@ type sessionJSON struct {
 	Revision        string `json:"revision"`
 	Format          string `json:"format"`
 	CreatedAt       int64  `json:"createdAt"`
+	UpdatedAt       int64  `json:"updatedAt"`
+	Title           string `json:"title,omitempty"`
 	Cwd             string `json:"cwd,omitempty"`
 	ParentSession   string `json:"parentSession,omitempty"`
 	IsSeeded        bool   `json:"isSeeded,omitempty"`
@@ -303,17 +322,32 @@ func runLs(w, errw io.Writer, dir string, opts engine.ListOptions, asJSON bool) 
 		out := lsJSON{Sessions: make([]sessionJSON, 0, len(snaps)), Next: next}
 		for _, s := range snaps {
 			out.Sessions = append(out.Sessions, sessionJSON{ID: s.Header.ID, Events: s.EventCount, Bytes: s.SizeBytes, Revision: s.Revision,
-				Format: s.FormatStatus.String(), CreatedAt: s.Header.CreatedAt, Cwd: s.Header.Cwd,
+				Format: s.FormatStatus.String(), CreatedAt: s.Header.CreatedAt, UpdatedAt: s.UpdatedAt, Title: s.Title, Cwd: s.Header.Cwd,
 				ParentSession: s.Header.ParentSession, IsSeeded: s.Header.IsSeeded, InheritedEvents: s.InheritedEventCount})
 		}
 		return writeJSON(w, out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tEVENTS\tBYTES\tREVISION\tFORMAT")
+	fmt.Fprintln(tw, "ID\tEVENTS\tBYTES\tUPDATED\tREVISION\tFORMAT\tTITLE")
 	for _, s := range snaps {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", s.Header.ID, s.EventCount, s.SizeBytes, s.Revision, s.FormatStatus)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Header.ID, s.EventCount, s.SizeBytes, lsTime(s.UpdatedAt), s.Revision, s.FormatStatus, oneLine(s.Title))
 	}
 	return tw.Flush()
+}
+
+// lsTime shows a time in milliseconds since the epoch, in UTC to the
+// second.
+func lsTime(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05Z") }
+
+// oneLine is s with each control character (a tab or newline would break
+// the table) shown as a space.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 func newStatsCmd(w io.Writer, dir *string) *cobra.Command {

@@ -112,6 +112,34 @@ func (e *env) restart(torn bool) {
 	e.s = s
 }
 
+func (e *env) flush(h Session) {
+	e.t.Helper()
+	if err := h.Flush(e.ctx); err != nil {
+		e.t.Fatalf("Flush: %v", err)
+	}
+}
+
+// at is an event of seq with time t.
+func at(seq uint64, t int64, typ, data string) event.Event {
+	x := ev(seq, typ, data)
+	x.Time = t
+	return x
+}
+
+// wantListing checks what Stat, List and ListPage say of session id's
+// title and update time.
+func (e *env) wantListing(what, id, title string, updatedAt int64) {
+	e.t.Helper()
+	snap, err := e.s.Stat(e.ctx, id)
+	if err != nil || snap.Title != title || snap.UpdatedAt != updatedAt {
+		e.t.Errorf("%s: Stat: title %q, updated %d, %v; want %q, %d", what, snap.Title, snap.UpdatedAt, err, title, updatedAt)
+	}
+	page, _, err := e.s.ListPage(e.ctx, engine.ListOptions{Prefix: id, OrderBy: engine.OrderUpdated})
+	if err != nil || len(page) == 0 || page[0].Title != title || page[0].UpdatedAt != updatedAt {
+		e.t.Errorf("%s: ListPage: %+v, %v; want title %q, updated %d", what, page, err, title, updatedAt)
+	}
+}
+
 func (e *env) create(id string) Session {
 	e.t.Helper()
 	h, err := e.s.Create(e.ctx, Meta(id))
@@ -683,6 +711,104 @@ var contractCases = []contractCase{
 		}
 		_, _, err = e.s.ListPage(e.ctx, engine.ListOptions{Limit: -1})
 		e.wantErr("negative limit", err, engine.ErrInvalidArgument)
+	}},
+	{"store/list-title-and-updated", func(e *env) {
+		h := e.create("s")
+		e.wantListing("created", "s", "", 1000) // the header's CreatedAt
+		e.append(h, OneTurn()...)
+		e.flush(h)
+		e.wantListing("one turn", "s", "", 1005)
+		e.append(h, at(6, 2000, "session/title", `{"title":"First","messageSeqs":[1]}`), at(7, 2100, "turn/start", `{"turn":1}`))
+		e.flush(h)
+		e.wantListing("titled", "s", "First", 2100)
+		e.restart(false)
+		e.wantListing("after a restart", "s", "First", 2100)
+		h = e.open("s", engine.Write)
+		// A session/title without a string title names nothing; a later
+		// one replaces the title.
+		e.append(h, at(8, 2200, "session/title", `{"messageSeqs":[1]}`))
+		e.flush(h)
+		e.wantListing("untitled title event", "s", "First", 2200)
+		e.append(h, at(9, 2300, "session/title", `{"title":"Second"}`), at(10, 2400, "turn/end", `{"turn":1,"reason":{"kind":"completed"}}`))
+		e.flush(h)
+		e.wantListing("retitled", "s", "Second", 2400)
+		// Enqueued events count once written out.
+		if err := h.Enqueue(at(11, 2500, "session/title", `{"title":"Third"}`)); err != nil {
+			e.t.Fatal(err)
+		}
+		e.flush(h)
+		e.wantListing("enqueued and flushed", "s", "Third", 2500)
+		h.Close()
+		e.restart(false)
+		e.wantListing("after a second restart", "s", "Third", 2500)
+		r := e.open("s", engine.Read)
+		defer r.Close()
+		if got := e.read(r, 0, -1); len(got) != 12 {
+			e.t.Errorf("read %d events, want 12", len(got))
+		}
+	}},
+	{"store/list-order-updated-pages", func(e *env) {
+		// Last event times: a 5000, b 3000, c 5000, d none (created at
+		// 1000), e 4000.
+		for _, c := range []struct {
+			id string
+			t  int64
+		}{{"a", 5000}, {"b", 3000}, {"c", 5000}, {"d", 0}, {"e", 4000}} {
+			m := Meta(c.id)
+			m.Cwd = "/w"
+			if c.id == "e" {
+				m.Cwd = "/x"
+			}
+			h, err := e.s.Create(e.ctx, m)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if c.t != 0 {
+				e.append(h, at(0, c.t-1, "turn/start", `{"turn":0}`), at(1, c.t, "session/title", `{"title":"title of `+c.id+`"}`))
+			}
+			e.flush(h)
+			h.Close()
+		}
+		ids := func(snaps []engine.Snapshot) []string {
+			out := []string{}
+			for _, s := range snaps {
+				out = append(out, s.Header.ID)
+			}
+			return out
+		}
+		updated := engine.ListOptions{OrderBy: engine.OrderUpdated, Limit: 2}
+		page := func(what string, opts engine.ListOptions, want []string, wantNext string) string {
+			e.t.Helper()
+			got, next, err := e.s.ListPage(e.ctx, opts)
+			if err != nil || !slices.Equal(ids(got), want) || next != wantNext {
+				e.t.Errorf("%s: %v, cursor %q, %v; want %v, cursor %q", what, ids(got), next, err, want, wantNext)
+			}
+			return next
+		}
+		next := page("first page", updated, []string{"a", "c"}, "5000:c")
+		updated.After = next
+		next = page("second page", updated, []string{"e", "b"}, "3000:b")
+		updated.After = next
+		page("last page", updated, []string{"d"}, "")
+		// A session updated while paging moves ahead of the cursor: the
+		// later pages leave it out, a new listing shows it first.
+		h := e.open("b", engine.Write)
+		e.append(h, at(2, 9000, "turn/end", `{"turn":0,"reason":{"kind":"completed"}}`))
+		e.flush(h)
+		h.Close()
+		updated.After = "5000:c"
+		page("second page after b's update", updated, []string{"e", "d"}, "")
+		page("a new listing", engine.ListOptions{OrderBy: engine.OrderUpdated}, []string{"b", "a", "c", "e", "d"}, "")
+		page("by cwd", engine.ListOptions{OrderBy: engine.OrderUpdated, Cwd: "/w", Limit: 3}, []string{"b", "a", "c"}, "5000:c")
+		page("by prefix", engine.ListOptions{OrderBy: engine.OrderUpdated, Prefix: "d"}, []string{"d"}, "")
+		all, _, err := e.s.ListPage(e.ctx, engine.ListOptions{OrderBy: engine.OrderUpdated})
+		if err == nil && (all[0].Title != "title of b" || all[0].UpdatedAt != 9000 || all[4].Title != "" || all[4].UpdatedAt != 1000) {
+			e.t.Errorf("listing: %+v", all)
+		}
+		_, _, err = e.s.ListPage(e.ctx, engine.ListOptions{OrderBy: engine.OrderUpdated, After: "c"})
+		e.wantErr("an ID cursor in updated order", err, engine.ErrInvalidArgument)
+		_, _, err = e.s.ListPage(e.ctx, engine.ListOptions{OrderBy: 7})
+		e.wantErr("an unknown order", err, engine.ErrInvalidArgument)
 	}},
 	{"C17/invalid-event-writes-nothing", func(e *env) {
 		h := e.create("s")
