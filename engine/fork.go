@@ -204,7 +204,7 @@ func (db *DB) appendFork(p, c *session, header, marker *segment.Encoded) error {
 		}
 		h := frameRef{seg: at[0].seg, off: at[0].loc.Offset, size: uint32(at[0].loc.Size)}
 		m := frameRef{first: c.framed, count: 1, seg: at[1].seg, off: at[1].loc.Offset, size: uint32(at[1].loc.Size)}
-		db.mu.pend = append(db.mu.pend, pendFrame{s: c, header: true, ref: h, inherit: c.frames, groupEnd: &m})
+		db.mu.pend = append(db.mu.pend, pendFrame{s: c, header: true, ref: h, groupEnd: &m})
 		c.size = int64(h.size)
 		db.mu.pend = append(db.mu.pend, c.addFrame(m))
 		c.next = c.framed

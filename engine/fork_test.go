@@ -255,50 +255,66 @@ func TestForkFollowsMovedFrames(t *testing.T) {
 	}
 }
 
-// BenchmarkFork forks a 100k-event session at its end: time and bytes
-// the fork adds to the store.
+// BenchmarkFork forks a 100k-event session at its end: the time Fork
+// takes (it syncs the fork's header and marker) and the bytes the fork
+// adds to the segments. The parent is written in 1,000-event appends
+// (bulk: ~200 frames) or a flush every 20 events (turns: 5,000 frames,
+// each of which the fork shares by reference).
 func BenchmarkFork(b *testing.B) {
-	ctx := context.Background()
-	db, err := engine.Open(b.TempDir(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	p, err := db.Create(ctx, enginetest.Meta("p"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	const n = 100_000
-	evs := make([]event.Event, 0, 1000)
-	for seq := uint64(0); seq < n; seq++ {
-		evs = append(evs, event.Event{Seq: seq, Type: "user/message", Time: 1000 + int64(seq), Data: json.RawMessage(fmt.Sprintf(`{"turn":%d,"text":"event %d of a long agent session"}`, seq/20, seq))})
-		if len(evs) == cap(evs) {
-			if err := p.Append(ctx, evs...); err != nil {
+	for _, shape := range []struct {
+		name  string
+		batch int
+		flush bool
+	}{{"bulk", 1000, false}, {"turns", 20, true}} {
+		b.Run(shape.name, func(b *testing.B) {
+			ctx := context.Background()
+			db, err := engine.Open(b.TempDir(), nil)
+			if err != nil {
 				b.Fatal(err)
 			}
-			evs = evs[:0]
-		}
+			defer db.Close()
+			p, err := db.Create(ctx, enginetest.Meta("p"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			const n = 100_000
+			evs := make([]event.Event, 0, shape.batch)
+			for seq := uint64(0); seq < n; seq++ {
+				evs = append(evs, event.Event{Seq: seq, Type: "user/message", Time: 1000 + int64(seq), Data: json.RawMessage(fmt.Sprintf(`{"turn":%d,"text":"event %d of a long agent session"}`, seq/20, seq))})
+				if len(evs) == cap(evs) {
+					if err := p.Append(ctx, evs...); err != nil {
+						b.Fatal(err)
+					}
+					evs = evs[:0]
+					if shape.flush {
+						if err := p.Flush(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+			if err := p.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var disk int64
+			b.ResetTimer()
+			for i := range b.N {
+				c, err := db.Fork(ctx, "p", n, enginetest.Meta(fmt.Sprintf("c%d", i)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				st, err := db.Stat(ctx, c.ID())
+				if err != nil {
+					b.Fatal(err)
+				}
+				disk += st.SizeBytes
+				c.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(disk)/float64(b.N), "disk-B/fork")
+		})
 	}
-	if err := p.Flush(ctx); err != nil {
-		b.Fatal(err)
-	}
-	var disk int64
-	b.ResetTimer()
-	for i := range b.N {
-		c, err := db.Fork(ctx, "p", n, enginetest.Meta(fmt.Sprintf("c%d", i)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		st, err := db.Stat(ctx, c.ID())
-		if err != nil {
-			b.Fatal(err)
-		}
-		disk += st.SizeBytes
-		c.Close()
-		b.StartTimer()
-	}
-	b.ReportMetric(float64(disk)/float64(b.N), "disk-B/fork")
 }
 
 // TestSeedMarkerRules: a seeded session may carry markers before its cut

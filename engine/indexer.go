@@ -221,25 +221,25 @@ func (db *DB) indexUpdate(batch []pendFrame) (*index.Update, map[*session]idxWas
 		if p.delete {
 			u.Deleted = append(u.Deleted, s.id) // applied before the upserts below
 			if _, err := db.header(s); err == nil && len(s.fork) > 0 {
-				u.Unforks = append(u.Unforks, index.ForkPair{Parent: s.fork[0].ID, Child: s.id})
+				u.Unforks = append(u.Unforks, indexFork(s))
 			}
 			continue
 		}
 		if ended[s] {
+			if !p.header {
+				// (Kept if a fork shares them: see index.Update.Ended.)
+				u.Ended = append(u.Ended, index.SessionFrame{ID: s.id, Frame: index.Frame{
+					FirstSeq: p.ref.first, Count: p.ref.count, Segment: p.ref.seg, Offset: p.ref.off, Size: p.ref.size,
+				}})
+				u.EndedUIDs = append(u.EndedUIDs, s.uid)
+			}
 			continue
 		}
 		if _, ok := touched[s]; !ok {
 			touched[s] = idxWas{s.idxNext, s.idxSize}
 		}
 		if p.header && len(s.fork) > 0 && s.broken == nil {
-			in := index.Inherit{ID: s.id, UID: s.uid, Frames: make([]index.Frame, len(p.inherit))}
-			for _, l := range s.fork {
-				in.Chain = append(in.Chain, index.Link{ID: l.ID, UID: l.UID, Cut: l.Cut})
-			}
-			for i, r := range p.inherit {
-				in.Frames[i] = index.Frame{FirstSeq: r.first, Count: r.count, Segment: r.seg, Offset: r.off, Size: r.size}
-			}
-			u.Inherits = append(u.Inherits, in)
+			u.Forks = append(u.Forks, indexFork(s))
 			s.idxNext = max(s.idxNext, s.inherited)
 		}
 		if p.metaAt != 0 {
@@ -265,6 +265,15 @@ func (db *DB) indexUpdate(batch []pendFrame) (*index.Update, map[*session]idxWas
 		})
 	}
 	return u, touched
+}
+
+// indexFork is fork s as the index's registry records it.
+func indexFork(s *session) index.Fork {
+	f := index.Fork{ID: s.id, Chain: make([]index.Link, len(s.fork))}
+	for i, l := range s.fork {
+		f.Chain[i] = index.Link{ID: l.ID, UID: l.UID, Cut: l.Cut}
+	}
+	return f
 }
 
 // sortPend puts pend in file order: frames this process placed and frames

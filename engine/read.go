@@ -300,26 +300,29 @@ func (db *DB) snapshot(s *session) (view, error) {
 }
 
 // indexFrames returns the frames index x holds of incarnation uid of
-// session id, and whether it holds that incarnation. A fork that x does
-// not hold yet (its header is past the checkpoint) takes the frames of
-// the nearest session of its chain that x holds, up to that link's cut:
-// the fork's frames past them are all in memory, never dropped by a
+// session id, and whether it holds that incarnation. Those of a fork
+// start with the frames it shares, which x holds as its ancestors' (see
+// index.SharedFrames); a fork x does not hold yet (its header is past the
+// checkpoint) has its own frames all in memory, never dropped by a
 // relayout (they are past the checkpoint too).
 func indexFrames(x *index.Index, id string, uid uint64, fork []store.ForkLink) ([]frameRef, bool, error) {
 	got, frames, err := x.FramesOf(id)
-	if err != nil || got == uid {
-		return toRefs(frames, math.MaxUint64), err == nil, err
+	if err != nil || len(fork) == 0 {
+		return toRefs(frames, math.MaxUint64), err == nil && got == uid, err
 	}
-	for _, l := range fork {
-		got, frames, err := x.FramesOf(l.ID)
-		if err != nil {
-			return nil, false, err
-		}
-		if got == l.UID {
-			return toRefs(frames, l.Cut), true, nil
-		}
+	chain := make([]index.Link, len(fork))
+	for i, l := range fork {
+		chain[i] = index.Link{ID: l.ID, UID: l.UID, Cut: l.Cut}
 	}
-	return nil, false, nil
+	shared, err := x.SharedFrames(chain)
+	if err != nil {
+		return nil, false, err
+	}
+	refs := toRefs(shared, math.MaxUint64)
+	if got == uid {
+		refs = append(refs, toRefs(frames, math.MaxUint64)...)
+	}
+	return refs, true, nil
 }
 
 // toRefs turns index frames into frame references, up to seq cut (the

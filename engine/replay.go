@@ -246,7 +246,7 @@ func (f *fold) forkHeader(r *segment.Reader, fi *segment.FrameInfo, s *session, 
 			}
 		}
 		s.frames = clipRefs(p.frames, link.Cut)
-		rp.pend = append(rp.pend, pendFrame{s: s, header: true, ref: ref, inherit: s.frames})
+		rp.pend = append(rp.pend, pendFrame{s: s, header: true, ref: ref})
 	}
 	if f.forkOf == nil {
 		f.forkOf = map[uint64]uint64{}

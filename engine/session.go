@@ -73,10 +73,6 @@ type pendFrame struct {
 	header bool
 	delete bool // a tombstone of s
 	ref    frameRef
-	// inherit, on a fork's header, is the fork's share of its parent's
-	// frames as known when it was made (the index takes its own copy of
-	// the part it holds: see index.Inherit).
-	inherit []frameRef
 	// groupEnd, on the first entry of a migration or a fork, is its last
 	// frame: the index takes the group whole or not at all.
 	groupEnd  *frameRef

@@ -78,6 +78,7 @@ const (
 	kindSessions
 	kindFrames
 	kindForks
+	kindRetired
 	kindForeign
 )
 
@@ -195,7 +196,7 @@ func (c *fileCheck) run() error {
 		return c.schemaErr
 	}
 	for k, name := range []string{kindMeta: "meta", kindSessions: "sessions", kindFrames: "frames"} {
-		if k != int(kindRoot) && !c.buckets[k] { // ("forks" is made on the first fork)
+		if k != int(kindRoot) && !c.buckets[k] { // ("forks" and "retired" are made on the first fork)
 			return c.damage(-1, "no %q bucket (not an index, or one never initialized)", name)
 		}
 	}
@@ -409,6 +410,8 @@ func (c *fileCheck) bucket(parent bucketKind, k, v []byte, depth int) error {
 			kind = kindFrames
 		case "forks":
 			kind = kindForks
+		case "retired":
+			kind = kindRetired
 		}
 	}
 	if kind == kindForeign {
@@ -477,10 +480,12 @@ func (c *fileCheck) record(kind bucketKind, k, v []byte) {
 			c.schemaf(v, "session %q record is malformed", k)
 		}
 	case kindForks:
-		if _, _, ok := parseForkKey(k); !ok {
-			c.schemaf(k, "fork registry key %x is malformed", k)
-		} else if _, ok := parseForkValue(v); !ok {
-			c.schemaf(v, "fork registry value %x is malformed", v)
+		if !validForkRecord(k, v) {
+			c.schemaf(k, "fork registry record %x is malformed", k)
+		}
+	case kindRetired:
+		if !validRetiredRecord(k, v) {
+			c.schemaf(k, "retired frame record %x is malformed", k)
 		}
 	case kindFrames:
 		c.frames++

@@ -8,178 +8,302 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Forks share frames: a fork's first frames are its parent's (and maybe
-// their parents'), and the index holds them under the fork's own key as
-// well, so that a fork reads without its parent (which may be deleted).
-// The bucket "forks" records, for each parent ID, its forks and their
-// cuts, so that a compaction's moves of a parent's frames reach the
-// forks' copies of them (FinishRewrite).
-var bucketForks = []byte("forks")
+// Forks share frames: a fork's first events are its parent's (and maybe
+// their parents'), read from their frames. The index holds a fork's own
+// frames under its key, and its chain in its header record; its shared
+// frames are its ancestors' entries (SharedFrames). Two buckets keep
+// those alive and in place:
+//
+//   - "forks", the registry: for each ancestor incarnation (ID, UID) and
+//     each fork that shares its frames, the fork's cut there. Written when
+//     a fork is indexed (Update.Forks), removed when it is deleted
+//     (Update.Unforks).
+//   - "retired": the frames of a deleted incarnation that registered
+//     forks still share, moved there by the delete (keyed by ID, UID and
+//     first seq, so that the ID can be created again), and removed once
+//     no fork shares them. A compaction's moves reach them (FinishRewrite).
+var (
+	bucketForks   = []byte("forks")
+	bucketRetired = []byte("retired")
+)
 
 // Link names a session a fork shares frames with: the incarnation UID of
-// session ID, whose frames before seq Cut are the fork's.
+// session ID, whose events before seq Cut are the fork's (the chain of a
+// fork lists them nearest first, each cut at most the one before).
 type Link struct {
 	ID  string
 	UID uint64
 	Cut uint64
 }
 
-// Inherit gives a fork created in an update its share of frames: of the
-// nearest session of Chain (nearest first) whose incarnation the index
-// holds (or that an earlier Inherit of the same update gave them), those
-// before that link's cut; past what those cover, Frames, the shared
-// frames as the caller knows them (the caller's copy of the part the
-// index holds may be stale: a compaction may have moved those frames).
-type Inherit struct {
-	ID     string
-	UID    uint64
-	Chain  []Link
-	Frames []Frame
+// Fork is a fork and its chain, as the registry records it.
+type Fork struct {
+	ID    string
+	Chain []Link
 }
 
-// ForkPair is one entry of the forks registry: Child forks Parent.
-type ForkPair struct {
-	Parent, Child string
+// incKey is the key prefix of an incarnation: uvarint(len(id)), id, uid
+// (8 bytes, big-endian).
+func incKey(id string, uid uint64) []byte {
+	k := binary.AppendUvarint(nil, uint64(len(id)))
+	k = append(k, id...)
+	return binary.BigEndian.AppendUint64(k, uid)
 }
 
-// forkKey is the registry key of child under parent: uvarint(len(parent)),
-// parent, child.
-func forkKey(parent, child string) []byte {
-	k := binary.AppendUvarint(nil, uint64(len(parent)))
-	k = append(k, parent...)
-	return append(k, child...)
-}
-
-// forkPrefix is the prefix of the registry keys of parent's forks.
-func forkPrefix(parent string) []byte {
-	k := binary.AppendUvarint(nil, uint64(len(parent)))
-	return append(k, parent...)
-}
-
-// parseForkKey splits a registry key; ok is false if it is malformed.
-func parseForkKey(k []byte) (parent, child []byte, ok bool) {
+// parseIncKey splits a registry or retired key into the incarnation's ID
+// and UID and what follows; ok is false if it is malformed.
+func parseIncKey(k []byte) (id []byte, uid uint64, rest []byte, ok bool) {
 	n, w := binary.Uvarint(k)
-	if w <= 0 || n == 0 || uint64(len(k)) <= uint64(w)+n {
-		return nil, nil, false
+	if w <= 0 || n == 0 || uint64(len(k)) < uint64(w)+n+8 {
+		return nil, 0, nil, false
 	}
-	return k[w : w+int(n)], k[w+int(n):], true
+	id = k[w : w+int(n)]
+	return id, binary.BigEndian.Uint64(k[w+int(n):]), k[w+int(n)+8:], true
 }
 
-// parseForkValue decodes a registry value: the cut, one minimal uvarint.
-func parseForkValue(v []byte) (uint64, bool) {
+// validForkRecord reports whether k, v are a well-formed registry entry:
+// an incarnation key, then the fork's ID; the cut as one minimal uvarint.
+func validForkRecord(k, v []byte) bool {
+	_, _, child, ok := parseIncKey(k)
 	cut, w := binary.Uvarint(v)
-	return cut, w > 0 && w == len(v) && len(binary.AppendUvarint(nil, cut)) == w
+	return ok && len(child) > 0 && w > 0 && w == len(v) && len(binary.AppendUvarint(nil, cut)) == w
 }
 
-// sharedFrames computes, inside tx and before the update changes
-// anything, the frames each fork of u.Inherits shares, in order.
-func (x *Index) sharedFrames(tx *bolt.Tx, u *Update) ([][]Frame, error) {
-	if len(u.Inherits) == 0 {
+// validRetiredRecord reports whether k, v are a well-formed retired frame.
+func validRetiredRecord(k, v []byte) bool {
+	_, _, seq, ok := parseIncKey(k)
+	return ok && len(seq) == 8 && len(v) == frameValueLen
+}
+
+// registered reports whether a fork shares frames of incarnation uid of
+// id.
+func registered(forks *bolt.Bucket, id string, uid uint64) bool {
+	if forks == nil {
+		return false
+	}
+	prefix := incKey(id, uid)
+	k, _ := forks.Cursor().Seek(prefix)
+	return k != nil && bytes.HasPrefix(k, prefix)
+}
+
+// deleteRange deletes every key of b that starts with prefix.
+func deleteRange(b *bolt.Bucket, prefix []byte) error {
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteSession removes session id's record and frames. If registered
+// forks share the frames of the incarnation it holds, they move to the
+// retired bucket instead of going.
+func (x *Index) deleteSession(tx *bolt.Tx, id string) error {
+	sb, fb := tx.Bucket(bucketSessions), tx.Bucket(bucketFrames)
+	var uid uint64
+	if v := sb.Get([]byte(id)); v != nil {
+		s, ok := decodeSession(v)
+		if !ok {
+			return x.damagef("session %q record is malformed", id)
+		}
+		uid = s.UID
+	}
+	if err := sb.Delete([]byte(id)); err != nil {
+		return err
+	}
+	prefix := frameKey(nil, id, 0)
+	prefix = prefix[:len(prefix)-8]
+	if uid == 0 || !registered(tx.Bucket(bucketForks), id, uid) {
+		return deleteRange(fb, prefix)
+	}
+	rb, err := tx.CreateBucketIfNotExists(bucketRetired)
+	if err != nil {
+		return err
+	}
+	inc := incKey(id, uid)
+	c := fb.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Seek(prefix) {
+		if len(k) != len(prefix)+8 {
+			return x.damagef("frame key %x of session %q is malformed", k, id)
+		}
+		if err := rb.Put(append(inc[:len(inc):len(inc)], k[len(prefix):]...), bytes.Clone(v)); err != nil {
+			return err
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyForks records u.Forks in the registry and removes u.Unforks from
+// it, with the retired frames no fork shares any more. Called first in
+// Apply: a parent deleted in the same update is retired, not deleted,
+// if a fork indexed with it shares its frames.
+func (x *Index) applyForks(tx *bolt.Tx, u *Update) (gc [][]byte, err error) {
+	if len(u.Forks) == 0 && len(u.Unforks) == 0 {
 		return nil, nil
 	}
-	sb, fb := tx.Bucket(bucketSessions), tx.Bucket(bucketFrames)
-	given := map[string]int{} // fork ID -> index in out
-	out := make([][]Frame, len(u.Inherits))
-	for i, in := range u.Inherits {
-		var base []Frame
-	chain:
-		for _, l := range in.Chain {
-			if j, ok := given[l.ID]; ok && u.Inherits[j].UID == l.UID {
-				base = clipFrames(out[j], l.Cut)
-				break
+	forks, err := tx.CreateBucketIfNotExists(bucketForks)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range u.Unforks {
+		for _, l := range f.Chain {
+			inc := incKey(l.ID, l.UID)
+			if err := forks.Delete(append(inc, f.ID...)); err != nil {
+				return nil, err
 			}
-			if v := sb.Get([]byte(l.ID)); v != nil {
-				s, ok := decodeSession(v)
-				if !ok {
-					return nil, x.damagef("session %q record is malformed", l.ID)
+			gc = append(gc, inc)
+		}
+	}
+	for _, f := range u.Forks {
+		for _, l := range f.Chain {
+			if err := forks.Put(append(incKey(l.ID, l.UID), f.ID...), binary.AppendUvarint(nil, l.Cut)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return gc, nil
+}
+
+// retireEnded retires the frames of u.Ended that a registered fork
+// shares.
+func (x *Index) retireEnded(tx *bolt.Tx, u *Update) error {
+	forks := tx.Bucket(bucketForks)
+	if forks == nil || len(u.Ended) == 0 {
+		return nil
+	}
+	if len(u.EndedUIDs) != len(u.Ended) {
+		return fmt.Errorf("index: %d ended frames with %d incarnations", len(u.Ended), len(u.EndedUIDs))
+	}
+	var rb *bolt.Bucket
+	for i, f := range u.Ended {
+		if !registered(forks, f.ID, u.EndedUIDs[i]) {
+			continue
+		}
+		if rb == nil {
+			var err error
+			if rb, err = tx.CreateBucketIfNotExists(bucketRetired); err != nil {
+				return err
+			}
+		}
+		var v [frameValueLen]byte
+		binary.LittleEndian.PutUint64(v[0:], f.Segment)
+		binary.LittleEndian.PutUint64(v[8:], uint64(f.Offset))
+		binary.LittleEndian.PutUint32(v[16:], f.Count)
+		binary.LittleEndian.PutUint32(v[20:], f.Size)
+		if err := rb.Put(binary.BigEndian.AppendUint64(incKey(f.ID, u.EndedUIDs[i]), f.FirstSeq), v[:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collect removes the retired frames of the incarnations in gc that no
+// registered fork shares any more.
+func collect(tx *bolt.Tx, gc [][]byte) error {
+	rb := tx.Bucket(bucketRetired)
+	if rb == nil {
+		return nil
+	}
+	forks := tx.Bucket(bucketForks)
+	for _, inc := range gc {
+		if k, _ := forks.Cursor().Seek(inc); k != nil && bytes.HasPrefix(k, inc) {
+			continue
+		}
+		if err := deleteRange(rb, inc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SharedFrames returns the frames the index holds of the shared part of a
+// fork with chain (nearest first): of each link, the frames of that
+// incarnation (live, or retired) in its part of the range, which is from
+// the next link's cut (0 for the last) to its own, the last one cut short
+// there. A part the index does not hold (an incarnation not yet indexed)
+// is left out: the caller has it in memory, past the checkpoint.
+func (x *Index) SharedFrames(chain []Link) ([]Frame, error) {
+	var out []Frame
+	err := x.do("shared frames", nil, func() error {
+		return x.db.View(func(tx *bolt.Tx) error {
+			sb, fb, rb := tx.Bucket(bucketSessions), tx.Bucket(bucketFrames), tx.Bucket(bucketRetired)
+			if sb == nil || fb == nil {
+				return x.damagef("no sessions or frames bucket")
+			}
+			for i := len(chain) - 1; i >= 0; i-- {
+				l := chain[i]
+				lo := uint64(0)
+				if i+1 < len(chain) {
+					lo = chain[i+1].Cut
 				}
-				if s.UID != l.UID {
+				if lo >= l.Cut {
 					continue
 				}
-				prefix := frameKey(nil, l.ID, 0)
-				prefix = prefix[:len(prefix)-8]
-				c := fb.Cursor()
-				for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				var prefix []byte
+				var b *bolt.Bucket
+				if v := sb.Get([]byte(l.ID)); v != nil {
+					if s, ok := decodeSession(v); !ok {
+						return x.damagef("session %q record is malformed", l.ID)
+					} else if s.UID == l.UID {
+						prefix, b = frameKey(nil, l.ID, 0), fb
+						prefix = prefix[:len(prefix)-8]
+					}
+				}
+				if b == nil && rb != nil {
+					prefix, b = incKey(l.ID, l.UID), rb
+				}
+				if b == nil {
+					continue
+				}
+				c := b.Cursor()
+				for k, v := c.Seek(binary.BigEndian.AppendUint64(bytes.Clone(prefix), lo)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 					if len(k) != len(prefix)+8 || len(v) != frameValueLen {
-						return nil, x.damagef("frame record %x of session %q is malformed", k, l.ID)
+						return x.damagef("frame record %x of session %q is malformed", k, l.ID)
 					}
 					f := decodeFrame(binary.BigEndian.Uint64(k[len(prefix):]), v)
 					if f.FirstSeq >= l.Cut {
-						break chain
+						break
 					}
-					base = append(base, f)
+					f.Count = uint32(min(uint64(f.Count), l.Cut-f.FirstSeq))
+					out = append(out, f)
 				}
-				base = clipFrames(base, l.Cut)
-				break
 			}
-		}
-		var end uint64
-		if len(base) > 0 {
-			end = base[len(base)-1].FirstSeq + uint64(base[len(base)-1].Count)
-		}
-		for _, f := range in.Frames {
-			if f.FirstSeq >= end {
-				base = append(base, f)
-			}
-		}
-		var cut, next uint64
-		if len(in.Chain) > 0 {
-			cut = in.Chain[0].Cut
-		}
-		for _, f := range base {
-			if f.FirstSeq != next {
-				return nil, fmt.Errorf("index: fork %q: its shared frames do not follow each other (seq %d, expected %d)", in.ID, f.FirstSeq, next)
-			}
-			next += uint64(f.Count)
-		}
-		if next != cut {
-			return nil, fmt.Errorf("index: fork %q: its shared frames cover %d of its %d inherited events", in.ID, next, cut)
-		}
-		given[in.ID] = i
-		out[i] = base
-	}
-	return out, nil
+			return nil
+		})
+	})
+	return out, err
 }
 
-// clipFrames returns the frames of fs (from seq 0 on) before seq cut, the
-// last one cut short there.
-func clipFrames(fs []Frame, cut uint64) []Frame {
-	out := make([]Frame, 0, len(fs))
-	for _, f := range fs {
-		if f.FirstSeq >= cut {
+// moveRetired applies move mv, of a frame of session id in segment seg,
+// to the retired copies of it: where an incarnation of id retired holds
+// the frame at the old offset.
+func moveRetired(rb *bolt.Bucket, seg uint64, id string, mv Move) error {
+	idp := binary.AppendUvarint(nil, uint64(len(id)))
+	idp = append(idp, id...)
+	c := rb.Cursor()
+	for k, _ := c.Seek(idp); k != nil && bytes.HasPrefix(k, idp); {
+		gotID, uid, _, ok := parseIncKey(k)
+		if !ok || string(gotID) != id {
 			break
 		}
-		f.Count = uint32(min(uint64(f.Count), cut-f.FirstSeq))
-		out = append(out, f)
-	}
-	return out
-}
-
-// moveForks applies move mv of a frame of session id to the copies of it
-// that id's forks (and theirs) hold: where a fork's entry for the frame's
-// first seq still points at the old offset in segment seg.
-func moveForks(forks, fb *bolt.Bucket, seg uint64, id string, mv Move, seen map[string]bool) error {
-	prefix := forkPrefix(id)
-	var children []string
-	c := forks.Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		_, child, ok := parseForkKey(k)
-		cut, vok := parseForkValue(v)
-		if !ok || !vok {
-			continue // (Open's check refuses a malformed entry)
+		key := binary.BigEndian.AppendUint64(incKey(id, uid), mv.FirstSeq)
+		if old := rb.Get(key); len(old) == frameValueLen && binary.LittleEndian.Uint64(old) == seg && int64(binary.LittleEndian.Uint64(old[8:])) == mv.From {
+			var nv [frameValueLen]byte
+			copy(nv[:], old)
+			binary.LittleEndian.PutUint64(nv[8:], uint64(mv.To))
+			if err := rb.Put(key, nv[:]); err != nil {
+				return err
+			}
 		}
-		if cut > mv.FirstSeq && !seen[string(child)] {
-			children = append(children, string(child))
+		if uid == ^uint64(0) {
+			break
 		}
-	}
-	for _, child := range children {
-		seen[child] = true
-		if err := moveFrame(fb, seg, child, mv); err != nil {
-			return err
-		}
-		if err := moveForks(forks, fb, seg, child, mv, seen); err != nil {
-			return err
-		}
+		k, _ = c.Seek(incKey(id, uid+1))
 	}
 	return nil
 }

@@ -174,12 +174,18 @@ type Update struct {
 	Frames     []SessionFrame // added
 	Deleted    []string       // sessions removed, with their frames (applied first)
 	Checkpoint Checkpoint     // the new checkpoint; it never moves back
-	// Inherits gives forks created in this update their shared frames
-	// (computed before anything else changes: a parent deleted in the
-	// same update still lends them) and records them in the forks
-	// registry; Unforks removes registry entries of deleted forks.
-	Inherits []Inherit
-	Unforks  []ForkPair
+	// Forks records forks indexed in this update in the registry (applied
+	// first: a parent deleted in the same update keeps, retired, the
+	// frames they share); Unforks removes deleted forks from it, and the
+	// retired frames no fork shares any more. See SharedFrames.
+	Forks   []Fork
+	Unforks []Fork
+	// Ended are frames of incarnations that a tombstone in this update
+	// ends before the index ever held them: those that a registered fork
+	// shares are retired, the others dropped.
+	Ended []SessionFrame
+	// EndedUIDs are the incarnations of Ended, by index.
+	EndedUIDs []uint64
 }
 
 // Options configures Open. A nil *Options means the defaults.
@@ -493,55 +499,28 @@ func (x *Index) Apply(u *Update) error {
 			if sb == nil || fb == nil {
 				return x.damagef("no sessions or frames bucket")
 			}
-			shared, err := x.sharedFrames(tx, u)
+			gc, err := x.applyForks(tx, u)
 			if err != nil {
 				return err
 			}
-			var forks *bolt.Bucket
-			if len(u.Inherits) > 0 || len(u.Unforks) > 0 {
-				if forks, err = tx.CreateBucketIfNotExists(bucketForks); err != nil {
-					return err
-				}
-			}
-			for _, p := range u.Unforks {
-				if err := forks.Delete(forkKey(p.Parent, p.Child)); err != nil {
-					return err
-				}
-			}
 			for _, id := range u.Deleted {
-				if err := sb.Delete([]byte(id)); err != nil {
+				if err := x.deleteSession(tx, id); err != nil {
 					return err
 				}
-				prefix := frameKey(nil, id, 0)
-				prefix = prefix[:len(prefix)-8]
-				c := fb.Cursor()
-				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
-					if err := c.Delete(); err != nil {
-						return err
-					}
-				}
+			}
+			if err := x.retireEnded(tx, u); err != nil {
+				return err
+			}
+			if err := collect(tx, gc); err != nil {
+				return err
 			}
 			for _, s := range u.Sessions {
 				if err := sb.Put([]byte(s.ID), encodeSession(s)); err != nil {
 					return err
 				}
 			}
-			frames := u.Frames
-			for i, in := range u.Inherits {
-				if len(in.Chain) > 0 {
-					if err := forks.Put(forkKey(in.Chain[0].ID, in.ID), binary.AppendUvarint(nil, in.Chain[0].Cut)); err != nil {
-						return err
-					}
-				}
-				if i == 0 {
-					frames = slices.Clone(frames)
-				}
-				for _, f := range shared[i] {
-					frames = append(frames, SessionFrame{ID: in.ID, Frame: f})
-				}
-			}
 			var kbuf []byte
-			for _, f := range byKey(frames) {
+			for _, f := range byKey(u.Frames) {
 				kbuf = frameKey(kbuf[:0], f.ID, f.FirstSeq)
 				var v [frameValueLen]byte
 				binary.LittleEndian.PutUint64(v[0:], f.Segment)
@@ -804,14 +783,14 @@ func (x *Index) FinishRewrite(r Rewrite) error {
 			case !rec.HasMoves:
 				return fmt.Errorf("index: the rewrite of segment %d was recorded without its moves (an older build): the index must be rebuilt", r.Segment)
 			}
-			forks := tx.Bucket(bucketForks)
+			rb := tx.Bucket(bucketRetired)
 			for _, mv := range rec.Moves {
 				if err := moveFrame(fb, r.Segment, mv.ID, mv); err != nil {
 					return err
 				}
-				if forks != nil {
-					// The forks' copies of the frame move with it.
-					if err := moveForks(forks, fb, r.Segment, mv.ID, mv, map[string]bool{mv.ID: true}); err != nil {
+				if rb != nil {
+					// The frame of a deleted incarnation that forks share.
+					if err := moveRetired(rb, r.Segment, mv.ID, mv); err != nil {
 						return err
 					}
 				}
@@ -916,16 +895,21 @@ func (x *Index) decodeAll(tx *bolt.Tx, sessions, frames int) error {
 	if n != frames {
 		return x.damagef("bbolt reads %d frames, the pages hold %d", n, frames)
 	}
-	if forks := tx.Bucket(bucketForks); forks != nil {
-		return forks.ForEach(func(k, v []byte) error {
-			if _, _, ok := parseForkKey(k); !ok {
-				return x.damagef("fork registry key %x is malformed", k)
+	for _, b := range []struct {
+		name  []byte
+		valid func(k, v []byte) bool
+	}{{bucketForks, validForkRecord}, {bucketRetired, validRetiredRecord}} {
+		if bk := tx.Bucket(b.name); bk != nil {
+			err := bk.ForEach(func(k, v []byte) error {
+				if !b.valid(k, v) {
+					return x.damagef("%s record %x is malformed", b.name, k)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
-			if _, ok := parseForkValue(v); !ok {
-				return x.damagef("fork registry value %x is malformed", v)
-			}
-			return nil
-		})
+		}
 	}
 	return nil
 }
