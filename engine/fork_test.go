@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -368,5 +369,249 @@ func TestSeedMarkerRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestForkPowerCut cuts the power at every sync and every write of a
+// Fork, then of the delete of its parent and a compaction: the store
+// reopens; an acknowledged Fork is never lost, one that did not return is
+// absent or whole; an acknowledged delete stays.
+func TestForkPowerCut(t *testing.T) {
+	ctx := context.Background()
+	parent := forkEvents(0, 40, "p")
+	opts := func(fsys vfs.FS) *engine.Options {
+		return &engine.Options{FS: fsys, SegmentSize: 8 << 10, FrameBytes: 1 << 10, NoPreallocate: true}
+	}
+	setup := func() *vfs.MemFS {
+		mem := vfs.NewMem()
+		db, err := engine.Open("/db", opts(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := db.Create(ctx, enginetest.Meta("p"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < len(parent); i += 8 {
+			if err := p.Append(ctx, parent[i:i+8]...); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return mem
+	}
+	type progress struct{ forked, deleted bool }
+	run := func(fsys vfs.FS, pr *progress) error {
+		db, err := engine.Open("/db", opts(fsys))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		side, err := db.Create(ctx, enginetest.Meta("side"))
+		if err != nil {
+			return err
+		}
+		if err := side.Append(ctx, forkEvents(0, 20, "side")...); err != nil {
+			return err
+		}
+		c, err := db.Fork(ctx, "p", 30, enginetest.Meta("c"))
+		if err != nil {
+			return err
+		}
+		pr.forked = true
+		if err := c.Close(); err != nil {
+			return err
+		}
+		if err := db.Delete(ctx, "p"); err != nil {
+			return err
+		}
+		pr.deleted = true
+		if _, err := db.Compact(ctx, engine.CompactOptions{Roll: true, LiveRatio: 0.99}); err != nil {
+			return err
+		}
+		return side.Append(ctx, forkEvents(20, 20, "side")...)
+	}
+	probe := vfs.NewFault(setup())
+	if err := run(probe, &progress{}); err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[string]int{}
+	for _, op := range []vfs.Op{vfs.OpSync, vfs.OpWrite} {
+		for k := 1; k <= probe.Count(op); k++ {
+			mem := setup()
+			var pr progress
+			runErr := run(vfs.NewFault(mem, vfs.Rule{Op: op, Nth: k, Sticky: true}), &pr)
+			for variant, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}, {Rand: rand.New(rand.NewPCG(uint64(k), 5)), Garble: true}} {
+				label := fmt.Sprintf("cut at %v #%d variant %d (run: %v)", op, k, variant, runErr)
+				crashed := mem.CrashClone(cfg)
+				db, err := engine.Open("/db", opts(crashed))
+				if err != nil {
+					t.Fatalf("%s: reopen: %v", label, err)
+				}
+				_, perr := db.Stat(ctx, "p")
+				if pr.deleted && !errors.Is(perr, engine.ErrSessionNotFound) {
+					t.Fatalf("%s: an acknowledged delete of the parent was lost: %v", label, perr)
+				}
+				st, err := db.Stat(ctx, "c")
+				switch {
+				case errors.Is(err, engine.ErrSessionNotFound):
+					if pr.forked {
+						t.Fatalf("%s: an acknowledged fork was lost", label)
+					}
+					outcomes["no fork"]++
+				case err != nil:
+					t.Fatalf("%s: stat of the fork: %v", label, err)
+				default:
+					if st.EventCount != 31 || st.InheritedEventCount != 30 {
+						t.Fatalf("%s: fork of %d events, inherited %d", label, st.EventCount, st.InheritedEventCount)
+					}
+					w, err := db.Open(ctx, "c", engine.Write)
+					if err != nil {
+						t.Fatalf("%s: write open of the fork: %v", label, err)
+					}
+					got, err := w.Read(ctx, 0, -1)
+					if err != nil {
+						t.Fatalf("%s: read of the fork: %v", label, err)
+					}
+					if diff := cmp.Diff(parent[:30], got[:30]); diff != "" || !engine.IsInheritedMarker(&got[30]) {
+						t.Fatalf("%s: the fork reads otherwise than its parent:\n%s", label, diff)
+					}
+					w.Close()
+					outcomes["fork"]++
+				}
+				if errors.Is(perr, engine.ErrSessionNotFound) {
+					outcomes["parent gone"]++
+				}
+				db.Close()
+				if rep, err := engine.Check("/db", opts(crashed)); err != nil || len(rep.Problems) > 0 {
+					t.Fatalf("%s: check after the reopen: %v %v", label, err, rep.Problems)
+				}
+			}
+		}
+	}
+	t.Logf("outcomes: %v", outcomes)
+	if outcomes["fork"] == 0 || outcomes["no fork"] == 0 || outcomes["parent gone"] == 0 {
+		t.Errorf("the cuts missed a case: %v", outcomes)
+	}
+}
+
+// TestForkBesideWriters forks a session while a write handle of the same
+// DB appends to it, then closes, and the session is deleted, all
+// concurrently; and forks a session that another DB on the store (as
+// another process) writes, which copies. Every fork reads as a copy
+// would.
+func TestForkBesideWriters(t *testing.T) {
+	ctx := context.Background()
+	dir := engine.CheckedDir(t)
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	all := forkEvents(0, 4000, "p")
+	p, err := db.Create(ctx, enginetest.Meta("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Append(ctx, all[:10]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done, stop := make(chan error, 1), make(chan struct{})
+	go func() {
+		for i := 10; i < len(all); i += 10 {
+			select {
+			case <-stop:
+				i = len(all)
+				continue
+			default:
+			}
+			if err := p.Append(ctx, all[i:i+10]...); err != nil {
+				done <- err
+				return
+			}
+			if err := p.Flush(ctx); err != nil {
+				done <- err
+				return
+			}
+		}
+		p.Close()
+		done <- db.Delete(ctx, "p")
+	}()
+	forks := 0
+	for gone := false; !gone; forks++ {
+		if forks == 5 {
+			close(stop) // now the writer closes, and deletes the parent
+		}
+		st, err := db.Stat(ctx, "p")
+		if errors.Is(err, engine.ErrSessionNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := st.EventCount / 2
+		c, err := db.Fork(ctx, "p", n, enginetest.Meta(fmt.Sprintf("c%d", forks)))
+		switch {
+		case errors.Is(err, engine.ErrSessionNotFound):
+			gone = true
+			continue
+		case err != nil:
+			t.Fatalf("fork %d at %d: %v", forks, n, err)
+		}
+		got, err := c.Read(ctx, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(all[:n], got[:n]); diff != "" || len(got) != int(n)+1 {
+			t.Fatalf("fork %d at %d reads otherwise than its parent:\n%s", forks, n, diff)
+		}
+		c.Close()
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Another process writes q: the fork copies it.
+	other, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	q, err := other.Create(ctx, enginetest.Meta("q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Append(ctx, all[:50]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.Fork(ctx, "q", 40, enginetest.Meta("cq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := db.Stat(ctx, "cq")
+	if err != nil || st.EventCount != 41 || st.SizeBytes < 1000 {
+		t.Errorf("fork of another process's session: %+v, %v (want a copy: 41 events of their own)", st, err)
+	}
+	c.Close()
+	q.Close()
+	for _, id := range []string{"cq", "c0"} {
+		r, err := other.Open(ctx, id, engine.Read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Read(ctx, 0, -1); err != nil {
+			t.Errorf("%s read in the other process: %v", id, err)
+		}
+		r.Close()
 	}
 }
