@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 
@@ -259,12 +260,16 @@ func (db *DB) snapshot(s *session) (view, error) {
 			return view{}, err
 		}
 		id, uid, fork := s.id, s.uid, s.fork
+		// A fork whose marker frame is in memory has every frame of its
+		// own there (its header is past the checkpoint): the index may not
+		// hold it yet.
+		unindexed := len(fork) > 0 && slices.ContainsFunc(s.frames, func(r frameRef) bool { return r.first == s.inherited })
 		db.mu.Unlock()
 		var fromIdx []frameRef
 		var found bool
 		err := db.index.use(false, func(x *index.Index) error {
 			var err error
-			fromIdx, found, err = indexFrames(x, id, uid, fork)
+			fromIdx, found, err = indexFrames(x, id, uid, fork, unindexed)
 			return err
 		})
 		if err != nil {
@@ -302,12 +307,13 @@ func (db *DB) snapshot(s *session) (view, error) {
 // indexFrames returns the frames index x holds of incarnation uid of
 // session id, and whether it holds that incarnation. Those of a fork
 // start with the frames it shares, which x holds as its ancestors' (see
-// index.SharedFrames); a fork x does not hold yet (its header is past the
-// checkpoint) has its own frames all in memory, never dropped by a
-// relayout (they are past the checkpoint too).
-func indexFrames(x *index.Index, id string, uid uint64, fork []store.ForkLink) ([]frameRef, bool, error) {
+// index.SharedFrames). A fork x does not hold yet (its header is past the
+// checkpoint: unindexed) has its own frames all in memory, never dropped
+// by a relayout (they are past the checkpoint too); another one x does
+// not hold was deleted since.
+func indexFrames(x *index.Index, id string, uid uint64, fork []store.ForkLink, unindexed bool) ([]frameRef, bool, error) {
 	got, frames, err := x.FramesOf(id)
-	if err != nil || len(fork) == 0 {
+	if err != nil || len(fork) == 0 || (got != uid && !unindexed) {
 		return toRefs(frames, math.MaxUint64), err == nil && got == uid, err
 	}
 	chain := make([]index.Link, len(fork))
@@ -353,39 +359,6 @@ func withIndexFrames(s *session, fromIdx []frameRef) []frameRef {
 		}
 	}
 	return append(all, s.frames...)
-}
-
-// loadFrames loads the frame list of s from the index, for the replay
-// fold (a fork's parent not read since the open): during an open from
-// the index the open holds, later through the index file. Called with
-// db.mu held (or during the open).
-func (db *DB) loadFrames(s *session) error {
-	if _, err := db.header(s); err != nil {
-		return err
-	}
-	var fromIdx []frameRef
-	var found bool
-	read := func(x *index.Index) error {
-		var err error
-		fromIdx, found, err = indexFrames(x, s.id, s.uid, s.fork)
-		return err
-	}
-	var err error
-	switch {
-	case db.idx != nil:
-		err = read(db.idx)
-	case db.index != nil:
-		err = db.index.use(false, read)
-	}
-	if err != nil {
-		return err
-	}
-	if !found {
-		return &CorruptionError{Path: db.opts.IndexPath, Offset: -1, Reason: fmt.Sprintf("session %q: its frames are not in the index (seglog check --repair rebuilds the index)", s.id)}
-	}
-	s.frames = withIndexFrames(s, fromIdx)
-	s.loaded = true
-	return nil
 }
 
 // readFrame reads the frame at ref: placed frames are in the file (the

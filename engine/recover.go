@@ -56,7 +56,6 @@ const QuarantineDir = "quarantine"
 func (db *DB) recover() error {
 	db.rec = &openRecovery{}
 	db.fold = newFold(db.mu.sessions, true)
-	db.fold.load = db.loadFrames
 	if err := db.findTemporaries(); err != nil {
 		return err
 	}
@@ -293,7 +292,6 @@ func (db *DB) resetReplay() {
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.sessions = map[string]*session{}
 	db.fold = newFold(db.mu.sessions, true)
-	db.fold.load = db.loadFrames
 	rb, notes := db.rec.rebuild, db.rec.notes
 	*db.rec = openRecovery{temps: db.rec.temps, rebuild: rb, notes: notes}
 }
@@ -590,7 +588,6 @@ func (db *DB) abandonMigrations() error {
 	replacing := db.fold.replacing
 	// The replay is over; what follows is the other processes' frames.
 	db.fold = newFold(db.mu.sessions, true)
-	db.fold.load = db.loadFrames
 	keys := slices.Sorted(maps.Keys(replacing))
 	if len(keys) == 0 {
 		return nil

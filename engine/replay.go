@@ -41,9 +41,6 @@ type fold struct {
 	// keeps a parent while a fork of it stays).
 	forkOf map[uint64]uint64
 	broken []*session // forks met broken (see forkHeader)
-	// load, with frames, loads the frame list of a session the index
-	// holds (a fork's parent not read since the open).
-	load func(*session) error
 }
 
 func newFold(sessions map[string]*session, frames bool) *fold {
@@ -237,15 +234,11 @@ func (f *fold) forkHeader(r *segment.Reader, fi *segment.FrameInfo, s *session, 
 			rp.pend = append(rp.pend, pendFrame{s: s, header: true, ref: ref})
 		}
 	case f.frames:
-		if !p.loaded {
-			if f.load == nil {
-				return step{}, &CorruptionError{Path: r.Path(), Offset: fi.Offset, Reason: fmt.Sprintf("fork %q of session %q: the parent's frames are not known", s.id, link.ID)}
-			}
-			if err := f.load(p); err != nil {
-				return step{}, err
-			}
-		}
-		s.frames = clipRefs(p.frames, link.Cut)
+		// The parent's frames the fold knows: all of them, or those past
+		// the index checkpoint (then the fork, like its parent, takes the
+		// others from the index on its first read: its ancestors'
+		// entries there, see indexFrames).
+		s.frames, s.loaded = clipRefs(p.frames, link.Cut), p.loaded
 		rp.pend = append(rp.pend, pendFrame{s: s, header: true, ref: ref})
 	}
 	if f.forkOf == nil {
@@ -259,8 +252,9 @@ func (f *fold) forkHeader(r *segment.Reader, fi *segment.FrameInfo, s *session, 
 	return step{owner: s.uid}, nil
 }
 
-// clipRefs returns a copy of the frames of refs (a session's frames from
-// seq 0 on) that hold seqs before cut, the last one cut short there.
+// clipRefs returns a copy of the frames of refs (a session's frames, from
+// seq 0 or from the first past the index checkpoint) that hold seqs
+// before cut, the last one cut short there.
 func clipRefs(refs []frameRef, cut uint64) []frameRef {
 	n := 0
 	for n < len(refs) && refs[n].first < cut {

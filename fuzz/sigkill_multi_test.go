@@ -31,7 +31,9 @@ import (
 // write, continues each from what is stored, deletes and creates them
 // again, calls Compact (which fails with ErrLocked only while another
 // process compacts), and now and then RebuildIndex (check --repair) beside
-// the others. The parent checks after
+// the others, and forks its sessions (beside their write handles: the
+// forks share their frames) into "w<k>-f0".."w<k>-f2", or deletes those.
+// The parent checks after
 // every kill, with a read-only open of its own, that every acknowledged
 // event is there, intact and in order; the reader checks the same of every
 // flush the parent forwards to it, and that what it reads never goes back.
@@ -71,12 +73,50 @@ func multiEvent(id string, gen int64, seq uint64) event.Event {
 	return mixEvent(id+"@"+strconv.FormatInt(gen, 10), seq)
 }
 
+// multiFork describes a fork the campaign made: its header's
+// AgentPreset is "fork <parent generation>", its parent is ParentSession
+// and its cut InheritedEventCount. Nil for a session of its own.
+type multiFork struct {
+	parent string
+	gen    int64 // the parent's
+	cut    uint64
+}
+
+// multiForkOf returns what h's header says of a fork, or nil.
+func multiForkOf(h *engine.Handle) *multiFork {
+	hdr := h.Header()
+	var gen int64
+	if _, err := fmt.Sscanf(hdr.AgentPreset, "fork %d", &gen); err != nil || !hdr.IsSeeded {
+		return nil
+	}
+	return &multiFork{parent: hdr.ParentSession, gen: gen, cut: h.InheritedEventCount()}
+}
+
+// multiWant is event seq of incarnation gen of id: a fork's first events
+// are its parent's, then its marker.
+func multiWant(id string, gen int64, fk *multiFork, seq uint64) (event.Event, bool) {
+	switch {
+	case fk == nil || seq > fk.cut:
+		return multiEvent(id, gen, seq), true
+	case seq < fk.cut:
+		return multiEvent(fk.parent, fk.gen, seq), true
+	}
+	return event.Event{}, false // the marker
+}
+
 // multiCheckLog returns what is wrong with evs, read from offset from of
-// incarnation gen of session id, or "".
-func multiCheckLog(id string, gen int64, from int, evs []event.Event) string {
+// incarnation gen of session id (a fork if fk is not nil), or "".
+func multiCheckLog(id string, gen int64, fk *multiFork, from int, evs []event.Event) string {
 	for i, e := range evs {
 		seq := uint64(from + i)
-		if !sameEvent(e, multiEvent(id, gen, seq)) {
+		want, ok := multiWant(id, gen, fk, seq)
+		if !ok {
+			if e.Seq != seq || !engine.IsInheritedMarker(&e) {
+				return fmt.Sprintf("event %d of fork %s generation %d is not its seed marker: %s %s", seq, id, gen, e.Type, e.Data)
+			}
+			continue
+		}
+		if !sameEvent(e, want) {
 			data := string(e.Data)
 			if len(data) > 40 {
 				data = data[:40] + "…"
@@ -119,7 +159,7 @@ func multiRead(ctx context.Context, db *engine.DB, h *engine.Handle, id string, 
 	case err != nil:
 		res.problem = fmt.Sprintf("read %s generation %d from %d: %v", id, res.gen, from, err)
 	default:
-		res.problem = multiCheckLog(id, res.gen, from, evs)
+		res.problem = multiCheckLog(id, res.gen, multiForkOf(h), from, evs)
 	}
 	res.read, res.n = len(evs), from+len(evs)
 	if res.problem != "" && os.Getenv(multiStaleEnv) == "0" {
@@ -233,7 +273,7 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 			return false
 		}
 		gen := h.Header().CreatedAt
-		if p := multiCheckLog(s.id, gen, 0, evs); p != "" {
+		if p := multiCheckLog(s.id, gen, nil, 0, evs); p != "" {
 			h.Close()
 			fail("read-own", s.id, errors.New(p))
 			return false
@@ -298,6 +338,45 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 			default:
 				say("repaired")
 			}
+		case x == 92 || x == 93:
+			// Fork one of this slot's sessions, at a random flushed
+			// point, beside its own write handle (or delete a fork).
+			fid := fmt.Sprintf("w%d-f%d", slot, r.IntN(3))
+			if st, err := db.Stat(ctx, fid); err == nil {
+				say("delete %s %d", fid, st.Header.CreatedAt)
+				if err := db.Delete(ctx, fid); err != nil {
+					fail("delete", fid, err)
+					continue
+				}
+				say("deleted %s %d", fid, st.Header.CreatedAt)
+				continue
+			} else if !errors.Is(err, engine.ErrSessionNotFound) {
+				fail("stat", fid, err)
+				continue
+			}
+			if !s.flushed {
+				continue
+			}
+			n := uint64(r.IntN(int(s.next) + 1))
+			made++
+			gen := start*1_000_000 + made
+			say("fork %s %d %s %d %d", fid, gen, s.id, s.gen, n)
+			c, err := db.Fork(ctx, s.id, n, engine.Header{ID: fid, CreatedAt: gen, AgentPreset: fmt.Sprintf("fork %d", s.gen)})
+			if errors.Is(err, engine.ErrSessionExists) {
+				continue // a killed predecessor's fork, made durable by this one's catch-up
+			}
+			if err != nil {
+				fail("fork", fid, err)
+				continue
+			}
+			say("ack %s %d %d", fid, gen, n+1)
+			evs, err := c.Read(ctx, 0, -1)
+			if err != nil {
+				fail("read-fork", fid, err)
+			} else if p := multiCheckLog(fid, gen, &multiFork{parent: s.id, gen: s.gen, cut: n}, 0, evs); p != "" || uint64(len(evs)) != n+1 {
+				fail("read-fork", fid, fmt.Errorf("%d events: %s", len(evs), p))
+			}
+			c.Close()
 		case x < 96:
 			say("compacting")
 			rep, err := db.Compact(ctx, engine.CompactOptions{
@@ -571,6 +650,7 @@ type multiRun struct {
 	// ones beside other live writers (as the compactor's line says)
 	compactions, beside int
 	repairs             int                 // RebuildIndex calls that returned nil
+	forks               int                 // Fork calls (of a writer's own session, beside its write handle)
 	writers             map[*multiProc]bool // started and not killed yet
 }
 
@@ -594,6 +674,10 @@ func (m *multiRun) apply(p *multiProc, line string) {
 	defer m.mu.Unlock()
 	if f[0] == "stale" {
 		m.stale++
+		return
+	}
+	if f[0] == "fork" {
+		m.forks++
 		return
 	}
 	if f[0] == "err" {
@@ -1155,8 +1239,8 @@ func TestSIGKILLMulti(t *testing.T) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	t.Logf("%d rounds in %v, %d processes started; %d flushes acknowledged; kills: %d right after an ack, %d mid-compaction, %d before the open was done; %d compactions reclaimed segments, %d of them beside other writers; %d index rebuilds beside them; at the end %d sessions with %d events, %d deleted; reader's last stats (acks checked, reads, stale): %q; reads that met the known stale-handle bug: %d",
-		rounds, time.Since(start).Round(time.Millisecond), m.starts, m.acks, afterAck, midCompact, early, m.compactions, m.beside, m.repairs, sessions, events, deleted, m.stats, m.stale)
+	t.Logf("%d rounds in %v, %d processes started; %d flushes acknowledged; kills: %d right after an ack, %d mid-compaction, %d before the open was done; %d compactions reclaimed segments, %d of them beside other writers; %d index rebuilds beside them; %d forks; at the end %d sessions with %d events, %d deleted; reader's last stats (acks checked, reads, stale): %q; reads that met the known stale-handle bug: %d",
+		rounds, time.Since(start).Round(time.Millisecond), m.starts, m.acks, afterAck, midCompact, early, m.compactions, m.beside, m.repairs, m.forks, sessions, events, deleted, m.stats, m.stale)
 }
 
 // TestStaleReadHandleAfterCompaction is the engine bug the campaign meets
