@@ -903,6 +903,23 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 		}
 		out = append(out, u)
 	}
+	// A deleted parent of a live fork is alive too: compaction keeps it
+	// (known once the fork's header is read, after the parent's frames).
+	shared := map[uint64]bool{}
+	for uid := range p.liveUID {
+		for parent, ok := p.fold.forkOf[uid]; ok && !shared[parent]; parent, ok = p.fold.forkOf[parent] {
+			shared[parent] = true
+		}
+	}
+	if len(shared) > 0 {
+		for i, si := range p.segs {
+			for uid, n := range si.holds {
+				if shared[uid] && !p.isLive(uid) {
+					out[i].LiveBytes += n
+				}
+			}
+		}
+	}
 	return out, nil
 }
 

@@ -92,6 +92,20 @@ func TestForkOutlivesItsParent(t *testing.T) {
 			if err := db.Delete(ctx, "p"); err != nil {
 				t.Fatal(err)
 			}
+			after, err := db.Usage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var live, liveBefore int64
+			for _, u := range before {
+				liveBefore += u.LiveBytes
+			}
+			for _, u := range after {
+				live += u.LiveBytes
+			}
+			if live < liveBefore {
+				t.Errorf("Usage counts %d live bytes with the parent deleted and its fork alive, %d before: the fork keeps them", live, liveBefore)
+			}
 			rep, err := db.Compact(ctx, engine.CompactOptions{Roll: true})
 			if err != nil {
 				t.Fatal(err)
