@@ -30,8 +30,8 @@ import (
 // its duration, or, if a write handle of this DB holds it, keeps that
 // handle's lease from being released until it is done. Otherwise (a
 // write handle of another process holds the parent, the parent is in an
-// older format, or events of it up to n are appended here but not yet
-// cut into frames) it copies the parent's first n events into the fork
+// older format or was created here and never written, or events of it up
+// to n are appended here but not yet cut into frames) it copies the parent's first n events into the fork
 // (store.CopyFork), which reads the same; if the copy fails after the
 // child was created, the child is deleted again.
 func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header) (*Handle, error) {
@@ -90,12 +90,16 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 		return nil, err
 	}
 	phdr, err := db.header(p)
+	pending := p.pending
 	db.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	if phdr.Version < FormatVersion {
-		return nil, errCopyFork // read migrated: its events are not its frames'
+	if phdr.Version < FormatVersion || pending {
+		// Read migrated: its events are not its frames'. Or created here
+		// and not yet written: its header frame, which the fork's would
+		// name, is not in the log yet.
+		return nil, errCopyFork
 	}
 	v, err := db.snapshot(p)
 	if err != nil {

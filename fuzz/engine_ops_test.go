@@ -24,6 +24,7 @@ import (
 type model struct {
 	appended []event.Event // every event whose append was attempted, in order
 	flushed  int           // the prefix a successful flush acknowledged
+	visible  int           // the prefix other handles read (enqueued events are not, until appended)
 	created  bool          // created in this instance and not yet written
 	stored   bool          // known to be on disk (a flush acknowledged it)
 	gone     bool          // a creator closed it untouched: it must not exist
@@ -207,6 +208,9 @@ func (r *opsRun) step(op, arg byte) {
 		}
 		m.appended = append(m.appended, evs...)
 		m.created = false
+		if op%12 == 2 {
+			m.visible = len(m.appended) // (an append drains what was enqueued first)
+		}
 	case 4: // flush one handle
 		if h == nil {
 			return
@@ -236,7 +240,11 @@ func (r *opsRun) step(op, arg byte) {
 		} else {
 			m.flushed, m.stored = len(m.appended), true
 		}
-	case 7: // a write-behind window passes
+	case 7: // a write-behind window passes; for args from 0xC0 on, a fork (older corpora keep their meaning)
+		if arg >= 0xC0 {
+			r.fork(arg)
+			return
+		}
 		r.clock.Advance(250 * time.Millisecond)
 	case 8: // clean close and reopen
 		if err := r.db.Close(); err != nil {
@@ -318,6 +326,81 @@ func (r *opsRun) step(op, arg byte) {
 		m.appended = append(m.appended, evs...)
 		m.created = false
 	}
+}
+
+// settleVisible moves the models' visible prefixes on after op: a flush
+// or close of one handle drains its buffer, a database flush, a window,
+// a reopen or a power cut (whose check resets the models) all of them.
+func (r *opsRun) settleVisible(op, arg byte) {
+	nops := byte(12)
+	if r.indexed {
+		nops = 14
+	}
+	switch op % nops {
+	case 4, 6, 13:
+		m := r.mod(ids[int(arg)%len(ids)])
+		m.visible = len(m.appended)
+	case 5, 8, 9:
+		for _, m := range r.m {
+			m.visible = len(m.appended)
+		}
+	case 7:
+		if arg < 0xC0 {
+			for _, m := range r.m {
+				m.visible = len(m.appended)
+			}
+		}
+	}
+}
+
+// fork forks session ids[arg%3] into ids[arg/3%3] at a point its model
+// picks. A fork is durable when Fork returns, and reads as its parent's
+// first n events and the seed marker.
+func (r *opsRun) fork(arg byte) {
+	r.t.Helper()
+	pid, cid := ids[int(arg)%len(ids)], ids[int(arg)/3%len(ids)]
+	pm, cm := r.mod(pid), r.mod(cid)
+	pexists := pm.stored || len(pm.appended) > 0 || pm.created
+	cexists := cm.stored || len(cm.appended) > 0 || cm.created || r.hs[cid] != nil
+	n := uint64(int(arg>>2) % (pm.visible + 1))
+	c, err := r.db.Fork(r.ctx, pid, n, engine.Header{ID: cid, CreatedAt: 2})
+	switch {
+	case pid == cid:
+		if !errors.Is(err, engine.ErrInvalidHeader) {
+			r.t.Fatalf("fork of %s onto itself: %v", pid, err)
+		}
+		return
+	case cexists:
+		// (Of an absent parent too: which check comes first depends on
+		// whether Fork shares or copies.)
+		if !errors.Is(err, engine.ErrSessionExists) && (pexists || !errors.Is(err, engine.ErrSessionNotFound)) {
+			r.t.Fatalf("fork onto existing %s: %v", cid, err)
+		}
+		return
+	case !pexists:
+		if !errors.Is(err, engine.ErrSessionNotFound) {
+			r.t.Fatalf("fork of absent %s: %v", pid, err)
+		}
+		return
+	case err != nil:
+		// (A parent created here and never written exists for this DB,
+		// with no event: a fork of it at 0 copies nothing.)
+		r.t.Fatalf("fork %s at %d into %s: %v", pid, n, cid, err)
+	}
+	got, err := c.Read(r.ctx, 0, -1)
+	if err != nil {
+		r.t.Fatalf("read fork %s: %v", cid, err)
+	}
+	if uint64(len(got)) != n+1 || !engine.IsInheritedMarker(&got[n]) {
+		r.t.Fatalf("fork %s of %s at %d holds %d events", cid, pid, n, len(got))
+	}
+	for i := range n {
+		if !sameEvent(got[i], pm.appended[i]) {
+			r.t.Fatalf("fork %s event %d differs from its parent's", cid, i)
+		}
+	}
+	r.hs[cid] = c
+	r.m[cid] = &model{appended: got, flushed: len(got), visible: len(got), stored: true}
 }
 
 // readIndex returns the index file as it is now.
@@ -438,6 +521,13 @@ func runScript(t *testing.T, script []byte, indexed bool) {
 		done++
 		r.step(script[i], script[i+1])
 		r.checkRevisions()
+		if op := script[i] % 14; op != 2 && op != 3 {
+			// Every other operation drains the write-behind buffers it
+			// meets (a flush, a close, a window, a reopen) or none: the
+			// model need only know that after an enqueue, nothing more is
+			// visible until one of those.
+			r.settleVisible(script[i], script[i+1])
+		}
 	}
 	// Every live read equals the model exactly, once the write-behind
 	// buffers have drained.
@@ -455,13 +545,18 @@ func opsTrace(script []byte, indexed bool) string {
 	}
 	var b bytes.Buffer
 	for i := 0; i+1 < len(script); i += 2 {
-		fmt.Fprintf(&b, "%d:%s(%s,%#x) ", i/2+1, opNames[script[i]%nops], ids[int(script[i+1])%len(ids)], script[i+1])
+		op, arg := script[i]%nops, script[i+1]
+		if op == 7 && arg >= 0xC0 {
+			fmt.Fprintf(&b, "%d:fork(%s->%s,%#x) ", i/2+1, ids[int(arg)%len(ids)], ids[int(arg)/3%len(ids)], arg)
+			continue
+		}
+		fmt.Fprintf(&b, "%d:%s(%s,%#x) ", i/2+1, opNames[op], ids[int(arg)%len(ids)], arg)
 	}
 	return b.String()
 }
 
 // FuzzEngineOps runs scripts of operations (create, open, append,
-// enqueue, flush, close, delete, compact, reopen, power cut) against the engine on a
+// enqueue, flush, close, delete, compact, fork, reopen, power cut) against the engine on a
 // crashable FS and a plain model. After every reopen each session's log is
 // the model's flushed prefix plus possibly a later prefix of what was
 // appended; revisions change exactly when a log does.
@@ -470,6 +565,11 @@ func FuzzEngineOps(f *testing.F) {
 	f.Add([]byte{0, 1, 3, 0x21, 7, 0, 2, 0x41, 8, 0, 1, 1, 2, 0x11, 9, 2})
 	f.Add([]byte{0, 2, 6, 2, 0, 2, 5, 0, 9, 10, 0, 0, 2, 3, 6, 0, 8, 0})
 	f.Add([]byte{0, 0, 0, 1, 0, 2, 2, 0x50, 2, 0x51, 2, 0x52, 5, 0, 2, 0x60, 9, 4, 1, 0, 1, 1, 1, 2, 2, 0x70, 8, 1})
+	// Forks (op 7, args from 0xC0): s0 written and forked into s2, s0
+	// deleted and compacted, a power cut; and a fork of s0 created and
+	// not yet written (nothing of it on disk yet), then written, a cut.
+	f.Add([]byte{0, 0, 2, 0x30, 2, 0x33, 4, 0, 7, 0xC3, 6, 0, 10, 0, 11, 0, 9, 5, 7, 0xC5, 9, 1})
+	f.Add([]byte{0, 0, 7, 0xC3, 2, 0x30, 4, 0, 9, 5})
 	f.Fuzz(func(t *testing.T, script []byte) { runScript(t, script, false) })
 }
 
@@ -490,6 +590,9 @@ func FuzzEngineOpsIndexed(f *testing.F) {
 	// cut losing everything unsynced: the index must not have passed the
 	// spilled frames.
 	f.Add([]byte{3, 0, 0, 13, 0xfc, 12, 3, 9, 0})
+	// A fork, its parent deleted, a checkpoint, a compaction, a power
+	// cut: the index holds the deleted parent's frames for the fork.
+	f.Add([]byte{0, 0, 0, 2, 0x30, 2, 0x33, 4, 0, 7, 0xC3, 6, 0, 12, 0, 10, 0, 12, 0, 11, 1, 9, 5, 7, 0xC5, 12, 0, 9, 1})
 	f.Fuzz(func(t *testing.T, script []byte) { runScript(t, script, true) })
 }
 
