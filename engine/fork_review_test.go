@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync"
+	"time"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -432,4 +434,349 @@ func reviewForkPowerCut(t *testing.T, path string) {
 		}
 	}
 	t.Logf("%d crash points", points)
+}
+
+// TestReviewForkIDReuse: a fork deleted and its ID created again (as a
+// fork of another session, as a plain session, as a fork of the same
+// parent at another cut), a parent deleted and its ID created again and
+// forked again: the older forks still read their original events, through
+// compactions and reopens.
+func TestReviewForkIDReuse(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []string{"os-index", "os-noindex", "os-rebuild", "mem-crash"} {
+		t.Run(mode, func(t *testing.T) {
+			s := newReviewStore(t, mode)
+			model := reviewModel{}
+			step := func(label string) {
+				t.Helper()
+				verifyModel(t, label, s.db, model)
+				for _, co := range []engine.CompactOptions{{Roll: true, LiveRatio: 0.99}, {LiveRatio: -1}} {
+					if _, err := s.db.Compact(ctx, co); err != nil {
+						t.Fatalf("%s: compact: %v", label, err)
+					}
+				}
+				verifyModel(t, label+", compacted", s.db, model)
+				s.reopen(label)
+				verifyModel(t, label+", reopened", s.db, model)
+			}
+			create := func(id string, k int) *engine.Handle {
+				t.Helper()
+				h, err := s.db.Create(ctx, enginetest.Meta(id))
+				if err != nil {
+					t.Fatalf("create %s: %v", id, err)
+				}
+				model[id] = nil
+				reviewAppend(t, h, model, k, 10)
+				return h
+			}
+			del := func(id string) {
+				t.Helper()
+				if err := s.db.Delete(ctx, id); err != nil {
+					t.Fatalf("delete %s: %v", id, err)
+				}
+				delete(model, id)
+			}
+			closeAll := func(hs ...*engine.Handle) {
+				for _, h := range hs {
+					if err := h.Close(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			closeAll(create("p", 120), create("q", 80))
+			closeAll(reviewFork(t, s.db, model, "p", 70, "c"))
+			closeAll(reviewFork(t, s.db, model, "c", 50, "g")) // g shares p's frames through c
+			step("forks")
+
+			// c goes, and comes back as a fork of q, then of p again.
+			del("c")
+			closeAll(reviewFork(t, s.db, model, "q", 33, "c"))
+			step("c again, a fork of q")
+			del("c")
+			h := reviewFork(t, s.db, model, "p", 100, "c")
+			reviewAppend(t, h, model, 10, 10)
+			closeAll(h)
+			step("c again, a fork of p at another cut")
+			del("c")
+			closeAll(create("c", 15))
+			step("c again, a plain session")
+
+			// p goes while g (through the first c) and nothing else
+			// shares it; p comes back, and is forked again.
+			del("p")
+			step("p deleted")
+			closeAll(create("p", 60))
+			closeAll(reviewFork(t, s.db, model, "p", 40, "f"))
+			step("p again, forked again")
+			del("p")
+			closeAll(create("p", 5))
+			closeAll(reviewFork(t, s.db, model, "f", 41, "f2")) // the second p's frames and f's marker
+			step("p a third time")
+			del("f")
+			del("g")
+			step("f and g deleted")
+			// The same cycle within one index checkpoint: no reopen and no
+			// compaction between.
+			for i := range 3 {
+				if i > 0 {
+					del("x")
+				}
+				closeAll(reviewFork(t, s.db, model, "q", uint64(10+i), "x"))
+				del("x")
+				closeAll(reviewFork(t, s.db, model, "f2", uint64(len(model["f2"])-1), "x"))
+				del("f2")
+				del("p")
+				closeAll(create("p", 30+i))
+				closeAll(create("f2", 3+i))
+				closeAll(reviewFork(t, s.db, model, "p", uint64(10+i), "y"+fmt.Sprint(i)))
+				del("x")
+				closeAll(reviewFork(t, s.db, model, "y"+fmt.Sprint(i), uint64(5+i), "x"))
+			}
+			step("churn")
+			for _, id := range slices.Sorted(maps.Keys(model)) {
+				del(id)
+			}
+			step("all deleted")
+			us, err := s.db.Usage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range us {
+				if u.LiveBytes > 0 {
+					t.Errorf("segment %d keeps %d live bytes with no session left", u.ID, u.LiveBytes)
+				}
+			}
+		})
+	}
+}
+
+// TestReviewForkBesideWriters: forks of a parent whose write handle
+// another process holds and keeps appending to (Fork copies), and of one
+// this process's handle writes from another goroutine, which is closed
+// and the parent deleted meanwhile (Fork shares, or fails cleanly). Each
+// fork that Fork returned reads a prefix of the parent, in this process,
+// the other, and after a reopen; compactions run in the other process.
+func TestReviewForkBesideWriters(t *testing.T) {
+	ctx := context.Background()
+	dir := engine.CheckedDir(t)
+	opts := &engine.Options{SegmentSize: 16 << 10, CompactInterval: -1}
+	a, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { a.Close() }()
+	b, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { b.Close() }()
+
+	// b holds p and appends; a forks it.
+	pe := forkEvents(0, 400, "p")
+	p, err := b.Create(ctx, enginetest.Meta("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Append(ctx, pe[:50]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := 50; i < len(pe); i += 5 {
+			if err := p.Append(ctx, pe[i:i+5]...); err != nil {
+				done <- err
+				return
+			}
+			if i%20 == 0 {
+				if err := p.Flush(ctx); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+		done <- p.Flush(ctx)
+	}()
+	forks := map[string]int{}
+	for i := range 20 {
+		id := fmt.Sprintf("a%d", i)
+		n := 10 + i*15
+		h, err := a.Fork(ctx, "p", uint64(n), enginetest.Meta(id))
+		var re *engine.ForkRangeError
+		if errors.As(err, &re) {
+			continue // not that far yet
+		}
+		if err != nil {
+			t.Fatalf("fork %s: %v", id, err)
+		}
+		h.Close()
+		forks[id] = n
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	check := func(label string, dbs ...*engine.DB) {
+		t.Helper()
+		for _, db := range dbs {
+			for id, n := range forks {
+				if err := reviewForkReads(db, id, pe, n); err != nil {
+					t.Errorf("%s: %v", label, err)
+				}
+			}
+		}
+	}
+	check("forks of a parent another process writes", a, b)
+
+	// a holds q and appends from a goroutine; a forks it from others;
+	// the handle is closed and q deleted (by b) meanwhile.
+	qe := forkEvents(0, 300, "q")
+	q, err := a.Create(ctx, enginetest.Meta("q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Append(ctx, qe[:20]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	qforks := map[string]int{}
+	wg.Go(func() {
+		for i := 20; i < len(qe); i += 4 {
+			if err := q.Append(ctx, qe[i:i+4]...); err != nil {
+				return // closed under it
+			}
+			if i%40 == 0 {
+				q.Flush(ctx)
+			}
+		}
+	})
+	for g := range 3 {
+		wg.Go(func() {
+			for i := range 15 {
+				id := fmt.Sprintf("q%d-%d", g, i)
+				n := 5 + i*13 + g
+				h, err := a.Fork(ctx, "q", uint64(n), enginetest.Meta(id))
+				var re *engine.ForkRangeError
+				switch {
+				case errors.As(err, &re), errors.Is(err, engine.ErrSessionNotFound):
+					continue
+				case err != nil:
+					t.Errorf("fork %s: %v", id, err)
+					continue
+				}
+				h.Close()
+				mu.Lock()
+				qforks[id] = n
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Go(func() {
+		time.Sleep(5 * time.Millisecond)
+		if err := q.Close(); err != nil {
+			t.Errorf("close q: %v", err)
+		}
+		for {
+			err := b.Delete(ctx, "q")
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, engine.ErrAlreadyOwned) { // a fork holds it
+				t.Errorf("delete q: %v", err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	wg.Wait()
+	t.Logf("%d forks of p, %d of q", len(forks), len(qforks))
+	// What q held when it went: the forks read its prefixes.
+	for id, n := range qforks {
+		forks[id] = n
+	}
+	checkQ := func(label string, dbs ...*engine.DB) {
+		t.Helper()
+		for _, db := range dbs {
+			for id, n := range qforks {
+				if err := reviewForkReads(db, id, qe, n); err != nil {
+					t.Errorf("%s: %v", label, err)
+				}
+			}
+		}
+	}
+	for id := range qforks {
+		delete(forks, id)
+	}
+	checkQ("forks of q", a, b)
+	check("forks of p", a, b)
+
+	// b closes p and deletes it; compactions in b while a reads.
+	p.Close()
+	if err := b.Delete(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var rd sync.WaitGroup
+	rd.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for id, n := range qforks {
+				if err := reviewForkReads(a, id, qe, n); err != nil {
+					t.Errorf("read during compactions: %v", err)
+					return
+				}
+			}
+		}
+	})
+	for _, co := range []engine.CompactOptions{{Roll: true, LiveRatio: 0.99}, {LiveRatio: -1}, {Roll: true, LiveRatio: 0.99}} {
+		if _, err := b.Compact(ctx, co); err != nil && !errors.Is(err, engine.ErrLocked) {
+			t.Fatalf("compact: %v", err)
+		}
+		check("after a compaction in the other process", a, b)
+	}
+	close(stop)
+	rd.Wait()
+	checkQ("after compactions", a, b)
+	a.Close()
+	b.Close()
+	if a, err = engine.Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = engine.Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	check("reopened", a, b)
+	checkQ("reopened", a, b)
+	// Every fork goes; compaction leaves nothing live.
+	for id := range forks {
+		if err := a.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id := range qforks {
+		if err := b.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Compact(ctx, engine.CompactOptions{Roll: true, LiveRatio: 0.99}); err != nil {
+		t.Fatal(err)
+	}
+	us, err := a.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range us {
+		if u.LiveBytes > 0 {
+			t.Errorf("segment %d keeps %d live bytes with no session left", u.ID, u.LiveBytes)
+		}
+	}
 }
