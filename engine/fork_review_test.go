@@ -9,8 +9,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
