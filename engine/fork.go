@@ -30,8 +30,9 @@ import (
 // its duration, or, if a write handle of this DB holds it, keeps that
 // handle's lease from being released until it is done. Otherwise (a
 // write handle of another process holds the parent, the parent is in an
-// older format, or events of it up to n are appended here but not yet
-// cut into frames) it copies the parent's first n events into the fork
+// older format, n is 0 (nothing to share; the parent may not be written
+// yet), or events of it up to n are appended here but not yet cut into
+// frames) it copies the parent's first n events into the fork
 // (store.CopyFork), which reads the same; if the copy fails after the
 // child was created, the child is deleted again.
 func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header) (*Handle, error) {
@@ -88,6 +89,12 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	if err != nil {
 		db.mu.Unlock()
 		return nil, err
+	}
+	if n == 0 || p.pending {
+		// Nothing to share; and a parent not yet written has no header
+		// in the log (nor an incarnation) for the fork's to name.
+		db.mu.Unlock()
+		return nil, errCopyFork
 	}
 	phdr, err := db.header(p)
 	db.mu.Unlock()
