@@ -14,8 +14,9 @@ import (
 // Fork creates session h.ID as a fork of session parent at n events: its
 // events 0..n-1 are the parent's, seq n is the inherited end-seed marker
 // (session/end-seed {"inherited": true}), and its header is seeded
-// (IsSeeded, InheritedEventCount n) and names the parent (ParentSession is
-// set when empty; another value is ErrInvalidHeader). It returns the
+// (IsSeeded, InheritedEventCount n), names the parent (ParentSession is
+// set when empty; another value is ErrInvalidHeader) and is in the
+// current format (an older Version is ErrInvalidHeader). It returns the
 // child's write handle once the fork is durable; the host appends the
 // child's own events from seq n+1. A fork past the parent's end is a
 // *ForkRangeError (errors.Is ErrInvalidArgument) and creates nothing; an

@@ -13,8 +13,9 @@ import (
 // PrepareForkHeader applies Fork's rules to the header of a fork of
 // session parent at n events: the header is seeded (IsSeeded is set) and
 // names its parent (ParentSession is set when empty; another parent is
-// ErrInvalidHeader), and the fork's ID is not its parent's. It returns the
-// header as Create would store it.
+// ErrInvalidHeader), the fork's ID is not its parent's, and it is in the
+// current format (Version 0 or FormatVersion; an older one is
+// ErrInvalidHeader). It returns the header as Create would store it.
 func PrepareForkHeader(h Header, parent string, n uint64) (Header, error) {
 	if h.ID == parent {
 		return h, fmt.Errorf("%w: session %q: a fork cannot have its parent's id", ErrInvalidHeader, h.ID)
@@ -26,6 +27,11 @@ func PrepareForkHeader(h Header, parent string, n uint64) (Header, error) {
 	}
 	h.IsSeeded = true
 	h, _, err := PrepareHeader(h, Inherited(n))
+	if err == nil && h.Version != FormatVersion {
+		// Its events are the parent's as reads see them, current: a fork
+		// in an older format would have them migrated again on each read.
+		err = fmt.Errorf("%w: session %q: a fork is in the current format (version %d), not version %d", ErrInvalidHeader, h.ID, FormatVersion, h.Version)
+	}
 	return h, err
 }
 
