@@ -74,12 +74,18 @@ func CopyFork[H Handle](ctx context.Context, b Backend[H], parent string, n uint
 	}
 	defer p.Close()
 	// The parent's length first: a fork past its end is refused before
-	// the child exists.
-	if _, err := p.Read(ctx, int(n), 1); err != nil {
+	// the child exists. By its event n-1 as reads see it: a read handle's
+	// Len may count the events stored (a session read migrated).
+	at := n
+	if n > 0 {
+		at = n - 1
+	}
+	last, err := p.Read(ctx, int(at), 1)
+	if err != nil {
 		return zero, err
 	}
-	if l := p.Len(); n > l {
-		return zero, &ForkRangeError{Parent: parent, N: n, Len: l}
+	if n > 0 && len(last) == 0 {
+		return zero, &ForkRangeError{Parent: parent, N: n, Len: p.Len()}
 	}
 	c, err := b.Create(ctx, h, Inherited(n))
 	if err != nil {
