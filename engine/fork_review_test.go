@@ -212,6 +212,9 @@ func TestReviewForkChains(t *testing.T) {
 	}
 	for _, mode := range []string{"os-index", "os-noindex", "os-rebuild", "mem-crash"} {
 		for oi, order := range orders {
+			if mode != "os-index" && oi%2 == 1 {
+				continue // (time: every order runs with the index)
+			}
 			t.Run(fmt.Sprintf("%s/order%d", mode, oi), func(t *testing.T) {
 				s := newReviewStore(t, mode)
 				model := reviewModel{}
@@ -993,4 +996,47 @@ func TestReviewForkV2ParentEnd(t *testing.T) {
 	model := reviewModel{"old": readAllOf(t, db, "old")}
 	reviewFork(t, db, model, "old", uint64(len(model["old"])), "c").Close()
 	verifyModel(t, "fork at the end of a v2 session", db, model)
+}
+
+// TestReviewForkUsage: Usage's LiveBytes is "what a rewrite would keep":
+// with its parent deleted, a fork keeps the parent's frames (compaction
+// rewrites nothing), so they count as live. FAILS: Usage (and the LIVE
+// column of seglog segments) counts only the frames of live
+// incarnations, so the segments of a deleted parent look mostly dead
+// (19% live in a CLI run) though no compaction can reclaim a byte of
+// them.
+func TestReviewForkUsage(t *testing.T) {
+	ctx := context.Background()
+	db, err := engine.Open("/db", &engine.Options{FS: vfs.NewMem(), SegmentSize: 64 << 10, NoPreallocate: true, CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	model := reviewModel{"p": nil}
+	p, err := db.Create(ctx, enginetest.Meta("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reviewAppend(t, p, model, 600, 50)
+	p.Close()
+	reviewFork(t, db, model, "p", 590, "c").Close()
+	if err := db.Delete(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Compact(ctx, engine.CompactOptions{Roll: true, LiveRatio: 0.99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rewritten)+len(rep.Dropped) > 0 {
+		t.Fatalf("compaction reclaimed the deleted parent's frames its fork reads: %+v", rep)
+	}
+	us, err := db.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range us {
+		if u.Bytes > 8<<10 && u.LiveBytes < u.Bytes/2 {
+			t.Errorf("segment %d: %d live bytes of %d, but a rewrite keeps them all (the fork's shared frames)", u.ID, u.LiveBytes, u.Bytes)
+		}
+	}
 }
