@@ -14,8 +14,9 @@ import (
 // Fork creates session h.ID as a fork of session parent at n events: its
 // events 0..n-1 are the parent's, seq n is the inherited end-seed marker
 // (session/end-seed {"inherited": true}), and its header is seeded
-// (IsSeeded, InheritedEventCount n) and names the parent (ParentSession is
-// set when empty; another value is ErrInvalidHeader). It returns the
+// (IsSeeded, InheritedEventCount n), names the parent (ParentSession is
+// set when empty; another value is ErrInvalidHeader) and is in the
+// current format (an older Version is ErrInvalidHeader). It returns the
 // child's write handle once the fork is durable; the host appends the
 // child's own events from seq n+1. A fork past the parent's end is a
 // *ForkRangeError (errors.Is ErrInvalidArgument) and creates nothing; an
@@ -30,10 +31,11 @@ import (
 // its duration, or, if a write handle of this DB holds it, keeps that
 // handle's lease from being released until it is done. Otherwise (a
 // write handle of another process holds the parent, the parent is in an
-// older format or was created here and never written, or events of it up
-// to n are appended here but not yet cut into frames) it copies the parent's first n events into the fork
-// (store.CopyFork), which reads the same; if the copy fails after the
-// child was created, the child is deleted again.
+// older format or was created here and never written, n is 0 (nothing
+// to share), or events of it up to n are appended here but not yet cut
+// into frames) it copies the parent's first n events into the fork's own
+// frames (forkCopy), which reads the same; the copy is written as one
+// group, never seen (nor left by a crash) in part.
 func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header) (*Handle, error) {
 	if db.opts.ReadOnly {
 		return nil, ErrReadOnlyStore
@@ -45,11 +47,136 @@ func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header) (*Han
 	if err != nil {
 		return nil, err
 	}
+	db.mu.Lock()
+	closed := db.mu.closed
+	db.mu.Unlock()
+	if closed {
+		return nil, ErrClosed // (not a lease the closed DB failed to take)
+	}
 	hd, err := db.forkShared(ctx, parent, n, hdr)
 	if !errors.Is(err, errCopyFork) {
 		return hd, err
 	}
-	return store.CopyFork[*Handle](ctx, db, parent, n, h, db.Delete)
+	return db.forkCopy(ctx, parent, n, hdr)
+}
+
+// forkCopy is Fork by copy: the parent's first n events, read through a
+// read handle (as reads see them: a session in an older format migrated),
+// are written into the fork's own frames, after its header and before
+// its marker, as one group whose header record counts them (Events):
+// like a migration, a replay takes the fork only once all of it is
+// there, and the next write open ends one that a crash cut short. No
+// other handle or process sees the fork before it is whole.
+func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header) (*Handle, error) {
+	lease, err := db.acquire(hdr.ID)
+	if err != nil {
+		return nil, sessionErr(hdr.ID, "fork", ErrSessionExists)
+	}
+	done := false
+	defer func() {
+		if !done {
+			lease.Release()
+		}
+	}()
+	if err := db.catchUpAll(); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	if s, ok := db.mu.sessions[hdr.ID]; ok && !s.erased {
+		db.mu.Unlock()
+		return nil, sessionErr(hdr.ID, "fork", ErrSessionExists)
+	}
+	db.mu.Unlock()
+	p, err := db.Open(ctx, parent, Read)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	c := &session{id: hdr.ID, hdr: hdr, inherited: n, uid: store.NewIncarnation(), loaded: true}
+	var frames []*segment.Encoded
+	var counts []uint32
+	const chunk = 4096
+	for off := uint64(0); off < n; off += chunk {
+		evs, err := p.Read(ctx, int(off), int(min(chunk, n-off)))
+		if err != nil {
+			return nil, err
+		}
+		if uint64(len(evs)) != min(chunk, n-off) {
+			return nil, &ForkRangeError{Parent: parent, N: n, Len: off + uint64(len(evs))}
+		}
+		fs, cs, err := db.encodeBatch(c.id, evs)
+		if err != nil {
+			return nil, sessionErr(c.id, "fork", err)
+		}
+		frames, counts = append(frames, fs...), append(counts, cs...)
+	}
+	marker := store.ForkMarker(n, time.Now().UnixMilli())
+	me, err := db.enc.Events(c.id, n, []event.Event{marker})
+	if err != nil {
+		return nil, sessionErr(c.id, "fork", err)
+	}
+	frames, counts = append(frames, me), append(counts, 1)
+	rec := store.HeaderRecord{Header: hdr, UID: c.uid, Inherited: n, Events: n + 1}
+	he, err := db.enc.Header(c.id, store.MarshalHeaderRecord(rec))
+	if err != nil {
+		return nil, sessionErr(c.id, "fork", err)
+	}
+	if err := db.appendWhole(c, he, frames, counts); err != nil {
+		return nil, sessionErr(c.id, "fork", err)
+	}
+	if err := db.sync(); err != nil {
+		return nil, sessionErr(c.id, "fork", err)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return nil, ErrClosed
+	}
+	c.checked = c.next // (read through a read handle: the catalog and the seed rules checked them)
+	hd := db.newHandle(c, Write, lease)
+	c.owner = hd
+	done = true
+	return hd, nil
+}
+
+// appendWhole places a new session's header and frames as one group (see
+// forkCopy) and registers the session once all are placed.
+func (db *DB) appendWhole(c *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
+	var changed bool
+	pl := &placement{frames: append([]*segment.Encoded{header}, frames...), whole: true, register: func(at []placed, _ int) {
+		if cur := db.mu.sessions[c.id]; cur != nil && !cur.erased {
+			changed = true // cannot happen under its lease
+			return
+		}
+		refs := make([]frameRef, len(at))
+		for i, a := range at {
+			refs[i] = frameRef{seg: a.seg, off: a.loc.Offset, size: uint32(a.loc.Size)}
+		}
+		last := refs[len(refs)-1]
+		db.mu.pend = append(db.mu.pend, pendFrame{s: c, header: true, ref: refs[0], groupEnd: &last})
+		c.size = int64(refs[0].size)
+		for i, ref := range refs[1:] {
+			ref.first, ref.count = c.framed, counts[i]
+			db.mu.pend = append(db.mu.pend, c.addFrame(ref))
+		}
+		c.next = c.framed
+		db.mu.sessions[c.id] = c
+	}}
+	if err := db.log.place(pl); err != nil {
+		if pl.written > 0 {
+			// Part of the group is placed: the store cannot go on (the
+			// next open abandons the group).
+			db.poisonWith(err)
+			return db.poisonErr()
+		}
+		return err
+	}
+	if changed {
+		err := fmt.Errorf("engine: session %q appeared during its fork", c.id)
+		db.poisonWith(err)
+		return err
+	}
+	return nil
 }
 
 // errCopyFork: Fork cannot share the parent's frames now, and copies.
@@ -89,17 +216,19 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 		db.mu.Unlock()
 		return nil, err
 	}
+	if n == 0 || p.pending {
+		// Nothing to share; and a parent not yet written has no header
+		// in the log (nor an incarnation) for the fork's to name.
+		db.mu.Unlock()
+		return nil, errCopyFork
+	}
 	phdr, err := db.header(p)
-	pending := p.pending
 	db.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	if phdr.Version < FormatVersion || pending {
-		// Read migrated: its events are not its frames'. Or created here
-		// and not yet written: its header frame, which the fork's would
-		// name, is not in the log yet.
-		return nil, errCopyFork
+	if phdr.Version < FormatVersion {
+		return nil, errCopyFork // read migrated: its events are not its frames'
 	}
 	v, err := db.snapshot(p)
 	if err != nil {

@@ -71,8 +71,8 @@ type replacement struct {
 	// (compaction dropped it first), accounted for once the migration
 	// takes over.
 	orphans *orphan
-	// fork: not a migration but a fork (forkHeader), which replaces
-	// nothing
+	// fork: not a migration but a fork (forkHeader) or a session
+	// created whole (a fork by copy), which replaces nothing
 	fork bool
 }
 
@@ -117,6 +117,19 @@ func (f *fold) frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (step
 		s := &session{id: fr.Session, hdr: rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size, fork: rec.Fork}
 		if len(rec.Fork) > 0 {
 			return f.forkHeader(r, fi, s, ref, rec.Events)
+		}
+		if rec.Replaces == 0 && rec.Events > 0 {
+			// A session created whole (a fork by copy): like a migration,
+			// it takes effect once all its events follow.
+			rp := &replacement{s: s, want: rec.Events, start: ref, fork: true}
+			if f.frames {
+				rp.pend = append(rp.pend, pendFrame{s: s, header: true, ref: ref})
+			}
+			if f.replacing == nil {
+				f.replacing = map[string]*replacement{}
+			}
+			f.replacing[s.id] = rp
+			return step{owner: s.uid}, nil
 		}
 		if rec.Replaces == 0 {
 			f.sessions[s.id] = s

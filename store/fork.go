@@ -13,8 +13,9 @@ import (
 // PrepareForkHeader applies Fork's rules to the header of a fork of
 // session parent at n events: the header is seeded (IsSeeded is set) and
 // names its parent (ParentSession is set when empty; another parent is
-// ErrInvalidHeader), and the fork's ID is not its parent's. It returns the
-// header as Create would store it.
+// ErrInvalidHeader), the fork's ID is not its parent's, and it is in the
+// current format (Version 0 or FormatVersion; an older one is
+// ErrInvalidHeader). It returns the header as Create would store it.
 func PrepareForkHeader(h Header, parent string, n uint64) (Header, error) {
 	if h.ID == parent {
 		return h, fmt.Errorf("%w: session %q: a fork cannot have its parent's id", ErrInvalidHeader, h.ID)
@@ -26,6 +27,11 @@ func PrepareForkHeader(h Header, parent string, n uint64) (Header, error) {
 	}
 	h.IsSeeded = true
 	h, _, err := PrepareHeader(h, Inherited(n))
+	if err == nil && h.Version != FormatVersion {
+		// Its events are the parent's as reads see them, current: a fork
+		// in an older format would have them migrated again on each read.
+		err = fmt.Errorf("%w: session %q: a fork is in the current format (version %d), not version %d", ErrInvalidHeader, h.ID, FormatVersion, h.Version)
+	}
 	return h, err
 }
 
@@ -68,12 +74,18 @@ func CopyFork[H Handle](ctx context.Context, b Backend[H], parent string, n uint
 	}
 	defer p.Close()
 	// The parent's length first: a fork past its end is refused before
-	// the child exists.
-	if _, err := p.Read(ctx, int(n), 1); err != nil {
+	// the child exists. By its event n-1 as reads see it: a read handle's
+	// Len may count the events stored (a session read migrated).
+	at := n
+	if n > 0 {
+		at = n - 1
+	}
+	last, err := p.Read(ctx, int(at), 1)
+	if err != nil {
 		return zero, err
 	}
-	if l := p.Len(); n > l {
-		return zero, &ForkRangeError{Parent: parent, N: n, Len: l}
+	if n > 0 && len(last) == 0 {
+		return zero, &ForkRangeError{Parent: parent, N: n, Len: p.Len()}
 	}
 	c, err := b.Create(ctx, h, Inherited(n))
 	if err != nil {
