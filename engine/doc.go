@@ -87,7 +87,7 @@
 // lock, rolls, group commit of syncs); lease.go: session leases across
 // processes; compact.go: compaction (its plan is
 // pure over what the fold attributes; its execution drops and rewrites
-// segments); migrate.go: v2 migration; shared.go: the store's processes
+// segments); migrate.go: v1 and v2 migration; shared.go: the store's processes
 // (LOCK, byte locks, shared memory); follow.go: following the frames the
 // other processes write, and Handle.Wait; contract.go: the store contract's names
 // re-exported.

@@ -10,23 +10,38 @@ import (
 	"github.com/seglog/seglog/store"
 )
 
-// migrate converts the events of a session stored in format version v to
-// the current format.
-func migrate(v int, id string, evs []event.Event) ([]event.Event, error) {
-	switch v {
+// migrate converts the events of a session stored in an older format (its
+// header hdr, hdr.Version, and its stored inherited count inh) to the
+// current format. A v1 session (the reference's released v1, which keeps
+// a seeded session's cut as the header's seedLength: inh) goes through
+// v2 to v3. A v0 log is never stored: import takes it through the v0 → v1
+// edge (recovery.MigrateV0) and stores it as v1.
+func migrate(hdr Header, inh uint64, evs []event.Event) ([]event.Event, error) {
+	switch hdr.Version {
 	case FormatVersion:
 		return evs, nil
 	case 2:
-		return recovery.MigrateV2(id, evs)
+		return recovery.MigrateV2(hdr.ID, evs)
+	case 1:
+		out, _, err := recovery.MigrateV1(recovery.LegacySession{ID: hdr.ID, CreatedAt: hdr.CreatedAt,
+			ParentSession: hdr.ParentSession, IsSeeded: hdr.IsSeeded, Inherited: inh}, evs)
+		return out, err
 	}
-	return nil, &FormatError{Path: id, What: "session", Version: v, Supported: FormatVersion, Oldest: OldestFormatVersion}
+	return nil, &FormatError{Path: hdr.ID, What: "session", Version: hdr.Version, Supported: FormatVersion, Oldest: OldestFormatVersion}
 }
+
+// storedInherited is the inherited count the session's stored header
+// record holds (for a session read migrated, the handle's count follows
+// the marker's seq in the migrated log instead: settleMigratedInherited).
+func (h *Handle) storedInherited() uint64 { return h.s.inherited }
 
 // lastInheritedMarker is the seq of the last tagged end-seed marker of a
 // migrated log, the seeded session's inherited count in the new format (a
 // migration may have moved it: v2's system head goes after the first
-// step/start, which may be inside the inherited prefix); old if it has
-// none (the write open's seed rules then report the log).
+// step/start, which may be inside the inherited prefix; v1's assistant
+// chunks before the cut collapse into their message; v1's cut, the
+// header's seedLength, gets its tagged marker only in the migration); old
+// if it has none (the write open's seed rules then report the log).
 func lastInheritedMarker(evs []event.Event, old uint64) uint64 {
 	n := old
 	for i := range evs {
@@ -49,7 +64,7 @@ func (h *Handle) settleMigratedInherited(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	evs, err := migrate(h.Header().Version, h.ID(), raw)
+	evs, err := migrate(h.Header(), inh, raw)
 	if err != nil {
 		return sessionErr(h.ID(), "open", err)
 	}

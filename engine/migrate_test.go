@@ -199,8 +199,8 @@ func TestMigrateRefusesOwnedAndUnknown(t *testing.T) {
 	if after, _ := db.Stat(ctx, "unknown"); after.Revision != before.Revision || after.FormatStatus != engine.FormatMigrationRequired {
 		t.Errorf("a refused migration changed the session: %+v -> %+v", before, after)
 	}
-	if _, err := db.Create(ctx, engine.Header{Version: 1, ID: "v1", CreatedAt: 1}); !errors.Is(err, engine.ErrInvalidHeader) {
-		t.Errorf("Create of a v1 header: %v", err)
+	if _, err := db.Create(ctx, engine.Header{Version: engine.FormatVersion + 1, ID: "v4", CreatedAt: 1}); !errors.Is(err, engine.ErrInvalidHeader) {
+		t.Errorf("Create of a v4 header: %v", err)
 	}
 }
 

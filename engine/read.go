@@ -106,7 +106,7 @@ func (h *Handle) readMigrated(ctx context.Context, offset, limit int) ([]event.E
 	if err != nil {
 		return nil, err
 	}
-	evs, err := migrate(h.Header().Version, h.ID(), raw)
+	evs, err := migrate(h.Header(), h.storedInherited(), raw)
 	if err != nil {
 		return nil, sessionErr(h.ID(), "read", err)
 	}

@@ -4,7 +4,10 @@
 // and the fold that tells a log's state; and the v3 surface rules
 // (SurfaceChecker, CheckSurface: surfaceOp, replace spans,
 // sourceEventSeqs, the system head), which hosts can have the store apply
-// to appends and which seglog check --strict and import apply.
+// to appends and which seglog check --strict and import apply. It also
+// holds the migrations of the reference's older session formats to v3
+// (MigrateV2, MigrateV1 through MigrateV1ToV2, and MigrateV0 to v1), which
+// the engine's reads, DB.Migrate and seglog import use.
 //
 // Fold follows the reference harness's closer scan, which never refuses a
 // log: what a correct agent loop would not write (a turn/end outside a

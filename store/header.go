@@ -21,7 +21,7 @@ const FormatVersion = 3
 // including) FormatVersion is readable, reported as
 // FormatMigrationRequired, seen migrated by read handles, and upgraded in
 // place by DB.Migrate. Older ones are refused with a *FormatError.
-const OldestFormatVersion = 2
+const OldestFormatVersion = 1
 
 // maxSafeInt is JavaScript's Number.MAX_SAFE_INTEGER: reference logs keep
 // times and counts within it.

@@ -23,7 +23,7 @@
 //	seglog tail [-n N] [-f] ID         print a session's last events; -f follows new ones
 //	seglog delete ID...                delete sessions (compaction reclaims the bytes)
 //	seglog compact                     drop and rewrite segments of deleted data
-//	seglog import ROOT                 import a reference harness root of JSONL logs
+//	seglog import ROOT                 import a reference harness root of JSONL logs (v3; v2, v1, v0's session.jsonl)
 //	seglog export (ID | --all) ROOT    write sessions as reference harness logs
 //	seglog migrate (ID... | --all)     upgrade sessions stored in an older format
 //	seglog types                       list the event types of the default catalog (docs/EVENTS.md)

@@ -64,12 +64,13 @@ func TestImportV2ThenMigrate(t *testing.T) {
 	writeLog(t, root, engine.Header{Version: 3, ID: "both", CreatedAt: 1}, src[:1], 3)
 	// A v2 file name over a v3 header is refused, naming both.
 	writeLog(t, root, engine.Header{Version: 3, ID: "liar", CreatedAt: 1}, src[:1], 2)
-	// A v1 log: older than the supported v2, refused by its name.
-	writeLog(t, root, engine.Header{Version: 1, ID: "ancient", CreatedAt: 1}, src[:1], 1)
+	// A v0 log under a name the reference never writes (v0 is session.jsonl): refused by its name.
+	writeLog(t, root, engine.Header{Version: 2, ID: "ancient", CreatedAt: 1}, src[:1], 2)
+	os.Rename(filepath.Join(root, "_no-cwd", "ancient", "session.v2.jsonl"), filepath.Join(root, "_no-cwd", "ancient", "session.v0.jsonl"))
 
 	out, code := cli(t, "--dir", dir, "import", root)
 	if code != 1 || !strings.Contains(out, "imported 2 sessions") || !strings.Contains(out, "2 of 4 session logs refused") ||
-		!strings.Contains(out, "filename identifies v2, but the header identifies v3") || !strings.Contains(out, "session.v1.jsonl: log format v1 is older") {
+		!strings.Contains(out, "filename identifies v2, but the header identifies v3") || !strings.Contains(out, "session.v0.jsonl: unsupported log file name") {
 		t.Fatalf("import (exit %d):\n%s", code, out)
 	}
 	out, _ = cli(t, "--dir", dir, "ls")

@@ -28,7 +28,7 @@ func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
 	var types []string
 	cmd := &cobra.Command{
 		Use:   "import <root>",
-		Short: "import a reference harness root (<project>/<encodedId>/session.v3.jsonl[.zstd])",
+		Short: "import a reference harness root (<project>/<encodedId>/session.v3.jsonl[.zstd]; older: session.v2, session.v1, session.jsonl)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			rep, err := runImport(w, progress, *dir, args[0], types...)
@@ -57,12 +57,13 @@ type importReport struct {
 }
 
 // findLogs returns the log of each session directory under root: the
-// highest version present (v3 over v2, as the reference picks the highest
-// generation), uncompressed first. refused lists, with the reason, the
-// files under a session directory named like a log that this build does
-// not read (session.jsonl, session.v1.jsonl, session.v4.jsonl, ...); a
-// directory with a log of a newer version than this build reads is
-// refused whole (its older log is not the session's newest).
+// highest version present (v3 over v2 over v1 over v0's session.jsonl, as
+// the reference picks the highest generation), uncompressed first.
+// refused lists, with the reason, the files under a session directory
+// named like a log that this build does not read (session.v4.jsonl,
+// session.v0.jsonl, ...); a directory with a log of a newer version than
+// this build reads is refused whole (its older log is not the session's
+// newest).
 func findLogs(root string) (logs, refused []string, err error) {
 	best := map[string]string{} // session dir -> log
 	for v := jsonl.OldestVersion; v <= jsonl.Version; v++ {
@@ -85,10 +86,8 @@ func findLogs(root string) (logs, refused []string, err error) {
 		if ok || !logLikeName(filepath.Base(path)) {
 			continue // (a session.v3.jsonl.lock, a .bak: not a log)
 		}
-		reason := fmt.Sprintf("unsupported log file name (this build reads %s and %s, or .jsonl.zstd)", jsonl.FileNameOf(jsonl.OldestVersion, false), jsonl.FileNameOf(jsonl.Version, false))
-		if v > 0 && v < jsonl.OldestVersion {
-			reason = fmt.Sprintf("log format v%d is older than the oldest this build reads (v%d), and it ships no upgrade path", v, jsonl.OldestVersion)
-		}
+		reason := fmt.Sprintf("unsupported log file name (this build reads %s (v0), %s .. %s, or .jsonl.zstd)",
+			jsonl.FileNameOf(0, false), jsonl.FileNameOf(1, false), jsonl.FileNameOf(jsonl.Version, false))
 		if v > jsonl.Version {
 			reason = fmt.Sprintf("log format v%d is newer than this build reads (v%d): upgrade seglog", v, jsonl.Version)
 			if old, ok := best[filepath.Dir(path)]; ok {
@@ -162,7 +161,7 @@ func runImport(w, progress io.Writer, dir, root string, types ...string) (*impor
 			}
 			return nil, fmt.Errorf("import: no session log under %s that this build reads (%d refused, listed above)", root, len(refusedNames))
 		}
-		return nil, fmt.Errorf("import: no session logs under %s (<project>/<encodedId>/session.v{2,3}.jsonl[.zstd])", root)
+		return nil, fmt.Errorf("import: no session logs under %s (<project>/<encodedId>/session{,.v1,.v2,.v3}.jsonl[.zstd])", root)
 	}
 	if err := engine.CheckTypes(types...); err != nil { // before the store is created
 		return nil, usageError{fmt.Errorf("import --register: %w", err)}
@@ -209,16 +208,16 @@ func runImport(w, progress io.Writer, dir, root string, types ...string) (*impor
 			refuse(path, "filename identifies v%d, but the header identifies v%d", v, log.Header.Version)
 			continue
 		}
-		v3 := log.Events
-		if log.Header.Version < jsonl.Version {
-			// Stored as it is; refuse now what its migration would.
-			if v3, err = recovery.MigrateV2(log.Header.ID, log.Events); err != nil {
+		v3, err := importImage(log)
+		if err != nil {
+			refuse(path, "%v", err)
+			continue
+		}
+		if log.Header.Version == jsonl.Version {
+			if err := checkTypes(catalog, log.Events); err != nil {
 				refuse(path, "%v", err)
 				continue
 			}
-		} else if err := checkTypes(catalog, log.Events); err != nil {
-			refuse(path, "%v", err)
-			continue
 		}
 		// The v3 surface rules, on the log as reads will see it.
 		if err := recovery.NewSurfaceChecker(catalog).Check(v3...); err != nil {
@@ -263,6 +262,32 @@ func runImport(w, progress io.Writer, dir, root string, types ...string) (*impor
 }
 
 // fileVersion is the format version a log's file name identifies.
+// importImage prepares a log of an older format for the store and returns
+// the log as reads will see it (v3), refusing now what its migration
+// would. A v1 or v2 log is stored as it is (the engine reads it migrated,
+// and DB.Migrate upgrades it); a v0 log (the older id-addressed API's
+// session.jsonl), which no store holds (Create's version 0 means the
+// current one), is taken through the reference's v0 → v1 edge, one event
+// for one, and stored as v1. log is changed in place for a v0 log.
+func importImage(log *jsonl.Log) ([]event.Event, error) {
+	h := log.Header
+	legacy := recovery.LegacySession{ID: h.ID, CreatedAt: h.CreatedAt, ParentSession: h.ParentSession, IsSeeded: h.IsSeeded, Inherited: log.Inherited}
+	switch h.Version {
+	case jsonl.Version:
+		return log.Events, nil
+	case 2:
+		return recovery.MigrateV2(h.ID, log.Events)
+	case 0:
+		v1, err := recovery.MigrateV0(legacy, log.Events)
+		if err != nil {
+			return nil, err
+		}
+		log.Events, log.Header.Version = v1, 1
+	}
+	v3, _, err := recovery.MigrateV1(legacy, log.Events)
+	return v3, err
+}
+
 func fileVersion(path string) int {
 	var v int
 	fmt.Sscanf(filepath.Base(path), "session.v%d.", &v)

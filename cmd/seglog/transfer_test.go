@@ -355,11 +355,12 @@ func TestImportRefusesUnsupportedNames(t *testing.T) {
 		}
 	}
 	put("good", "session.v3.jsonl", engine.Header{Version: 3, ID: "good", CreatedAt: 1})
-	put("flat", "session.jsonl", engine.Header{Version: 3, ID: "flat", CreatedAt: 1})
+	// v0's log is session.jsonl: a ".v0" name is none the reference writes.
+	put("flat", "session.v0.jsonl", engine.Header{Version: 3, ID: "flat", CreatedAt: 1})
 	put("newer", "session.v3.jsonl", engine.Header{Version: 3, ID: "newer", CreatedAt: 1})
 	put("newer", "session.v4.jsonl", engine.Header{Version: 3, ID: "newer", CreatedAt: 1})
 	out, code := cli(t, "--dir", dir, "import", root)
-	for _, want := range []string{"imported 1 sessions", "flat/session.jsonl: unsupported log file name", "newer/session.v4.jsonl: log format v4 is newer",
+	for _, want := range []string{"imported 1 sessions", "flat/session.v0.jsonl: unsupported log file name", "newer/session.v4.jsonl: log format v4 is newer",
 		"newer/session.v3.jsonl: the session also has a newer log", "3 of 4 session logs refused"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("import output lacks %q", want)

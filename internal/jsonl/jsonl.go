@@ -2,6 +2,10 @@
 // logs (format v3; README.md, The CLI; docs/EVENTS.md): a root of
 // <project>/<encodedId>/session.v3.jsonl (or .jsonl.zstd) files, a header
 // line and one JSON line per event. cmd/seglog's import and export use it.
+// It reads the older released formats too: v2 (session.v2.jsonl, the v3
+// layout), and v1 (session.v1.jsonl) and v0 (session.jsonl, the older
+// id-addressed API's), whose header has a seedLength instead of isSeeded
+// and whose packed assistant rows it expands (Parse).
 //
 // jsonl sits on the store contract (it speaks store.Header and event.Event) and
 // does I/O only on the paths it is given.
@@ -26,17 +30,22 @@ import (
 // Version is the log format version this package writes.
 const Version = 3
 
-// OldestVersion is the oldest log format version it reads (a v2 log is
-// imported as it is and migrated by the engine).
-const OldestVersion = 2
+// OldestVersion is the oldest log format version it reads. A v1 or v2 log
+// is imported as it is and migrated by the engine; a v0 log goes through
+// the v0 → v1 edge at import (recovery.MigrateV0).
+const OldestVersion = 0
 
 // FileName returns the log file name of the current version, compressed
 // or not.
 func FileName(compressed bool) string { return FileNameOf(Version, compressed) }
 
-// FileNameOf returns the log file name of format version v.
+// FileNameOf returns the log file name of format version v: session.jsonl
+// for v0, session.v<N>.jsonl for the others.
 func FileNameOf(v int, compressed bool) string {
 	name := fmt.Sprintf("session.v%d.jsonl", v)
+	if v == 0 {
+		name = "session.jsonl"
+	}
 	if compressed {
 		name += ".zstd"
 	}
@@ -161,40 +170,90 @@ var ErrUnsupported = errors.New("jsonl: unsupported log")
 var headerKeys = map[string]bool{"type": true, "version": true, "id": true, "createdAt": true, "cwd": true,
 	"parentSession": true, "isSeeded": true, "origin": true, "delegationDepth": true, "agentPreset": true}
 
+// legacyHeaderKeys are the header keys of formats v0 and v1: no isSeeded,
+// and a seeded session's cut as seedLength.
+var legacyHeaderKeys = map[string]bool{"type": true, "version": true, "id": true, "createdAt": true, "cwd": true,
+	"parentSession": true, "seedLength": true, "origin": true, "delegationDepth": true, "agentPreset": true}
+
 // ParseHeader parses a header line. The version is checked first: a log
-// of another version is refused before its shape is looked at.
+// of another version is refused before its shape is looked at. A v0 or v1
+// header (see ParseLegacyHeader) is seeded if it has a seedLength.
 func ParseHeader(line []byte) (store.Header, error) {
+	h, _, err := ParseLegacyHeader(line)
+	return h, err
+}
+
+// ParseLegacyHeader is ParseHeader that also returns the seedLength of a
+// v0 or v1 header (0 without one, and for v2 and v3 headers, which keep
+// no cut: theirs is the seq of the last tagged end-seed marker).
+func ParseLegacyHeader(line []byte) (store.Header, uint64, error) { return parseHeader(line) }
+
+func parseHeader(line []byte) (store.Header, uint64, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
-		return store.Header{}, fmt.Errorf("%w: first line is not a JSON object", ErrUnsupported)
+		return store.Header{}, 0, fmt.Errorf("%w: first line is not a JSON object", ErrUnsupported)
 	}
 	var v int
 	if err := json.Unmarshal(m["version"], &v); err != nil {
-		return store.Header{}, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
+		return store.Header{}, 0, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
 	}
 	if v > Version {
-		return store.Header{}, fmt.Errorf("%w: uses log format v%d, but this build reads only up to v%d: upgrade seglog", ErrUnsupported, v, Version)
+		return store.Header{}, 0, fmt.Errorf("%w: uses log format v%d, but this build reads only up to v%d: upgrade seglog", ErrUnsupported, v, Version)
 	}
 	if v < OldestVersion {
-		return store.Header{}, fmt.Errorf("%w: log format v%d is older than the supported v%d, and this build ships no upgrade path", ErrUnsupported, v, OldestVersion)
+		return store.Header{}, 0, fmt.Errorf("%w: log format v%d is no format the reference harness wrote (this build reads v%d..v%d)", ErrUnsupported, v, OldestVersion, Version)
+	}
+	if v <= 1 {
+		return parseLegacyHeader(line, m, v)
 	}
 	for k := range m {
 		if !headerKeys[k] {
-			return store.Header{}, fmt.Errorf("%w: header key %q", ErrUnsupported, k)
+			return store.Header{}, 0, fmt.Errorf("%w: header key %q", ErrUnsupported, k)
 		}
 	}
 	if string(m["type"]) != `"session"` {
-		return store.Header{}, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
+		return store.Header{}, 0, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
 	}
 	var h store.Header
 	if err := json.Unmarshal(line, &h); err != nil {
-		return store.Header{}, fmt.Errorf("%w: session header: %v", ErrUnsupported, err)
+		return store.Header{}, 0, fmt.Errorf("%w: session header: %v", ErrUnsupported, err)
 	}
 	if _, ok := m["isSeeded"]; !ok {
-		return store.Header{}, fmt.Errorf("%w: session header lacks isSeeded", ErrUnsupported)
+		return store.Header{}, 0, fmt.Errorf("%w: session header lacks isSeeded", ErrUnsupported)
 	}
-	return h, nil
+	return h, 0, nil
 }
+
+// parseLegacyHeader parses the header of a v0 or v1 log (m: its members).
+func parseLegacyHeader(line []byte, m map[string]json.RawMessage, v int) (store.Header, uint64, error) {
+	for k := range m {
+		if !legacyHeaderKeys[k] {
+			return store.Header{}, 0, fmt.Errorf("%w: v%d header key %q", ErrUnsupported, v, k)
+		}
+	}
+	for _, k := range []string{"type", "id", "createdAt", "delegationDepth"} {
+		if _, ok := m[k]; !ok {
+			return store.Header{}, 0, fmt.Errorf("%w: v%d session header lacks %s", ErrUnsupported, v, k)
+		}
+	}
+	if string(m["type"]) != `"session"` {
+		return store.Header{}, 0, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
+	}
+	var h store.Header
+	if err := json.Unmarshal(line, &h); err != nil {
+		return store.Header{}, 0, fmt.Errorf("%w: session header: %v", ErrUnsupported, err)
+	}
+	var seed uint64
+	if raw, ok := m["seedLength"]; ok {
+		if err := json.Unmarshal(raw, &seed); err != nil || seed > maxSafe {
+			return store.Header{}, 0, fmt.Errorf("%w: v%d header seedLength %s is not a non-negative safe integer", ErrUnsupported, v, raw)
+		}
+		h.IsSeeded = true
+	}
+	return h, seed, nil
+}
+
+const maxSafe = 1<<53 - 1
 
 // compactSeqs writes each increasing run of three or more consecutive
 // seqs as [start,end]; a list that is not strictly increasing is kept.
@@ -308,10 +367,13 @@ func ParseEvent(line []byte) (event.Event, error) {
 
 // Log is a parsed session log.
 type Log struct {
-	Header    store.Header
-	Events    []event.Event
-	Inherited uint64 // seq of the last session/end-seed {inherited: true}
-	TornBytes int    // bytes of a torn tail that were dropped
+	Header store.Header
+	Events []event.Event
+	// Inherited is the seeded session's cut: in v2 and v3 the seq of the
+	// last session/end-seed {inherited: true}, in v0 and v1 the header's
+	// seedLength.
+	Inherited uint64
+	TornBytes int // bytes of a torn tail that were dropped
 }
 
 // ErrCorrupt is the kind of a committed record that does not parse.
@@ -321,6 +383,13 @@ var ErrCorrupt = errors.New("jsonl: corrupt log")
 // torn tail and is dropped; so is an incomplete last zstd frame's partial
 // line. A bad row followed by a turn/end (so it was committed) is
 // ErrCorrupt; a bad row at the end is dropped with what follows as torn.
+//
+// In a v0 or v1 log, a packed assistant row ({"type":"text-chunks" (or
+// reasoning-chunks, tool-call-chunks), "seq0", "time0", "data"}: one row
+// for a run of stream deltas) is expanded into the assistant/chunk events
+// it stands for, one per member, at seqs seq0.. and the times time0 plus
+// the gaps in data.dt, as the reference reads it. A seedLength beyond the
+// log's events is ErrCorrupt.
 func Parse(b []byte, compressed bool) (*Log, error) {
 	if compressed {
 		var err error
@@ -332,11 +401,12 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 	if nl < 0 {
 		return nil, fmt.Errorf("%w: header-less session log", ErrUnsupported)
 	}
-	h, err := ParseHeader(b[:nl])
+	h, seed, err := parseHeader(b[:nl])
 	if err != nil {
 		return nil, err
 	}
-	log := &Log{Header: h}
+	legacy := h.Version <= 1
+	log := &Log{Header: h, Inherited: seed}
 	rest := b[nl+1:]
 	var issue error
 	issueAt := 0
@@ -355,21 +425,128 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 			log.TornBytes += nl + 1
 			continue
 		}
-		e, err := ParseEvent(row)
-		if err == nil && e.Seq != uint64(len(log.Events)) {
-			err = fmt.Errorf("seq gap: %d after %d events", e.Seq, len(log.Events))
+		var evs []event.Event
+		if legacy && isPackedRow(row) {
+			evs, err = expandPackedRow(row)
+		} else {
+			var e event.Event
+			e, err = ParseEvent(row)
+			evs = []event.Event{e}
+		}
+		if err == nil && evs[0].Seq != uint64(len(log.Events)) {
+			err = fmt.Errorf("seq gap: %d after %d events", evs[0].Seq, len(log.Events))
 		}
 		if err != nil {
 			issue, issueAt = err, line
 			log.TornBytes += nl + 1
 			continue
 		}
-		if e.Type == "session/end-seed" && isInherited(e.Data) {
-			log.Inherited = e.Seq
+		for _, e := range evs {
+			if !legacy && e.Type == "session/end-seed" && isInherited(e.Data) {
+				log.Inherited = e.Seq
+			}
 		}
-		log.Events = append(log.Events, e)
+		log.Events = append(log.Events, evs...)
+	}
+	if legacy && log.Inherited > uint64(len(log.Events)) {
+		return nil, fmt.Errorf("%w: header seedLength %d exceeds the log's %d events", ErrCorrupt, log.Inherited, len(log.Events))
 	}
 	return log, nil
+}
+
+// packedTypes are the packed assistant rows of v0 and v1 logs, and the
+// chunk type each member stands for.
+var packedTypes = map[string]string{"text-chunks": "text-delta", "reasoning-chunks": "reasoning-delta", "tool-call-chunks": "tool-call-delta"}
+
+func isPackedRow(row []byte) bool {
+	var r struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(row, &r) == nil && packedTypes[r.Type] != ""
+}
+
+// expandPackedRow expands a packed assistant row of a v0 or v1 log into
+// its assistant/chunk events.
+func expandPackedRow(row []byte) ([]event.Event, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(row, &m); err != nil {
+		return nil, errors.New("not a JSON object")
+	}
+	var typ string
+	json.Unmarshal(m["type"], &typ)
+	for k := range m {
+		if k != "type" && k != "seq0" && k != "time0" && k != "data" {
+			return nil, fmt.Errorf("%s row: unexpected field %q", typ, k)
+		}
+	}
+	var seq0 uint64
+	var time0 int64
+	if json.Unmarshal(m["seq0"], &seq0) != nil || json.Unmarshal(m["time0"], &time0) != nil || seq0 > maxSafe {
+		return nil, fmt.Errorf("%s row: seq0 and time0 must be safe integers", typ)
+	}
+	var d map[string]json.RawMessage
+	if err := json.Unmarshal(m["data"], &d); err != nil || d == nil {
+		return nil, fmt.Errorf("%s row: data must be an object", typ)
+	}
+	tool := typ == "tool-call-chunks"
+	allowed := map[string]bool{"turn": true, "step": true, "index": true, "dt": true, "texts": !tool, "args": tool, "id": tool, "name": tool}
+	for k := range d {
+		if !allowed[k] {
+			return nil, fmt.Errorf("%s row: unexpected data member %q", typ, k)
+		}
+	}
+	payloadKey := "texts"
+	if tool {
+		payloadKey = "args"
+	}
+	var payload []string
+	var dt []int64
+	var turn, step, index uint64
+	if json.Unmarshal(d[payloadKey], &payload) != nil || len(payload) == 0 {
+		return nil, fmt.Errorf("%s row: %s must be a non-empty string array", typ, payloadKey)
+	}
+	if json.Unmarshal(d["dt"], &dt) != nil || len(dt) != len(payload)-1 {
+		return nil, fmt.Errorf("%s row: dt length must match its payload", typ)
+	}
+	if json.Unmarshal(d["turn"], &turn) != nil || json.Unmarshal(d["step"], &step) != nil || json.Unmarshal(d["index"], &index) != nil ||
+		turn > maxSafe || step > maxSafe || index > maxSafe {
+		return nil, fmt.Errorf("%s row: turn, step and index must be non-negative safe integers", typ)
+	}
+	var id, name string
+	_, hasName := d["name"]
+	if tool {
+		if json.Unmarshal(d["id"], &id) != nil || id == "" || (hasName && json.Unmarshal(d["name"], &name) != nil) {
+			return nil, fmt.Errorf("%s row: id and optional name must be strings", typ)
+		}
+	}
+	out := make([]event.Event, len(payload))
+	t := time0
+	for i, member := range payload {
+		if i > 0 {
+			t += dt[i-1]
+		}
+		if t < event.MinTime || t > event.MaxTime {
+			return nil, fmt.Errorf("%s row: member time %d is not a safe integer", typ, t)
+		}
+		var chunk bytes.Buffer
+		fmt.Fprintf(&chunk, `{"type":%q,"index":%d,`, packedTypes[typ], index)
+		if tool {
+			chunk.WriteString(`"id":`)
+			writeJSON(&chunk, id)
+			if hasName {
+				chunk.WriteString(`,"name":`)
+				writeJSON(&chunk, name)
+			}
+			chunk.WriteString(`,"argumentsDelta":`)
+		} else {
+			chunk.WriteString(`"text":`)
+		}
+		writeJSON(&chunk, member)
+		chunk.WriteByte('}')
+		out[i] = event.Event{Seq: seq0 + uint64(i), Type: "assistant/chunk", Time: t,
+			Data: json.RawMessage(fmt.Sprintf(`{"turn":%d,"step":%d,"chunk":%s}`, turn, step, chunk.Bytes()))}
+	}
+	return out, nil
 }
 
 func isInherited(data json.RawMessage) bool {

@@ -179,3 +179,60 @@ func TestTornBytesAfterTheLastFrame(t *testing.T) {
 		t.Errorf("damaged magic of a middle frame: %v, want ErrCorrupt at byte %d", err, starts[2])
 	}
 }
+
+// The released v0 and v1 logs: file names, the header with seedLength
+// instead of isSeeded, packed assistant rows expanded.
+func TestFormatV0V1Logs(t *testing.T) {
+	if FileNameOf(0, false) != "session.jsonl" || FileNameOf(1, true) != "session.v1.jsonl.zstd" {
+		t.Fatalf("names: %s %s", FileNameOf(0, false), FileNameOf(1, true))
+	}
+	log, err := Parse([]byte(`{"type":"session","version":1,"id":"child","createdAt":5,"parentSession":"p","seedLength":2,"delegationDepth":0}
+{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}
+{"type":"text-chunks","seq0":1,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[2,3],"texts":["a","b","c"]}}
+{"type":"tool-call-chunks","seq0":4,"time0":20,"data":{"turn":1,"step":1,"index":1,"id":"call","name":"read","dt":[],"args":["{}"]}}
+{"type":"session/end-seed","seq":5,"time":30,"data":{}}
+`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := log.Header
+	if h.Version != 1 || !h.IsSeeded || h.ParentSession != "p" || log.Inherited != 2 || len(log.Events) != 6 {
+		t.Fatalf("log = %+v", log)
+	}
+	want := []string{
+		`{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"a"}}@10`,
+		`{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"b"}}@12`,
+		`{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"c"}}@15`,
+		`{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":1,"id":"call","name":"read","argumentsDelta":"{}"}}@20`,
+	}
+	for i, w := range want {
+		e := log.Events[1+i]
+		if got := fmt.Sprintf("%s@%d", e.Data, e.Time); e.Type != "assistant/chunk" || e.Seq != uint64(1+i) || got != w {
+			t.Errorf("event %d = %s %s, want %s", 1+i, e.Type, got, w)
+		}
+	}
+	unseeded, err := Parse([]byte(`{"type":"session","version":0,"id":"old","createdAt":5,"delegationDepth":0}`+"\n"), false)
+	if err != nil || unseeded.Header.IsSeeded || unseeded.Header.Version != 0 {
+		t.Fatalf("v0 = %+v, %v", unseeded, err)
+	}
+	for _, bad := range []struct{ log, want string }{
+		{`{"type":"session","version":1,"id":"x","createdAt":5,"isSeeded":false,"delegationDepth":0}`, `v1 header key "isSeeded"`},
+		{`{"type":"session","version":1,"id":"x","createdAt":5}`, `lacks delegationDepth`},
+		{`{"type":"session","version":1,"id":"x","createdAt":5,"seedLength":-1,"delegationDepth":0}`, `seedLength -1`},
+		{`{"type":"session","version":1,"id":"x","createdAt":5,"seedLength":3,"delegationDepth":0}`, `seedLength 3 exceeds the log's 0 events`},
+		{`{"type":"session","version":-1,"id":"x","createdAt":5,"delegationDepth":0}`, `log format v-1 is no format`},
+		{`{"type":"session","version":2,"id":"x","createdAt":5,"seedLength":0,"isSeeded":true,"delegationDepth":0}`, `header key "seedLength"`},
+	} {
+		if _, err := Parse([]byte(bad.log+"\n"), false); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Parse(%s) = %v, want %q", bad.log, err, bad.want)
+		}
+	}
+	// A malformed packed row, committed: corrupt.
+	_, err = Parse([]byte(`{"type":"session","version":1,"id":"x","createdAt":5,"delegationDepth":0}
+{"type":"text-chunks","seq0":0,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[],"texts":["a","b"]}}
+{"type":"turn/end","seq":1,"time":1,"data":{"turn":1,"reason":{"kind":"completed"}}}
+`), false)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "dt length must match") {
+		t.Errorf("bad packed row: %v", err)
+	}
+}
