@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -155,6 +156,51 @@ func heap() int64 {
 	return int64(m.HeapAlloc)
 }
 
+// warmUp writes a turn of a session to a store like c's in a temporary
+// directory and removes it: what a process makes once, at its first use
+// of a store (encoders, pools), is then made, and the heap per session
+// counts what each session costs (and what each store does, shared over
+// its sessions). The local engine's warm-up store does not preallocate
+// its segments, whose write-back would go on into the measured run.
+func warmUp(ctx context.Context, c Config, corpus *Corpus) error {
+	dir, err := os.MkdirTemp("", "seglog-agent-warm-up-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	c.Dir = dir
+	if c.Open == nil && c.OpenHost == nil && c.Backend == "seglog" {
+		var o engine.Options
+		if c.Options != nil {
+			o = *c.Options
+		}
+		o.NoPreallocate = true
+		c.Options = &o
+	}
+	st, err := openHost(c)
+	if err != nil {
+		return err
+	}
+	h, err := st.Create(ctx, 0)
+	if err == nil {
+		for _, e := range AgentTurn(corpus, 0, 0, 0) {
+			if e.Type == "assistant/chunk" {
+				err = h.Enqueue(e)
+			} else {
+				err = h.Append(ctx, e)
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = h.Flush(ctx)
+		}
+		err = errors.Join(err, h.Close())
+	}
+	return errors.Join(err, st.Close())
+}
+
 func runAgent(ctx context.Context, c Config) (Result, error) {
 	corpus := c.Corpus
 	if corpus == nil {
@@ -188,6 +234,9 @@ func runAgent(ctx context.Context, c Config) (Result, error) {
 		lat[i] = make([]time.Duration, 0, c.Turns)
 	}
 
+	if err := warmUp(ctx, c, corpus); err != nil {
+		return r, fmt.Errorf("bench: warm-up: %w", err)
+	}
 	st, err := openHost(c)
 	if err != nil {
 		return r, err

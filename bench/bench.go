@@ -146,7 +146,10 @@ type Result struct {
 	// events not counted), per session, with the handles open after the
 	// last flush; HeapPerIdleSession once they are closed, the store open.
 	// What the store makes at its first write (buffers, encoders) counts,
-	// shared over the sessions.
+	// shared over the sessions; what the process makes at its first use
+	// of such a store does not (a warm-up store made it). The figures are
+	// differences of the whole heap: with few sessions they move by a few
+	// KiB from run to run, and may fall below 0.
 	HeapPerSession     int64  `json:"heap_per_session,omitempty"`
 	HeapPerIdleSession int64  `json:"heap_per_idle_session,omitempty"`
 	Corpus             string `json:"corpus,omitempty"` // Corpus.Source
