@@ -170,16 +170,24 @@ func (g *turnGen) assistant(stepN int, s string, blocks []any) {
 
 func (g *turnGen) file() *CorpusFile { return &g.c.Files[g.r.IntN(len(g.c.Files))] }
 
-// prose returns a passage of about min to max bytes: whole lines of a
-// document (a .md file if the corpus has any; else comments and code).
+// prose returns a passage of about lo to hi bytes: whole lines of the
+// documentation (the .md files, a byte of them picked at random), or of
+// any file if the corpus has no document.
 func (g *turnGen) prose(lo, hi int) string {
-	var f *CorpusFile
-	for range 8 {
-		if f = g.file(); strings.HasSuffix(f.Path, ".md") {
-			break
-		}
+	n := lo + g.r.IntN(hi-lo+1)
+	if g.c.docBytes == 0 {
+		f := g.file()
+		return lines(f.Text, g.r.IntN(len(f.Text)), n)
 	}
-	return lines(f.Text, g.r.IntN(len(f.Text)), lo+g.r.IntN(hi-lo+1))
+	off := g.r.IntN(g.c.docBytes)
+	for _, i := range g.c.docs {
+		f := &g.c.Files[i]
+		if off < len(f.Text) {
+			return lines(f.Text, off, n)
+		}
+		off -= len(f.Text)
+	}
+	panic("bench: offset past the corpus's documents")
 }
 
 // lines returns the whole lines of s from the one holding byte off on,

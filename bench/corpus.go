@@ -22,6 +22,9 @@ type Corpus struct {
 	Source string
 	Files  []CorpusFile // sorted by path; none is empty
 	Bytes  int          // of all the files
+
+	docs     []int // indices of the .md files in Files
+	docBytes int   // their bytes
 }
 
 // CorpusFile is one file of a Corpus.
@@ -121,6 +124,13 @@ func (c *Corpus) add(path string, b []byte) {
 
 func (c *Corpus) sort() {
 	slices.SortFunc(c.Files, func(a, b CorpusFile) int { return strings.Compare(a.Path, b.Path) })
+	c.docs, c.docBytes = nil, 0
+	for i, f := range c.Files {
+		if strings.HasSuffix(f.Path, ".md") {
+			c.docs = append(c.docs, i)
+			c.docBytes += len(f.Text)
+		}
+	}
 }
 
 // findModuleRoot returns the nearest directory at or above the working
