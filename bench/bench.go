@@ -44,6 +44,12 @@ const (
 	// each on a read handle (Handle.Wait); the latency is from the return
 	// of the writer's Flush to the reader's wake-up.
 	Follow Workload = "follow"
+	// AgentHost is Config.Sessions sessions (default 16) doing
+	// Config.Turns turns each (default 20) at once, as an agent host
+	// writes them: streamed deltas through Enqueue, the other events
+	// through Append, a Flush at each turn's end (P50 and P99 are its
+	// latencies), the text cut from Config.Corpus. See agent.go.
+	AgentHost Workload = "agent-host"
 )
 
 // Config describes one run. The zero values of the sizes get defaults.
@@ -51,7 +57,7 @@ type Config struct {
 	Workload  Workload
 	Dir       string          // an empty directory for the store (required)
 	Events    int             // default 2000
-	Sessions  int             // Durable only; default 1
+	Sessions  int             // Durable (default 1), MultiDurable (per process) and AgentHost (default 16)
 	EventSize int             // bytes of JSON data per event; default 300
 	Batch     int             // Bulk only; default 1000
 	Options   *engine.Options // for the local engine
@@ -67,8 +73,9 @@ type Config struct {
 	// Duration is how long MultiDurable appends; 0: Config.Events events
 	// in all (Events / (Procs*Sessions) per session).
 	Duration time.Duration
-	// Backend is what MultiDurable writes: "seglog" (default, the local
-	// engine with default options) or "jsonl" (the reference model).
+	// Backend is what MultiDurable and AgentHost write: "seglog"
+	// (default, the local engine: MultiDurable's with default options,
+	// AgentHost's as Open opens it) or "jsonl" (the reference model).
 	Backend string
 	// Interval is the time between two flushes of Follow; default 3ms.
 	Interval time.Duration
@@ -79,6 +86,14 @@ type Config struct {
 	// write the CPU profile of its measured part to CPUProfile-<n>.pprof
 	// (n: the worker's number).
 	CPUProfile string
+
+	// Turns is the turns of each AgentHost session; default 20.
+	Turns int
+	// Corpus is the text of AgentHost's events; nil: LoadCorpus("").
+	Corpus *Corpus
+	// OpenHost, if set, opens the store AgentHost runs on over dir, in
+	// place of Backend's (bench/peers sets it).
+	OpenHost func(dir string) (HostStore, error)
 }
 
 // Store is what the workloads need of a store: the local engine's API,
@@ -115,10 +130,48 @@ type Result struct {
 	Procs   int               `json:"procs,omitempty"`
 	Backend string            `json:"backend,omitempty"`
 	Acked   map[string]uint64 `json:"-"`
+
+	// AgentHost's figures. Events are its events, InputBytes as above,
+	// DiskBytes its WrittenBytes, P50 and P99 its turn-end flushes.
+	Turns int `json:"turns,omitempty"` // per session
+	// RawJSONBytes is the events as JSON lines, the reference's encoding
+	// (jsonl.EventLine, newline included): the yardstick of compression.
+	RawJSONBytes int64 `json:"raw_json_bytes,omitempty"`
+	// WrittenBytes is what the store wrote for the sessions by the last
+	// flush (HostStore.Written: the local engine's frames, the JSONL
+	// files' bytes); RestBytes its directory's files after Close.
+	WrittenBytes int64 `json:"written_bytes,omitempty"`
+	RestBytes    int64 `json:"rest_bytes,omitempty"`
+	// HeapPerSession is the live heap the run added (after GC, the turns'
+	// events not counted), per session, with the handles open after the
+	// last flush; HeapPerIdleSession once they are closed, the store open.
+	// What the store makes at its first write (buffers, encoders) counts,
+	// shared over the sessions; what the process makes at its first use
+	// of such a store does not (a warm-up store made it). The figures are
+	// differences of the whole heap: with few sessions they move by a few
+	// KiB from run to run, and may fall below 0.
+	HeapPerSession     int64  `json:"heap_per_session,omitempty"`
+	HeapPerIdleSession int64  `json:"heap_per_idle_session,omitempty"`
+	Corpus             string `json:"corpus,omitempty"` // Corpus.Source
 }
 
 // EventsPerSec returns the throughput in events per second.
 func (r Result) EventsPerSec() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
+
+// WrittenPerEvent is AgentHost's bytes written per event.
+func (r Result) WrittenPerEvent() float64 { return float64(r.WrittenBytes) / float64(max(r.Events, 1)) }
+
+// RestPerEvent is AgentHost's bytes at rest per event.
+func (r Result) RestPerEvent() float64 { return float64(r.RestBytes) / float64(max(r.Events, 1)) }
+
+// RawPerEvent is AgentHost's raw JSON bytes per event.
+func (r Result) RawPerEvent() float64 { return float64(r.RawJSONBytes) / float64(max(r.Events, 1)) }
+
+// WrittenPerRaw is AgentHost's bytes written per raw JSON byte: the
+// compression ratio (below 1 is smaller than the JSON).
+func (r Result) WrittenPerRaw() float64 {
+	return float64(r.WrittenBytes) / float64(max(r.RawJSONBytes, 1))
+}
 
 // MBPerSec returns the input throughput in MB (10^6 bytes) per second.
 func (r Result) MBPerSec() float64 { return float64(r.InputBytes) / r.Elapsed.Seconds() / 1e6 }
@@ -132,6 +185,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Sessions <= 0 {
 		c.Sessions = 1
+		if c.Workload == AgentHost {
+			c.Sessions = 16
+		}
+	}
+	if c.Turns <= 0 {
+		c.Turns = 20
 	}
 	if c.EventSize <= 0 {
 		c.EventSize = 300
@@ -169,6 +228,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return runMulti(ctx, c)
 	case Follow:
 		return runFollow(ctx, c)
+	case AgentHost:
+		return runAgent(ctx, c)
 	}
 	return Result{}, fmt.Errorf("bench: unknown workload %q", c.Workload)
 }

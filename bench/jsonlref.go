@@ -35,7 +35,7 @@ type jsonlSession struct {
 // createJSONL creates the log of session id under root, takes its flock
 // and makes the header line durable.
 func createJSONL(root, id string) (*jsonlSession, error) {
-	h := store.Header{ID: id, CreatedAt: 1}
+	h := jsonlHeader(id)
 	p, err := jsonl.LogPath(root, h, false)
 	if err != nil {
 		return nil, err
@@ -58,6 +58,9 @@ func createJSONL(root, id string) (*jsonlSession, error) {
 	}
 	return s, syncDir(filepath.Dir(p))
 }
+
+// jsonlHeader is the header createJSONL writes for session id.
+func jsonlHeader(id string) store.Header { return store.Header{ID: id, CreatedAt: 1} }
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

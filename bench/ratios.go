@@ -21,6 +21,11 @@ type Ratios struct {
 	// DiskPerInput is bulk-load bytes on disk over bytes of input (lower
 	// is better).
 	DiskPerInput float64 `json:"disk_per_input"`
+	// AgentWrittenPerRaw is the bytes the agent-host workload (AgentHost)
+	// writes over its events' raw JSON bytes (lower is better): the
+	// compression of a host's turns, flushed one at a time. 0 in a
+	// baseline: not tracked (a baseline from before it).
+	AgentWrittenPerRaw float64 `json:"agent_written_per_raw,omitempty"`
 }
 
 // RatioConfig sizes MeasureRatios.
@@ -28,13 +33,23 @@ type RatioConfig struct {
 	Durable  int // durable appends per run
 	Sessions int // sessions of the group-commit run
 	Bulk     int // events of the bulk load
-	Count    int // runs; the medians are reported
+	// AgentTurns is the turns of each of the agent-host run's 16
+	// sessions; 0 skips it (AgentWrittenPerRaw stays 0).
+	AgentTurns int
+	Count      int // runs; the medians are reported
 }
 
 // MeasureRatios runs the workloads Count times under root and returns the
 // median of each ratio.
 func MeasureRatios(ctx context.Context, root string, c RatioConfig) (Ratios, error) {
-	var p50, gain, disk []float64
+	var corpus *Corpus
+	if c.AgentTurns > 0 {
+		var err error
+		if corpus, err = LoadCorpus(""); err != nil {
+			return Ratios{}, err
+		}
+	}
+	var p50, gain, disk, agent []float64
 	for i := range max(c.Count, 1) {
 		dir := func(name string) (string, error) {
 			d := filepath.Join(root, fmt.Sprintf("%s-%d", name, i))
@@ -68,7 +83,27 @@ func MeasureRatios(ctx context.Context, root string, c RatioConfig) (Ratios, err
 		gain = append(gain, many.EventsPerSec()/one.EventsPerSec())
 		disk = append(disk, float64(bulk.DiskBytes)/float64(bulk.InputBytes))
 	}
-	return Ratios{DurableP50VsRaw: median(p50), GroupCommitGain: median(gain), DiskPerInput: median(disk)}, nil
+	// The agent-host runs after the timed ones, which they would disturb
+	// (their files' write-back).
+	for i := range max(c.Count, 1) {
+		if c.AgentTurns <= 0 {
+			break
+		}
+		d := filepath.Join(root, fmt.Sprintf("agent-%d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return Ratios{}, err
+		}
+		a, err := Run(ctx, Config{Workload: AgentHost, Dir: d, Sessions: 16, Turns: c.AgentTurns, Corpus: corpus})
+		if err != nil {
+			return Ratios{}, err
+		}
+		agent = append(agent, a.WrittenPerRaw())
+	}
+	r := Ratios{DurableP50VsRaw: median(p50), GroupCommitGain: median(gain), DiskPerInput: median(disk)}
+	if len(agent) > 0 {
+		r.AgentWrittenPerRaw = median(agent)
+	}
+	return r, nil
 }
 
 func median(xs []float64) float64 {
@@ -78,7 +113,8 @@ func median(xs []float64) float64 {
 }
 
 // Regressions compares got with the accepted baseline and describes every
-// ratio that is worse by more than tolerance (0.2 = 20%).
+// ratio that is worse by more than tolerance (0.2 = 20%); a ratio the
+// baseline does not have (0) is not compared.
 func Regressions(baseline, got Ratios, tolerance float64) []string {
 	var out []string
 	if got.DurableP50VsRaw > baseline.DurableP50VsRaw*(1+tolerance) {
@@ -89,6 +125,9 @@ func Regressions(baseline, got Ratios, tolerance float64) []string {
 	}
 	if got.DiskPerInput > baseline.DiskPerInput*(1+tolerance) {
 		out = append(out, fmt.Sprintf("disk bytes per input byte: %.3f, baseline %.3f", got.DiskPerInput, baseline.DiskPerInput))
+	}
+	if baseline.AgentWrittenPerRaw > 0 && got.AgentWrittenPerRaw > baseline.AgentWrittenPerRaw*(1+tolerance) {
+		out = append(out, fmt.Sprintf("agent-host bytes written per raw JSON byte: %.3f, baseline %.3f", got.AgentWrittenPerRaw, baseline.AgentWrittenPerRaw))
 	}
 	return out
 }

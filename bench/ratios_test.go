@@ -9,13 +9,16 @@ import (
 // bounds that only a real regression breaks (group commit gone, an extra
 // sync on the flush path, compression off).
 func TestRatioBounds(t *testing.T) {
-	r, err := MeasureRatios(context.Background(), t.TempDir(), RatioConfig{Durable: 200, Sessions: 16, Bulk: 20_000, Count: 3})
+	r, err := MeasureRatios(context.Background(), t.TempDir(), RatioConfig{Durable: 200, Sessions: 16, Bulk: 20_000, AgentTurns: 3, Count: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("ratios: %+v", r)
 	if r.DiskPerInput > 0.6 {
 		t.Errorf("bulk data takes %.2f bytes on disk per input byte: compression is not working", r.DiskPerInput)
+	}
+	if r.AgentWrittenPerRaw <= 0 || r.AgentWrittenPerRaw > 0.6 {
+		t.Errorf("the agent-host turns take %.2f bytes written per raw JSON byte: compression is not working", r.AgentWrittenPerRaw)
 	}
 	if raceEnabled {
 		return // the race detector slows the engine, not the raw fdatasync: no timing bounds
@@ -29,11 +32,16 @@ func TestRatioBounds(t *testing.T) {
 }
 
 func TestRegressionsCompares(t *testing.T) {
-	base := Ratios{DurableP50VsRaw: 1.0, GroupCommitGain: 10, DiskPerInput: 0.33}
-	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.1, GroupCommitGain: 9, DiskPerInput: 0.35}, 0.2); len(got) != 0 {
+	base := Ratios{DurableP50VsRaw: 1.0, GroupCommitGain: 10, DiskPerInput: 0.33, AgentWrittenPerRaw: 0.25}
+	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.1, GroupCommitGain: 9, DiskPerInput: 0.35, AgentWrittenPerRaw: 0.28}, 0.2); len(got) != 0 {
 		t.Errorf("within tolerance flagged: %v", got)
 	}
-	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.3, GroupCommitGain: 7, DiskPerInput: 0.5}, 0.2); len(got) != 3 {
-		t.Errorf("3 regressions, %d flagged: %v", len(got), got)
+	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.3, GroupCommitGain: 7, DiskPerInput: 0.5, AgentWrittenPerRaw: 0.31}, 0.2); len(got) != 4 {
+		t.Errorf("4 regressions, %d flagged: %v", len(got), got)
+	}
+	// A baseline from before the agent-host ratio does not compare it.
+	base.AgentWrittenPerRaw = 0
+	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.0, GroupCommitGain: 10, DiskPerInput: 0.33, AgentWrittenPerRaw: 0.9}, 0.2); len(got) != 0 {
+		t.Errorf("an untracked ratio flagged: %v", got)
 	}
 }

@@ -3,7 +3,8 @@
 // reference harness's design, with and without zstd), SQLite in WAL mode,
 // bbolt, pebble, hashicorp/raft-wal, and a raw write+fdatasync as the
 // physical limit. It is its own module so that the main module keeps its
-// small dependency set.
+// small dependency set. S1-S4 are the PEERS.md scenarios; S5 is bench's
+// agent-host workload (agent.go), the same turns on every peer.
 package peers
 
 import (
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seglog/seglog/bench"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testgen"
 )
@@ -52,7 +54,13 @@ const (
 	S2 Workload = "S2-durable-64-sessions"
 	S3 Workload = "S3-bulk-1M"
 	S4 Workload = "S4-replay-100k"
+	// S5 is bench's agent-host workload (bench.AgentHost): sessions doing
+	// turns at once, a durable flush at each turn's end. See agent.go.
+	S5 Workload = "S5-agent-host"
 )
+
+// Workloads is every workload, in order.
+var Workloads = []Workload{S1, S2, S3, S4, S5}
 
 // Config sizes a run.
 type Config struct {
@@ -61,12 +69,16 @@ type Config struct {
 	Bulk      int // S3 events
 	Replay    int // S4 events
 	EventSize int
+	// S5: sessions, turns of each, and the text (nil: bench.LoadCorpus("")).
+	AgentSessions int
+	AgentTurns    int
+	Corpus        *bench.Corpus
 }
 
 // DefaultConfig is the size of the PEERS.md runs, scaled to finish in
 // about a minute per engine.
 func DefaultConfig() Config {
-	return Config{Durable: 2000, Sessions: 64, Bulk: 1_000_000, Replay: 100_000, EventSize: 300}
+	return Config{Durable: 2000, Sessions: 64, Bulk: 1_000_000, Replay: 100_000, EventSize: 300, AgentSessions: 16, AgentTurns: 20}
 }
 
 // Result is one measured run.
@@ -80,6 +92,15 @@ type Result struct {
 	P50us      float64  `json:"p50_us,omitempty"`
 	P99us      float64  `json:"p99_us,omitempty"`
 	Err        string   `json:"error,omitempty"`
+
+	// S5's figures beside the ones above (P50us and P99us: the turn-end
+	// flush; DiskBytes: the files after Close): bytes written by the last
+	// flush (seglog's frames; a peer's files then), the events as raw JSON
+	// lines, and the heap each session adds, open and idle (bench.Result).
+	WrittenBytes       int64 `json:"written_bytes,omitempty"`
+	RawJSONBytes       int64 `json:"raw_json_bytes,omitempty"`
+	HeapPerSession     int64 `json:"heap_per_session,omitempty"`
+	HeapPerIdleSession int64 `json:"heap_per_idle_session,omitempty"`
 }
 
 // EventsPerSec is the throughput.
@@ -117,6 +138,10 @@ func Run(ctx context.Context, p Peer, w Workload, c Config, root string) Result 
 		return res
 	}
 	defer os.RemoveAll(dir)
+	if w == S5 {
+		runAgent(ctx, p, c, dir, &res)
+		return res
+	}
 	sessions := 1
 	if w == S2 {
 		sessions = c.Sessions

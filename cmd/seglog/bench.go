@@ -34,6 +34,9 @@ type benchArgs struct {
 	follow       int           // events of the follow-latency run; 0 skips it
 	followEvery  time.Duration // between two of its flushes
 	workerProf   string        // prefix of the workers' CPU profiles
+
+	agentSessions int // sessions of the agent-host rows
+	agentTurns    int // turns of each; 0 skips the rows
 }
 
 // The workers of the multi-process workloads are this binary started
@@ -67,6 +70,8 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.IntVar(&a.follow, "follow", 2000, "events of the follow-latency run, flush in one process to Wait wake-up in another (0: skip it)")
 	fs.DurationVar(&a.followEvery, "follow-every", 3*time.Millisecond, "time between two flushes of the follow-latency run")
 	fs.StringVar(&a.workerProf, "worker-cpuprofile", "", "write each worker process's CPU profile to PREFIX-<row>-<worker>.pprof")
+	fs.IntVar(&a.agentSessions, "agent-sessions", 16, "sessions of the agent-host rows (turns with streamed deltas, tool calls and a flush per turn)")
+	fs.IntVar(&a.agentTurns, "agent-turns", 20, "turns of each agent-host session (0: skip the rows)")
 	fs.StringVar(&a.backend, "backend", "local", "local, or jetstream: the workloads on the local engine and on backend/jetstream (an embedded NATS server), side by side")
 	return cmd
 }
@@ -74,6 +79,9 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 	if a.events < 1 || a.durable < 1 || a.sessions < 1 || a.size < 64 {
 		return usageError{errors.New("--events, --durable and --sessions must be positive and --size at least 64")}
+	}
+	if a.agentTurns < 0 || (a.agentTurns > 0 && a.agentSessions < 1) {
+		return usageError{errors.New("--agent-turns must be at least 0 and --agent-sessions positive")}
 	}
 	if a.procs < 0 || a.follow < 0 || (a.procs > 0 && (a.procSessions < 1 || a.multiTime <= 0)) || (a.follow > 0 && a.followEvery <= 0) {
 		return usageError{errors.New("--procs and --follow must be at least 0, --proc-sessions, --multi-time and --follow-every positive")}
@@ -138,6 +146,19 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 		follow = len(runs)
 		runs = append(runs, benchRun{"follow: flush to Wait wake-up, other process", bench.Config{Workload: bench.Follow, Events: a.follow, Interval: a.followEvery}})
 	}
+	agent := -1 // index of the agent-host rows, if any
+	if a.agentTurns > 0 {
+		agent = len(runs)
+		name := fmt.Sprintf("agent host, %d sessions x %d turns", a.agentSessions, a.agentTurns)
+		corpus, err := bench.LoadCorpus("")
+		if err != nil {
+			return err
+		}
+		for _, b := range []string{"seglog", "jsonl"} {
+			runs = append(runs, benchRun{name + map[string]string{"seglog": "", "jsonl": ", jsonl reference"}[b],
+				bench.Config{Workload: bench.AgentHost, Sessions: a.agentSessions, Turns: a.agentTurns, Backend: b, Corpus: corpus}})
+		}
+	}
 	fmt.Fprintf(w, "seglog bench: engine on %s, %d-byte events\n\n", a.dir, a.size)
 	results := make([]bench.Result, len(runs))
 	for i, run := range runs {
@@ -155,7 +176,11 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 		cfg.Progress = func(done int) {
 			if time.Since(last) > 200*time.Millisecond {
 				last = time.Now()
-				fmt.Fprintf(progress, "\r%-44s %3d%%", run.name, min(100, done*100/max(total, 1)))
+				if total == 0 { // the agent-host rows: their size is known once made
+					fmt.Fprintf(progress, "\r%-44s %d events", run.name, done)
+				} else {
+					fmt.Fprintf(progress, "\r%-44s %3d%%", run.name, min(100, done*100/max(total, 1)))
+				}
 			}
 		}
 		r, err := bench.Run(ctx, cfg)
@@ -178,6 +203,10 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 	if follow >= 0 {
 		notes[follow] = "from Flush's return to Wait's, one store"
 	}
+	if agent >= 0 {
+		notes[agent] = fmt.Sprintf("p50/p99 of the turn-end Flush; %.2fx the reference's events/s", results[agent].EventsPerSec()/results[agent+1].EventsPerSec())
+		notes[agent+1] = "p50/p99 of the turn-end write+fdatasync"
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tevents\tevents/s\tMB/s\tp50 µs\tp99 µs\t\tnote")
 	for i, run := range runs {
@@ -194,6 +223,18 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if agent >= 0 {
+		fmt.Fprintf(w, "\nagent host: bytes per event and heap per session (corpus: %s)\n", results[agent].Corpus)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "store\twritten B/ev\tat rest B/ev\traw JSON B/ev\twritten/raw\theap B/session\tidle heap B/session\t")
+		for i, name := range []string{"seglog", "jsonl reference"} {
+			r := results[agent+i]
+			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.3f\t%d\t%d\t\n", name, r.WrittenPerEvent(), r.RestPerEvent(), r.RawPerEvent(), r.WrittenPerRaw(), r.HeapPerSession, r.HeapPerIdleSession)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	if a.plot != "" {
 		tput := bench.Panel{Title: "throughput", Unit: "events/s", Log: true}

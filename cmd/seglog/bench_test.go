@@ -16,23 +16,44 @@ import (
 
 func TestBenchSmall(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run([]string{"bench", "-dir", t.TempDir(), "-events", "3000", "-durable", "20", "-sessions", "4", "-procs", "0", "-follow", "0"}, &out, &errOut)
+	code := run([]string{"bench", "-dir", t.TempDir(), "-events", "3000", "-durable", "20", "-sessions", "4", "-procs", "0", "-follow", "0",
+		"-agent-sessions", "3", "-agent-turns", "2"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	if strings.Contains(out.String(), "process") || strings.Contains(out.String(), "follow") {
 		t.Errorf("-procs 0 -follow 0 still ran the multi-process rows:\n%s", out.String())
 	}
-	for _, want := range []string{"raw write+fdatasync", "durable append+flush, 1 session", "4 sessions", "bulk append", "replay", "bytes on disk per event", "the raw limit"} {
+	for _, want := range []string{"raw write+fdatasync", "durable append+flush, 1 session", "4 sessions", "bulk append", "replay", "bytes on disk per event", "the raw limit",
+		"agent host, 3 sessions x 2 turns ", "agent host, 3 sessions x 2 turns, jsonl reference", "turn-end Flush", "written/raw", "heap B/session"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 	// The replay row reports every bulk event back.
+	ref := false
 	for _, line := range strings.Split(out.String(), "\n") {
 		if strings.Contains(line, "replay") && !strings.Contains(line, " 3000 ") {
 			t.Errorf("replay row does not show 3000 events: %q", line)
 		}
+		// The JSONL reference writes its lines as they are: written/raw
+		// is 1, give or take its header lines.
+		if f := strings.Fields(line); len(f) == 8 && f[0] == "jsonl" && f[1] == "reference" {
+			ref = true
+			if !strings.HasPrefix(f[5], "1.0") {
+				t.Errorf("jsonl reference's written/raw is not about 1: %q", line)
+			}
+		}
+	}
+	if !ref {
+		t.Errorf("no jsonl reference row in the agent-host table:\n%s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"bench", "-dir", t.TempDir(), "-events", "3000", "-durable", "20", "-sessions", "4", "-procs", "0", "-follow", "0", "-agent-turns", "0"}, &out, &errOut); code != 0 {
+		t.Fatalf("-agent-turns 0: exit %d: %s", code, errOut.String())
+	}
+	if strings.Contains(out.String(), "agent host") {
+		t.Errorf("-agent-turns 0 still ran the agent-host rows:\n%s", out.String())
 	}
 }
 
@@ -46,7 +67,7 @@ func TestBenchMultiProcess(t *testing.T) {
 	dir := t.TempDir()
 	jsonOut := filepath.Join(t.TempDir(), "bench.json")
 	code := run([]string{"bench", "-dir", dir, "-events", "1000", "-durable", "10", "-sessions", "2",
-		"-procs", "2", "-proc-sessions", "3", "-multi-time", "200ms", "-follow", "40", "-follow-every", "1ms", "-json", jsonOut}, &out, &errOut)
+		"-procs", "2", "-proc-sessions", "3", "-multi-time", "200ms", "-follow", "40", "-follow-every", "1ms", "-agent-turns", "0", "-json", jsonOut}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -105,7 +126,7 @@ func TestBenchMultiProcess(t *testing.T) {
 
 func TestBenchRejectsBadFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
-	for _, args := range [][]string{{"-events", "0"}, {"-procs", "-1"}, {"-proc-sessions", "0"}, {"-multi-time", "0s"}, {"-follow-every", "0s"}} {
+	for _, args := range [][]string{{"-events", "0"}, {"-procs", "-1"}, {"-proc-sessions", "0"}, {"-multi-time", "0s"}, {"-follow-every", "0s"}, {"-agent-turns", "-1"}, {"-agent-sessions", "0"}} {
 		if code := run(append([]string{"bench"}, args...), &out, &errOut); code != 2 {
 			t.Errorf("bench %v: exit %d, want 2", args, code)
 		}

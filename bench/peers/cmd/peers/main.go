@@ -1,7 +1,11 @@
 // Command peers runs the PEERS.md workloads on seglog and its peers in one
 // run and prints a table of ratios to the raw limit and to seglog.
 //
-//	go run ./cmd/peers [-json FILE] [-only seglog,pebble] [-quick] [-runs 5]
+//	go run ./cmd/peers [-json FILE] [-only seglog,pebble] [-workloads S1,S5] [-quick] [-runs 5]
+//
+// S5, the agent-host workload, cuts its text from the seglog source tree
+// the command runs in (bench.LoadCorpus), once, for every peer; it prints
+// a second table of bytes per event and heap per session.
 //
 // With -runs N every workload runs N times on every peer, the rounds
 // interleaved (round 1 of all peers, then round 2, ...) so that a noisy
@@ -20,6 +24,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/seglog/seglog/bench"
 	"github.com/seglog/seglog/bench/peers"
 )
 
@@ -29,6 +34,7 @@ func main() {
 	quick := flag.Bool("quick", false, "a tenth of the default sizes")
 	dir := flag.String("dir", "", "directory for the stores (default the system temp dir)")
 	runs := flag.Int("runs", 1, "runs of each workload on each peer; the median is shown")
+	workloads := flag.String("workloads", "", "comma-separated workloads to run, by name or prefix (S1,S5; default all)")
 	flag.Parse()
 	if *runs < 1 {
 		fmt.Fprintln(os.Stderr, "peers: -runs must be at least 1")
@@ -36,7 +42,26 @@ func main() {
 	}
 	cfg := peers.DefaultConfig()
 	if *quick {
-		cfg.Durable, cfg.Bulk, cfg.Replay = cfg.Durable/4, cfg.Bulk/10, cfg.Replay/10
+		cfg.Durable, cfg.Bulk, cfg.Replay, cfg.AgentTurns = cfg.Durable/4, cfg.Bulk/10, cfg.Replay/10, cfg.AgentTurns/4
+	}
+	var ws []peers.Workload
+	for _, w := range peers.Workloads {
+		if *workloads == "" || slices.ContainsFunc(strings.Split(*workloads, ","), func(s string) bool { return s != "" && strings.HasPrefix(string(w), s) }) {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		fmt.Fprintf(os.Stderr, "peers: -workloads %q names none of %v\n", *workloads, peers.Workloads)
+		os.Exit(2)
+	}
+	if slices.Contains(ws, peers.S5) {
+		c, err := bench.LoadCorpus("")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peers:", err)
+			os.Exit(1)
+		}
+		cfg.Corpus = c
+		fmt.Fprintf(os.Stderr, "S5 corpus: %s, %d files, %d bytes\n", c.Source, len(c.Files), c.Bytes)
 	}
 	var list []peers.Peer
 	for _, p := range peers.All() {
@@ -46,7 +71,7 @@ func main() {
 	}
 	ctx := context.Background()
 	var results []peers.Result
-	for _, w := range []peers.Workload{peers.S1, peers.S2, peers.S3, peers.S4} {
+	for _, w := range ws {
 		all := make([][]peers.Result, len(list))
 		for round := range *runs {
 			for i, p := range list {
@@ -60,7 +85,7 @@ func main() {
 			results = append(results, median(rs))
 		}
 	}
-	print(results, list)
+	print(results, list, ws)
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(results, "", "  ")
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
@@ -82,7 +107,7 @@ func median(rs []peers.Result) peers.Result {
 	return rs[len(rs)/2]
 }
 
-func print(rs []peers.Result, list []peers.Peer) {
+func print(rs []peers.Result, list []peers.Peer, ws []peers.Workload) {
 	find := func(peer string, w peers.Workload) *peers.Result {
 		for i := range rs {
 			if rs[i].Peer == peer && rs[i].Workload == w {
@@ -93,7 +118,7 @@ func print(rs []peers.Result, list []peers.Peer) {
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tpeer\tevents/s\tMB/s\tp50 µs\tp99 µs\tdisk MB\tvs raw\tseglog vs it\t")
-	for _, w := range []peers.Workload{peers.S1, peers.S2, peers.S3, peers.S4} {
+	for _, w := range ws {
 		raw, seg := find("raw", w), find("seglog", w)
 		for _, p := range list {
 			r := find(p.Name, w)
@@ -113,6 +138,21 @@ func print(rs []peers.Result, list []peers.Peer) {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.1f\t%s\t%s\t\n", w, p.Name, r.EventsPerSec(), r.MBPerSec(), r.P50us, r.P99us, float64(r.DiskBytes)/1e6, vsRaw, vsSeg)
 		}
+	}
+	tw.Flush()
+	if !slices.Contains(ws, peers.S5) {
+		return
+	}
+	fmt.Printf("\n%s: p50/p99 above are the turn-end flush's; bytes per event and heap per session:\n", peers.S5)
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "peer\twritten B/ev\tat rest B/ev\traw JSON B/ev\twritten/raw\theap B/session\tidle heap B/session\t")
+	for _, p := range list {
+		r := find(p.Name, peers.S5)
+		if r == nil || r.Err != "" {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.3f\t%d\t%d\t\n", p.Name, r.WrittenPerEvent(), r.RestPerEvent(), r.RawPerEvent(),
+			float64(r.WrittenBytes)/float64(max(r.RawJSONBytes, 1)), r.HeapPerSession, r.HeapPerIdleSession)
 	}
 	tw.Flush()
 }
