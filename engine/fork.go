@@ -250,7 +250,7 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	ptitle, pmeta := p.title, p.metaAt
 	db.mu.Unlock()
 	c := &session{id: hdr.ID, hdr: hdr, inherited: n, uid: store.NewIncarnation(), fork: chain,
-		frames: clipRefs(v.refs, n), framed: n, next: n, loaded: true, checked: checked}
+		framed: n, next: n, checked: checked} // (its frames: see appendFork)
 	marker := store.ForkMarker(n, time.Now().UnixMilli())
 	if pmeta == n {
 		// The parent's listing describes its first n events: the fork's
@@ -265,6 +265,9 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	me, err := db.enc.Events(c.id, n, []event.Event{marker})
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
+	}
+	if testHookForkPlacing != nil {
+		testHookForkPlacing()
 	}
 	if err := db.appendFork(p, c, he, me); err != nil {
 		return nil, sessionErr(c.id, "fork", err)
@@ -282,6 +285,10 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	done = true
 	return hd, nil
 }
+
+// testHookForkPlacing, if set, runs in a fork by shared frames after it
+// looked at the parent's frames and before it places its own (tests).
+var testHookForkPlacing func()
 
 // holdParent keeps session parent from being deleted or migrated, by any
 // process, until release: its write lease, or, if a write handle of this
@@ -335,6 +342,11 @@ func (db *DB) appendFork(p, c *session, header, marker *segment.Encoded) error {
 			changed = true // cannot happen: the parent is held, the child's lease taken
 			return
 		}
+		// The parent's frames as they are now, under db.mu: a compaction
+		// may have moved them since Fork looked (this process's moves
+		// them in place, under db.mu; another's relayout drops them, and
+		// then the fork, like the parent, takes them from the index).
+		c.frames, c.loaded = clipRefs(p.frames, c.inherited), p.loaded
 		h := frameRef{seg: at[0].seg, off: at[0].loc.Offset, size: uint32(at[0].loc.Size)}
 		m := frameRef{first: c.framed, count: 1, seg: at[1].seg, off: at[1].loc.Offset, size: uint32(at[1].loc.Size)}
 		db.mu.pend = append(db.mu.pend, pendFrame{s: c, header: true, ref: h, groupEnd: &m})

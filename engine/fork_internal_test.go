@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/seglog/seglog/event"
@@ -86,5 +88,73 @@ func TestForkWithoutItsMarker(t *testing.T) {
 	defer db.Close()
 	if st, err := db.Stat(ctx, "c"); err != nil || st.EventCount != 2 {
 		t.Errorf("after a reopen: %+v, %v", st, err)
+	}
+}
+
+// TestForkBesideACompaction: a compaction that moves the parent's frames
+// between Fork's look at them and its placement: the fork takes them as
+// they are at its placement (before, it kept the old offsets, and its
+// reads failed).
+func TestForkBesideACompaction(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(t.TempDir(), &Options{SegmentSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Interleaved, so that dropping "dead" moves every frame of "p".
+	p, err := db.Create(ctx, Header{ID: "p", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := db.Create(ctx, Header{ID: "dead", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := range uint64(100) {
+		for _, h := range []*Handle{d, p} {
+			e := event.Event{Seq: seq, Type: "user/message", Time: 1, Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":"%x"}`, seq, sha256.Sum256([]byte(h.ID()+fmt.Sprint(seq)))))}
+			if err := h.Append(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			if seq%10 == 9 {
+				if err := h.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	d.Close()
+	if err := db.Delete(ctx, "dead"); err != nil {
+		t.Fatal(err)
+	}
+	want, err := p.Read(ctx, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: -1}); err != nil { // (only seals)
+		t.Fatal(err)
+	}
+	moved := false
+	testHookForkPlacing = func() {
+		rep, err := db.Compact(ctx, CompactOptions{LiveRatio: 0.99})
+		moved = err == nil && len(rep.Rewritten) > 0
+	}
+	defer func() { testHookForkPlacing = nil }()
+	c, err := db.Fork(ctx, "p", 50, Header{ID: "c", CreatedAt: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !moved {
+		t.Fatal("the compaction moved nothing: the test tests nothing")
+	}
+	got, err := c.Read(ctx, 0, 50)
+	if err != nil {
+		t.Fatalf("read of the fork: %v", err)
+	}
+	for i := range want {
+		if got[i].Seq != want[i].Seq || string(got[i].Data) != string(want[i].Data) {
+			t.Fatalf("fork event %d differs from its parent's", i)
+		}
 	}
 }
