@@ -22,8 +22,12 @@ const SystemPromptPlugin = "@deepseek-ai/dsh-system-prompt"
 //     step/start, at that event's time, with id "v2-to-v3-system-" and the
 //     hex SHA-256 of the session id and the step/start's seq (deterministic,
 //     so migrating twice gives the same log); the events after it move up
-//     one seq, and so do the seqs that refer to them (sourceEventSeqs and
-//     replace spans);
+//     one seq, and so do the seqs that refer to them: sourceEventSeqs,
+//     replace spans, and the seqs event data carries (remapDataSeqs:
+//     command/done's sourceEventSeq, compaction's shadowedRange and
+//     shadowedSeqs, session/title's and session/title-llm-request's
+//     messageSeqs), where a data seq that is not a count naming an earlier
+//     event is refused with a *MigrationError (ErrMigration);
 //   - a v2 replace envelope {"op":"replace","start":a,"end":b} becomes
 //     {"op":"replace","startSeq":a',"endSeq":b'};
 //   - every type outside the built-in catalog is refused, even an
@@ -48,9 +52,13 @@ func MigrateV2(id string, events []event.Event) ([]event.Event, error) {
 	}
 	if at < 0 {
 		out := make([]event.Event, len(events))
+		same := func(s uint64) uint64 { return s }
 		for i := range events {
 			out[i] = events[i].Clone()
-			if err := upgradeSurfaceOp(&out[i], func(s uint64) uint64 { return s }); err != nil {
+			if err := remapDataSeqs(&out[i], same); err != nil {
+				return nil, err
+			}
+			if err := upgradeSurfaceOp(&out[i], same); err != nil {
 				return nil, err
 			}
 		}
@@ -66,6 +74,9 @@ func MigrateV2(id string, events []event.Event) ([]event.Event, error) {
 	out := make([]event.Event, 0, len(events)+1)
 	for i := range events {
 		e := events[i].Clone()
+		if err := remapDataSeqs(&e, shift); err != nil {
+			return nil, err
+		}
 		e.Seq = shift(e.Seq)
 		for j, s := range e.SourceEventSeqs {
 			e.SourceEventSeqs[j] = shift(s)
@@ -137,5 +148,95 @@ func upgradeSurfaceOp(e *event.Event, shift func(uint64) uint64) error {
 		EndSeq   uint64 `json:"endSeq"`
 	}{"replace", shift(*start), shift(*end)})
 	e.SurfaceOp = b
+	return nil
+}
+
+// remapDataSeqs maps by shift the seqs of the session that e's data cites,
+// the ones the reference's v2-to-v3 edge maps (its remapEvent,
+// session-format-v2-to-v3/src/references.ts): command/done's
+// sourceEventSeq when present; compaction/summary's and compaction/prune's
+// shadowedRange start and end (its other members kept) and shadowedSeqs;
+// session/title's and session/title-llm-request's messageSeqs. Each must be
+// a count naming an event before e (e.Seq is still its source seq), or e
+// is refused. Other numbers in data (delivery watermarks, session-reference
+// captures, workflow-local seq, model input, tool JSON) are not seqs of
+// the session and stay. The data is left byte for byte as it is unless a
+// seq moves; then only the members holding seqs are rewritten, in place.
+func remapDataSeqs(e *event.Event, shift func(uint64) uint64) error {
+	switch e.Type {
+	case "command/done", "compaction/summary", "compaction/prune", "session/title", "session/title-llm-request":
+	default:
+		return nil
+	}
+	fail := func(format string, args ...any) error {
+		return &MigrationError{From: 2, Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf(format, args...)}
+	}
+	data, err := members(e.Data)
+	if err != nil {
+		return fail("data must be an object")
+	}
+	moved := false
+	one := func(raw json.RawMessage, what string) (json.RawMessage, error) {
+		n, ok := count(raw)
+		if !ok {
+			return nil, fail("%s %s is not a seq", what, orUndefined(raw))
+		}
+		if n >= e.Seq {
+			return nil, fail("%s %d does not name an earlier event", what, n)
+		}
+		t := shift(n)
+		moved = moved || t != n
+		return jsonText(t), nil
+	}
+	list := func(key string) error {
+		raw := get(data, key)
+		var items []json.RawMessage
+		if raw == nil || raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+			return fail("%s %s must be an array", key, orUndefined(raw))
+		}
+		for i, it := range items {
+			v, err := one(it, key)
+			if err != nil {
+				return err
+			}
+			items[i] = v
+		}
+		data = set(data, key, jsonText(items))
+		return nil
+	}
+	switch e.Type {
+	case "command/done":
+		if raw := get(data, "sourceEventSeq"); raw != nil {
+			v, err := one(raw, "sourceEventSeq")
+			if err != nil {
+				return err
+			}
+			data = set(data, "sourceEventSeq", v)
+		}
+	case "compaction/summary", "compaction/prune":
+		raw := get(data, "shadowedRange")
+		rng, err := members(raw)
+		if err != nil {
+			return fail("shadowedRange %s must be an object", orUndefined(raw))
+		}
+		for _, k := range []string{"start", "end"} {
+			v, err := one(get(rng, k), "shadowedRange "+k)
+			if err != nil {
+				return err
+			}
+			rng = set(rng, k, v)
+		}
+		data = set(data, "shadowedRange", encode(rng))
+		if err := list("shadowedSeqs"); err != nil {
+			return err
+		}
+	default: // the titles
+		if err := list("messageSeqs"); err != nil {
+			return err
+		}
+	}
+	if moved {
+		e.Data = encode(data)
+	}
 	return nil
 }
