@@ -215,6 +215,9 @@ func TestReviewForkChains(t *testing.T) {
 	// order, the index two; SEGLOG_FORK_CHAINS=all runs every order in
 	// every mode.)
 	byDefault := map[string][]int{"os-index": {0, 3}, "os-noindex": {1}, "os-rebuild": {2}, "mem-crash": {3}}
+	if testing.Short() {
+		byDefault = map[string][]int{"os-index": {3}, "mem-crash": {1}} // (-short, as under -race in CI)
+	}
 	all := os.Getenv("SEGLOG_FORK_CHAINS") == "all"
 	for _, mode := range []string{"os-index", "os-noindex", "os-rebuild", "mem-crash"} {
 		for oi, order := range orders {
@@ -453,7 +456,11 @@ func reviewForkPowerCut(t *testing.T, path string) {
 // compactions and reopens.
 func TestReviewForkIDReuse(t *testing.T) {
 	ctx := context.Background()
-	for _, mode := range []string{"os-index", "os-noindex", "os-rebuild", "mem-crash"} {
+	modes := []string{"os-index", "os-noindex", "os-rebuild", "mem-crash"}
+	if testing.Short() {
+		modes = []string{"os-index", "mem-crash"}
+	}
+	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			s := newReviewStore(t, mode)
 			model := reviewModel{}
