@@ -222,11 +222,10 @@ func (a *appender) placeLocked(batch []*placement) error {
 		start, buf, chunk, events = start+int64(len(buf)), buf[:0], chunk[:0], 0
 		return nil
 	}
-	size := db.opts.SegmentSize
 	for _, p := range batch {
 		for _, e := range p.frames {
 			n := e.Size()
-			if start+int64(len(buf)) > segment.HeaderSize && start+int64(len(buf))+n > size {
+			if start+int64(len(buf)) > segment.HeaderSize && start+int64(len(buf))+n > db.opts.segmentSize(seg) {
 				if err := write(); err != nil {
 					return err
 				}
@@ -253,7 +252,7 @@ func (a *appender) placeLocked(batch []*placement) error {
 	if err := write(); err != nil {
 		return err
 	}
-	if !db.opts.NoPreallocate && start > size/2 {
+	if !db.opts.NoPreallocate && start > db.opts.segmentSize(seg)/2 {
 		select {
 		case db.prepKick <- struct{}{}:
 		default:
@@ -395,7 +394,7 @@ func (a *appender) prepare(id uint64, wait bool) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	w, err := segment.Create(a.db.opts.FS, path, id, a.db.opts.writerOptions())
+	w, err := segment.Create(a.db.opts.FS, path, id, a.db.opts.writerOptions(id))
 	if errors.Is(err, segment.ErrSyncFailed) {
 		// The directory may or may not hold the new segment.
 		a.db.poisonWith(err)

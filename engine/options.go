@@ -19,8 +19,22 @@ type Options struct {
 	// crashable in-memory FS.
 	FS vfs.FS
 	// SegmentSize is the size at which a segment is sealed and the next one
-	// started; default 64 MiB.
+	// started; default 64 MiB. The store's first segments are smaller (see
+	// InitialSegmentSize).
 	SegmentSize int64
+	// InitialSegmentSize is the size of a store's first segment; each
+	// next one doubles, up to SegmentSize (segment k holds at most
+	// InitialSegmentSize << (k-1)). So a store that holds little takes
+	// little disk (with preallocation, a new store takes about this much:
+	// 1 MiB makes a store of one small session 1.1 MiB), and a busy one
+	// reaches SegmentSize within a few rolls. At least 4096; 0 (the
+	// default, for now) or a value at or above SegmentSize makes every
+	// segment SegmentSize: on a fresh store, the early rolls and the
+	// zero fill of the next segment beside the appends cost durable
+	// flushes about 1.15x at p50 (docs/DESIGN.md, Preallocation). The
+	// size is computed from the segment ID; processes of one store that
+	// use other values only seal segments at other sizes.
+	InitialSegmentSize int64
 	// NoPreallocate turns off zero-filling new segments to SegmentSize.
 	// Preallocation makes a durable flush cheaper (no file-size commit).
 	NoPreallocate bool
@@ -101,6 +115,9 @@ func (o *Options) withDefaults(dir string) (Options, error) {
 	if c.SegmentSize == 0 {
 		c.SegmentSize = 64 << 20
 	}
+	if c.InitialSegmentSize == 0 {
+		c.InitialSegmentSize = c.SegmentSize
+	}
 	if c.FrameBytes == 0 {
 		c.FrameBytes = defaultFrameBytes
 	}
@@ -130,6 +147,9 @@ func (o *Options) withDefaults(dir string) (Options, error) {
 	if c.SegmentSize < 4096 || c.SegmentSize > segment.MaxSegmentSize {
 		errs = append(errs, fmt.Errorf("engine: SegmentSize %d outside [4096, %d]", c.SegmentSize, segment.MaxSegmentSize))
 	}
+	if c.InitialSegmentSize < 4096 {
+		errs = append(errs, fmt.Errorf("engine: InitialSegmentSize %d under 4096", c.InitialSegmentSize))
+	}
 	if c.FrameBytes < 0 || c.FrameBytes > segment.DefaultMaxFrameRaw/2 {
 		errs = append(errs, fmt.Errorf("engine: FrameBytes %d outside [0, %d]", c.FrameBytes, segment.DefaultMaxFrameRaw/2))
 	}
@@ -139,6 +159,17 @@ func (o *Options) withDefaults(dir string) (Options, error) {
 	return c, errors.Join(errs...)
 }
 
-func (o *Options) writerOptions() segment.WriterOptions {
-	return segment.WriterOptions{Size: o.SegmentSize, Preallocate: !o.NoPreallocate, Uncompressed: o.Uncompressed}
+// segmentSize is the size at which segment id is sealed: InitialSegmentSize
+// doubled for each segment before it, at most SegmentSize.
+func (o *Options) segmentSize(id uint64) int64 {
+	size := o.InitialSegmentSize
+	for k := uint64(1); k < id && size < o.SegmentSize; k++ {
+		size *= 2
+	}
+	return min(size, o.SegmentSize)
+}
+
+// writerOptions are the options of segment id's writer.
+func (o *Options) writerOptions(id uint64) segment.WriterOptions {
+	return segment.WriterOptions{Size: o.segmentSize(id), Preallocate: !o.NoPreallocate, Uncompressed: o.Uncompressed}
 }

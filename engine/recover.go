@@ -478,7 +478,7 @@ func (db *DB) carryOut() error {
 		}
 		// Cut the torn tail (zero or trim what follows the last frame),
 		// synced before anything is appended after it.
-		w, err := segment.OpenWriter(fsys, db.segPath(db.rec.tailID), *t, db.opts.writerOptions())
+		w, err := segment.OpenWriter(fsys, db.segPath(db.rec.tailID), *t, db.opts.writerOptions(db.rec.tailID))
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
@@ -494,7 +494,7 @@ func (db *DB) carryOut() error {
 		if slices.Contains(db.rec.drop, next) && !slices.Contains(drop, next) {
 			// Prepared (and kept): it holds no frame, as planTail checked.
 		} else {
-			w, err := segment.Create(fsys, db.segPath(next), next, db.opts.writerOptions())
+			w, err := segment.Create(fsys, db.segPath(next), next, db.opts.writerOptions(next))
 			if err != nil {
 				return fmt.Errorf("engine: %w", err)
 			}
