@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -55,6 +54,8 @@ type DB struct {
 		handles map[*Handle]struct{}
 		closed  bool
 		poison  error // sticky write/sync error: nothing is acked after it
+		// list: the session IDs in order, for ListPage (see listIDs)
+		list listOrder
 	}
 	// pins: forks in progress of sessions a write handle of this process
 	// holds; the handle's lease waits for them (see holdParent). Taken
@@ -317,6 +318,7 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	}
 	s := &session{id: h.ID, hdr: h, inherited: inherited, pending: true, loaded: true, uid: store.NewIncarnation()}
 	db.mu.sessions[h.ID] = s
+	db.mu.list.add(h.ID)
 	hd := db.newHandle(s, Write, lease)
 	s.owner = hd
 	return hd, nil
@@ -487,27 +489,22 @@ func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, strin
 	}
 	defer db.mu.Unlock()
 	for {
-		var ids []string
-		for id, s := range db.mu.sessions {
-			if !s.erased && !opts.Skips(id) {
-				ids = append(ids, id)
-			}
-		}
-		sort.Strings(ids)
 		var keep []*session
-		for _, id := range ids {
-			s := db.mu.sessions[id]
-			hdr, err := db.header(s)
-			if err != nil {
-				return nil, "", err
+		var err error
+		db.walkIDs(opts, func(id string, s *session) bool {
+			var hdr Header
+			if hdr, err = db.header(s); err != nil {
+				return false
 			}
 			if db.checkVersion(id, hdr) != nil || (opts.Cwd != "" && hdr.Cwd != opts.Cwd) {
-				continue // (a format this build does not read: not listed, as the reference skips foreign versions)
+				return true // (a format this build does not read: not listed, as the reference skips foreign versions)
 			}
 			keep = append(keep, s)
-			if opts.OrderBy == OrderID && opts.Limit > 0 && len(keep) > opts.Limit {
-				break // (one past the page: there is a next one)
-			}
+			// (One past the page: there is a next one.)
+			return opts.OrderBy != OrderID || opts.Limit <= 0 || len(keep) <= opts.Limit
+		})
+		if err != nil {
+			return nil, "", err
 		}
 		if err := db.freshListings(ctx, keep); err != nil {
 			return nil, "", err

@@ -56,6 +56,7 @@ const QuarantineDir = "quarantine"
 func (db *DB) recover() error {
 	db.rec = &openRecovery{}
 	db.fold = newFold(db.mu.sessions, true)
+	db.fold.onMade = db.mu.list.add
 	if err := db.findTemporaries(); err != nil {
 		return err
 	}
@@ -202,6 +203,7 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 	}
 	if err != nil {
 		clear(db.mu.sessions)
+		db.mu.list.reset()
 		return index.Checkpoint{}, db.setIndexAside("it cannot be read: " + err.Error())
 	}
 	return cp, nil
@@ -291,7 +293,9 @@ func (db *DB) resetReplay() {
 	}
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.sessions = map[string]*session{}
+	db.mu.list.reset()
 	db.fold = newFold(db.mu.sessions, true)
+	db.fold.onMade = db.mu.list.add
 	rb, notes := db.rec.rebuild, db.rec.notes
 	*db.rec = openRecovery{temps: db.rec.temps, rebuild: rb, notes: notes}
 }
@@ -588,6 +592,7 @@ func (db *DB) abandonMigrations() error {
 	replacing := db.fold.replacing
 	// The replay is over; what follows is the other processes' frames.
 	db.fold = newFold(db.mu.sessions, true)
+	db.fold.onMade = db.mu.list.add
 	keys := slices.Sorted(maps.Keys(replacing))
 	if len(keys) == 0 {
 		return nil

@@ -41,6 +41,8 @@ type fold struct {
 	// keeps a parent while a fork of it stays).
 	forkOf map[uint64]uint64
 	broken []*session // forks met broken (see forkHeader)
+	// onMade, if set, learns of each session the fold makes (its ID).
+	onMade func(id string)
 }
 
 func newFold(sessions map[string]*session, frames bool) *fold {
@@ -133,6 +135,7 @@ func (f *fold) frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (step
 		}
 		if rec.Replaces == 0 {
 			f.sessions[s.id] = s
+			f.made(s.id)
 			f.index(pendFrame{s: s, header: true, ref: ref})
 			return step{owner: s.uid}, nil
 		}
@@ -282,6 +285,13 @@ func clipRefs(refs []frameRef, cut uint64) []frameRef {
 	return out
 }
 
+// made tells onMade of a session the fold made.
+func (f *fold) made(id string) {
+	if f.onMade != nil {
+		f.onMade(id)
+	}
+}
+
 // add records an events frame of s.
 func (f *fold) add(s *session, ref frameRef) (pendFrame, bool) {
 	if !f.frames {
@@ -356,6 +366,7 @@ func (f *fold) replaced(rp *replacement) {
 		f.index(pendFrame{s: rp.old, delete: true, ref: rp.start})
 	}
 	f.sessions[rp.s.id] = rp.s
+	f.made(rp.s.id)
 	if f.frames {
 		f.pend = append(f.pend, rp.pend...)
 	}
