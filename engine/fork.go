@@ -24,16 +24,16 @@ import (
 //
 // The fork shares the parent's frames: it writes its header and its
 // marker, a few hundred bytes whatever n is, and reads the first n events
-// from the parent's frames. Deleting or compacting the parent leaves it
+// from the parent's frames (events of it appended through this DB and not
+// yet cut into frames are cut first, as a Flush would). Deleting or compacting the parent leaves it
 // whole: compaction keeps a deleted parent's frames while a fork of them
 // lives (docs/DESIGN.md, Forks). It does so while no other process can
 // delete or migrate the parent: Fork holds the parent's write lease for
 // its duration, or, if a write handle of this DB holds it, keeps that
 // handle's lease from being released until it is done. Otherwise (a
 // write handle of another process holds the parent, the parent is in an
-// older format or was created here and never written, n is 0 (nothing
-// to share), or events of it up to n are appended here but not yet cut
-// into frames) it copies the parent's first n events into the fork's own
+// older format or was created here and never written, or n is 0:
+// nothing to share) it copies the parent's first n events into the fork's own
 // frames (forkCopy), which reads the same; the copy is written as one
 // group, never seen (nor left by a crash) in part.
 func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header) (*Handle, error) {
@@ -217,11 +217,28 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 		db.mu.Unlock()
 		return nil, err
 	}
-	if n == 0 || p.pending {
-		// Nothing to share; and a parent not yet written has no header
-		// in the log (nor an incarnation) for the fork's to name.
+	if n == 0 {
 		db.mu.Unlock()
-		return nil, errCopyFork
+		return nil, errCopyFork // nothing to share
+	}
+	if p.pending || p.framed < n {
+		// Appended here, not yet in frames (nor, maybe, its header in the
+		// log, for the fork's to name): the write handle of this DB that
+		// holds the parent cuts them into frames (as DB.Flush does,
+		// without the sync: the fork's covers them), so that the fork can
+		// share them.
+		owner := p.owner
+		db.mu.Unlock()
+		if owner != nil {
+			if err := owner.prepareFlush(ctx); err != nil {
+				return nil, errCopyFork
+			}
+		}
+		db.mu.Lock()
+		if p.pending {
+			db.mu.Unlock()
+			return nil, errCopyFork
+		}
 	}
 	phdr, err := db.header(p)
 	db.mu.Unlock()
@@ -239,7 +256,7 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 		return nil, &ForkRangeError{Parent: parent, N: n, Len: v.len()}
 	}
 	if n > v.framed {
-		return nil, errCopyFork // appended here, not yet in frames
+		return nil, errCopyFork // (appended meanwhile by another goroutine, unframed)
 	}
 	db.mu.Lock()
 	chain := []store.ForkLink{{ID: parent, UID: p.uid, Cut: n}}

@@ -629,3 +629,51 @@ func TestForkBesideWriters(t *testing.T) {
 		r.Close()
 	}
 }
+
+// TestForkSharesUnflushedEvents: a fork of a session whose write handle
+// in this DB appended events not yet flushed (nor cut into frames) shares
+// them too: the handle cuts them first, and the fork's sync makes them
+// durable with it.
+func TestForkSharesUnflushedEvents(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	db, err := engine.Open("/db", &engine.Options{FS: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := db.Create(ctx, enginetest.Meta("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := forkEvents(0, 20, "p") // (under FrameBytes: not cut into frames by Append)
+	if err := p.Append(ctx, parent...); err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.Fork(ctx, "p", 15, enginetest.Meta("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := db.Stat(ctx, "c")
+	if err != nil || st.SizeBytes > 1024 {
+		t.Fatalf("the fork takes %d bytes of its own (%v): it copied", st.SizeBytes, err)
+	}
+	c.Close()
+	crashed := mem.CrashClone(vfs.CrashConfig{}) // only what was synced
+	db.Close()
+	db, err = engine.Open("/db", &engine.Options{FS: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, err := db.Open(ctx, "c", engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Read(ctx, 0, -1)
+	if err != nil || len(got) != 16 {
+		t.Fatalf("the fork after a power cut: %d events, %v", len(got), err)
+	}
+	if diff := cmp.Diff(parent[:15], got[:15]); diff != "" {
+		t.Errorf("(-parent +fork):\n%s", diff)
+	}
+}
