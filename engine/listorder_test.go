@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
@@ -159,4 +161,67 @@ func envInt(name string, def int) int {
 		}
 	}
 	return def
+}
+
+// BenchmarkOpenSessions opens a store of many sessions
+// (SEGLOG_OPEN_SESSIONS, default 100,000; 1,000,000 for the scale goal)
+// whose index holds them all: ns/op is one open, heap-B/session what the
+// open DB holds per session, page-ns a first page of 100 (which sorts
+// every ID once).
+func BenchmarkOpenSessions(b *testing.B) {
+	ctx := context.Background()
+	n := envInt("SEGLOG_OPEN_SESSIONS", 100_000)
+	dir := b.TempDir()
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := make([]*engine.Handle, 0, 1000)
+	for i := range n {
+		h, err := db.Create(ctx, enginetest.Meta(fmt.Sprintf("agent-%07d", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := h.Append(ctx, enginetest.OneTurn()...); err != nil {
+			b.Fatal(err)
+		}
+		hs = append(hs, h)
+		if len(hs) == cap(hs) || i == n-1 {
+			if err := db.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			for _, h := range hs {
+				h.Close()
+			}
+			hs = hs[:0]
+		}
+	}
+	if err := db.Close(); err != nil { // (checkpoints the index)
+		b.Fatal(err)
+	}
+	var page time.Duration
+	var heapB float64
+	b.ResetTimer()
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		db, err := engine.Open(dir, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heapB += float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		start := time.Now()
+		if p, _, err := db.ListPage(ctx, engine.ListOptions{Limit: 100}); err != nil || len(p) != 100 {
+			b.Fatalf("first page: %d, %v", len(p), err)
+		}
+		page += time.Since(start)
+		db.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(heapB/float64(b.N)/float64(n), "heap-B/session")
+	b.ReportMetric(float64(page.Nanoseconds())/float64(b.N), "first-page-ns")
 }
