@@ -59,6 +59,11 @@ type appender struct {
 	alone atomic.Bool
 	// prepared is the newest segment known to exist (created or checked)
 	prepared atomic.Uint64
+	// gmu: one growth at a time in this process
+	gmu sync.Mutex
+	// extent is how far the active segment's file is known to reach
+	// (position: segment and size), as the preparer last saw it
+	extent atomic.Uint64
 }
 
 // placed is where a frame went.
@@ -252,7 +257,7 @@ func (a *appender) placeLocked(batch []*placement) error {
 	if err := write(); err != nil {
 		return err
 	}
-	if !db.opts.NoPreallocate && start > db.opts.segmentSize(seg)/2 {
+	if !db.opts.NoPreallocate && (start > db.opts.segmentSize(seg)/2 || a.growDue(seg, start)) {
 		select {
 		case db.prepKick <- struct{}{}:
 		default:
@@ -408,12 +413,128 @@ func (a *appender) prepare(id uint64, wait bool) error {
 }
 
 // prepareNext creates the segment after the active one ahead of its roll.
+// It waits until the active segment is half full: a store that writes
+// little has no spare.
 func (a *appender) prepareNext() error {
-	seg, _ := splitPosition(a.sh.field(shmTail).Load())
-	if a.prepared.Load() > seg {
+	seg, off := splitPosition(a.sh.field(shmTail).Load())
+	if a.prepared.Load() > seg || off <= a.db.opts.segmentSize(seg)/2 {
 		return nil
 	}
 	return a.prepare(seg+1, false)
+}
+
+// growDue reports whether the file of the active segment seg, whose
+// frames end at off, is to be grown ahead of them: off is past half of
+// its extent (as last seen), which is short of the segment's size.
+func (a *appender) growDue(seg uint64, off int64) bool {
+	eseg, size := splitPosition(a.extent.Load())
+	return eseg != seg || size < a.db.opts.segmentSize(seg) && off > size/2
+}
+
+// grow zero-fills the active segment's file ahead of its tail, in place:
+// once the tail is past half of the file, the file doubles (up to the
+// segment's size), and the zeros are fdatasynced, so that the data syncs
+// that follow overwrite allocated blocks (docs/DESIGN.md, Preallocation).
+// Each step of the fill is written under lockAppend and only past the
+// tail: no placement (of any process or build) writes there meanwhile,
+// and one placed after it overwrites the zeros. A tail that reached the
+// end of the file (a placer wrote past it) or moved to another segment
+// ends the growth. Each step is written back before the next, so that a
+// data sync meanwhile finds few zeros to write with its frames.
+//
+// It uses a file description of its own: a failed write-back or sync of
+// it poisons the store, and the error stays reported to the placers'
+// description as well (the kernel reports it to every one).
+func (a *appender) grow() error {
+	a.gmu.Lock()
+	defer a.gmu.Unlock()
+	db := a.db
+	seg, off := splitPosition(a.sh.field(shmTail).Load())
+	limit := db.opts.segmentSize(seg)
+	path := db.segPath(seg)
+	f, err := db.opts.FS.OpenReadWrite(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return err
+	}
+	a.extent.Store(position(seg, size))
+	if size >= limit || off <= size/2 {
+		return nil
+	}
+	target := min(limit, max(2*size, size+db.opts.PreallocateStart))
+	if testHookGrow != nil {
+		testHookGrow()
+	}
+	from := size
+	for size < target {
+		n := min(int64(growChunk), target-size)
+		ok, err := a.zeroAhead(seg, f, size, n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if err := vfs.WriteBack(f, size, n); err != nil {
+			return a.syncFailed(seg, err)
+		}
+		size += n
+	}
+	if size == from {
+		return nil
+	}
+	if err := f.Sync(); err != nil {
+		return a.syncFailed(seg, err)
+	}
+	a.extent.Store(position(seg, size))
+	return nil
+}
+
+// testHookGrow, if set, runs in grow once it decided to grow the file,
+// before the first zero is written.
+var testHookGrow func()
+
+// growChunk is how many zeros grow writes under one hold of lockAppend.
+const growChunk = 256 << 10
+
+// zeroAhead writes n zeros at the end of segment seg's file, which is
+// size bytes long, if the tail is still in seg and not past size, and no
+// placement or seal was cut short there. It reports whether it wrote
+// them.
+func (a *appender) zeroAhead(seg uint64, f vfs.File, size, n int64) (bool, error) {
+	db := a.db
+	if err := db.poisonErr(); err != nil {
+		return false, err
+	}
+	db.appendMu.Lock()
+	defer db.appendMu.Unlock()
+	if err := a.sh.locks.Lock(lockAppend, true); err != nil {
+		return false, fmt.Errorf("engine: taking the append lock: %w", err)
+	}
+	defer a.sh.locks.Unlock(lockAppend)
+	// Only past a clean tail: a placement cut short or a seal whose roll
+	// did not finish (placing past tail) is cleared by the next placement
+	// first, and nothing is written after a seal.
+	tail := a.sh.field(shmTail).Load()
+	if tseg, off := splitPosition(tail); tseg != seg || off > size || a.sh.field(shmPlacing).Load() != tail {
+		return false, nil
+	}
+	if now, err := f.Size(); err != nil || now != size {
+		return false, err
+	}
+	if _, err := f.WriteAt(make([]byte, n), size); err != nil {
+		// Nothing past the tail counts: cut what the fill left (a full
+		// disk), so that the file ends where it did.
+		if terr := f.Truncate(size); terr != nil {
+			return false, fmt.Errorf("engine: growing %s at %d: %w (and cutting it back: %v)", db.segPath(seg), size, err, terr)
+		}
+		return false, fmt.Errorf("engine: growing %s at %d: %w", db.segPath(seg), size, err)
+	}
+	return true, nil
 }
 
 // file returns segment seg open for writing.

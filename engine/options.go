@@ -24,20 +24,27 @@ type Options struct {
 	SegmentSize int64
 	// InitialSegmentSize is the size of a store's first segment; each
 	// next one doubles, up to SegmentSize (segment k holds at most
-	// InitialSegmentSize << (k-1)). So a store that holds little takes
-	// little disk (with preallocation, a new store takes about this much:
-	// 1 MiB makes a store of one small session 1.1 MiB), and a busy one
-	// reaches SegmentSize within a few rolls. At least 4096; 0 (the
-	// default, for now) or a value at or above SegmentSize makes every
-	// segment SegmentSize: on a fresh store, the early rolls and the
-	// zero fill of the next segment beside the appends cost durable
-	// flushes about 1.15x at p50 (docs/DESIGN.md, Preallocation). The
-	// size is computed from the segment ID; processes of one store that
-	// use other values only seal segments at other sizes.
+	// InitialSegmentSize << (k-1)). So a store that holds little is
+	// compacted in small pieces. At least 4096; 0 (the default) or a
+	// value at or above SegmentSize makes every segment SegmentSize: on a
+	// fresh store the early rolls cost durable flushes about 1.15x at p50
+	// (docs/DESIGN.md, Preallocation). (What keeps a small store small on
+	// disk is PreallocateStart.) The size is computed from the segment
+	// ID; processes of one store that use other values only seal
+	// segments at other sizes.
 	InitialSegmentSize int64
-	// NoPreallocate turns off zero-filling new segments to SegmentSize.
-	// Preallocation makes a durable flush cheaper (no file-size commit).
+	// NoPreallocate turns off zero-filling segments ahead of their
+	// appends. Preallocation makes a durable flush cheaper (no file-size
+	// commit).
 	NoPreallocate bool
+	// PreallocateStart is how much of a new segment is zero-filled when
+	// it is created; the engine then grows the active segment in place
+	// ahead of its tail, each step doubling what it has, up to the
+	// segment's size (docs/DESIGN.md, Preallocation). So a store that
+	// holds little takes little disk. Default 1 MiB (a sixteenth of a
+	// SegmentSize under 16 MiB, at least 4096); SegmentSize (or more)
+	// fills every segment whole at creation.
+	PreallocateStart int64
 	// Uncompressed stores frames without zstd.
 	Uncompressed bool
 	// FrameBytes is the target raw size of one frame: larger appends are
@@ -101,6 +108,8 @@ const (
 	defaultFrameBytes    = 32 << 10
 	defaultIndexInterval = time.Second
 	defaultCompactEvery  = time.Minute
+	// defaultPreallocateStart: a new segment's first zero fill
+	defaultPreallocateStart = 1 << 20
 )
 
 func (o *Options) withDefaults(dir string) (Options, error) {
@@ -117,6 +126,10 @@ func (o *Options) withDefaults(dir string) (Options, error) {
 	}
 	if c.InitialSegmentSize == 0 {
 		c.InitialSegmentSize = c.SegmentSize
+	}
+	if c.PreallocateStart == 0 {
+		// (a sixteenth of a small segment: it grows in place too)
+		c.PreallocateStart = min(defaultPreallocateStart, max(4096, c.SegmentSize/16))
 	}
 	if c.FrameBytes == 0 {
 		c.FrameBytes = defaultFrameBytes
@@ -150,6 +163,9 @@ func (o *Options) withDefaults(dir string) (Options, error) {
 	if c.InitialSegmentSize < 4096 {
 		errs = append(errs, fmt.Errorf("engine: InitialSegmentSize %d under 4096", c.InitialSegmentSize))
 	}
+	if c.PreallocateStart < 4096 {
+		errs = append(errs, fmt.Errorf("engine: PreallocateStart %d under 4096", c.PreallocateStart))
+	}
 	if c.FrameBytes < 0 || c.FrameBytes > segment.DefaultMaxFrameRaw/2 {
 		errs = append(errs, fmt.Errorf("engine: FrameBytes %d outside [0, %d]", c.FrameBytes, segment.DefaultMaxFrameRaw/2))
 	}
@@ -171,5 +187,5 @@ func (o *Options) segmentSize(id uint64) int64 {
 
 // writerOptions are the options of segment id's writer.
 func (o *Options) writerOptions(id uint64) segment.WriterOptions {
-	return segment.WriterOptions{Size: o.segmentSize(id), Preallocate: !o.NoPreallocate, Uncompressed: o.Uncompressed}
+	return segment.WriterOptions{Size: o.segmentSize(id), Preallocate: !o.NoPreallocate, PreallocSize: o.PreallocateStart, Uncompressed: o.Uncompressed}
 }

@@ -149,9 +149,9 @@ const indexBatchFrames = 8192
 // (a full disk) before it tries again; the roll itself always tries.
 const prepareBackoff = 5 * time.Second
 
-// prepareLoop creates the next segment in the background once the active
-// one is half full, so that rolling does not stall appends on creating and
-// zero-filling a file.
+// prepareLoop grows the active segment ahead of its tail, and creates the
+// next segment in the background once the active one is half full, so
+// that neither a data sync nor a roll waits for a zero fill.
 func (db *DB) prepareLoop() {
 	defer db.wg.Done()
 	var failedFor uint64 // the active segment whose successor could not be prepared
@@ -165,6 +165,11 @@ func (db *DB) prepareLoop() {
 		active, _ := splitPosition(db.shared.field(shmTail).Load())
 		if active == failedFor && time.Since(failedAt) < prepareBackoff {
 			continue // one warning per segment and backoff, not one per append
+		}
+		if err := db.log.grow(); err != nil {
+			failedFor, failedAt = active, time.Now()
+			db.opts.Logger.Warn("engine: growing the active segment failed; appends extend it", "error", err)
+			continue
 		}
 		if err := db.log.prepareNext(); err != nil {
 			failedFor, failedAt = active, time.Now()

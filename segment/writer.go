@@ -39,6 +39,10 @@ type WriterOptions struct {
 	// file system has no room for the whole segment (ENOSPC), the segment
 	// is created without it and grows as it is written.
 	Preallocate bool
+	// PreallocSize, with Preallocate, is how far the zero fill goes at
+	// creation, if less than Size: the owner grows the file ahead of its
+	// appends (as the engine does). Default Size.
+	PreallocSize int64
 	// BufferSize is how many bytes of frames Append gathers before it
 	// writes them without waiting for Sync. Default 1 MiB.
 	BufferSize int
@@ -58,6 +62,9 @@ const (
 func (o WriterOptions) withDefaults() (WriterOptions, error) {
 	if o.Size == 0 {
 		o.Size = defaultSegmentSize
+	}
+	if o.PreallocSize <= 0 || o.PreallocSize > o.Size {
+		o.PreallocSize = o.Size
 	}
 	if o.Uncompressed {
 		o.Codec = CodecNone
@@ -220,7 +227,7 @@ func (w *Writer) initFile(fsys vfs.FS, tmp string) error {
 		return err
 	}
 	if w.opts.Preallocate {
-		if err := zeroFill(w.f, HeaderSize, w.opts.Size); err != nil {
+		if err := zeroFill(w.f, HeaderSize, w.opts.PreallocSize); err != nil {
 			if !errors.Is(err, syscall.ENOSPC) {
 				return err
 			}
@@ -306,7 +313,8 @@ func resume(f vfs.File, path string, res ScanResult, o WriterOptions) (*Writer, 
 		return nil, fmt.Errorf("scan end %d invalid for a file of %d bytes", res.End, size)
 	}
 	if size > res.End {
-		if o.Preallocate && size >= o.Size {
+		if o.Preallocate {
+			// (grown in place or not: the zeros past the frames stay)
 			if err := zeroFill(f, res.End, min(max(res.DirtyEnd, res.End), size)); err != nil {
 				return nil, err
 			}
@@ -719,7 +727,7 @@ func (w *Writer) Recover() error {
 	var err error
 	size, err := w.f.Size()
 	if err == nil {
-		if w.opts.Preallocate && size >= w.opts.Size {
+		if w.opts.Preallocate {
 			err = zeroFill(w.f, from, min(end, size))
 		} else if size > from {
 			err = w.f.Truncate(from)

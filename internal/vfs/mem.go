@@ -576,7 +576,8 @@ func crashContents(n *memNode, cfg CrashConfig) []byte {
 	}
 	if cfg.Garble && cfg.Rand != nil && lastKept >= 0 && cfg.Rand.IntN(2) == 0 {
 		from := cfg.Rand.IntN(lastLen)
-		for i := from; i < lastLen; i++ {
+		// (a later truncation kept may have cut it short)
+		for i := from; i < lastLen && lastOff+int64(i) < int64(len(data)); i++ {
 			data[lastOff+int64(i)] = byte(cfg.Rand.Uint32())
 		}
 	}

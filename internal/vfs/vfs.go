@@ -123,3 +123,14 @@ func ReadFile(fs FS, name string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// WriteBack starts the writing of f's dirty pages in [off, off+n) to the
+// disk and waits for it, where the file system can (the OS's; elsewhere
+// it does nothing). It makes nothing durable: a Sync must follow. Its use
+// is to keep a large write of zeros from landing on the next data sync.
+func WriteBack(f File, off, n int64) error {
+	if wb, ok := f.(interface{ writeBack(off, n int64) error }); ok {
+		return wb.writeBack(off, n)
+	}
+	return nil
+}
