@@ -264,13 +264,8 @@ func TestWriterAfterACompactionCutShort(t *testing.T) {
 	}
 	r := liveOpen(t, dir, &Options{ReadOnly: true}) // the store stays open: no first opener resets shm
 	w1.shared.layoutBegin()                         // a compaction began...
-	w1.shared.close()                               // ...and the process died: its locks went with it
-	defer func() {
-		close(w1.stop)
-		w1.stopCancel()
-		w1.wg.Wait()
-		w1.closeFiles()
-	}()
+	dieNow(w1)                                      // ...and the process died: its locks went with it
+	defer w1.closeFiles()
 	w2 := liveOpen(t, dir, nil)
 	if l := w2.shared.layout(); l%2 != 0 {
 		t.Errorf("layout counter %d left odd by the new writer", l)

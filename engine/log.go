@@ -188,7 +188,13 @@ func (a *appender) placeLocked(batch []*placement) error {
 		}
 	}
 	start := off
-	var buf []byte
+	total := 0
+	for _, p := range batch {
+		for _, e := range p.frames {
+			total += int(e.Size())
+		}
+	}
+	buf := make([]byte, 0, total)
 	var chunk []*placement // placements with frames in buf
 	var events uint64
 	write := func() error {
@@ -501,6 +507,9 @@ var testHookGrow func()
 // growChunk is how many zeros grow writes under one hold of lockAppend.
 const growChunk = 256 << 10
 
+// zeros is what grow writes (never written to).
+var zeros = make([]byte, growChunk)
+
 // zeroAhead writes n zeros at the end of segment seg's file, which is
 // size bytes long, if the tail is still in seg and not past size, and no
 // placement or seal was cut short there. It reports whether it wrote
@@ -526,7 +535,7 @@ func (a *appender) zeroAhead(seg uint64, f vfs.File, size, n int64) (bool, error
 	if now, err := f.Size(); err != nil || now != size {
 		return false, err
 	}
-	if _, err := f.WriteAt(make([]byte, n), size); err != nil {
+	if _, err := f.WriteAt(zeros[:n], size); err != nil {
 		// Nothing past the tail counts: cut what the fill left (a full
 		// disk), so that the file ends where it did.
 		if terr := f.Truncate(size); terr != nil {

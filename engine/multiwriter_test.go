@@ -199,6 +199,16 @@ func TestWritersInterleaved(t *testing.T) {
 	}
 }
 
+// dieNow stands for the death of db's process: its goroutines stop (the
+// preparer, the checkpointer), then its locks and shared memory go. Its
+// files stay open (closeFiles) for the test to release.
+func dieNow(db *DB) {
+	close(db.stop)
+	db.stopCancel()
+	db.wg.Wait()
+	db.shared.close()
+}
+
 // TestWriterDiesHoldingASession: a writer that placed frames and died
 // before syncing them (its leases and locks die with it) leaves them for
 // the next owner: the next write open of its session makes them durable
@@ -227,13 +237,8 @@ func TestWriterDiesHoldingASession(t *testing.T) {
 	if _, err := w2.Open(ctx, "a", Write); !errors.Is(err, ErrAlreadyOwned) {
 		t.Fatalf("write open while the writer lives: %v", err)
 	}
-	w1.shared.close() // the process dies: its locks go with it
-	defer func() {
-		close(w1.stop)
-		w1.stopCancel()
-		w1.wg.Wait()
-		w1.closeFiles()
-	}()
+	dieNow(w1) // the process dies: its locks go with it
+	defer w1.closeFiles()
 	if snap, err := w2.Stat(ctx, "a"); err != nil || snap.EventCount != 3 {
 		t.Fatalf("before the take-over, another process sees what was flushed: %+v, %v", snap, err)
 	}

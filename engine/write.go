@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seglog/seglog/event"
@@ -178,31 +181,51 @@ func (db *DB) prepareLoop() {
 	}
 }
 
-// encodeBatch splits evs into frames of about FrameBytes raw bytes.
+// encodeBatch splits evs into frames of about FrameBytes raw bytes. A
+// batch of several frames is encoded (and compressed) on up to GOMAXPROCS
+// goroutines: a bulk append uses every core.
 func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []uint32, error) {
-	var out []*segment.Encoded
-	var counts []uint32
+	var ends []int
 	start, bytes := 0, 0
-	flush := func(end int) error {
-		e, err := db.enc.Events(id, evs[start].Seq, evs[start:end])
-		if err != nil {
-			return err
-		}
-		out = append(out, e)
-		counts = append(counts, uint32(end-start))
-		start, bytes = end, 0
-		return nil
-	}
 	for i := range evs {
 		bytes += len(evs[i].Data) + len(evs[i].Type) + 16
 		if bytes >= db.opts.FrameBytes && i+1 > start {
-			if err := flush(i + 1); err != nil {
-				return nil, nil, err
-			}
+			ends = append(ends, i+1)
+			start, bytes = i+1, 0
 		}
 	}
 	if start < len(evs) {
-		if err := flush(len(evs)); err != nil {
+		ends = append(ends, len(evs))
+	}
+	out := make([]*segment.Encoded, len(ends))
+	counts := make([]uint32, len(ends))
+	errs := make([]error, len(ends))
+	encode := func(k int) {
+		from := 0
+		if k > 0 {
+			from = ends[k-1]
+		}
+		out[k], errs[k] = db.enc.Events(id, evs[from].Seq, evs[from:ends[k]])
+		counts[k] = uint32(ends[k] - from)
+	}
+	if workers := min(runtime.GOMAXPROCS(0), len(ends)); workers <= 1 {
+		for k := range ends {
+			encode(k)
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for k := int(next.Add(1) - 1); k < len(ends); k = int(next.Add(1) - 1) {
+					encode(k)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
 			return nil, nil, err
 		}
 	}
