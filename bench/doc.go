@@ -26,7 +26,8 @@
 // MeasureRatios and Regressions are the regression guard's (bench/cmd/regress,
 // bench/baseline.json): ratios measured in one run, among them
 // AgentWrittenPerRaw, the agent-host workload's compression (it moves with
-// the repository's text as well as with the engine).
+// the repository's text as well as with the engine), and AgentRestPerRaw,
+// its store's footprint at rest (preallocated zeros and index included).
 //
 // bench may import engine and everything below it; nothing in the main
 // module imports bench except cmd/seglog. See docs/DESIGN.md#layering.

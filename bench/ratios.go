@@ -26,6 +26,11 @@ type Ratios struct {
 	// compression of a host's turns, flushed one at a time. 0 in a
 	// baseline: not tracked (a baseline from before it).
 	AgentWrittenPerRaw float64 `json:"agent_written_per_raw,omitempty"`
+	// AgentRestPerRaw is the bytes the agent-host workload's store takes
+	// at rest (its files after close, preallocated zeros and index
+	// included) over its events' raw JSON bytes (lower is better): the
+	// footprint. 0 in a baseline: not tracked.
+	AgentRestPerRaw float64 `json:"agent_rest_per_raw,omitempty"`
 }
 
 // RatioConfig sizes MeasureRatios.
@@ -49,7 +54,7 @@ func MeasureRatios(ctx context.Context, root string, c RatioConfig) (Ratios, err
 			return Ratios{}, err
 		}
 	}
-	var p50, gain, disk, agent []float64
+	var p50, gain, disk, agent, rest []float64
 	for i := range max(c.Count, 1) {
 		dir := func(name string) (string, error) {
 			d := filepath.Join(root, fmt.Sprintf("%s-%d", name, i))
@@ -98,10 +103,12 @@ func MeasureRatios(ctx context.Context, root string, c RatioConfig) (Ratios, err
 			return Ratios{}, err
 		}
 		agent = append(agent, a.WrittenPerRaw())
+		rest = append(rest, float64(a.RestBytes)/float64(max(a.RawJSONBytes, 1)))
 	}
 	r := Ratios{DurableP50VsRaw: median(p50), GroupCommitGain: median(gain), DiskPerInput: median(disk)}
 	if len(agent) > 0 {
 		r.AgentWrittenPerRaw = median(agent)
+		r.AgentRestPerRaw = median(rest)
 	}
 	return r, nil
 }
@@ -128,6 +135,9 @@ func Regressions(baseline, got Ratios, tolerance float64) []string {
 	}
 	if baseline.AgentWrittenPerRaw > 0 && got.AgentWrittenPerRaw > baseline.AgentWrittenPerRaw*(1+tolerance) {
 		out = append(out, fmt.Sprintf("agent-host bytes written per raw JSON byte: %.3f, baseline %.3f", got.AgentWrittenPerRaw, baseline.AgentWrittenPerRaw))
+	}
+	if baseline.AgentRestPerRaw > 0 && got.AgentRestPerRaw > baseline.AgentRestPerRaw*(1+tolerance) {
+		out = append(out, fmt.Sprintf("agent-host bytes at rest per raw JSON byte: %.3f, baseline %.3f", got.AgentRestPerRaw, baseline.AgentRestPerRaw))
 	}
 	return out
 }
