@@ -146,7 +146,8 @@ func TestExportAllSkipsASessionDeletedMeanwhile(t *testing.T) {
 func TestSegmentsWhileAHostSeals(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{SegmentSize: 256 << 10, CompactInterval: -1})
+	// (PreallocateStart: the segment is zero-filled whole at creation)
+	db, err := engine.Open(dir, &engine.Options{SegmentSize: 256 << 10, PreallocateStart: 256 << 10, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
