@@ -163,22 +163,42 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 	for hi < len(refs) && refs[hi].first < end {
 		hi++
 	}
+	if reason := coverage(refs[lo:hi], off, end, v.framed); reason != "" {
+		return nil, sessionErr(h.ID(), "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: %s", h.ID(), reason)})
+	}
 	out := make([]event.Event, end-off)
 	if err := db.decodeFrames(ctx, h.s.id, v.shared, refs[lo:hi], off, end, out); err != nil {
 		return nil, sessionErr(h.ID(), "read", err)
 	}
-	filled := uint64(0)
-	if hi > lo {
-		filled = min(refs[hi-1].first+uint64(refs[hi-1].count), end) - off
-	}
 	for seq := max(off, v.framed); seq < end; seq++ {
 		out[seq-off] = v.open[seq-v.framed].Clone()
-		filled = seq - off + 1
-	}
-	if filled != end-off {
-		return nil, sessionErr(h.ID(), "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: frames cover %d of events %d..%d", h.ID(), filled, off, end)})
 	}
 	return out, nil
+}
+
+// coverage checks that refs (the frames a read of events [off, end) uses)
+// and the events not yet framed, from seq framed on, hold each of those
+// events exactly once: the frames follow one another with no gap or
+// overlap from off (the first may start before it) up to end or framed,
+// and none reaches past framed. It returns what is wrong, or "".
+func coverage(refs []frameRef, off, end, framed uint64) string {
+	next := off // the first seq no frame covers yet
+	for i, r := range refs {
+		rend := r.first + uint64(r.count)
+		switch {
+		case r.first > next:
+			return fmt.Sprintf("events %d..%d are in no frame (the next frame holds %d..%d, in segment %d at offset %d)", next, r.first-1, r.first, rend-1, r.seg, r.off)
+		case i > 0 && r.first < next:
+			return fmt.Sprintf("frames overlap: events %d..%d are in two (the second in segment %d at offset %d)", r.first, min(next, rend)-1, r.seg, r.off)
+		case rend > framed:
+			return fmt.Sprintf("a frame holds events %d..%d, past the %d framed (in segment %d at offset %d)", r.first, rend-1, framed, r.seg, r.off)
+		}
+		next = max(next, rend)
+	}
+	if next < min(end, framed) {
+		return fmt.Sprintf("events %d..%d are in no frame (%d are framed)", next, min(end, framed)-1, framed)
+	}
+	return ""
 }
 
 // parallelFrames is the number of frames from which a read decodes on
