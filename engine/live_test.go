@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -489,6 +490,76 @@ func TestFirstReadAfterTheIndexMovedOn(t *testing.T) {
 	}
 	if !fired {
 		t.Fatal("the hook never ran")
+	}
+}
+
+// TestForkFirstReadAfterTheIndexMovedOn: a reader that meets a fork past
+// its index checkpoint while the parent is not loaded holds only the
+// fork's own frames (and the parent's past the checkpoint), and takes the
+// shared ones from the index on the first read. If the fork was deleted
+// (and its parent too, or only the fork) and the index checkpointed past
+// it between the reader's catch-up and that read, the index no longer
+// holds the fork: the read finds it gone. It once took the index's lack
+// of the fork for "not indexed yet", found none of the parent's frames
+// (they went with the parent), and read zero events for seqs 0..n-1
+// (SIGKILL campaign: `unsupported event "" at seq 0`).
+func TestForkFirstReadAfterTheIndexMovedOn(t *testing.T) {
+	for _, parentToo := range []bool{true, false} {
+		t.Run(fmt.Sprintf("parent deleted %v", parentToo), func(t *testing.T) {
+			ctx := context.Background()
+			dir := checkedDir(t)
+			w := liveOpen(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
+			p, _ := w.Create(ctx, Header{ID: "p", CreatedAt: 1})
+			appendFlushed(t, p, testgen.Events(0, 13, 100)...)
+			p.Close()
+			if err := w.checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			r := liveOpen(t, dir, &Options{ReadOnly: true}) // p from the index, frames not loaded
+			f, err := w.Fork(ctx, "p", 9, Header{ID: "f", CreatedAt: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			h, err := r.Open(ctx, "f", Read) // met past the checkpoint, the parent not loaded
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			r.mu.Lock()
+			loaded := r.mu.sessions["f"].loaded
+			r.mu.Unlock()
+			if loaded {
+				t.Fatal("the reader loaded the fork's frames: the test needs them taken from the index on the first read")
+			}
+			o, _ := w.Create(ctx, Header{ID: "other", CreatedAt: 1})
+			appendFlushed(t, o, testgen.Events(0, 1, 100)...) // something for the reader to follow
+			fired := false
+			testHookFollow = func() {
+				if fired {
+					return
+				}
+				fired = true
+				if err := w.Delete(ctx, "f"); err != nil {
+					t.Error(err)
+				}
+				if parentToo {
+					if err := w.Delete(ctx, "p"); err != nil {
+						t.Error(err)
+					}
+				}
+				if err := w.checkpoint(); err != nil {
+					t.Error(err)
+				}
+			}
+			defer func() { testHookFollow = nil }()
+			if evs, err := h.Read(ctx, 0, -1); !errors.Is(err, ErrSessionNotFound) {
+				t.Fatalf("first read of a fork deleted and indexed since: %d events, %v; want ErrSessionNotFound", len(evs), err)
+			}
+			if !fired {
+				t.Fatal("the hook never ran")
+			}
+		})
 	}
 }
 

@@ -283,13 +283,18 @@ func (db *DB) snapshot(s *session) (view, error) {
 		// A fork whose marker frame is in memory has every frame of its
 		// own there (its header is past the checkpoint): the index may not
 		// hold it yet.
-		unindexed := len(fork) > 0 && slices.ContainsFunc(s.frames, func(r frameRef) bool { return r.first == s.inherited })
+		var marker uint64
+		if len(fork) > 0 {
+			if i := slices.IndexFunc(s.frames, func(r frameRef) bool { return r.first == s.inherited }); i >= 0 {
+				marker = s.frames[i].pos()
+			}
+		}
 		db.mu.Unlock()
 		var fromIdx []frameRef
 		var found bool
 		err := db.index.use(false, func(x *index.Index) error {
 			var err error
-			fromIdx, found, err = indexFrames(x, id, uid, fork, unindexed)
+			fromIdx, found, err = indexFrames(x, id, uid, fork, marker)
 			return err
 		})
 		if err != nil {
@@ -327,14 +332,27 @@ func (db *DB) snapshot(s *session) (view, error) {
 // indexFrames returns the frames index x holds of incarnation uid of
 // session id, and whether it holds that incarnation. Those of a fork
 // start with the frames it shares, which x holds as its ancestors' (see
-// index.SharedFrames). A fork x does not hold yet (its header is past the
-// checkpoint: unindexed) has its own frames all in memory, never dropped
-// by a relayout (they are past the checkpoint too); another one x does
-// not hold was deleted since.
-func indexFrames(x *index.Index, id string, uid uint64, fork []store.ForkLink, unindexed bool) ([]frameRef, bool, error) {
+// index.SharedFrames). A fork whose marker frame this process holds in
+// memory, at position marker (0: none), has its own frames all there,
+// never dropped by a relayout (they are past the checkpoint too): if x
+// does not hold it, either x is not that far yet (its checkpoint is not
+// past the marker), or the fork was deleted since, and x checkpointed
+// past its tombstone (maybe with its parent's, whose frames the fork
+// shared: x may hold none of them any more). Another one x does not hold
+// was deleted since.
+func indexFrames(x *index.Index, id string, uid uint64, fork []store.ForkLink, marker uint64) ([]frameRef, bool, error) {
 	got, frames, err := x.FramesOf(id)
-	if err != nil || len(fork) == 0 || (got != uid && !unindexed) {
+	if err != nil || len(fork) == 0 || (got != uid && marker == 0) {
 		return toRefs(frames, math.MaxUint64), err == nil && got == uid, err
+	}
+	if got != uid {
+		cp, err := x.Checkpoint()
+		if err != nil {
+			return nil, false, err
+		}
+		if position(cp.Segment, cp.Offset) > marker {
+			return nil, false, nil // indexed, and deleted since
+		}
 	}
 	chain := make([]index.Link, len(fork))
 	for i, l := range fork {
