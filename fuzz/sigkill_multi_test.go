@@ -1033,12 +1033,14 @@ func multiSlotOf(id string) string {
 // 200 rounds (20 with -short; about 100 s and 6 s); SEGLOG_SIGKILL_ROUNDS
 // sets another number.
 //
-// It found three engine bugs, each with its own test now: a read-only
+// It found four engine bugs, each with its own test now: a read-only
 // open that a compaction overtook failed instead of starting over
 // (TestReadOnlyOpenDuringACompaction), a follower's read through a handle
-// of a deleted incarnation (TestStaleReadHandleAfterCompaction), and a
+// of a deleted incarnation (TestStaleReadHandleAfterCompaction), a
 // session's first read that took another incarnation's frames from an
-// index checkpointed since.
+// index checkpointed since, and the same of a fork, which read its
+// shared events from no frame once the index had dropped them with the
+// fork and its parent (TestForkFirstReadAfterTheIndexMovedOn).
 func TestSIGKILLMulti(t *testing.T) {
 	rounds := 200
 	if testing.Short() {
