@@ -282,8 +282,8 @@ func checkAgreement(opened, all *DB, problem func(path string, off int64, sessio
 		default:
 			if h, err := opened.header(o); err != nil {
 				problem(idxPath, -1, id, "%v; --repair rebuilds the index", err)
-			} else if !reflect.DeepEqual(h, s.hdr) {
-				problem(idxPath, -1, id, "an open would serve the header %+v, the segments hold %+v; --repair rebuilds the index", h, s.hdr)
+			} else if !reflect.DeepEqual(h, *s.hdr) {
+				problem(idxPath, -1, id, "an open would serve the header %+v, the segments hold %+v; --repair rebuilds the index", h, *s.hdr)
 			}
 		}
 	}

@@ -130,7 +130,7 @@ func marshalHeader(s *session) []byte {
 	if s.hdrRaw != nil {
 		return s.hdrRaw // still the index's copy, unchanged
 	}
-	rec := store.HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited, Fork: s.fork}
+	rec := store.HeaderRecord{Header: *s.hdr, UID: s.uid, Inherited: s.inherited, Fork: s.fork}
 	if s.fork != nil {
 		rec.Events = s.inherited + 1
 	}

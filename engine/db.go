@@ -316,7 +316,7 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 		lease.Release()
 		return nil, sessionErr(h.ID, "create", ErrSessionExists)
 	}
-	s := &session{id: h.ID, hdr: h, inherited: inherited, pending: true, loaded: true, uid: store.NewIncarnation()}
+	s := &session{id: h.ID, hdr: &h, inherited: inherited, pending: true, loaded: true, uid: store.NewIncarnation()}
 	db.mu.sessions[h.ID] = s
 	db.mu.list.add(h.ID)
 	hd := db.newHandle(s, Write, lease)

@@ -92,7 +92,7 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header)
 		return nil, err
 	}
 	defer p.Close()
-	c := &session{id: hdr.ID, hdr: hdr, inherited: n, uid: store.NewIncarnation(), loaded: true}
+	c := &session{id: hdr.ID, hdr: &hdr, inherited: n, uid: store.NewIncarnation(), loaded: true}
 	var frames []*segment.Encoded
 	var counts []uint32
 	const chunk = 4096
@@ -267,7 +267,7 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	checked := min(p.checked, n)
 	ptitle, pmeta := p.title, p.metaAt
 	db.mu.Unlock()
-	c := &session{id: hdr.ID, hdr: hdr, inherited: n, uid: store.NewIncarnation(), fork: chain,
+	c := &session{id: hdr.ID, hdr: &hdr, inherited: n, uid: store.NewIncarnation(), fork: chain,
 		framed: n, next: n, checked: checked} // (its frames: see appendFork)
 	marker := store.ForkMarker(n, time.Now().UnixMilli())
 	if pmeta == n {

@@ -27,7 +27,7 @@ func (db *DB) newHandle(s *session, access Access, lease *lease) *Handle {
 		db.mu.handles[h] = struct{}{}
 		w = (*handleWriter)(h)
 	}
-	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
+	h.front.Init(s.id, *s.hdr, s.inherited, access, w, store.FrontConfig{
 		Catalog: db.opts.Catalog, Reload: db.loadTypes, Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,
 		Surface: SurfaceRulesChecker(db.opts.SurfaceRules, db.opts.Catalog),
 	})

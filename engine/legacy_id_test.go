@@ -19,7 +19,7 @@ func createAsOldBuild(t *testing.T, db *DB, h Header) *Handle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &session{id: h.ID, hdr: h, pending: true, loaded: true, uid: store.NewIncarnation()}
+	s := &session{id: h.ID, hdr: &h, pending: true, loaded: true, uid: store.NewIncarnation()}
 	db.mu.sessions[h.ID] = s
 	hd := db.newHandle(s, Write, lease)
 	s.owner = hd

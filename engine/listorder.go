@@ -35,6 +35,9 @@ func (l *listOrder) add(id string) {
 	}
 }
 
+// seed starts the order from ids, every session's ID, sorted.
+func (l *listOrder) seed(ids []string) { *l = listOrder{built: true, ids: ids, sorted: true} }
+
 // reset forgets the order (the sessions were replaced wholesale: an open,
 // a reload).
 func (l *listOrder) reset() { *l = listOrder{} }

@@ -108,6 +108,23 @@ func TestListPageKeepsOrder(t *testing.T) {
 	}
 	check("after another process made some", "", 17)
 	check("its prefix", "o", 4)
+	// Reopened: the order starts from the index's (in ID order), and the
+	// replay past its checkpoint adds what followed.
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = engine.Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	check("reopened", "", 19)
+	for i := range 5 {
+		mk(db, fmt.Sprintf("r%03d", i))
+	}
+	check("reopened, after a few more", "", 23)
 }
 
 // BenchmarkListPage lists a page of 100 sessions from a store of many

@@ -55,8 +55,6 @@ const QuarantineDir = "quarantine"
 // cut, migrations a crash cut short abandoned.
 func (db *DB) recover() error {
 	db.rec = &openRecovery{}
-	db.fold = newFold(db.mu.sessions, true)
-	db.fold.onMade = db.mu.list.add
 	if err := db.findTemporaries(); err != nil {
 		return err
 	}
@@ -64,6 +62,7 @@ func (db *DB) recover() error {
 	if err != nil {
 		return err
 	}
+	db.startFold()
 	notes := len(db.rec.notes)
 	if db.rebuildIndex && db.idx != nil {
 		err = errRebuildRequested
@@ -164,7 +163,9 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 			return index.Checkpoint{}, nil // none yet: read every segment
 		}
 	}
-	idx, err := index.Open(db.opts.IndexPath, &index.Options{ReadOnly: db.passive(), Timeout: indexWait})
+	ld := newSessionLoader()
+	defer ld.finish()
+	idx, err := index.Open(db.opts.IndexPath, &index.Options{ReadOnly: db.passive(), Timeout: indexWait, Sessions: ld.add})
 	if errors.Is(err, index.ErrLocked) {
 		return index.Checkpoint{}, fmt.Errorf("engine: %w", err)
 	}
@@ -191,22 +192,19 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 			}
 		}
 	}
-	if err == nil {
-		err = db.idx.Sessions(func(is index.Session) error {
-			db.mu.sessions[is.ID] = &session{
-				id: is.ID, hdrRaw: is.Header, inherited: is.Inherited, uid: is.UID,
-				next: is.Events, framed: is.Events, size: is.Size, idxNext: is.Events, idxSize: is.Size,
-				title: is.Title, updatedAt: is.UpdatedAt, metaAt: is.MetaEvents,
-			}
-			return nil
-		})
-	}
 	if err != nil {
-		clear(db.mu.sessions)
-		db.mu.list.reset()
 		return index.Checkpoint{}, db.setIndexAside("it cannot be read: " + err.Error())
 	}
+	var ids []string
+	db.mu.sessions, ids = ld.finish()
+	db.mu.list.seed(ids)
 	return cp, nil
+}
+
+// startFold starts a replay of frames into db.mu.sessions.
+func (db *DB) startFold() {
+	db.fold = newFold(db.mu.sessions, true)
+	db.fold.onMade = db.mu.list.add
 }
 
 // setIndexAside stops using the index for this open. A write open moves
@@ -294,8 +292,7 @@ func (db *DB) resetReplay() {
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.sessions = map[string]*session{}
 	db.mu.list.reset()
-	db.fold = newFold(db.mu.sessions, true)
-	db.fold.onMade = db.mu.list.add
+	db.startFold()
 	rb, notes := db.rec.rebuild, db.rec.notes
 	*db.rec = openRecovery{temps: db.rec.temps, rebuild: rb, notes: notes}
 }
@@ -591,8 +588,7 @@ func (db *DB) checkRewriteIntent() error {
 func (db *DB) abandonMigrations() error {
 	replacing := db.fold.replacing
 	// The replay is over; what follows is the other processes' frames.
-	db.fold = newFold(db.mu.sessions, true)
-	db.fold.onMade = db.mu.list.add
+	db.startFold()
 	keys := slices.Sorted(maps.Keys(replacing))
 	if len(keys) == 0 {
 		return nil

@@ -116,7 +116,7 @@ func (f *fold) frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (step
 		if orphans != nil && (rec.Replaces == 0 || exists) {
 			return step{}, &CorruptionError{Path: orphans.path, Offset: orphans.off, Reason: fmt.Sprintf("events of session %q without its header", fr.Session)}
 		}
-		s := &session{id: fr.Session, hdr: rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size, fork: rec.Fork}
+		s := &session{id: fr.Session, hdr: &rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size, fork: rec.Fork}
 		if len(rec.Fork) > 0 {
 			return f.forkHeader(r, fi, s, ref, rec.Events)
 		}

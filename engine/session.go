@@ -9,9 +9,11 @@ import (
 
 // session is the in-memory state of one session. Guarded by DB.mu.
 type session struct {
-	id        string
-	hdr       Header
-	hdrRaw    []byte // the header record as the index holds it, decoded on first use
+	id string
+	// hdr is the header; nil while hdrRaw holds the header record as the
+	// index holds it, decoded on first use (see DB.header)
+	hdr       *Header
+	hdrRaw    []byte
 	inherited uint64
 	// fork: a fork that shares its parent's frames (store.HeaderRecord):
 	// its frames before inherited are theirs. Known once the header is
@@ -19,15 +21,15 @@ type session struct {
 	// header record undecoded until first used.
 	fork      []store.ForkLink
 	uid       uint64        // location of the header frame; 0 while pending
-	pending   bool          // created here, header frame not yet appended
 	next      uint64        // next seq: framed + len(open)
 	framed    uint64        // events already in frames
 	open      []event.Event // appended, not yet encoded into a frame (the caller's copies)
 	openBytes int
 	size      int64
 	frames    []frameRef // every frame if loaded, else those after the index's
-	loaded    bool       // frames holds every frame
 	owner     *Handle    // the write handle holding the lease, if any
+	pending   bool       // created here, header frame not yet appended
+	loaded    bool       // frames holds every frame
 	erased    bool       // a pending session its creator closed
 
 	// broken: a fork whose parent was not in the log before its header
@@ -88,14 +90,14 @@ type pendFrame struct {
 // use (Open of a store with many sessions does not parse every header).
 // Called with db.mu held.
 func (db *DB) header(s *session) (Header, error) {
-	if s.hdrRaw != nil {
+	if s.hdr == nil {
 		rec, err := store.DecodeHeaderRecord(s.hdrRaw, s.id)
 		if err != nil {
 			return Header{}, &CorruptionError{Path: db.opts.IndexPath, Offset: -1, Reason: fmt.Sprintf("index record of session %q has a bad header (seglog check --repair rebuilds the index)", s.id), Err: err}
 		}
-		s.hdr, s.hdrRaw, s.fork = rec.Header, nil, rec.Fork
+		s.hdr, s.hdrRaw, s.fork = &rec.Header, nil, rec.Fork
 	}
-	return s.hdr, nil
+	return *s.hdr, nil
 }
 
 func (db *DB) snapshotOf(s *session) (Snapshot, error) {
@@ -107,7 +109,7 @@ func (db *DB) snapshotOf(s *session) (Snapshot, error) {
 
 func (s *session) snapshot() Snapshot {
 	snap := Snapshot{
-		Header:              s.hdr,
+		Header:              *s.hdr,
 		Revision:            store.Revision(s.uid, s.next),
 		EventCount:          s.next,
 		SizeBytes:           s.size,

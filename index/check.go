@@ -100,6 +100,10 @@ type fileCheck struct {
 	// onRecord, if set, sees every key/value pair of this package's
 	// buckets (tests use it to tell stored bytes from structure).
 	onRecord func(kind bucketKind, k, v []byte)
+	// onSession, if set, sees every well-formed session record
+	// (Options.Sessions); user is set while it runs (see protect).
+	onSession func(id []byte, s Session, header []byte)
+	user      bool
 }
 
 // off returns the offset in the file of b, a slice of c.data.
@@ -476,8 +480,14 @@ func (c *fileCheck) record(kind bucketKind, k, v []byte) {
 		}
 	case kindSessions:
 		c.sessions++
-		if !validSession(v) {
+		s, hdr, ok := parseSession(v)
+		switch {
+		case !ok:
 			c.schemaf(v, "session %q record is malformed", k)
+		case c.onSession != nil:
+			c.user = true
+			c.onSession(k, s, hdr)
+			c.user = false
 		}
 	case kindForks:
 		if !validForkRecord(k, v) {

@@ -79,5 +79,5 @@ func checkLocked(f *os.File, path string, c *fileCheck) error {
 		c = &fileCheck{}
 	}
 	c.path, c.data = path, data
-	return protect(path, "check", nil, c.run)
+	return protect(path, "check", &c.user, c.run)
 }

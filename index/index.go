@@ -204,6 +204,15 @@ type Options struct {
 	// processes): a damaged page bbolt then meets is still a *DamageError,
 	// never a panic, but damage is found only where a read goes.
 	NoCheck bool
+	// Sessions, if set, is called by Open's check of the file with each
+	// session record it meets, in ID order, with its ID and header bytes
+	// in the file's memory, valid only until it returns (s.ID is "" and
+	// s.Header nil): a caller that loads every session needs no second
+	// walk of them, and copies them in bulk.
+	// They are the index's sessions if Open succeeds (a check that fails
+	// may have passed some before). Not called for a file Open creates,
+	// nor with NoCheck.
+	Sessions func(id []byte, s Session, header []byte)
 }
 
 // Index is the bbolt-backed catalog. It is safe for concurrent use.
@@ -238,7 +247,7 @@ func Open(path string, opts *Options) (*Index, error) {
 		return nil, err
 	}
 	if !fresh && !o.NoCheck {
-		if err := checkLocked(f, path, nil); err != nil {
+		if err := checkLocked(f, path, &fileCheck{onSession: o.Sessions}); err != nil {
 			f.Close()
 			return nil, err
 		}

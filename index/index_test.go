@@ -204,3 +204,34 @@ func TestSessionRecordVersions(t *testing.T) {
 		}
 	}
 }
+
+// Open's check hands Options.Sessions every session record, in ID order,
+// as Sessions reads them.
+func TestOpenPassesSessions(t *testing.T) {
+	x, path := openTemp(t)
+	u := &Update{Checkpoint: Checkpoint{Segment: 1, Offset: 64}}
+	for i := range 3000 { // (several pages)
+		id := strings.Repeat("s", i%7+1) + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+		u.Sessions = append(u.Sessions, Session{ID: id, Header: []byte(`{"id":"` + id + `"}`), UID: uint64(i + 1), Events: uint64(i), Size: int64(i),
+			Title: strings.Repeat("t", i%3), UpdatedAt: int64(i - 1000), MetaEvents: uint64(i / 2)})
+	}
+	if err := x.Apply(u); err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	var got []Session
+	y, err := Open(path, &Options{Sessions: func(id []byte, s Session, hdr []byte) {
+		if s.ID != "" || s.Header != nil {
+			t.Errorf("session %q: ID %q, header %q passed decoded", id, s.ID, s.Header)
+		}
+		s.ID, s.Header = string(id), append([]byte(nil), hdr...)
+		got = append(got, s)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	if want := sessions(t, y); len(want) != 3000 || !cmp.Equal(got, want) {
+		t.Fatalf("Open passed %d sessions, Sessions reads %d: %s", len(got), len(want), cmp.Diff(want, got))
+	}
+}
