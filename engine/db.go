@@ -54,8 +54,10 @@ type DB struct {
 		handles map[*Handle]struct{}
 		closed  bool
 		poison  error // sticky write/sync error: nothing is acked after it
-		// list: the session IDs in order, for ListPage (see listIDs)
-		list listOrder
+		// list and byUpdated: the sessions in ID order and in
+		// OrderUpdated, for ListPage (see listOrder, updatedOrder)
+		list      listOrder
+		byUpdated updatedOrder
 	}
 	// pins: forks in progress of sessions a write handle of this process
 	// holds; the handle's lease waits for them (see holdParent). Taken
@@ -318,7 +320,7 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	}
 	s := &session{id: h.ID, hdr: &h, inherited: inherited, pending: true, loaded: true, uid: store.NewIncarnation()}
 	db.mu.sessions[h.ID] = s
-	db.mu.list.add(h.ID)
+	db.relist(s, true)
 	hd := db.newHandle(s, Write, lease)
 	s.owner = hd
 	return hd, nil
@@ -476,9 +478,11 @@ func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
 
 // ListPage is List filtered, ordered and paged (ListOptions, store.Page):
 // the page and the cursor of the next page ("" after the last). A session
-// left out by Prefix (or, in ID order, After) costs no header read; in ID
+// left out by Prefix (or, in ID order, After) costs no header read. In ID
 // order, only the sessions of the page have their listing (Title,
-// UpdatedAt) brought up to date, where it is behind. It fails with
+// UpdatedAt) brought up to date, where it is behind; in OrderUpdated,
+// those of the sessions whose listing moved since the last page in that
+// order (the order is kept between pages: listupdated.go). It fails with
 // ErrInvalidArgument for bad options.
 func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error) {
 	if err := opts.Check(); err != nil {
@@ -491,23 +495,33 @@ func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, strin
 	for {
 		var keep []*session
 		var err error
-		db.walkIDs(opts, func(id string, s *session) bool {
+		visit := func(s *session) bool {
 			var hdr Header
 			if hdr, err = db.header(s); err != nil {
 				return false
 			}
-			if db.checkVersion(id, hdr) != nil || (opts.Cwd != "" && hdr.Cwd != opts.Cwd) {
+			if db.checkVersion(s.id, hdr) != nil || (opts.Cwd != "" && hdr.Cwd != opts.Cwd) {
 				return true // (a format this build does not read: not listed, as the reference skips foreign versions)
 			}
 			keep = append(keep, s)
 			// (One past the page: there is a next one.)
-			return opts.OrderBy != OrderID || opts.Limit <= 0 || len(keep) <= opts.Limit
-		})
+			return opts.Limit <= 0 || len(keep) <= opts.Limit
+		}
+		if opts.OrderBy == OrderUpdated {
+			// (The walk brings listings up to date before it orders them.)
+			if werr := db.walkUpdated(ctx, opts, visit); werr != nil {
+				return nil, "", werr
+			}
+		} else {
+			db.walkIDs(opts, func(_ string, s *session) bool { return visit(s) })
+		}
 		if err != nil {
 			return nil, "", err
 		}
-		if err := db.freshListings(ctx, keep); err != nil {
-			return nil, "", err
+		if opts.OrderBy == OrderID {
+			if err := db.freshListings(ctx, keep); err != nil {
+				return nil, "", err
+			}
 		}
 		snaps := make([]Snapshot, 0, len(keep))
 		for _, s := range keep {

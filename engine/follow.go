@@ -241,10 +241,11 @@ func (db *DB) reload() error {
 	db.mu.Lock()
 	old := db.mu.readers
 	db.mu.sessions, db.mu.readers = nd.mu.sessions, nd.mu.readers
-	db.mu.list.reset()
+	db.mu.list = nd.mu.list
+	db.mu.byUpdated.reset()
 	db.fold, db.index, db.rec = nd.fold, nd.index, nd.rec
 	if db.fold != nil {
-		db.fold.onMade = db.mu.list.add // (nd's was nd's)
+		db.fold.onList = db.relist // (nd's was nd's)
 	}
 	db.follow.pos = nd.follow.pos
 	db.follow.layout.Store(nd.follow.layout.Load())

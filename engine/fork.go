@@ -161,7 +161,7 @@ func (db *DB) appendWhole(c *session, header *segment.Encoded, frames []*segment
 		}
 		c.next = c.framed
 		db.mu.sessions[c.id] = c
-		db.mu.list.add(c.id)
+		db.relist(c, true)
 	}}
 	if err := db.log.place(pl); err != nil {
 		if pl.written > 0 {
@@ -372,7 +372,7 @@ func (db *DB) appendFork(p, c *session, header, marker *segment.Encoded) error {
 		db.mu.pend = append(db.mu.pend, c.addFrame(m))
 		c.next = c.framed
 		db.mu.sessions[c.id] = c
-		db.mu.list.add(c.id)
+		db.relist(c, true)
 	}}
 	if err := db.log.place(pl); err != nil {
 		if pl.written > 0 {

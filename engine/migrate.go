@@ -204,6 +204,7 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 		ns.next = ns.framed
 		old.erased = true
 		db.mu.sessions[ns.id] = ns
+		db.relist(ns, false)
 	}}
 	if err := db.log.place(p); err != nil {
 		if p.written > 0 {

@@ -204,7 +204,7 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 // startFold starts a replay of frames into db.mu.sessions.
 func (db *DB) startFold() {
 	db.fold = newFold(db.mu.sessions, true)
-	db.fold.onMade = db.mu.list.add
+	db.fold.onList = db.relist
 }
 
 // setIndexAside stops using the index for this open. A write open moves
@@ -292,6 +292,7 @@ func (db *DB) resetReplay() {
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.sessions = map[string]*session{}
 	db.mu.list.reset()
+	db.mu.byUpdated.reset()
 	db.startFold()
 	rb, notes := db.rec.rebuild, db.rec.notes
 	*db.rec = openRecovery{temps: db.rec.temps, rebuild: rb, notes: notes}

@@ -41,8 +41,9 @@ type fold struct {
 	// keeps a parent while a fork of it stays).
 	forkOf map[uint64]uint64
 	broken []*session // forks met broken (see forkHeader)
-	// onMade, if set, learns of each session the fold makes (its ID).
-	onMade func(id string)
+	// onList, if set, learns of each session the fold makes (made) or
+	// adds frames to (DB.relist).
+	onList func(s *session, made bool)
 }
 
 func newFold(sessions map[string]*session, frames bool) *fold {
@@ -135,7 +136,7 @@ func (f *fold) frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (step
 		}
 		if rec.Replaces == 0 {
 			f.sessions[s.id] = s
-			f.made(s.id)
+			f.made(s)
 			f.index(pendFrame{s: s, header: true, ref: ref})
 			return step{owner: s.uid}, nil
 		}
@@ -285,10 +286,10 @@ func clipRefs(refs []frameRef, cut uint64) []frameRef {
 	return out
 }
 
-// made tells onMade of a session the fold made.
-func (f *fold) made(id string) {
-	if f.onMade != nil {
-		f.onMade(id)
+// made tells onList of a session the fold made.
+func (f *fold) made(s *session) {
+	if f.onList != nil {
+		f.onList(s, true)
 	}
 }
 
@@ -301,6 +302,9 @@ func (f *fold) add(s *session, ref frameRef) (pendFrame, bool) {
 	}
 	p := s.addFrame(ref)
 	s.next = s.framed
+	if f.onList != nil {
+		f.onList(s, false)
+	}
 	return p, true
 }
 
@@ -366,7 +370,7 @@ func (f *fold) replaced(rp *replacement) {
 		f.index(pendFrame{s: rp.old, delete: true, ref: rp.start})
 	}
 	f.sessions[rp.s.id] = rp.s
-	f.made(rp.s.id)
+	f.made(rp.s)
 	if f.frames {
 		f.pend = append(f.pend, rp.pend...)
 	}

@@ -31,6 +31,7 @@ type session struct {
 	pending   bool       // created here, header frame not yet appended
 	loaded    bool       // frames holds every frame
 	erased    bool       // a pending session its creator closed
+	relisted  bool       // queued in DB.mu.byUpdated (see updatedOrder)
 
 	// broken: a fork whose parent was not in the log before its header
 	// (see fold.forkHeader)
@@ -107,6 +108,16 @@ func (db *DB) snapshotOf(s *session) (Snapshot, error) {
 	return s.snapshot(), nil
 }
 
+// listedAt is s's Snapshot.UpdatedAt: the time of its last event the
+// listing knows of, its header's CreatedAt if none. Called with db.mu held
+// and the header decoded.
+func (s *session) listedAt() int64 {
+	if s.metaAt == 0 {
+		return s.hdr.CreatedAt
+	}
+	return s.updatedAt
+}
+
 func (s *session) snapshot() Snapshot {
 	snap := Snapshot{
 		Header:              *s.hdr,
@@ -115,10 +126,7 @@ func (s *session) snapshot() Snapshot {
 		SizeBytes:           s.size,
 		InheritedEventCount: s.inherited,
 		Title:               s.title,
-		UpdatedAt:           s.updatedAt,
-	}
-	if s.metaAt == 0 {
-		snap.UpdatedAt = s.hdr.CreatedAt
+		UpdatedAt:           s.listedAt(),
 	}
 	if s.hdr.Version < FormatVersion {
 		snap.FormatStatus = FormatMigrationRequired

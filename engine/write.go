@@ -122,6 +122,7 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 			p := s.addFrame(ref)
 			s.noteFrame(evs, &p)
 			db.mu.pend = append(db.mu.pend, p)
+			db.relist(s, false)
 		}
 		if len(db.mu.pend) >= indexBatchFrames && db.checkpointer.Load() {
 			select { // enough for a checkpoint before the next tick

@@ -70,8 +70,8 @@ func UpdatedCursor(updatedAt int64, id string) string {
 	return strconv.FormatInt(updatedAt, 10) + ":" + id
 }
 
-// parseUpdatedCursor splits an UpdatedCursor.
-func parseUpdatedCursor(c string) (int64, string, error) {
+// ParseUpdatedCursor splits an UpdatedCursor into the time and the ID.
+func ParseUpdatedCursor(c string) (int64, string, error) {
 	t, id, ok := strings.Cut(c, ":")
 	at, err := strconv.ParseInt(t, 10, 64)
 	if !ok || err != nil {
@@ -89,7 +89,7 @@ func (o ListOptions) Check() error {
 	case OrderID:
 	case OrderUpdated:
 		if o.After != "" {
-			if _, _, err := parseUpdatedCursor(o.After); err != nil {
+			if _, _, err := ParseUpdatedCursor(o.After); err != nil {
 				return err
 			}
 		}
@@ -112,7 +112,7 @@ func (o ListOptions) Keeps(s *Snapshot) bool {
 		return false
 	}
 	if o.OrderBy == OrderUpdated && o.After != "" {
-		at, id, err := parseUpdatedCursor(o.After)
+		at, id, err := ParseUpdatedCursor(o.After)
 		if err != nil {
 			return false
 		}
