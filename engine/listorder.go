@@ -35,8 +35,14 @@ func (l *listOrder) add(id string) {
 	}
 }
 
-// seed starts the order from ids, every session's ID, sorted.
-func (l *listOrder) seed(ids []string) { *l = listOrder{built: true, ids: ids, sorted: true} }
+// seed starts the order from every session, in ID order.
+func (l *listOrder) seed(inOrder []*session) {
+	ids := make([]string, len(inOrder))
+	for i, s := range inOrder {
+		ids[i] = s.id
+	}
+	*l = listOrder{built: true, ids: ids, sorted: true}
+}
 
 // reset forgets the order (the sessions were replaced wholesale: an open,
 // a reload).

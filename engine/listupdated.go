@@ -24,10 +24,14 @@ import (
 // queued in moved and keyed again on the next page, in added, which is
 // merged into keys once it is large; one whose listing is behind its
 // frames is brought up to date first (freshListings). The zero value is
-// not built: the first page keys every session and sorts them once.
+// not built: the first page keys every session and sorts them once. An
+// open seeds it from the index's listings instead (seed), sorted on the
+// first page by a radix sort that needs no comparison.
 type updatedOrder struct {
 	built bool
 	keys  []updatedKey
+	// byID: keys is in ID order, not sorted yet (seed)
+	byID  bool
 	added []updatedKey
 	// sorted: added is sorted
 	sorted bool
@@ -61,7 +65,7 @@ func compareKeys(a, b updatedKey) int {
 // must hold.
 func (db *DB) validKey(k updatedKey) bool {
 	s := k.s
-	return !s.erased && db.mu.sessions[s.id] == s && s.hdr != nil && s.listedAt() == k.at
+	return !s.erased && db.mu.sessions[s.id] == s && (s.metaAt != 0 || s.hdr != nil) && s.listedAt() == k.at
 }
 
 // relist tells the orders ListPage keeps that s was made (made) or that
@@ -75,6 +79,22 @@ func (db *DB) relist(s *session, made bool) {
 	if u.built && !s.relisted {
 		s.relisted = true
 		u.moved = append(u.moved, s)
+	}
+}
+
+// seed starts the order from every session, in ID order (an open): those
+// whose listing the index knows are keyed, the others queued.
+func (u *updatedOrder) seed(inOrder []*session) {
+	u.reset()
+	u.built, u.byID, u.sorted = true, true, true
+	u.keys = make([]updatedKey, 0, len(inOrder))
+	for _, s := range inOrder {
+		if s.metaAt == 0 || s.stale() {
+			s.relisted = true
+			u.moved = append(u.moved, s)
+			continue
+		}
+		u.keys = append(u.keys, updatedKey{s.updatedAt, s})
 	}
 }
 
@@ -105,6 +125,10 @@ again:
 		}
 		u.keys = make([]updatedKey, 0, len(u.moved))
 	}
+	if u.byID {
+		sortByTime(u.keys)
+		u.byID = false
+	}
 	// Listings behind their frames are brought up to date (each page
 	// tries again those it could not: see freshListings).
 	if err := db.freshListings(ctx, u.moved); err != nil {
@@ -124,9 +148,11 @@ again:
 			s.relisted = false
 			continue
 		}
-		if _, err := db.header(s); err != nil {
-			u.moved = append(u.moved, moved[i:]...) // (still queued)
-			return nil, nil, err
+		if s.metaAt == 0 { // (listed at its creation time: in its header)
+			if _, err := db.header(s); err != nil {
+				u.moved = append(u.moved, moved[i:]...) // (still queued)
+				return nil, nil, err
+			}
 		}
 		*keyed = append(*keyed, updatedKey{s.listedAt(), s})
 		if keyed == &u.added {
@@ -211,4 +237,42 @@ func (db *DB) walkUpdated(ctx context.Context, opts ListOptions, fn func(s *sess
 		}
 	}
 	return nil
+}
+
+// sortByTime sorts keys, which are in ID order, into OrderUpdated, by
+// time alone: a stable radix sort (least significant digit first), so
+// that sessions of one time stay in ID order.
+func sortByTime(keys []updatedKey) {
+	if len(keys) < 2 {
+		return
+	}
+	hi, lo := keys[0].at, keys[0].at
+	for _, k := range keys {
+		hi, lo = max(hi, k.at), min(lo, k.at)
+	}
+	// The digits are of hi-at: most recent first. (uint64 arithmetic:
+	// any two int64 times are at most 2^64-1 apart.)
+	span := uint64(hi) - uint64(lo)
+	const bits = 11
+	const mask = 1<<bits - 1
+	src, dst := keys, make([]updatedKey, len(keys))
+	for shift := 0; shift < 64 && span>>shift != 0; shift += bits {
+		var next [mask + 1]int
+		for _, k := range src {
+			next[(uint64(hi)-uint64(k.at))>>shift&mask]++
+		}
+		pos := 0
+		for d, n := range next {
+			next[d], pos = pos, pos+n
+		}
+		for _, k := range src {
+			d := (uint64(hi) - uint64(k.at)) >> shift & mask
+			dst[next[d]] = k
+			next[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &keys[0] {
+		copy(keys, src)
+	}
 }

@@ -8,8 +8,9 @@ import "github.com/seglog/seglog/index"
 // IDs and header bytes are copied in bulk into shared blocks (a block
 // stays while a session of it does), and a goroutine of the loader's own
 // makes the sessions of each batch while the check goes on. The map is
-// made at its size once the number is known; the IDs, which come in
-// order, seed ListPage's ID order (listOrder.seed).
+// made at its size once the number is known; the sessions, which come in
+// ID order, seed the orders ListPage keeps (listOrder.seed,
+// updatedOrder.seed).
 type sessionLoader struct {
 	cur   *loadBatch
 	hdrs  []byte
@@ -76,11 +77,11 @@ func (l *sessionLoader) run() {
 	}
 }
 
-// finish waits for the goroutine and returns the sessions by ID and their
-// IDs in order. Once called, the loader takes no more records (and a
-// second call returns nothing: an open that does not use them calls it
-// only to end the goroutine).
-func (l *sessionLoader) finish() (map[string]*session, []string) {
+// finish waits for the goroutine and returns the sessions by ID and in
+// ID order. Once called, the loader takes no more records (and a second
+// call returns nothing: an open that does not use them calls it only to
+// end the goroutine).
+func (l *sessionLoader) finish() (map[string]*session, []*session) {
 	if l.ended {
 		return nil, nil
 	}
@@ -92,11 +93,10 @@ func (l *sessionLoader) finish() (map[string]*session, []string) {
 	close(l.work)
 	<-l.done
 	sessions := make(map[string]*session, len(l.made))
-	ids := make([]string, len(l.made))
-	for i, s := range l.made {
+	for _, s := range l.made {
 		sessions[s.id] = s
-		ids[i] = s.id
 	}
+	made := l.made
 	l.made = nil
-	return sessions, ids
+	return sessions, made
 }

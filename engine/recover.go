@@ -195,9 +195,10 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 	if err != nil {
 		return index.Checkpoint{}, db.setIndexAside("it cannot be read: " + err.Error())
 	}
-	var ids []string
-	db.mu.sessions, ids = ld.finish()
-	db.mu.list.seed(ids)
+	sessions, inOrder := ld.finish()
+	db.mu.sessions = sessions
+	db.mu.list.seed(inOrder)
+	db.mu.byUpdated.seed(inOrder)
 	return cp, nil
 }
 
