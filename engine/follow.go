@@ -241,8 +241,7 @@ func (db *DB) reload() error {
 	db.mu.Lock()
 	old := db.mu.readers
 	db.mu.sessions, db.mu.readers = nd.mu.sessions, nd.mu.readers
-	db.mu.list = nd.mu.list
-	db.mu.byUpdated.reset()
+	db.mu.list, db.mu.byUpdated = nd.mu.list, nd.mu.byUpdated
 	db.fold, db.index, db.rec = nd.fold, nd.index, nd.rec
 	if db.fold != nil {
 		db.fold.onList = db.relist // (nd's was nd's)

@@ -32,7 +32,9 @@
 // Open creates a missing file, never an empty one). A failed Open writes
 // nothing. The check reads the whole file: on an index of 100k sessions
 // and 1M frames (200 MB) it costs about as much as bbolt's own page walk
-// of a read-write open (see BenchmarkOpen).
+// of a read-write open (see BenchmarkOpen). A caller that loads every
+// session has the check hand it each session record it meets
+// (Options.Sessions) instead of walking them again through bbolt.
 //
 // After Open, every method that reads pages runs with memory faults turned
 // into panics (runtime/debug.SetPanicOnFault) and turns a panic of bbolt's
