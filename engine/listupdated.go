@@ -26,7 +26,10 @@ import (
 // frames is brought up to date first (freshListings). The zero value is
 // not built: the first page keys every session and sorts them once. An
 // open seeds it from the index's listings instead (seed), sorted on the
-// first page by a radix sort that needs no comparison.
+// first page by a radix sort that needs no comparison. If many sessions
+// are queued with no page in this order meanwhile, the order is dropped
+// (and built again when needed), so that a process that never lists in
+// this order holds neither the queue nor the sessions deleted since.
 type updatedOrder struct {
 	built bool
 	keys  []updatedKey
@@ -76,25 +79,32 @@ func (db *DB) relist(s *session, made bool) {
 		db.mu.list.add(s.id)
 	}
 	u := &db.mu.byUpdated
-	if u.built && !s.relisted {
-		s.relisted = true
-		u.moved = append(u.moved, s)
+	if !u.built || s.relisted {
+		return
 	}
+	if len(u.moved) > len(u.keys)/4+mergeAddedAt {
+		u.reset()
+		return
+	}
+	s.relisted = true
+	u.moved = append(u.moved, s)
 }
 
-// seed starts the order from every session, in ID order (an open): those
-// whose listing the index knows are keyed, the others queued.
-func (u *updatedOrder) seed(inOrder []*session) {
+// seed starts the order from ss, every session (in ID order if byID: an
+// open's, sorted by sortByTime on the first page): those whose listing
+// is known as of their frames are keyed, the others queued.
+func (u *updatedOrder) seed(ss []*session, byID bool) {
 	u.reset()
-	u.built, u.byID, u.sorted = true, true, true
-	u.keys = make([]updatedKey, 0, len(inOrder))
-	for _, s := range inOrder {
-		if s.metaAt == 0 || s.stale() {
+	*u = updatedOrder{built: true, byID: byID, sorted: true, keys: make([]updatedKey, 0, len(ss))}
+	for _, s := range ss {
+		switch {
+		case s.erased:
+		case s.metaAt == 0 || s.stale(): // (listed at its creation, or behind)
 			s.relisted = true
 			u.moved = append(u.moved, s)
-			continue
+		default:
+			u.keys = append(u.keys, updatedKey{s.updatedAt, s})
 		}
-		u.keys = append(u.keys, updatedKey{s.updatedAt, s})
 	}
 }
 
@@ -113,17 +123,12 @@ func (db *DB) prepareUpdated(ctx context.Context) (keys, added []updatedKey, err
 	u := &db.mu.byUpdated
 again:
 	if !u.built || u.stale > len(u.keys)/4+mergeAddedAt {
-		// Every session is queued, and keyed below.
-		u.reset()
-		u.built = true
-		u.moved = make([]*session, 0, len(db.mu.sessions))
+		ss := make([]*session, 0, len(db.mu.sessions))
 		for _, s := range db.mu.sessions {
-			if !s.erased {
-				s.relisted = true
-				u.moved = append(u.moved, s)
-			}
+			ss = append(ss, s)
 		}
-		u.keys = make([]updatedKey, 0, len(u.moved))
+		u.seed(ss, false)
+		slices.SortFunc(u.keys, compareKeys)
 	}
 	if u.byID {
 		sortByTime(u.keys)
@@ -131,15 +136,17 @@ again:
 	}
 	// Listings behind their frames are brought up to date (each page
 	// tries again those it could not: see freshListings).
-	if err := db.freshListings(ctx, u.moved); err != nil {
+	var current []*session
+	for _, s := range u.moved {
+		if !s.erased && db.mu.sessions[s.id] == s {
+			current = append(current, s)
+		}
+	}
+	if err := db.freshListings(ctx, current); err != nil {
 		return nil, nil, err
 	}
 	if !u.built {
-		goto again // (the sessions were replaced meanwhile: a reload)
-	}
-	keyed := &u.added
-	if len(u.keys) == 0 {
-		keyed = &u.keys
+		goto again // (dropped meanwhile: a reload, or many changes)
 	}
 	moved := u.moved
 	u.moved = nil
@@ -154,19 +161,14 @@ again:
 				return nil, nil, err
 			}
 		}
-		*keyed = append(*keyed, updatedKey{s.listedAt(), s})
-		if keyed == &u.added {
-			u.sorted = false
-			u.stale++ // (its entry before, if it had one)
-		}
+		u.added = append(u.added, updatedKey{s.listedAt(), s})
+		u.sorted = false
+		u.stale++ // (its entry in keys before, if it had one)
 		if s.stale() && !s.pending {
 			u.moved = append(u.moved, s) // (as of now; the next page tries again)
 		} else {
 			s.relisted = false
 		}
-	}
-	if keyed == &u.keys {
-		slices.SortFunc(u.keys, compareKeys)
 	}
 	if !u.sorted {
 		slices.SortFunc(u.added, compareKeys)

@@ -31,3 +31,31 @@ func TestSortByTime(t *testing.T) {
 		}
 	}
 }
+
+// A process that never lists in OrderUpdated does not hold a queue of
+// every session changed, nor the sessions deleted since: past a bound the
+// order is dropped (and built again on the next page in that order).
+func TestRelistDropsTheOrder(t *testing.T) {
+	db := &DB{}
+	db.mu.sessions = map[string]*session{}
+	db.mu.byUpdated.seed(nil, true)
+	var ss []*session
+	for i := range mergeAddedAt + 1 {
+		s := &session{id: fmt.Sprint(i)}
+		ss = append(ss, s)
+		db.relist(s, false)
+		db.relist(s, false) // (queued once)
+	}
+	if u := &db.mu.byUpdated; !u.built || len(u.moved) != mergeAddedAt+1 {
+		t.Fatalf("built %v, %d queued; want %d", u.built, len(u.moved), mergeAddedAt+1)
+	}
+	db.relist(&session{id: "one more"}, false)
+	if u := &db.mu.byUpdated; u.built || u.moved != nil {
+		t.Fatalf("past the bound: built %v, %d queued", u.built, len(u.moved))
+	}
+	for _, s := range ss {
+		if s.relisted {
+			t.Fatalf("session %s still marked queued", s.id)
+		}
+	}
+}

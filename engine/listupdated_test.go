@@ -18,16 +18,23 @@ import (
 // process: this DB learns of those through its replay of the other's
 // frames), made (Create, Fork, Migrate), deleted, and updated to an earlier time,
 // and checks each full listing against the update times written (the
-// order ListPage keeps between calls must follow all of it).
+// order ListPage keeps between calls must follow all of it). With an
+// index, an open seeds the order from it; without, the first page builds
+// it from the sessions.
 func TestListPageUpdatedKeepsOrder(t *testing.T) {
+	t.Run("index", func(t *testing.T) { testListPageUpdatedKeepsOrder(t, nil) })
+	t.Run("no-index", func(t *testing.T) { testListPageUpdatedKeepsOrder(t, &engine.Options{NoIndex: true}) })
+}
+
+func testListPageUpdatedKeepsOrder(t *testing.T, opts *engine.Options) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
-	db, err := engine.Open(dir, nil)
+	db, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	other, err := engine.Open(dir, nil)
+	other, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +175,7 @@ func TestListPageUpdatedKeepsOrder(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if db, err = engine.Open(dir, nil); err != nil {
+	if db, err = engine.Open(dir, opts); err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()

@@ -198,7 +198,7 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 	sessions, inOrder := ld.finish()
 	db.mu.sessions = sessions
 	db.mu.list.seed(inOrder)
-	db.mu.byUpdated.seed(inOrder)
+	db.mu.byUpdated.seed(inOrder, true)
 	return cp, nil
 }
 
