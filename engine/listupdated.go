@@ -64,7 +64,7 @@ func compareKeys(a, b updatedKey) int {
 	return 0
 }
 
-// valid reports whether k still places its session, which db.mu.sessions
+// validKey reports whether k still places its session, which db.mu.sessions
 // must hold.
 func (db *DB) validKey(k updatedKey) bool {
 	s := k.s
