@@ -185,6 +185,24 @@ var errCopyFork = errors.New("engine: fork by copy")
 
 // forkShared is Fork by shared frames, or errCopyFork.
 func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Header) (*Handle, error) {
+	// Events of the parent appended here, not yet in frames (nor, maybe,
+	// its header in the log, for the fork's to name): the write handle of
+	// this DB that holds the parent cuts them into frames (as DB.Flush
+	// does, without the sync: the fork's covers them), so that the fork
+	// can share them. Before the parent is held: the handle's Close waits
+	// for a pin on its session with the handle locked, and a pin held
+	// while this waited for the handle deadlocked the two.
+	db.mu.Lock()
+	var owner *Handle
+	if p := db.mu.sessions[parent]; n > 0 && p != nil && !p.erased && (p.pending || p.framed < n) {
+		owner = p.owner
+	}
+	db.mu.Unlock()
+	if owner != nil {
+		if err := owner.prepareFlush(ctx); err != nil && !errors.Is(err, ErrHandleClosed) {
+			return nil, errCopyFork
+		}
+	}
 	release, err := db.holdParent(parent)
 	if err != nil {
 		return nil, err
@@ -221,24 +239,9 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 		db.mu.Unlock()
 		return nil, errCopyFork // nothing to share
 	}
-	if p.pending || p.framed < n {
-		// Appended here, not yet in frames (nor, maybe, its header in the
-		// log, for the fork's to name): the write handle of this DB that
-		// holds the parent cuts them into frames (as DB.Flush does,
-		// without the sync: the fork's covers them), so that the fork can
-		// share them.
-		owner := p.owner
+	if p.pending {
 		db.mu.Unlock()
-		if owner != nil {
-			if err := owner.prepareFlush(ctx); err != nil {
-				return nil, errCopyFork
-			}
-		}
-		db.mu.Lock()
-		if p.pending {
-			db.mu.Unlock()
-			return nil, errCopyFork
-		}
+		return nil, errCopyFork // (its events appended since are not framed: below)
 	}
 	phdr, err := db.header(p)
 	db.mu.Unlock()
