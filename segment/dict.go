@@ -1,0 +1,377 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/seglog/seglog/internal/vfs"
+)
+
+// A store's zstd dictionaries live beside its segments, one file per
+// dictionary ID (docs/DESIGN.md, Dictionary file):
+//
+//	0        8        10       12        16        24         32        40
+//	+--------+--------+--------+---------+---------+----------+---------+----------------------+
+//	| magic  | version| hdrlen | dict ID | length  | created  | xxh64   | zstd dictionary ...  |
+//	+--------+--------+--------+---------+---------+----------+---------+----------------------+
+//
+// The checksum covers header bytes [0,32) and the dictionary. A frame of
+// codec CodecZstdDict names its dictionary by ID; the file is written,
+// synced, renamed into place and the directory synced before any frame
+// names it (WriteDict), and never changes afterwards.
+
+// Part of the on-disk format; never change.
+const (
+	dictHeaderSize = 40
+	// DictFileVersion is the version of the dictionary file format.
+	DictFileVersion = 1
+	dictSuffix      = ".dict"
+	dictTempSuffix  = ".tmp"
+)
+
+// dictMagic starts every dictionary file.
+var dictMagic = [8]byte{0x89, 'S', 'G', 'D', 'I', 'C', 'T', '\n'}
+
+// MaxDictLen bounds a dictionary file's dictionary (zstd's own limit on a
+// dictionary's content is about this).
+const MaxDictLen = 1 << 20
+
+// DictName returns the file name of dictionary id.
+func DictName(id uint32) string { return fmt.Sprintf("%08x%s", id, dictSuffix) }
+
+// ParseDictName returns the ID in a dictionary file name made by DictName.
+func ParseDictName(name string) (uint32, bool) {
+	hex, ok := strings.CutSuffix(name, dictSuffix)
+	if !ok || len(hex) != 8 || strings.ToLower(hex) != hex {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(hex, 16, 32)
+	return uint32(id), err == nil && id != 0
+}
+
+// Dict is a zstd dictionary of a store. Its encoder and decoder are made
+// on first use and are safe for concurrent use.
+type Dict struct {
+	ID      uint32
+	Created int64  // Unix nanoseconds, as in its file
+	data    []byte // the zstd dictionary (RFC 8878, section 5)
+
+	encOnce sync.Once
+	enc     *zstd.Encoder
+	encErr  error
+	decOnce sync.Once
+	dec     *zstd.Decoder
+	decErr  error
+}
+
+// TrainDict builds dictionary id from recent payloads: history is the
+// content frames may refer to (the most recent bytes are the best guess
+// at what comes next), samples the payloads whose statistics seed the
+// entropy tables.
+func TrainDict(id uint32, created int64, history []byte, samples [][]byte) (*Dict, error) {
+	if id == 0 {
+		return nil, errors.New("segment: dictionary ID 0")
+	}
+	data, err := zstd.BuildDict(zstd.BuildDictOptions{
+		ID: id, History: history, Contents: samples,
+		Offsets: [3]int{1, 4, 8}, // zstd's initial repeat offsets
+		Level:   zstd.SpeedFastest,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("segment: training dictionary %d: %w", id, err)
+	}
+	return &Dict{ID: id, Created: created, data: data}, nil
+}
+
+// Clone returns a copy of d without its encoder and decoder.
+func (d *Dict) Clone() *Dict { return &Dict{ID: d.ID, Created: d.Created, data: d.data} }
+
+// Len is the size of the zstd dictionary.
+func (d *Dict) Len() int { return len(d.data) }
+
+func (d *Dict) encoder() (*zstd.Encoder, error) {
+	d.encOnce.Do(func() {
+		d.enc, d.encErr = zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderCRC(false), // the frame checksum covers the payload
+			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
+			zstd.WithLowerEncoderMem(true),
+			zstd.WithEncoderDict(d.data),
+		)
+	})
+	return d.enc, d.encErr
+}
+
+func (d *Dict) decoder() (*zstd.Decoder, error) {
+	d.decOnce.Do(func() {
+		d.dec, d.decErr = zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)),
+			zstd.WithDecodeAllCapLimit(true), // see decoder()
+			zstd.WithDecoderMaxMemory(DefaultMaxFrameRaw),
+			zstd.WithDecoderDicts(d.data),
+		)
+	})
+	return d.dec, d.decErr
+}
+
+// compress appends d's ID and the zstd encoding of src with d to dst: a
+// CodecZstdDict payload.
+func (d *Dict) compress(dst, src []byte) ([]byte, error) {
+	enc, err := d.encoder()
+	if err != nil {
+		return nil, err
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, d.ID)
+	return enc.EncodeAll(src, dst), nil
+}
+
+// decompress decodes the zstd frame src, made with d, which must decode to
+// exactly rawLen bytes.
+func (d *Dict) decompress(src []byte, rawLen int) ([]byte, error) {
+	dec, err := d.decoder()
+	if err != nil {
+		return nil, err
+	}
+	out, err := dec.DecodeAll(src, make([]byte, 0, rawLen+decodeSlack))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) != rawLen {
+		return nil, fmt.Errorf("decoded %d bytes, header says %d", len(out), rawLen)
+	}
+	return out, nil
+}
+
+// marshal returns d as a dictionary file.
+func (d *Dict) marshal() []byte {
+	b := make([]byte, dictHeaderSize, dictHeaderSize+len(d.data))
+	copy(b, dictMagic[:])
+	binary.LittleEndian.PutUint16(b[8:], DictFileVersion)
+	binary.LittleEndian.PutUint16(b[10:], dictHeaderSize)
+	binary.LittleEndian.PutUint32(b[12:], d.ID)
+	binary.LittleEndian.PutUint64(b[16:], uint64(len(d.data)))
+	binary.LittleEndian.PutUint64(b[24:], uint64(d.Created))
+	b = append(b, d.data...)
+	binary.LittleEndian.PutUint64(b[32:], dictSum(b))
+	return b
+}
+
+func dictSum(file []byte) uint64 {
+	h := xxhash.New()
+	_, _ = h.Write(file[:32])
+	_, _ = h.Write(file[dictHeaderSize:])
+	return h.Sum64()
+}
+
+// ParseDict validates the dictionary file b, found at path (whose name
+// gives the ID it must hold). A file of another format version is a
+// *FormatError; any other defect a *CorruptionError at path.
+func ParseDict(path string, b []byte) (*Dict, error) {
+	bad := func(off int64, reason string) (*Dict, error) {
+		return nil, &CorruptionError{Path: path, Offset: off, Reason: "dictionary file: " + reason}
+	}
+	want, ok := ParseDictName(filepath.Base(path))
+	switch {
+	case !ok:
+		return bad(0, "not a dictionary file name")
+	case len(b) < 10 || [8]byte(b[:8]) != dictMagic:
+		return bad(0, "bad magic")
+	}
+	if v := int(binary.LittleEndian.Uint16(b[8:])); v != DictFileVersion {
+		return nil, &FormatError{Path: path, What: "dictionary", Version: v, Supported: DictFileVersion, Oldest: DictFileVersion}
+	}
+	if len(b) < dictHeaderSize {
+		return bad(0, fmt.Sprintf("file of %d bytes is shorter than its header", len(b)))
+	}
+	id := binary.LittleEndian.Uint32(b[12:])
+	n := binary.LittleEndian.Uint64(b[16:])
+	switch {
+	case binary.LittleEndian.Uint16(b[10:]) != dictHeaderSize:
+		return bad(0, "bad header length")
+	case n != uint64(len(b)-dictHeaderSize) || n > MaxDictLen:
+		return bad(0, fmt.Sprintf("header says %d dictionary bytes, the file holds %d", n, len(b)-dictHeaderSize))
+	case binary.LittleEndian.Uint64(b[32:]) != dictSum(b):
+		return bad(0, "checksum mismatch")
+	case id != want:
+		return bad(0, fmt.Sprintf("holds dictionary %d", id))
+	}
+	data := b[dictHeaderSize:]
+	zd, err := zstd.InspectDictionary(data)
+	if err != nil {
+		return bad(dictHeaderSize, "not a zstd dictionary: "+err.Error())
+	}
+	if zd.ID() != id {
+		return bad(dictHeaderSize, fmt.Sprintf("zstd dictionary %d in the file of dictionary %d", zd.ID(), id))
+	}
+	return &Dict{ID: id, Created: int64(binary.LittleEndian.Uint64(b[24:])), data: data}, nil
+}
+
+// ReadDict reads and validates the dictionary file at path (see ParseDict).
+func ReadDict(fsys vfs.FS, path string) (*Dict, error) {
+	b, err := vfs.ReadFile(orDefault(fsys), path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDict(path, b)
+}
+
+// WriteDict stores d in dir durably, before any frame may name it: the file
+// is built as DictName(d.ID)+".tmp", synced, renamed into place and the
+// directory synced. It fails with fs.ErrExist if dictionary d.ID exists
+// (a dictionary never changes). The caller must keep other writers of the
+// same ID out (the engine allocates IDs under a lock). An fsync failure
+// wraps ErrSyncFailed: the file may or may not be there, durable or not.
+func WriteDict(fsys vfs.FS, dir string, d *Dict) error {
+	fsys = orDefault(fsys)
+	path := filepath.Join(dir, DictName(d.ID))
+	tmp := path + dictTempSuffix
+	if f, err := fsys.Open(path); err == nil {
+		f.Close()
+		return fmt.Errorf("segment: write dictionary %s: %w", path, fs.ErrExist)
+	}
+	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		f.Close()
+		if rerr := fsys.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+		return fmt.Errorf("segment: write dictionary %s: %w", path, err)
+	}
+	if _, err := f.WriteAt(d.marshal(), 0); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrSyncFailed, err))
+	}
+	if err := f.Close(); err != nil {
+		return fail(err)
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("segment: write dictionary %s: %w: %w", path, ErrSyncFailed, err)
+	}
+	return nil
+}
+
+// ListDicts returns the IDs of the dictionary files in dir, in increasing
+// order. Other files are ignored.
+func ListDicts(fsys vfs.FS, dir string) ([]uint32, error) {
+	names, err := orDefault(fsys).List(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint32
+	for _, n := range names {
+		if id, ok := ParseDictName(n); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil // names are sorted, and so are the fixed-width hex IDs
+}
+
+// NewestDict returns the ID of the dictionary made last in dir (by the
+// creation times in the files' headers), 0 if there is none. A header it
+// cannot read is a *CorruptionError at that file.
+func NewestDict(fsys vfs.FS, dir string) (uint32, error) {
+	fsys = orDefault(fsys)
+	ids, err := ListDicts(fsys, dir)
+	if err != nil {
+		return 0, err
+	}
+	var newest uint32
+	var at int64
+	for _, id := range ids {
+		path := filepath.Join(dir, DictName(id))
+		f, err := fsys.Open(path)
+		if err != nil {
+			return 0, err
+		}
+		var b [dictHeaderSize]byte
+		_, err = f.ReadAt(b[:], 0)
+		f.Close()
+		switch {
+		case errors.Is(err, io.EOF) || err == nil && ([8]byte(b[:8]) != dictMagic || binary.LittleEndian.Uint32(b[12:]) != id):
+			return 0, &CorruptionError{Path: path, Reason: "dictionary file: bad header"}
+		case err != nil:
+			return 0, err
+		}
+		if c := int64(binary.LittleEndian.Uint64(b[24:])); newest == 0 || c > at || c == at && id > newest {
+			newest, at = id, c
+		}
+	}
+	return newest, nil
+}
+
+// Dicts finds the dictionaries that frames name, by ID, in the directory
+// of a store: each is read and checked once, on first use. It is safe for
+// concurrent use; readers of one store share one.
+type Dicts struct {
+	fsys vfs.FS
+	dir  string
+	mu   sync.Mutex
+	m    map[uint32]*Dict
+}
+
+// NewDicts returns the dictionaries of the store in dir.
+func NewDicts(fsys vfs.FS, dir string) *Dicts {
+	return &Dicts{fsys: orDefault(fsys), dir: dir, m: map[uint32]*Dict{}}
+}
+
+// Path returns the file of dictionary id.
+func (s *Dicts) Path(id uint32) string { return filepath.Join(s.dir, DictName(id)) }
+
+// Get returns dictionary id, reading its file if it was not read yet. A
+// missing file is a *CorruptionError naming it (a frame names only a
+// dictionary made durable before it), wrapping fs.ErrNotExist; so is a
+// damaged one (see ParseDict). Failures are not remembered: the next Get
+// reads the file again.
+func (s *Dicts) Get(id uint32) (*Dict, error) {
+	s.mu.Lock()
+	d := s.m[id]
+	s.mu.Unlock()
+	if d != nil {
+		return d, nil
+	}
+	path := s.Path(id)
+	d, err := ReadDict(s.fsys, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &CorruptionError{Path: path, Reason: fmt.Sprintf("dictionary %d is missing", id), Err: err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.m[id]; old != nil {
+		return old, nil
+	}
+	s.m[id] = d
+	return d, nil
+}
+
+// Add makes d known without reading its file (its maker wrote it).
+func (s *Dicts) Add(d *Dict) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[d.ID] == nil {
+		s.m[d.ID] = d.Clone()
+	}
+}
