@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,8 +16,10 @@ import (
 
 // Dictionaries (docs/DESIGN.md, Dictionaries): a writing process trains a
 // zstd dictionary from the events it writes once it has written
-// dictTrainAfter bytes of them, and a new one when its frames compress
-// dictDrift worse than they did with the current one. A dictionary is
+// dictTrainAfter bytes of them; a new one once it has written three times
+// what the current one learnt from (up to dictPool: more history, a better
+// choice of content), and when its frames compress dictDrift worse than
+// they did with the current one. A dictionary is
 // durable in the store's directory (segment.WriteDict) before a frame
 // names it. Its ID is random, so that a dictionary file lost to damage is
 // never replaced by another of the same ID that its frames would be
@@ -30,9 +33,11 @@ var (
 	// dictTrainAfter: raw bytes of events frames a process encodes before
 	// it trains the store's first dictionary (or takes another's)
 	dictTrainAfter = 128 << 10
-	// dictHistory: the content a dictionary holds, the most recent raw
-	// payloads (zstd matches against it)
+	// dictHistory: the content a dictionary holds, chosen from the recent
+	// raw payloads (zstd matches against it)
 	dictHistory = 112 << 10
+	// dictPool: the recent raw payloads a process keeps to train from
+	dictPool = 1 << 20
 	// dictWindow: raw bytes of frames compressed with the dictionary over
 	// which their ratio is measured; the first window after a dictionary
 	// is taken is its baseline
@@ -60,9 +65,12 @@ type dictState struct {
 
 	mu sync.Mutex
 	// recent: the raw payloads this process encoded last, oldest first,
-	// about 2 * dictHistory bytes (the training input)
+	// about dictPool bytes (the training input)
 	recent  [][]byte
 	recentN int
+	// learnt: the bytes of payloads cur was trained from (dictPool for
+	// one another process made)
+	learnt int
 	// seen: raw bytes encoded since cur was taken (or the open)
 	seen int
 	// the window: raw and stored bytes of frames compressed with cur
@@ -87,15 +95,16 @@ func (d *dictState) load() error {
 	if err != nil {
 		return err
 	}
-	d.use(nd)
+	d.use(nd, dictPool)
 	return nil
 }
 
-// use makes nd the dictionary of this process's frames.
-func (d *dictState) use(nd *segment.Dict) {
+// use makes nd, trained from learnt bytes, the dictionary of this
+// process's frames.
+func (d *dictState) use(nd *segment.Dict, learnt int) {
 	d.cur.Store(nd.Clone())
 	d.mu.Lock()
-	d.seen, d.winRaw, d.winStored, d.base = 0, 0, 0, 0
+	d.seen, d.winRaw, d.winStored, d.base, d.learnt = 0, 0, 0, 0, learnt
 	d.mu.Unlock()
 }
 
@@ -108,7 +117,7 @@ func (d *dictState) observe(es []*segment.Encoded) {
 		raw := e.Raw()
 		d.recent = append(d.recent, raw)
 		d.recentN += len(raw)
-		for d.recentN-len(d.recent[0]) >= 2*dictHistory {
+		for d.recentN-len(d.recent[0]) >= dictPool {
 			d.recentN -= len(d.recent[0])
 			d.recent[0] = nil
 			d.recent = d.recent[1:]
@@ -123,6 +132,8 @@ func (d *dictState) observe(es []*segment.Encoded) {
 	switch {
 	case d.cur.Load() == nil:
 		due = d.seen >= dictTrainAfter
+	case d.learnt < dictPool && d.seen >= 3*d.learnt:
+		due = true
 	case d.winRaw >= dictWindow:
 		r := float64(d.winStored) / float64(d.winRaw)
 		d.winRaw, d.winStored = 0, 0
@@ -184,13 +195,15 @@ func (d *dictState) renew() error {
 		if err != nil {
 			return err
 		}
-		d.use(nd)
+		d.use(nd, dictPool)
 		return nil
 	}
-	history, samples := d.trainingInput()
+	d.mu.Lock()
+	samples, n := slices.Clone(d.recent), d.recentN
+	d.mu.Unlock()
 	for try := 0; ; try++ {
 		// zstd leaves IDs under 32768 to registered dictionaries.
-		nd, err := segment.TrainDict(32768+rand.Uint32N(math.MaxUint32-32768), time.Now().UnixNano(), history, samples)
+		nd, err := segment.TrainDict(32768+rand.Uint32N(math.MaxUint32-32768), time.Now().UnixNano(), samples, dictHistory)
 		if err != nil {
 			return err
 		}
@@ -202,28 +215,7 @@ func (d *dictState) renew() error {
 			return err
 		}
 		db.dicts.Add(nd)
-		d.use(nd)
+		d.use(nd, n)
 		return nil
 	}
-}
-
-// trainingInput returns the most recent dictHistory bytes of payloads as
-// the history, and the recent payloads as the samples.
-func (d *dictState) trainingInput() ([]byte, [][]byte) {
-	d.mu.Lock()
-	samples := append([][]byte(nil), d.recent...)
-	d.mu.Unlock()
-	i, n := len(samples), 0
-	for i > 0 && n < dictHistory {
-		i--
-		n += len(samples[i])
-	}
-	history := make([]byte, 0, n)
-	for _, b := range samples[i:] {
-		history = append(history, b...)
-	}
-	if len(history) > dictHistory {
-		history = history[len(history)-dictHistory:]
-	}
-	return history, samples
 }

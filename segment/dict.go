@@ -1,11 +1,13 @@
 package segment
 
 import (
+	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -74,13 +76,16 @@ type Dict struct {
 	decErr  error
 }
 
-// TrainDict builds dictionary id from recent payloads: history is the
-// content frames may refer to (the most recent bytes are the best guess
-// at what comes next), samples the payloads whose statistics seed the
-// entropy tables.
-func TrainDict(id uint32, created int64, history []byte, samples [][]byte) (*Dict, error) {
+// TrainDict builds dictionary id from samples (recent payloads): its
+// content, which frames refer to, is up to size bytes of them chosen by
+// pickHistory; all of them seed the entropy tables.
+func TrainDict(id uint32, created int64, samples [][]byte, size int) (*Dict, error) {
 	if id == 0 {
 		return nil, errors.New("segment: dictionary ID 0")
+	}
+	history := pickHistory(samples, size)
+	if len(history) < 8 {
+		return nil, fmt.Errorf("segment: training dictionary %d: %d bytes of samples", id, len(history))
 	}
 	data, err := zstd.BuildDict(zstd.BuildDictOptions{
 		ID: id, History: history, Contents: samples,
@@ -91,6 +96,110 @@ func TrainDict(id uint32, created int64, history []byte, samples [][]byte) (*Dic
 		return nil, fmt.Errorf("segment: training dictionary %d: %w", id, err)
 	}
 	return &Dict{ID: id, Created: created, data: data}, nil
+}
+
+// pickHistory chooses up to size bytes of samples as a dictionary's
+// content, in the spirit of zstd's COVER: it cuts the samples into pieces
+// of pickPiece bytes and takes, greedily, the piece whose 6-byte strings
+// occur in the most samples and are not in a piece taken before; the best
+// goes last (nearest the data, at the smallest offsets). Counts are kept
+// in a fixed table of hashed strings (collisions only blur the scores).
+func pickHistory(samples [][]byte, size int) []byte {
+	const (
+		k      = 6
+		bits   = 20
+		mask   = 1<<bits - 1
+		minLen = 8 // load64 reads 8 bytes
+	)
+	hash := func(b []byte, i int) uint32 {
+		v := binary.LittleEndian.Uint64(b[i:]) << (64 - 8*k)
+		return uint32((v * 0x9E3779B97F4A7C15) >> (64 - bits))
+	}
+	count := make([]uint16, 1<<bits) // samples holding the string
+	last := make([]int32, 1<<bits)   // the last sample counted, + 1
+	total := 0
+	for n, s := range samples {
+		total += len(s)
+		for i := 0; i+minLen <= len(s); i++ {
+			h := hash(s, i)
+			if last[h] != int32(n+1) {
+				last[h] = int32(n + 1)
+				if count[h] < math.MaxUint16 {
+					count[h]++
+				}
+			}
+		}
+	}
+	if total <= size {
+		var all []byte
+		for _, s := range samples {
+			all = append(all, s...)
+		}
+		return all
+	}
+	covered := make([]uint64, (1<<bits)/64)
+	score := func(p []byte) int {
+		n := 0
+		for i := 0; i+minLen <= len(p); i++ {
+			if h := hash(p, i); covered[h/64]&(1<<(h%64)) == 0 {
+				n += int(count[h]) - 1
+			}
+		}
+		return n
+	}
+	var q pieceQueue
+	for _, s := range samples {
+		for i := 0; i < len(s); i += pickPiece {
+			p := s[i:min(i+pickPiece+minLen-1, len(s))] // overlapping by the strings that start in it
+			q = append(q, piece{p, score(p)})
+		}
+	}
+	heap.Init(&q)
+	var picked [][]byte
+	for n := 0; q.Len() > 0 && n < size; {
+		top := heap.Pop(&q).(piece)
+		if s := score(top.b); s != top.score {
+			top.score = s // lower now: put back in its place
+			heap.Push(&q, top)
+			continue
+		}
+		if top.score <= 0 {
+			break
+		}
+		picked = append(picked, top.b)
+		n += len(top.b)
+		for i := 0; i+minLen <= len(top.b); i++ {
+			h := hash(top.b, i)
+			covered[h/64] |= 1 << (h % 64)
+		}
+	}
+	var out []byte
+	for i := len(picked) - 1; i >= 0; i-- {
+		out = append(out, picked[i]...)
+	}
+	return out[max(len(out)-size, 0):]
+}
+
+// pickPiece is the size of the pieces pickHistory chooses from.
+const pickPiece = 512
+
+type piece struct {
+	b     []byte
+	score int
+}
+
+// pieceQueue is a max-heap of pieces by score.
+type pieceQueue []piece
+
+func (q pieceQueue) Len() int           { return len(q) }
+func (q pieceQueue) Less(i, j int) bool { return q[i].score > q[j].score }
+func (q pieceQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *pieceQueue) Push(x any)        { *q = append(*q, x.(piece)) }
+func (q *pieceQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
 }
 
 // Clone returns a copy of d without its encoder and decoder.
