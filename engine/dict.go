@@ -16,37 +16,48 @@ import (
 
 // Dictionaries (docs/DESIGN.md, Dictionaries): a writing process trains a
 // zstd dictionary from the events it writes once it has written
-// dictTrainAfter bytes of them; a new one once it has written three times
-// what the current one learnt from (up to dictPool: more history, a better
-// choice of content), and when its frames compress dictDrift worse than
-// they did with the current one. A dictionary is
-// durable in the store's directory (segment.WriteDict) before a frame
-// names it. Its ID is random, so that a dictionary file lost to damage is
-// never replaced by another of the same ID that its frames would be
-// decoded with. Dictionaries are made under lockDict, and a process about
-// to train takes the newest dictionary instead if another process made
-// it. Readers load the dictionaries that frames name from the directory
-// (segment.Dicts).
+// dictTrainAfter bytes of small frames (under dictSmall raw bytes: zstd
+// alone compresses larger ones well; a store written only in large
+// frames never trains one), and once more when it has written dictPool
+// bytes (more history, a better choice of content). It keeps the raw
+// payloads it writes (any size) in a pool of at most dictPool bytes only
+// until then, and again when its frames compress dictDrift worse than
+// they did with the current dictionary (the pool filled anew, then a new
+// one trained). Training runs on a goroutine of its own, never on the
+// flush path. A dictionary is durable in the store's directory
+// (segment.WriteDict) before a frame names it. Its ID is random, so that a
+// dictionary file lost to damage is never replaced by another of the same
+// ID that its frames would be decoded with. Dictionaries are made under
+// lockDict, and a process about to train takes the newest dictionary
+// instead if another process made it. Readers load the dictionaries that
+// frames name from the directory (segment.Dicts).
 // Dictionaries are never removed: compaction keeps frames' bytes as they
 // are, so every dictionary a frame ever named stays readable.
 var (
-	// dictTrainAfter: raw bytes of events frames a process encodes before
-	// it trains the store's first dictionary (or takes another's)
+	// dictTrainAfter: raw bytes of small events frames a process
+	// encodes before it trains the store's first dictionary (or takes
+	// another's)
 	dictTrainAfter = 128 << 10
-	// dictHistory: the content a dictionary holds, chosen from the recent
-	// raw payloads (zstd matches against it)
-	dictHistory = 112 << 10
-	// dictPool: the recent raw payloads a process keeps to train from
-	dictPool = 1 << 20
+	// dictSmall: events frames under this many raw bytes count toward
+	// dictTrainAfter
+	dictSmall = 16 << 10
+	// dictHistory: the content a dictionary holds, chosen from the pool
+	// (zstd matches against it)
+	dictHistory = 160 << 10
+	// dictPool: the recent raw payloads a process keeps to train from,
+	// and when it has that many it trains its last dictionary (until the
+	// ratio drifts)
+	dictPool = 512 << 10
 	// dictWindow: raw bytes of frames compressed with the dictionary over
 	// which their ratio is measured; the first window after a dictionary
 	// is taken is its baseline
 	dictWindow = 256 << 10
 	// dictDrift: a window whose ratio (stored/raw) is this many times the
-	// baseline's makes the process train a new dictionary
+	// baseline's makes the process fill its pool anew and train a new
+	// dictionary from it
 	dictDrift = 1.25
 	// dictRetrainMin: raw bytes a process encodes with a dictionary
-	// before it replaces it
+	// before it replaces it for drift
 	dictRetrainMin = 1 << 20
 )
 
@@ -58,19 +69,22 @@ const dictBackoff = 5 * time.Second
 type dictState struct {
 	db *DB
 	// cur is what this process's events frames are compressed with (nil:
-	// none yet): a copy of the set's, with an encoder of its own that
-	// goes with it when it is replaced
+	// none yet): a copy of the set's, whose encoders (built once, shared
+	// by all sessions) go with it when it is replaced
 	cur  atomic.Pointer[segment.Dict]
 	kick chan struct{}
 
 	mu sync.Mutex
-	// recent: the raw payloads this process encoded last, oldest first,
-	// about dictPool bytes (the training input)
-	recent  [][]byte
-	recentN int
-	// learnt: the bytes of payloads cur was trained from (dictPool for
-	// one another process made)
-	learnt int
+	// collecting: the pool is kept (a training is to come); pool holds
+	// the raw payloads this process encoded last, oldest first, poolN
+	// bytes (at most about dictPool)
+	collecting bool
+	pool       [][]byte
+	poolN      int
+	// small: raw bytes of small events frames encoded since the open
+	small int
+	// busy: a training was asked for and has not finished
+	busy bool
 	// seen: raw bytes encoded since cur was taken (or the open)
 	seen int
 	// the window: raw and stored bytes of frames compressed with cur
@@ -81,7 +95,7 @@ type dictState struct {
 }
 
 func newDictState(db *DB) *dictState {
-	return &dictState{db: db, kick: make(chan struct{}, 1)}
+	return &dictState{db: db, kick: make(chan struct{}, 1), collecting: true}
 }
 
 // load takes the newest dictionary of the store, if there is one, at a
@@ -95,34 +109,43 @@ func (d *dictState) load() error {
 	if err != nil {
 		return err
 	}
-	d.use(nd, dictPool)
+	d.use(nd, true)
 	return nil
 }
 
-// use makes nd, trained from learnt bytes, the dictionary of this
-// process's frames.
-func (d *dictState) use(nd *segment.Dict, learnt int) {
+// use makes nd the dictionary of this process's frames; last says no
+// training is to follow (until drift): the pool is let go.
+func (d *dictState) use(nd *segment.Dict, last bool) {
 	d.cur.Store(nd.Clone())
 	d.mu.Lock()
-	d.seen, d.winRaw, d.winStored, d.base, d.learnt = 0, 0, 0, 0, learnt
+	d.seen, d.winRaw, d.winStored, d.base = 0, 0, 0, 0
+	if last {
+		d.collecting, d.pool, d.poolN = false, nil, 0
+	}
 	d.mu.Unlock()
 }
 
 // observe records encoded events frames: their payloads as training
-// input, their sizes for the ratio. It wakes the trainer when a
-// dictionary is due. Called on the flush path: cheap.
+// input while a training is to come, their sizes for the ratio. It wakes
+// the trainer when a dictionary is due. Called on the flush path: cheap.
 func (d *dictState) observe(es []*segment.Encoded) {
 	d.mu.Lock()
+	cur := d.cur.Load()
 	for _, e := range es {
 		raw := e.Raw()
-		d.recent = append(d.recent, raw)
-		d.recentN += len(raw)
-		for d.recentN-len(d.recent[0]) >= dictPool {
-			d.recentN -= len(d.recent[0])
-			d.recent[0] = nil
-			d.recent = d.recent[1:]
+		if d.collecting {
+			d.pool = append(d.pool, raw)
+			d.poolN += len(raw)
+			for d.poolN-len(d.pool[0]) >= dictPool {
+				d.poolN -= len(d.pool[0])
+				d.pool[0] = nil
+				d.pool = d.pool[1:]
+			}
 		}
 		d.seen += len(raw)
+		if len(raw) < dictSmall {
+			d.small += len(raw)
+		}
 		if e.Dict() != 0 {
 			d.winRaw += len(raw)
 			d.winStored += e.StoredLen()
@@ -130,20 +153,23 @@ func (d *dictState) observe(es []*segment.Encoded) {
 	}
 	due := false
 	switch {
-	case d.cur.Load() == nil:
-		due = d.seen >= dictTrainAfter
-	case d.learnt < dictPool && d.seen >= 3*d.learnt:
-		due = true
-	case d.winRaw >= dictWindow:
+	case !d.collecting && d.winRaw >= dictWindow:
 		r := float64(d.winStored) / float64(d.winRaw)
 		d.winRaw, d.winStored = 0, 0
 		if d.base == 0 {
 			d.base = r
-		} else {
-			due = r > d.base*dictDrift && d.seen >= dictRetrainMin
+		} else if r > d.base*dictDrift && d.seen >= dictRetrainMin {
+			d.collecting = true // the next training learns from what comes now
 		}
+	case d.collecting && cur == nil:
+		due = d.small >= dictTrainAfter
+	case d.collecting:
+		due = d.poolN >= dictPool
 	}
-	due = due && time.Since(d.failedAt) >= dictBackoff
+	due = due && !d.busy && time.Since(d.failedAt) >= dictBackoff
+	if due {
+		d.busy = true
+	}
 	d.mu.Unlock()
 	if due {
 		select {
@@ -162,10 +188,14 @@ func (d *dictState) loop() {
 			return
 		case <-d.kick:
 		}
-		if err := d.renew(); err != nil {
-			d.mu.Lock()
+		err := d.renew()
+		d.mu.Lock()
+		d.busy = false
+		if err != nil {
 			d.failedAt = time.Now()
-			d.mu.Unlock()
+		}
+		d.mu.Unlock()
+		if err != nil {
 			if errors.Is(err, segment.ErrSyncFailed) {
 				d.db.poisonWith(err)
 			}
@@ -195,11 +225,11 @@ func (d *dictState) renew() error {
 		if err != nil {
 			return err
 		}
-		d.use(nd, dictPool)
+		d.use(nd, true)
 		return nil
 	}
 	d.mu.Lock()
-	samples, n := slices.Clone(d.recent), d.recentN
+	samples, n := slices.Clone(d.pool), d.poolN
 	d.mu.Unlock()
 	for try := 0; ; try++ {
 		// zstd leaves IDs under 32768 to registered dictionaries.
@@ -215,7 +245,7 @@ func (d *dictState) renew() error {
 			return err
 		}
 		db.dicts.Add(nd)
-		d.use(nd, n)
+		d.use(nd, n >= dictPool)
 		return nil
 	}
 }
