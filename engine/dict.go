@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 )
 
@@ -61,6 +62,64 @@ var (
 	dictRetrainMin = 1 << 20
 )
 
+// The CPU budget of the dictionary's work beyond what a store without one
+// does: compressing small frames (those under segment.DefaultMinCompress
+// raw bytes, stored as they are without a dictionary) and training. A
+// small frame costs ~10 µs of CPU on the flush path against nothing; where
+// many sessions flush one event each at once the CPU bounds group commit
+// (64 sessions on 2 cores: ~20 µs of CPU an event), and compressing every
+// frame cost 0.53x the events/s; training costs ~20-50 ms. So the budget
+// is a share of one core (dictSmallShare), with a burst: a small frame is
+// compressed with the dictionary while the budget is positive (and
+// charged dictSmallCost), else stored as it is; before there is a
+// dictionary each small frame charges what compressing it would take,
+// and a dictionary is trained only while at least half the burst is left
+// (spare CPU). A host flushing turns (a few thousand
+// frames a second at most) stays within it; a store flushing single
+// events as fast as the disk allows trains none.
+var (
+	dictSmallShare = 0.05
+	dictSmallBurst = 10 * time.Millisecond
+	dictSmallCost  = 10 * time.Microsecond
+)
+
+// refillLocked brings the budget up to now. Called with bmu held.
+func (d *dictState) refillLocked(now time.Time) {
+	if d.budgetAt.IsZero() {
+		d.budget = dictSmallBurst
+	} else {
+		d.budget = min(dictSmallBurst, d.budget+time.Duration(float64(now.Sub(d.budgetAt))*dictSmallShare))
+	}
+	d.budgetAt = now
+}
+
+// spare reports whether at least half the burst of the budget is left.
+func (d *dictState) spare() bool {
+	d.bmu.Lock()
+	defer d.bmu.Unlock()
+	d.refillLocked(time.Now())
+	return d.budget > 0 && d.budget >= dictSmallBurst/2
+}
+
+// encodeSmall encodes the events evs of session id as one small frame
+// with enc: with its dictionary if it has one and the budget allows. The
+// budget is charged dictSmallCost, not the time taken, which depends as
+// much on what else the machine runs.
+func (d *dictState) encodeSmall(enc segment.Encoder, id string, evs []event.Event) (*segment.Encoded, error) {
+	d.bmu.Lock()
+	d.refillLocked(time.Now())
+	switch {
+	case enc.Dict == nil: // none yet: charged what one would take
+		d.budget = max(d.budget-dictSmallCost, -dictSmallBurst)
+	case d.budget > 0:
+		d.budget -= dictSmallCost
+	default:
+		enc.Dict = nil // over the budget: stored as it is
+	}
+	d.bmu.Unlock()
+	return enc.Events(id, evs[0].Seq, evs)
+}
+
 // dictBackoff is how long a process waits after a failed training (a full
 // disk) before it tries again.
 const dictBackoff = 5 * time.Second
@@ -92,6 +151,12 @@ type dictState struct {
 	// base: the ratio of the first window with cur (0 until measured)
 	base     float64
 	failedAt time.Time
+
+	// bmu guards the CPU budget of small frames (encodeSmall): budget
+	// as of budgetAt
+	bmu      sync.Mutex
+	budget   time.Duration
+	budgetAt time.Time
 }
 
 func newDictState(db *DB) *dictState {
@@ -133,7 +198,10 @@ func (d *dictState) observe(es []*segment.Encoded) {
 	cur := d.cur.Load()
 	for _, e := range es {
 		raw := e.Raw()
-		if d.collecting {
+		if len(raw) < dictSmall {
+			d.small += len(raw)
+		}
+		if d.collecting && d.small > 0 { // (a store of large frames only trains none)
 			d.pool = append(d.pool, raw)
 			d.poolN += len(raw)
 			for d.poolN-len(d.pool[0]) >= dictPool {
@@ -143,9 +211,6 @@ func (d *dictState) observe(es []*segment.Encoded) {
 			}
 		}
 		d.seen += len(raw)
-		if len(raw) < dictSmall {
-			d.small += len(raw)
-		}
 		if e.Dict() != 0 {
 			d.winRaw += len(raw)
 			d.winStored += e.StoredLen()
@@ -166,7 +231,7 @@ func (d *dictState) observe(es []*segment.Encoded) {
 	case d.collecting:
 		due = d.poolN >= dictPool
 	}
-	due = due && !d.busy && time.Since(d.failedAt) >= dictBackoff
+	due = due && !d.busy && time.Since(d.failedAt) >= dictBackoff && d.spare()
 	if due {
 		d.busy = true
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testgen"
@@ -420,4 +421,134 @@ func TestDictPowerCut(t *testing.T) {
 		t.Fatalf("no dictionary in %v", names)
 	}
 	_ = fs.ErrNotExist
+}
+
+// TestDictTraining: a store written in large frames only keeps no
+// training pool and trains no dictionary; small frames make the first
+// once dictTrainAfter bytes of them are written and the second once the
+// pool holds dictPool bytes, after which the pool is let go. The pool
+// never holds much more than dictPool. Without spare CPU (no budget) it
+// trains none.
+func TestDictTraining(t *testing.T) {
+	after, pool, small, history, share, burst := dictTrainAfter, dictPool, dictSmall, dictHistory, dictSmallShare, dictSmallBurst
+	dictTrainAfter, dictPool, dictSmall, dictHistory = 16<<10, 64<<10, 4<<10, 8<<10
+	t.Cleanup(func() {
+		dictTrainAfter, dictPool, dictSmall, dictHistory, dictSmallShare, dictSmallBurst = after, pool, small, history, share, burst
+	})
+	for _, spare := range []bool{true, false} {
+		t.Run(fmt.Sprintf("spare=%v", spare), func(t *testing.T) {
+			dictSmallShare, dictSmallBurst = 1e6, time.Second
+			if !spare {
+				dictSmallShare, dictSmallBurst = 0, 0
+			}
+			testDictTraining(t, spare)
+		})
+	}
+}
+
+func testDictTraining(t *testing.T, spare bool) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() (collecting bool, n, bytes int) {
+		db.dict.mu.Lock()
+		defer db.dict.mu.Unlock()
+		return db.dict.collecting, len(db.dict.pool), db.dict.poolN
+	}
+	evs := testgen.Events(0, 2000, 300)
+	for i := 0; i < 1000; i += 20 { // ~6 KiB frames: 300 KiB
+		if err := h.Append(ctx, evs[i:i+20]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, n, _ := state(); n != 0 {
+		t.Fatalf("the pool holds %d payloads of large frames", n)
+	}
+	if ids, _ := segment.ListDicts(nil, dir); len(ids) != 0 || db.dict.cur.Load() != nil {
+		t.Fatalf("dictionaries %v after large frames only", ids)
+	}
+	for i := 1000; i < 2000; i++ { // one event a frame: ~300 KiB
+		if err := h.Append(ctx, evs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, n := state(); n > dictPool+1024 {
+			t.Fatalf("the pool holds %d bytes", n)
+		}
+	}
+	if !spare {
+		time.Sleep(50 * time.Millisecond) // (training runs on its own goroutine)
+		if ids, _ := segment.ListDicts(nil, dir); len(ids) != 0 {
+			t.Fatalf("dictionaries %v trained without spare CPU", ids)
+		}
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ids, err := segment.ListDicts(nil, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		collecting, n, _ := state()
+		if len(ids) == 2 && !collecting && n == 0 {
+			break
+		}
+		if len(ids) > 2 || time.Now().After(deadline) {
+			t.Fatalf("dictionaries %v, collecting %v, %d payloads in the pool: want 2 and the pool let go", ids, collecting, n)
+		}
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, "read back", readAll(t, db, "s"), evs)
+}
+
+// TestDictSmallBudget: small frames are compressed with the dictionary
+// only within their CPU budget; beyond it they are stored as they are.
+func TestDictSmallBudget(t *testing.T) {
+	dictKnobs(t)
+	share, burst := dictSmallShare, dictSmallBurst
+	t.Cleanup(func() { dictSmallShare, dictSmallBurst = share, burst })
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writeFlushed(t, h, 0, 100)
+	if err := db.dict.renew(); err != nil {
+		t.Fatal(err)
+	}
+	_, before := frameCodecs(t, nil, dir)
+	dictSmallShare, dictSmallBurst = 0, 0 // no budget
+	want = append(want, writeFlushed(t, h, 100, 100)...)
+	if _, n := frameCodecs(t, nil, dir); n != before {
+		t.Fatalf("%d small frames compressed with the dictionary without a budget", n-before)
+	}
+	db.dict.bmu.Lock()
+	db.dict.budget, db.dict.budgetAt = 0, time.Time{}
+	db.dict.bmu.Unlock()
+	dictSmallShare, dictSmallBurst = 1e6, time.Second // all the budget needed
+	want = append(want, writeFlushed(t, h, 200, 100)...)
+	if _, n := frameCodecs(t, nil, dir); n-before < 45 {
+		t.Fatalf("%d of the 50 small frames compressed with the dictionary within the budget", n-before)
+	}
+	sameEvents(t, "read back", readAll(t, db, "s"), want)
 }

@@ -205,6 +205,8 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 			start, bytes = i+1, 0
 		}
 	}
+	// small: the batch is one frame stored as is without a dictionary
+	small := len(ends) == 0 && bytes < segment.DefaultMinCompress
 	if start < len(evs) {
 		ends = append(ends, len(evs))
 	}
@@ -216,7 +218,13 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 		if k > 0 {
 			from = ends[k-1]
 		}
-		out[k], errs[k] = enc.Events(id, evs[from].Seq, evs[from:ends[k]])
+		if small && db.dict != nil {
+			// compressed with a dictionary within the CPU budget of
+			// such frames
+			out[k], errs[k] = db.dict.encodeSmall(enc, id, evs)
+		} else {
+			out[k], errs[k] = enc.Events(id, evs[from].Seq, evs[from:ends[k]])
+		}
 		counts[k] = uint32(ends[k] - from)
 	}
 	if workers := min(runtime.GOMAXPROCS(0), len(ends)); workers <= 1 {
