@@ -74,9 +74,9 @@ var (
 // charged dictSmallCost), else stored as it is; before there is a
 // dictionary each small frame charges what compressing it would take,
 // and a dictionary is trained only while at least half the burst is left
-// (spare CPU). A host flushing turns (a few thousand
-// frames a second at most) stays within it; a store flushing single
-// events as fast as the disk allows trains none.
+// (spare CPU). A host flushing turns (a few thousand frames a second at
+// most) stays within it; a store flushing single events as fast as the
+// disk allows trains none.
 var (
 	dictSmallShare = 0.05
 	dictSmallBurst = 10 * time.Millisecond

@@ -279,11 +279,14 @@ func (d *Dict) encoder(n int) (*zstd.Encoder, error) {
 		e = &d.large
 	}
 	e.once.Do(func() {
-		conc := runtime.GOMAXPROCS(0)
+		// An encoder state is ~1 MiB (its tables and history): one
+		// for small frames, which the engine compresses with a
+		// dictionary within a CPU budget of a twentieth of a core (two
+		// at once are rare); one per core for large ones (a batch of
+		// several frames is compressed on every core).
+		conc := 1
 		if large {
-			// Large frames are few where a dictionary matters (hosts
-			// flushing turns); one encoder is ~1 MiB.
-			conc = 1
+			conc = runtime.GOMAXPROCS(0)
 		}
 		e.enc, e.err = zstd.NewWriter(nil,
 			zstd.WithEncoderLevel(zstd.SpeedFastest),
