@@ -73,13 +73,14 @@ var (
 // compressed with the dictionary while the budget is positive (and
 // charged dictSmallCost), else stored as it is; before there is a
 // dictionary each small frame charges what compressing it would take,
-// and a dictionary is trained only while at least half the burst is left
-// (spare CPU). A host flushing turns (a few thousand frames a second at
+// and a dictionary is trained only while half the burst is left (spare
+// CPU: 64 sessions flushing one event each drain the burst before they
+// have written enough to train from). A host flushing turns (a few thousand frames a second at
 // most) stays within it; a store flushing single events as fast as the
 // disk allows trains none.
 var (
-	dictSmallShare = 0.05
-	dictSmallBurst = 10 * time.Millisecond
+	dictSmallShare = 0.10
+	dictSmallBurst = 4 * time.Millisecond
 	dictSmallCost  = 10 * time.Microsecond
 )
 
@@ -93,7 +94,7 @@ func (d *dictState) refillLocked(now time.Time) {
 	d.budgetAt = now
 }
 
-// spare reports whether at least half the burst of the budget is left.
+// spare reports whether half the burst of the budget is left.
 func (d *dictState) spare() bool {
 	d.bmu.Lock()
 	defer d.bmu.Unlock()

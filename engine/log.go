@@ -237,9 +237,10 @@ func (a *appender) placeLocked(batch []*placement) error {
 		start, buf, chunk, events = start+int64(len(buf)), buf[:0], chunk[:0], 0
 		return nil
 	}
+	ver := a.version(seg)
 	for _, p := range batch {
 		for i, e := range p.frames {
-			e = a.fit(e, seg)
+			e = fit(e, ver)
 			n := e.Size()
 			if start+int64(len(buf)) > segment.HeaderSize && start+int64(len(buf))+n > db.opts.segmentSize(seg) {
 				if err := write(); err != nil {
@@ -250,7 +251,8 @@ func (a *appender) placeLocked(batch []*placement) error {
 					return err
 				}
 				start = segment.HeaderSize
-				e = a.fit(e, seg) // (a segment takes its first frame whatever its size)
+				ver = a.version(seg)
+				e = fit(e, ver) // (a segment takes its first frame whatever its size)
 				n = e.Size()
 			}
 			p.frames[i] = e
@@ -271,7 +273,7 @@ func (a *appender) placeLocked(batch []*placement) error {
 	if err := write(); err != nil {
 		return err
 	}
-	a.tailVersion.Store(int32(a.version(seg)))
+	a.tailVersion.Store(int32(ver))
 	if !db.opts.NoPreallocate && (start > db.opts.segmentSize(seg)/2 || a.growDue(seg, start)) {
 		select {
 		case db.prepKick <- struct{}{}:
@@ -556,11 +558,11 @@ func (a *appender) zeroAhead(seg uint64, f vfs.File, size, n int64) (bool, error
 	return true, nil
 }
 
-// fit returns e as segment seg may hold it: without its dictionary in a
-// segment of a format before segment.DictVersion (an older build's, whose
-// builds would meet the codec as damage). Called under lockAppend.
-func (a *appender) fit(e *segment.Encoded, seg uint64) *segment.Encoded {
-	if e.Dict() != 0 && a.version(seg) < segment.DictVersion {
+// fit returns e as a segment of format version ver may hold it: without
+// its dictionary in a segment of a format before segment.DictVersion (an
+// older build's, whose builds would meet the codec as damage).
+func fit(e *segment.Encoded, ver int) *segment.Encoded {
+	if e.Dict() != 0 && ver < segment.DictVersion {
 		return e.WithoutDict()
 	}
 	return e
