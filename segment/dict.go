@@ -281,7 +281,7 @@ func (d *Dict) encoder(n int) (*zstd.Encoder, error) {
 	e.once.Do(func() {
 		// An encoder state is ~1 MiB (its tables and history): one
 		// for small frames, which the engine compresses with a
-		// dictionary within a CPU budget of a twentieth of a core (two
+		// dictionary within a CPU budget of a tenth of a core (two
 		// at once are rare); one per core for large ones (a batch of
 		// several frames is compressed on every core).
 		conc := 1
