@@ -62,7 +62,10 @@ type CheckReport struct {
 //   - every frame of every segment read and decoded (checksums, payloads);
 //     after damage the scan resumes at the next valid frame, so one bad
 //     frame is one problem. Damage before the index checkpoint is a
-//     problem, never taken for a torn tail (as in Open).
+//     problem, never taken for a torn tail (as in Open);
+//   - every dictionary file: a damaged one is a problem at it, and so is
+//     a missing or damaged one that frames name (one problem, with how
+//     many frames name it and where the first is).
 //
 // It returns an error only if the store cannot be read at all.
 func Check(dir string, opts *Options) (*CheckReport, error) {
@@ -169,13 +172,20 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 		return nil, false, err
 	}
 	bseg, boff := splitPosition(bound)
+	dicts := segment.NewDicts(o.FS, dir)
+	type badDict struct {
+		err    error
+		frames int
+		first  string // the first frame naming it
+	}
+	bad := map[uint32]*badDict{}
 	for _, id := range ids {
 		if skip[id] || (bound != 0 && id > bseg) {
 			continue
 		}
 		rep.Segments++
 		path := filepath.Join(dir, segment.Name(id))
-		r, err := segment.OpenReader(o.FS, path)
+		r, err := segment.OpenReaderDicts(o.FS, path, dicts)
 		if err != nil {
 			problemErr("", err)
 			continue
@@ -189,6 +199,18 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 			}
 			rep.Frames++
 			if _, err := r.ReadFrame(fi.Offset); err != nil {
+				if fi.Dict != 0 {
+					if _, derr := dicts.Get(fi.Dict); derr != nil {
+						// One problem per dictionary, at its file.
+						b := bad[fi.Dict]
+						if b == nil {
+							b = &badDict{err: derr, first: fmt.Sprintf("%s @%d", path, fi.Offset)}
+							bad[fi.Dict] = b
+						}
+						b.frames++
+						return nil
+					}
+				}
 				var ce *CorruptionError
 				if errors.As(err, &ce) {
 					problem(path, fi.Offset, string(fi.Key), "%s", ce.Reason)
@@ -228,6 +250,24 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 		if err != nil {
 			problem(path, -1, "", "%v", err)
 		}
+	}
+	dictIDs, err := segment.ListDicts(o.FS, dir)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, id := range dictIDs {
+		if _, err := dicts.Get(id); err != nil && bad[id] == nil {
+			problemErr("", err)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(bad)) {
+		b := bad[id]
+		path, off, what := dicts.Path(id), int64(-1), b.err.Error()
+		var ce *CorruptionError
+		if errors.As(b.err, &ce) {
+			path, off, what = ce.Path, ce.Offset, ce.Reason
+		}
+		problem(path, off, "", "%s; %d frames name it, the first at %s", what, b.frames, b.first)
 	}
 	rep.Problems = dedupProblems(rep.Problems)
 	if opened != nil && opened.follow != nil {

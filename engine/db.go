@@ -34,7 +34,11 @@ type DB struct {
 	// index is the index between uses once the store is open (nil with
 	// NoIndex, or when a read-only open set it aside)
 	index *indexFile
-	enc   segment.Encoder
+	// dicts are the store's compression dictionaries, loaded as frames
+	// name them; dict, of a writing process that compresses, the one its
+	// frames use and its training (nil otherwise)
+	dicts *segment.Dicts
+	dict  *dictState
 
 	owners handle.Owners
 
@@ -162,7 +166,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		opts:         o,
 		rebuildIndex: rebuildIndex,
 		shared:       sh,
-		enc:          segment.Encoder{Uncompressed: o.Uncompressed},
+		dicts:        segment.NewDicts(o.FS, dir),
 		idxKick:      make(chan struct{}, 1),
 		prepKick:     make(chan struct{}, 1),
 		stop:         make(chan struct{}),
@@ -269,10 +273,21 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if o.ReadOnly {
 		return db, nil // no writer, no background work
 	}
+	if !o.Uncompressed && !o.NoDict {
+		db.dict = newDictState(db)
+		if err := db.dict.load(); err != nil {
+			db.closeFiles()
+			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+		}
+	}
 	db.stopCtx, db.stopCancel = context.WithCancel(context.Background())
 	db.wg.Add(2)
 	go db.indexLoop()
 	go db.prepareLoop()
+	if db.dict != nil {
+		db.wg.Add(1)
+		go db.dict.loop()
+	}
 	if o.CompactInterval > 0 {
 		db.wg.Add(1)
 		go db.compactLoop(db.stopCtx)
@@ -579,7 +594,7 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	}
 	uid := s.uid
 	db.mu.Unlock()
-	e, err := db.enc.Delete(id, uid)
+	e, err := db.encoder().Delete(id, uid)
 	if err != nil {
 		return sessionErr(id, "delete", err)
 	}

@@ -111,13 +111,13 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header)
 		frames, counts = append(frames, fs...), append(counts, cs...)
 	}
 	marker := store.ForkMarker(n, time.Now().UnixMilli())
-	me, err := db.enc.Events(c.id, n, []event.Event{marker})
+	me, err := db.encoder().Events(c.id, n, []event.Event{marker})
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
 	frames, counts = append(frames, me), append(counts, 1)
 	rec := store.HeaderRecord{Header: hdr, UID: c.uid, Inherited: n, Events: n + 1}
-	he, err := db.enc.Header(c.id, store.MarshalHeaderRecord(rec))
+	he, err := db.encoder().Header(c.id, store.MarshalHeaderRecord(rec))
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
@@ -279,11 +279,11 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 		c.title, c.updatedAt, c.metaAt = ptitle, marker.Time, n+1
 	}
 	rec := store.HeaderRecord{Header: hdr, UID: c.uid, Inherited: n, Events: n + 1, Fork: chain}
-	he, err := db.enc.Header(c.id, store.MarshalHeaderRecord(rec))
+	he, err := db.encoder().Header(c.id, store.MarshalHeaderRecord(rec))
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
-	me, err := db.enc.Events(c.id, n, []event.Event{marker})
+	me, err := db.encoder().Events(c.id, n, []event.Event{marker})
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}

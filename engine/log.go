@@ -35,8 +35,12 @@ type appender struct {
 	queue   []*placement
 	leading bool
 
-	fmu   sync.Mutex
-	files map[uint64]vfs.File // segment files open for writing, by ID
+	fmu      sync.Mutex
+	files    map[uint64]vfs.File // segment files open for writing, by ID
+	versions map[uint64]int      // their format versions, once read
+	// tailVersion: the format version of the segment of the last
+	// placement (0: not known yet)
+	tailVersion atomic.Int32
 
 	// pmu: one creation of a segment at a time in this process (the byte
 	// lock lockPrepare is per open file: it keeps other processes out,
@@ -90,7 +94,7 @@ type placement struct {
 }
 
 func newAppender(db *DB) *appender {
-	a := &appender{db: db, sh: db.shared, files: map[uint64]vfs.File{}}
+	a := &appender{db: db, sh: db.shared, files: map[uint64]vfs.File{}, versions: map[uint64]int{}}
 	a.qcond = sync.NewCond(&a.qmu)
 	a.scond = sync.NewCond(&a.smu)
 	return a
@@ -233,8 +237,10 @@ func (a *appender) placeLocked(batch []*placement) error {
 		start, buf, chunk, events = start+int64(len(buf)), buf[:0], chunk[:0], 0
 		return nil
 	}
+	ver := a.version(seg)
 	for _, p := range batch {
-		for _, e := range p.frames {
+		for i, e := range p.frames {
+			e = fit(e, ver)
 			n := e.Size()
 			if start+int64(len(buf)) > segment.HeaderSize && start+int64(len(buf))+n > db.opts.segmentSize(seg) {
 				if err := write(); err != nil {
@@ -245,7 +251,11 @@ func (a *appender) placeLocked(batch []*placement) error {
 					return err
 				}
 				start = segment.HeaderSize
+				ver = a.version(seg)
+				e = fit(e, ver) // (a segment takes its first frame whatever its size)
+				n = e.Size()
 			}
+			p.frames[i] = e
 			if len(chunk) == 0 || chunk[len(chunk)-1] != p {
 				chunk = append(chunk, p)
 			}
@@ -263,6 +273,7 @@ func (a *appender) placeLocked(batch []*placement) error {
 	if err := write(); err != nil {
 		return err
 	}
+	a.tailVersion.Store(int32(ver))
 	if !db.opts.NoPreallocate && (start > db.opts.segmentSize(seg)/2 || a.growDue(seg, start)) {
 		select {
 		case db.prepKick <- struct{}{}:
@@ -336,6 +347,7 @@ func (a *appender) roll(seg uint64, off int64) (uint64, error) {
 	if err := a.prepare(next, true); err != nil {
 		return 0, fmt.Errorf("engine: roll to %s: %w", db.segPath(next), err)
 	}
+	a.tailVersion.Store(int32(a.version(next)))
 	p := position(next, segment.HeaderSize)
 	a.sh.field(shmFrames).Store(0)
 	a.sh.field(shmTail).Store(p)
@@ -546,6 +558,53 @@ func (a *appender) zeroAhead(seg uint64, f vfs.File, size, n int64) (bool, error
 	return true, nil
 }
 
+// fit returns e as a segment of format version ver may hold it: without
+// its dictionary in a segment of a format before segment.DictVersion (an
+// older build's, whose builds would meet the codec as damage).
+func fit(e *segment.Encoded, ver int) *segment.Encoded {
+	if e.Dict() != 0 && ver < segment.DictVersion {
+		return e.WithoutDict()
+	}
+	return e
+}
+
+// version returns the format version of segment seg (0 if its header
+// cannot be read).
+func (a *appender) version(seg uint64) int {
+	f, err := a.file(seg)
+	if err != nil {
+		return 0
+	}
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	if v, ok := a.versions[seg]; ok {
+		return v
+	}
+	var b [segment.HeaderSize]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil {
+		return 0
+	}
+	h, err := segment.DecodeHeader(a.db.segPath(seg), b[:])
+	if err != nil {
+		return 0
+	}
+	a.versions[seg] = h.Version
+	return h.Version
+}
+
+// dictSegment reports whether the active segment (as of this process's
+// last placement, or now) may hold frames compressed with a dictionary.
+// (A frame encoded so and placed in another segment is refitted there.)
+func (a *appender) dictSegment() bool {
+	v := a.tailVersion.Load()
+	if v == 0 {
+		seg, _ := splitPosition(a.sh.field(shmTail).Load())
+		v = int32(a.version(seg))
+		a.tailVersion.Store(v)
+	}
+	return v >= segment.DictVersion
+}
+
 // file returns segment seg open for writing.
 func (a *appender) file(seg uint64) (vfs.File, error) {
 	a.fmu.Lock()
@@ -692,6 +751,7 @@ func (a *appender) closeBefore(seg uint64) {
 		if id < seg {
 			f.Close()
 			delete(a.files, id)
+			delete(a.versions, id)
 		}
 	}
 }

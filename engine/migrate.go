@@ -147,7 +147,7 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 	ns := &session{id: id, hdr: &newHdr, inherited: inherited, uid: store.NewIncarnation(), loaded: true}
 	ns.setListing(evs)
 	rec := store.MarshalHeaderRecord(store.HeaderRecord{Header: newHdr, UID: ns.uid, Inherited: ns.inherited, Replaces: old.uid, Events: uint64(len(evs))})
-	he, err := db.enc.Header(id, rec)
+	he, err := db.encoder().Header(id, rec)
 	if err != nil {
 		return Snapshot{}, sessionErr(id, "migrate", err)
 	}

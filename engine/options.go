@@ -47,6 +47,16 @@ type Options struct {
 	PreallocateStart int64
 	// Uncompressed stores frames without zstd.
 	Uncompressed bool
+	// NoDict compresses without dictionaries: events frames under 1 KiB
+	// (segment.DefaultMinCompress) are then always stored as they are.
+	// By default a writing process trains a zstd dictionary from the
+	// events it writes once it has written 128 KiB of them in small
+	// frames, stores it with the store, and compresses events frames with
+	// it: those of 1 KiB and more always, smaller ones while within a
+	// CPU budget of 5% of a core (docs/DESIGN.md, Dictionaries). Other
+	// processes read such frames whether or not they use dictionaries
+	// themselves.
+	NoDict bool
 	// FrameBytes is the target raw size of one frame: larger appends are
 	// split, so a random read decodes little. Default 32 KiB.
 	FrameBytes int

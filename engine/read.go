@@ -20,7 +20,7 @@ import (
 // openSegment opens segment id and checks that its header names the same
 // ID as its file name (a renamed or swapped file is corruption).
 func (db *DB) openSegment(id uint64) (*segment.Reader, error) {
-	r, err := segment.OpenReader(db.opts.FS, db.segPath(id))
+	r, err := segment.OpenReaderDicts(db.opts.FS, db.segPath(id), db.dicts)
 	if err != nil {
 		return nil, err
 	}

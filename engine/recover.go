@@ -120,8 +120,10 @@ func isCorruption(err error) bool {
 }
 
 // findTemporaries lists the files a crash left in the middle of creating
-// or rewriting a segment (named by segment.TempName or RewriteName). They
-// never held anything acknowledged and are removed at once by a write open.
+// or rewriting a segment (named by segment.TempName or RewriteName), or of
+// writing a dictionary. They never held anything acknowledged (no frame
+// names a dictionary before it is in place) and are removed at once by a
+// write open.
 func (db *DB) findTemporaries() error {
 	names, err := db.opts.FS.List(db.dir)
 	if err != nil {
@@ -136,7 +138,7 @@ func (db *DB) findTemporaries() error {
 		return nil
 	}
 	if db.passive() {
-		db.rec.note("%d unfinished segment files (a creation or compaction cut short): the next write open removes them", len(db.rec.temps))
+		db.rec.note("%d unfinished segment or dictionary files (a creation or compaction cut short): the next write open removes them", len(db.rec.temps))
 		return nil
 	}
 	for _, p := range db.rec.temps {
@@ -598,7 +600,7 @@ func (db *DB) abandonMigrations() error {
 	var es []*segment.Encoded
 	for _, key := range keys {
 		rp := replacing[key]
-		e, err := db.enc.Delete(key, rp.s.uid)
+		e, err := db.encoder().Delete(key, rp.s.uid)
 		if err != nil {
 			return err
 		}

@@ -56,6 +56,7 @@ const (
 	lockFixed   = 8  // shared by a writing process that cannot follow a compaction (no slot, or no index); a compaction takes it exclusive
 	lockWant    = 9  // held by a rebuild of the index while it waits for the checkpointer to step down (shmIndexWant)
 	lockTypes   = 10 // held while a process rewrites types.json (RegisterTypes)
+	lockDict    = 11 // held while a process makes (or looks for) a new compression dictionary
 	lockSlot0   = 16 // lockSlot0 + i, i < nSlots: slot i's holder
 	// leaseBase + xxhash64(id) mod 2^62: the write lease of session id
 	leaseBase = 1 << 32

@@ -182,12 +182,23 @@ func (db *DB) prepareLoop() {
 	}
 }
 
+// encoder returns the encoder of this process's frames: with its current
+// dictionary once the active segment may hold frames that name one.
+func (db *DB) encoder() segment.Encoder {
+	e := segment.Encoder{Uncompressed: db.opts.Uncompressed}
+	if db.dict != nil && db.log.dictSegment() {
+		e.Dict = db.dict.cur.Load()
+	}
+	return e
+}
+
 // encodeBatch splits evs into frames of about FrameBytes raw bytes. A
 // batch of several frames is encoded (and compressed) on up to GOMAXPROCS
 // goroutines: a bulk append uses every core.
 func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []uint32, error) {
 	var ends []int
 	start, bytes := 0, 0
+	enc := db.encoder()
 	for i := range evs {
 		bytes += len(evs[i].Data) + len(evs[i].Type) + 16
 		if bytes >= db.opts.FrameBytes && i+1 > start {
@@ -195,6 +206,8 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 			start, bytes = i+1, 0
 		}
 	}
+	// small: the batch is one frame stored as is without a dictionary
+	small := len(ends) == 0 && bytes < segment.DefaultMinCompress
 	if start < len(evs) {
 		ends = append(ends, len(evs))
 	}
@@ -206,7 +219,13 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 		if k > 0 {
 			from = ends[k-1]
 		}
-		out[k], errs[k] = db.enc.Events(id, evs[from].Seq, evs[from:ends[k]])
+		if small && db.dict != nil {
+			// compressed with a dictionary within the CPU budget of
+			// such frames
+			out[k], errs[k] = db.dict.encodeSmall(enc, id, evs)
+		} else {
+			out[k], errs[k] = enc.Events(id, evs[from].Seq, evs[from:ends[k]])
+		}
 		counts[k] = uint32(ends[k] - from)
 	}
 	if workers := min(runtime.GOMAXPROCS(0), len(ends)); workers <= 1 {
@@ -229,6 +248,9 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 		if err != nil {
 			return nil, nil, err
 		}
+	}
+	if db.dict != nil {
+		db.dict.observe(out)
 	}
 	return out, counts, nil
 }
@@ -322,7 +344,7 @@ func (h *Handle) cut() error {
 	var hdr *segment.Encoded
 	if pending {
 		var err error
-		if hdr, err = db.enc.Header(h.ID(), marshalHeader(h.s)); err != nil {
+		if hdr, err = db.encoder().Header(h.ID(), marshalHeader(h.s)); err != nil {
 			return err
 		}
 	}

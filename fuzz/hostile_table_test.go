@@ -69,6 +69,7 @@ type hsSeg struct {
 	name    string
 	size    int64
 	version int
+	gen     uint64 // the header's generation: 0 as created, more once rewritten
 	sealed  bool
 	frames  []hsFrame // the seal frame included
 }
@@ -98,9 +99,11 @@ type hsStore struct {
 	logs    map[string][]event.Event // every acknowledged session, exactly
 	deleted []string                 // acknowledged deletes
 	segs    []*hsSeg
-	// sealed is a sealed version-1 segment in the middle of the store,
-	// rewritten one a compaction rewrote (version 2), active the newest
-	// segment with frames (unsealed), prepared an empty segment after it.
+	// sealed is a sealed segment in the middle of the store as its writer
+	// created it (generation 0), rewritten one a compaction rewrote
+	// (generation 1 or more: version 2, or 3 for a version 3 one), active
+	// the newest segment with frames (unsealed), prepared an empty segment
+	// after it.
 	sealed, rewritten, active, prepared *hsSeg
 	first                               *hsSeg
 	gap                                 uint64 // a segment ID below the active one that compaction removed (0 if none)
@@ -199,7 +202,7 @@ func buildHostileStore(root string) (st *hsStore, err error) {
 	saveIndex("before-delete")
 
 	// 3. Delete it and compact: segments with nothing alive are removed,
-	// mostly dead ones rewritten (version 2).
+	// mostly dead ones rewritten (a generation of 1).
 	db = open()
 	must(db.Delete(ctx, "delta"))
 	delete(st.logs, "delta")
@@ -256,7 +259,7 @@ func buildHostileStore(root string) (st *hsStore, err error) {
 		s := &hsSeg{id: id, name: segment.Name(id)}
 		r, e := segment.OpenReader(vfs.Default, filepath.Join(dir, s.name))
 		must(e)
-		s.size, s.version = r.Size(), r.Header().Version
+		s.size, s.version, s.gen = r.Size(), r.Header().Version, r.Header().Generation
 		res, e := r.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
 			s.frames = append(s.frames, hsFrame{off: fi.Offset, size: fi.Size, kind: fi.Kind, keyLen: len(fi.Key), stored: int(fi.StoredLen)})
 			return nil
@@ -277,9 +280,9 @@ func buildHostileStore(root string) (st *hsStore, err error) {
 	}
 	for _, s := range st.segs[1 : n-2] {
 		switch {
-		case s.version == 2 && st.rewritten == nil:
+		case s.gen > 0 && st.rewritten == nil:
 			st.rewritten = s
-		case s.version == 1 && s.sealed && len(s.events()) >= 3 && (st.sealed == nil || len(s.events()) > len(st.sealed.events())):
+		case s.gen == 0 && s.sealed && len(s.events()) >= 3 && (st.sealed == nil || len(s.events()) > len(st.sealed.events())):
 			st.sealed = s
 		}
 	}

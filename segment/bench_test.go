@@ -73,7 +73,7 @@ func BenchmarkDecode(b *testing.B) {
 				b.SetBytes(int64(testgen.Size(evs)))
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := DecodeFrame("b", data, HeaderSize, 0); err != nil {
+					if _, err := DecodeFrame("b", data, HeaderSize, 0, nil); err != nil {
 						b.Fatal(err)
 					}
 				}

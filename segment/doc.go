@@ -15,7 +15,9 @@
 // Rewrite replaces a sealed segment by a copy with only the frames a
 // compaction keeps (same ID, format version 2, the next generation),
 // built aside and renamed into place; MarshalFrame and UnmarshalFrame
-// carry one frame as a standalone message (backend/jetstream).
+// carry one frame as a standalone message (backend/jetstream). A store's
+// zstd dictionaries (dict.go: TrainDict, WriteDict, Dicts) sit beside its
+// segments, one file per ID, named by the frames compressed with them.
 //
 // segment imports only event, internal/base and internal/vfs: it knows
 // nothing of the index, handles, recovery, plan or the engine, and starts no

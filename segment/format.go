@@ -21,8 +21,10 @@ import (
 //	| magic  | version| hdrlen | rsvd=0 | segment ID| created ns| generation| rsvd, zero | xxh64    |
 //	+--------+--------+--------+--------+-----------+-----------+-----------+------------+----------+
 //
-// generation is zero in version 1 (a segment as its writer created it) and
-// at least 1 in version 2 (a segment rewritten by compaction; see Rewrite).
+// generation is zero in version 1 (a segment as its writer created it), at
+// least 1 in version 2 (a version 1 or 2 segment rewritten by compaction;
+// see Rewrite), and zero as created, more after each rewrite, in version 3
+// (whose frames may also be compressed with a dictionary: CodecZstdDict).
 //
 // Frame (frameHeaderSize bytes, then key, payload and zero padding to 8):
 //
@@ -43,14 +45,19 @@ const (
 	frameAlign      = 8
 
 	// Version is the segment format version a Writer creates segments
-	// with. Stores that were never compacted by rewriting hold only this
-	// version, so builds that predate RewriteVersion still read them.
-	Version = 1
-	// RewriteVersion is the version of a segment rewritten by compaction:
-	// version 1 plus a generation (>= 1) in header bytes [32, 40).
+	// with: DictVersion.
+	Version = DictVersion
+	// RewriteVersion is the version of a version 1 or 2 segment rewritten
+	// by compaction: version 1 plus a generation (>= 1) in header bytes
+	// [32, 40). A rewritten version 3 segment stays version 3.
 	RewriteVersion = 2
+	// DictVersion is the first version whose frames may use CodecZstdDict:
+	// version 2's layout, the generation 0 as created. Builds before it
+	// refuse such a segment with a *FormatError instead of meeting an
+	// unknown codec in it.
+	DictVersion = 3
 	// NewestVersion is the newest segment format version this build reads.
-	NewestVersion = RewriteVersion
+	NewestVersion = DictVersion
 	// OldestVersion is the oldest segment format version this build reads.
 	OldestVersion = 1
 
@@ -108,6 +115,10 @@ type Codec uint8
 const (
 	CodecNone Codec = 0 // stored as encoded
 	CodecZstd Codec = 1 // one zstd frame, without zstd's own checksum
+	// CodecZstdDict: the ID of a store dictionary (uint32 LE, not 0), then
+	// one zstd frame made with that dictionary, without zstd's checksum.
+	// Only in segments of version DictVersion and later.
+	CodecZstdDict Codec = 2
 )
 
 func (c Codec) String() string {
@@ -116,6 +127,8 @@ func (c Codec) String() string {
 		return "none"
 	case CodecZstd:
 		return "zstd"
+	case CodecZstdDict:
+		return "zstd+dict"
 	}
 	return fmt.Sprintf("codec(%d)", uint8(c))
 }
@@ -125,7 +138,7 @@ type Header struct {
 	Version    int
 	ID         uint64
 	CreatedNs  int64  // creation time, Unix nanoseconds
-	Generation uint64 // 0 as created; incremented by each rewrite (version 2)
+	Generation uint64 // 0 as created; incremented by each rewrite (versions 2 and 3)
 }
 
 func appendHeader(dst []byte, h Header) []byte {
@@ -172,7 +185,7 @@ func DecodeHeader(path string, b []byte) (Header, error) {
 	}
 	gen := binary.LittleEndian.Uint64(b[32:])
 	switch {
-	case v == Version && gen != 0:
+	case v == 1 && gen != 0:
 		return bad("reserved header bytes are not zero")
 	case v == RewriteVersion && gen == 0:
 		return bad("rewritten segment with generation 0")
@@ -203,6 +216,7 @@ type FrameInfo struct {
 	RawLen    uint32 // payload bytes after decoding
 	StoredLen uint32 // payload bytes as stored
 	Base      int64  // offset of the write the frame was part of
+	Dict      uint32 // CodecZstdDict: the dictionary the payload was compressed with
 }
 
 // End returns the offset just past the frame.
@@ -314,6 +328,13 @@ func parseFrameAt(buf []byte, off int64, maxRaw int) (FrameInfo, frameStatus, st
 			return wrong("uncompressed frame with raw length %d != stored length %d", fi.RawLen, fi.StoredLen)
 		}
 	case CodecZstd:
+	case CodecZstdDict:
+		if fi.StoredLen <= 4 {
+			return wrong("dictionary frame of %d stored bytes", fi.StoredLen)
+		}
+		if fi.Dict = binary.LittleEndian.Uint32(frame[frameHeaderSize+keyLen:]); fi.Dict == 0 {
+			return wrong("frame names dictionary 0")
+		}
 	default:
 		return wrong("unknown codec %d", fi.Codec)
 	}

@@ -41,7 +41,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		data := append(bytes.Clone(segHeader), frame...)
-		got, err := DecodeFrame("f.seg", data, HeaderSize, 1<<20)
+		got, err := DecodeFrame("f.seg", data, HeaderSize, 1<<20, nil)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("non-corruption error: %v", err)
@@ -91,7 +91,7 @@ func FuzzScan(f *testing.F) {
 			}
 			last = fi.End()
 			if fi.Kind == KindEvents {
-				if _, err := DecodeFrame("f.seg", data, fi.Offset, 0); err != nil && !errors.Is(err, ErrCorrupt) {
+				if _, err := DecodeFrame("f.seg", data, fi.Offset, 0, nil); err != nil && !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("decode of scanned frame: %v", err)
 				}
 			}

@@ -11,7 +11,9 @@ import (
 // frame of its write (base = HeaderSize). The checksum covers it as in a
 // file; nothing else of the file format applies.
 
-// MarshalFrame returns the encoded frame e as a standalone message.
+// MarshalFrame returns the encoded frame e as a standalone message. A
+// frame compressed with a dictionary cannot travel (the receiver has no
+// dictionaries): encode messages without one.
 func MarshalFrame(e *Encoded) []byte {
 	b := make([]byte, e.Size())
 	putFrame(b, e.kind, e.codec, e.key, e.stored, e.rawLen, e.firstSeq, e.count, HeaderSize)
@@ -23,7 +25,7 @@ func MarshalFrame(e *Encoded) []byte {
 // name labels errors (the message's subject and sequence, say); any
 // failure is a *CorruptionError.
 func UnmarshalFrame(name string, b []byte) (*Frame, error) {
-	f, err := DecodeFrameAt(name, b, HeaderSize, 0)
+	f, err := DecodeFrameAt(name, b, HeaderSize, 0, nil)
 	var ce *CorruptionError
 	if errors.As(err, &ce) {
 		ce.Offset = 0 // the message is the frame: no offset into it means more

@@ -3,7 +3,9 @@ package segment
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -206,18 +208,20 @@ type Frame struct {
 }
 
 // DecodeFrame decodes and verifies the events or header frame at off in
-// data (the whole segment, header first). Any failure is a
-// *CorruptionError: the caller was told a frame is there.
-func DecodeFrame(path string, data []byte, off int64, maxRaw int) (*Frame, error) {
+// data (the whole segment, header first), finding the dictionary a frame
+// names in dicts (nil: none). Any failure is a *CorruptionError (the
+// caller was told a frame is there), but for a failure to read a
+// dictionary's file other than its absence.
+func DecodeFrame(path string, data []byte, off int64, maxRaw int, dicts *Dicts) (*Frame, error) {
 	if off < HeaderSize || off%frameAlign != 0 || off >= int64(len(data)) {
 		return nil, &CorruptionError{Path: path, Offset: off, Reason: fmt.Sprintf("no frame boundary at offset %d of %d bytes", off, len(data))}
 	}
-	return DecodeFrameAt(path, data[off:], off, maxRaw)
+	return DecodeFrameAt(path, data[off:], off, maxRaw, dicts)
 }
 
 // DecodeFrameAt is DecodeFrame on buf, which holds the frame that starts at
 // offset off of the segment (as Writer.ReadBuffered returns it).
-func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int) (*Frame, error) {
+func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int, dicts *Dicts) (*Frame, error) {
 	if maxRaw <= 0 || maxRaw > DefaultMaxFrameRaw {
 		maxRaw = DefaultMaxFrameRaw
 	}
@@ -238,12 +242,27 @@ func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int) (*Frame, erro
 	}
 	stored := buf[frameHeaderSize+int64(len(fi.Key)):][:fi.StoredLen]
 	var raw []byte
-	if fi.Codec == CodecZstd {
+	switch fi.Codec {
+	case CodecZstd:
 		var err error
 		if raw, err = decompress(stored, int(fi.RawLen)); err != nil {
 			return bad("zstd: " + err.Error())
 		}
-	} else {
+	case CodecZstdDict:
+		if dicts == nil {
+			return bad(fmt.Sprintf("frame compressed with dictionary %d, where there are none", fi.Dict))
+		}
+		d, err := dicts.Get(fi.Dict)
+		if errors.Is(err, ErrCorrupt) {
+			return nil, &CorruptionError{Path: path, Offset: off, Reason: fmt.Sprintf("frame compressed with dictionary %d", fi.Dict), Err: err}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("segment: %s: frame at %d: dictionary %d: %w", path, off, fi.Dict, err)
+		}
+		if raw, err = d.decompress(stored[4:], int(fi.RawLen)); err != nil {
+			return bad(fmt.Sprintf("zstd with dictionary %d: %v", fi.Dict, err))
+		}
+	default:
 		raw = bytes.Clone(stored)
 	}
 	f := &Frame{
@@ -282,6 +301,7 @@ type Reader struct {
 	path   string
 	f      vfs.File
 	hdr    Header
+	dicts  *Dicts
 	closed atomic.Bool
 
 	mu   sync.RWMutex
@@ -293,9 +313,21 @@ type Reader struct {
 // OpenReader opens and maps the segment file path and validates its
 // header. It returns a *FormatError for a version this build does not read
 // and a *CorruptionError for a damaged header. A nil fsys means the
-// operating system's file system.
+// operating system's file system. Frames compressed with a dictionary
+// find it in the segment's directory (see OpenReaderDicts).
 func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
-	f, err := orDefault(fsys).Open(path)
+	return OpenReaderDicts(fsys, path, nil)
+}
+
+// OpenReaderDicts is OpenReader with the dictionaries frames name found
+// in dicts, which readers of one store share (nil: the dictionaries of the
+// segment's directory, read for this reader).
+func OpenReaderDicts(fsys vfs.FS, path string, dicts *Dicts) (*Reader, error) {
+	fsys = orDefault(fsys)
+	if dicts == nil {
+		dicts = NewDicts(fsys, filepath.Dir(path))
+	}
+	f, err := fsys.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +341,7 @@ func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
 		f.Close()
 		return nil, err
 	}
-	r := &Reader{path: path, f: f, m: m, data: m.Bytes()}
+	r := &Reader{path: path, f: f, dicts: dicts, m: m, data: m.Bytes()}
 	if r.hdr, err = DecodeHeader(path, r.data); err != nil {
 		r.Close()
 		return nil, err
@@ -411,7 +443,7 @@ func (r *Reader) ReadFrame(off int64) (*Frame, error) {
 		data = r.data
 		r.mu.RUnlock()
 	}
-	f, err := DecodeFrame(r.path, data, off, DefaultMaxFrameRaw)
+	f, err := DecodeFrame(r.path, data, off, DefaultMaxFrameRaw, r.dicts)
 	if err != nil && !r.closed.Load() {
 		// The frame may end past the mapping of a growing file.
 		if size, serr := r.f.Size(); serr == nil && size > int64(len(data)) {
@@ -421,7 +453,7 @@ func (r *Reader) ReadFrame(off int64) (*Frame, error) {
 			r.mu.RLock()
 			data = r.data
 			r.mu.RUnlock()
-			return DecodeFrame(r.path, data, off, DefaultMaxFrameRaw)
+			return DecodeFrame(r.path, data, off, DefaultMaxFrameRaw, r.dicts)
 		}
 	}
 	return f, err

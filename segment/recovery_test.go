@@ -176,13 +176,13 @@ func TestDecodeFrameRejectsDamage(t *testing.T) {
 	for bit := offs[2] * 8; bit < offs[3]*8; bit += 3 {
 		b := bytes.Clone(sep)
 		b[bit/8] ^= 1 << (bit % 8)
-		f, err := DecodeFrame("1.seg", b, offs[2], 0)
+		f, err := DecodeFrame("1.seg", b, offs[2], 0, nil)
 		var ce *CorruptionError
 		if !errors.As(err, &ce) || ce.Offset != offs[2] || f != nil {
 			t.Fatalf("bit %d: DecodeFrame = %v, %v; want *CorruptionError at %d", bit, f, err, offs[2])
 		}
 	}
-	if _, err := DecodeFrame("1.seg", sep, offs[2]+8, 0); !errors.Is(err, ErrCorrupt) {
+	if _, err := DecodeFrame("1.seg", sep, offs[2]+8, 0, nil); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("decode at a non-frame offset: %v", err)
 	}
 }
@@ -200,7 +200,7 @@ func TestDecompressionBombCapped(t *testing.T) {
 	copy(buf, appendHeader(nil, Header{Version: Version, ID: 1}))
 	putFrame(buf[HeaderSize:], KindEvents, CodecZstd, key, stored, 1000, 0, 10, HeaderSize)
 	decode := func() {
-		_, err := DecodeFrame("bomb.seg", buf, HeaderSize, 0)
+		_, err := DecodeFrame("bomb.seg", buf, HeaderSize, 0, nil)
 		var ce *CorruptionError
 		if !errors.As(err, &ce) || ce.Offset != HeaderSize || !strings.Contains(ce.Reason, "zstd") {
 			t.Fatalf("bomb: %v, want a zstd *CorruptionError at offset %d", err, HeaderSize)
@@ -272,7 +272,7 @@ func TestCrashLeavesSyncedPrefix(t *testing.T) {
 			if off != log[i].loc.Offset {
 				t.Fatalf("seed %d: frame %d at %d, want %d", seed, i, off, log[i].loc.Offset)
 			}
-			f, err := DecodeFrame("1.seg", data, off, 0)
+			f, err := DecodeFrame("1.seg", data, off, 0, nil)
 			if err != nil {
 				t.Fatalf("seed %d: frame %d: %v", seed, i, err)
 			}

@@ -38,7 +38,9 @@ var ErrRewriteDir = errors.New("segment: rewrite: directory sync failed")
 // Rewrite replaces the sealed segment src (in directory dir) by a copy
 // that holds only the frames keep accepts, in their order, and a new seal
 // frame. The copy has the same ID and creation time, format
-// RewriteVersion and the next generation; its frames have the same bytes
+// RewriteVersion (DictVersion for a segment of that version: its frames
+// may name dictionaries, which stay as they are) and the next generation;
+// its frames have the same bytes
 // but their offsets and write bases change (every frame's base is the end
 // of the header: the file is synced whole before it gets its name).
 //
@@ -64,7 +66,7 @@ func Rewrite(fsys vfs.FS, dir string, src *Reader, keep func(*FrameInfo) bool, b
 	data := src.data
 	src.mu.RUnlock()
 	res := &RewriteResult{
-		Header: Header{Version: RewriteVersion, ID: hdr.ID, CreatedNs: hdr.CreatedNs, Generation: hdr.Generation + 1},
+		Header: Header{Version: max(hdr.Version, RewriteVersion), ID: hdr.ID, CreatedNs: hdr.CreatedNs, Generation: hdr.Generation + 1},
 		Moved:  map[int64]int64{},
 	}
 	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -141,9 +141,11 @@ func TestHeaderValidation(t *testing.T) {
 	if h, err := DecodeHeader("x", good); err != nil || h.ID != 7 || h.CreatedNs != 42 || h.Generation != 0 {
 		t.Fatalf("DecodeHeader(good) = %+v, %v", h, err)
 	}
-	rewritten := appendHeader(nil, Header{Version: RewriteVersion, ID: 7, CreatedNs: 42, Generation: 3})
-	if h, err := DecodeHeader("x", rewritten); err != nil || h.Version != RewriteVersion || h.Generation != 3 {
-		t.Fatalf("DecodeHeader(rewritten) = %+v, %v", h, err)
+	for _, v := range []int{RewriteVersion, DictVersion} {
+		rewritten := appendHeader(nil, Header{Version: v, ID: 7, CreatedNs: 42, Generation: 3})
+		if h, err := DecodeHeader("x", rewritten); err != nil || h.Version != v || h.Generation != 3 {
+			t.Fatalf("DecodeHeader(rewritten, version %d) = %+v, %v", v, h, err)
+		}
 	}
 	withVersion := func(v uint16) []byte {
 		b := bytes.Clone(good)
@@ -163,7 +165,7 @@ func TestHeaderValidation(t *testing.T) {
 		wantCorr  bool
 	}{
 		{name: "newer version", b: withVersion(NewestVersion + 1), wantNewer: ptr(true)},
-		{name: "generation in version 1", b: resum(func() []byte { b := bytes.Clone(good); b[32] = 1; return b }()), wantCorr: true},
+		{name: "generation in version 1", b: resum(func() []byte { b := withVersion(1); b[32] = 1; return b }()), wantCorr: true},
 		{name: "version 2 without generation", b: resum(withVersion(RewriteVersion)), wantCorr: true},
 		{name: "older version", b: withVersion(0), wantNewer: ptr(false)},
 		{name: "bad magic", b: append([]byte("SEGLOG!!"), good[8:]...), wantCorr: true},

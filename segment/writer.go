@@ -193,9 +193,9 @@ const createSuffix = ".create"
 // TempName returns the name under which Create builds segment id.
 func TempName(id uint64) string { return Name(id) + createSuffix }
 
-// IsTemporary reports whether name is a file that Create or Rewrite
-// builds before renaming it into place (TempName, RewriteName): one that a
-// crash left behind never held anything acknowledged.
+// IsTemporary reports whether name is a file that Create, Rewrite or
+// WriteDict builds before renaming it into place (TempName, RewriteName):
+// one that a crash left behind never held anything acknowledged.
 func IsTemporary(name string) bool {
 	for _, suffix := range []string{createSuffix, rewriteSuffix} {
 		if seg, ok := strings.CutSuffix(name, suffix); ok {
@@ -203,6 +203,10 @@ func IsTemporary(name string) bool {
 				return true
 			}
 		}
+	}
+	if dict, ok := strings.CutSuffix(name, dictTempSuffix); ok {
+		_, ok = ParseDictName(dict)
+		return ok
 	}
 	return false
 }
@@ -391,13 +395,36 @@ type Encoded struct {
 	codec    Codec
 	key      []byte
 	stored   []byte
+	raw      []byte // the payload before compression
 	rawLen   int
 	firstSeq uint64
 	count    uint32
+	dict     uint32 // CodecZstdDict: the dictionary's ID
 }
 
 // Size returns the bytes the frame takes on disk.
 func (e *Encoded) Size() int64 { return frameSize(len(e.key), len(e.stored)) }
+
+// Raw returns the payload before compression; the caller must not change
+// it.
+func (e *Encoded) Raw() []byte { return e.raw }
+
+// StoredLen returns the payload's size as stored.
+func (e *Encoded) StoredLen() int { return len(e.stored) }
+
+// Dict returns the ID of the dictionary the frame is compressed with, 0 if
+// none.
+func (e *Encoded) Dict() uint32 { return e.dict }
+
+// WithoutDict returns e compressed without its dictionary, as the zero
+// Encoder would (e itself if it names none): for a segment of a version
+// before DictVersion.
+func (e *Encoded) WithoutDict() *Encoded {
+	if e.dict == 0 {
+		return e
+	}
+	return Encoder{}.encode(e.kind, CodecZstd, string(e.key), e.raw, e.firstSeq, e.count)
+}
 
 // Encoder encodes frames with a writer's codec and limits. The zero value
 // encodes with the defaults. It is safe for concurrent use.
@@ -407,9 +434,22 @@ type Encoder struct {
 	MaxFrameRaw  int   // default and upper bound DefaultMaxFrameRaw
 	// MinCompress is the raw size under which a frame is stored as is:
 	// zero means DefaultMinCompress, a negative value compresses every
-	// frame (when that makes it smaller).
+	// frame (when that makes it smaller). It does not apply with Dict.
 	MinCompress int
+	// Dict, if set (and compressing), compresses every events frame of at
+	// least MinDictCompress raw bytes with this dictionary (CodecZstdDict)
+	// when that makes it smaller. (Header frames are compressed without:
+	// a store's open reads them, and a dictionary it cannot read must cost
+	// only the reads of the events that name it.) Such frames may go only into segments of
+	// version DictVersion or later, and only once the dictionary is
+	// durable in the store's directory (WriteDict).
+	Dict *Dict
 }
+
+// MinDictCompress is the raw size under which a frame is stored as is
+// even with a dictionary: the dictionary's ID and zstd's frame header take
+// about 10 bytes.
+const MinDictCompress = 64
 
 // DefaultMinCompress is the default Encoder.MinCompress. Frames this small
 // are what a flush of one or a few events cuts; zstd saves only a fifth of
@@ -495,7 +535,13 @@ func (c Encoder) Delete(key string, uid uint64) (*Encoded, error) {
 }
 
 func (c Encoder) encode(kind Kind, codec Codec, key string, raw []byte, firstSeq uint64, count uint32) *Encoded {
-	e := &Encoded{kind: kind, codec: CodecNone, key: []byte(key), stored: raw, rawLen: len(raw), firstSeq: firstSeq, count: count}
+	e := &Encoded{kind: kind, codec: CodecNone, key: []byte(key), stored: raw, raw: raw, rawLen: len(raw), firstSeq: firstSeq, count: count}
+	if codec == CodecZstd && c.Dict != nil && kind == KindEvents && len(raw) >= MinDictCompress {
+		if z, err := c.Dict.compress(nil, raw); err == nil && len(z) < len(raw) {
+			e.stored, e.codec, e.dict = z, CodecZstdDict, c.Dict.ID
+			return e
+		}
+	}
 	minc := c.MinCompress
 	if minc == 0 {
 		minc = DefaultMinCompress

@@ -1,0 +1,554 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/segment"
+)
+
+// dictKnobs makes dictionaries small and trained only when a test says
+// (renew), for the length of the test.
+func dictKnobs(t *testing.T) {
+	after, history := dictTrainAfter, dictHistory
+	dictTrainAfter, dictHistory = math.MaxInt, 16<<10
+	t.Cleanup(func() { dictTrainAfter, dictHistory = after, history })
+}
+
+// writeFlushed appends events first..first+n-1 of session h in batches of
+// two, each flushed: small frames, as an agent host's turns make.
+func writeFlushed(t *testing.T, h *Handle, first, n int) []event.Event {
+	t.Helper()
+	ctx := context.Background()
+	evs := testgen.Events(uint64(first), n, 300)
+	for i := 0; i < n; i += 2 {
+		if err := h.Append(ctx, evs[i:min(i+2, n)]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return evs
+}
+
+// frameCodecs counts the events frames of the store by codec, and those
+// compressed with a dictionary that are under segment.DefaultMinCompress.
+func frameCodecs(t *testing.T, fsys vfs.FS, dir string) (map[segment.Codec]int, int) {
+	t.Helper()
+	ids, err := segment.List(fsys, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, small := map[segment.Codec]int{}, 0
+	for _, id := range ids {
+		r, err := segment.OpenReader(fsys, filepath.Join(dir, segment.Name(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
+			if fi.Kind == segment.KindEvents {
+				n[fi.Codec]++
+				if fi.Codec == segment.CodecZstdDict && fi.RawLen < segment.DefaultMinCompress {
+					small++
+				}
+			}
+			return nil
+		})
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n, small
+}
+
+func readAll(t *testing.T, db *DB, id string) []event.Event {
+	t.Helper()
+	h, err := db.Open(context.Background(), id, Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	evs, err := h.Read(context.Background(), 0, -1)
+	if err != nil {
+		t.Fatalf("read %s: %v", id, err)
+	}
+	return evs
+}
+
+func sameEvents(t *testing.T, label string, got, want []event.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d", label, len(got), len(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.Seq != w.Seq || g.Type != w.Type || g.Time != w.Time || string(g.Data) != string(w.Data) || g.Ignorable != w.Ignorable ||
+			string(g.SurfaceOp) != string(w.SurfaceOp) || !slices.Equal(g.SourceEventSeqs, w.SourceEventSeqs) {
+			t.Fatalf("%s: event %d differs", label, i)
+		}
+	}
+}
+
+// dictStore writes session "s": 100 events, a dictionary, 200 more. It
+// returns the events and the dictionary's file.
+func dictStore(t *testing.T, dir string) ([]event.Event, string) {
+	t.Helper()
+	db, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(context.Background(), Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := writeFlushed(t, h, 0, 100)
+	if err := db.dict.renew(); err != nil {
+		t.Fatal(err)
+	}
+	d := db.dict.cur.Load()
+	if d == nil || d.ID < 32768 {
+		t.Fatalf("no dictionary after renew: %v", d)
+	}
+	evs = append(evs, writeFlushed(t, h, 100, 200)...)
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return evs, filepath.Join(dir, segment.DictName(d.ID))
+}
+
+// TestDictRoundTrip: once a dictionary is made, small frames are
+// compressed with it, and the store reads back the same, reopened with
+// and without the index, read-only too; check finds nothing.
+func TestDictRoundTrip(t *testing.T) {
+	dictKnobs(t)
+	dir := t.TempDir()
+	want, dpath := dictStore(t, dir)
+	if _, err := os.Stat(dpath); err != nil {
+		t.Fatal(err)
+	}
+	codecs, small := frameCodecs(t, nil, dir)
+	if codecs[segment.CodecZstdDict] < 90 || small < 90 {
+		t.Fatalf("frames by codec %v, %d small ones with the dictionary: want the 100 after it compressed with it", codecs, small)
+	}
+	for _, o := range []Options{{CompactInterval: -1}, {NoIndex: true, CompactInterval: -1}, {ReadOnly: true}} {
+		db, err := Open(dir, &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEvents(t, fmt.Sprintf("%+v", o), readAll(t, db, "s"), want)
+		db.Close()
+	}
+	rep, err := Check(dir, nil)
+	if err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("check: %v %v", rep.Problems, err)
+	}
+}
+
+// TestDictOtherProcess: a process reads the frames another compressed
+// with a dictionary made after it opened the store, and takes that
+// dictionary when it needs one instead of training its own.
+func TestDictOtherProcess(t *testing.T) {
+	dictKnobs(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	a, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ha, err := a.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantA := writeFlushed(t, ha, 0, 100)
+	if err := a.dict.renew(); err != nil {
+		t.Fatal(err)
+	}
+	wantA = append(wantA, writeFlushed(t, ha, 100, 100)...)
+	sameEvents(t, "a read by b", readAll(t, b, "a"), wantA)
+
+	hb, err := b.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantB := writeFlushed(t, hb, 0, 100)
+	if err := b.dict.renew(); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := segment.ListDicts(nil, dir); len(ids) != 1 || b.dict.cur.Load().ID != a.dict.cur.Load().ID {
+		t.Fatalf("dictionaries %v; b uses %d, a %d: want b to take a's", ids, b.dict.cur.Load().ID, a.dict.cur.Load().ID)
+	}
+	wantB = append(wantB, writeFlushed(t, hb, 100, 100)...)
+	sameEvents(t, "b read by a", readAll(t, a, "b"), wantB)
+	if codecs, _ := frameCodecs(t, nil, dir); codecs[segment.CodecZstdDict] < 90 {
+		t.Fatalf("frames by codec %v", codecs)
+	}
+}
+
+// TestDictDamaged: a damaged or missing dictionary is reported (check:
+// one problem at its file; reads of the frames that name it: corruption
+// naming both files); a write open refuses a damaged newest one.
+func TestDictDamaged(t *testing.T) {
+	dictKnobs(t)
+	for _, tc := range []struct {
+		name   string
+		damage func(path string) error
+		what   string
+	}{
+		{"flipped", func(p string) error {
+			b, err := os.ReadFile(p)
+			if err == nil {
+				b[len(b)/2] ^= 1
+				err = os.WriteFile(p, b, 0o644)
+			}
+			return err
+		}, "checksum mismatch"},
+		{"truncated", func(p string) error { return os.Truncate(p, 100) }, "dictionary bytes"},
+		{"missing", os.Remove, "is missing; 100 frames name it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_, dpath := dictStore(t, dir)
+			if err := tc.damage(dpath); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Check(dir, nil)
+			if err != nil || len(rep.Problems) != 1 || rep.Problems[0].Path != dpath || !strings.Contains(rep.Problems[0].What, tc.what) {
+				t.Fatalf("check: %v %v; want one problem at %s: %s", rep.Problems, err, dpath, tc.what)
+			}
+			db, err := Open(dir, &Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := db.Open(context.Background(), "s", Read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = h.Read(context.Background(), 0, -1)
+			var ce *CorruptionError
+			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || !strings.HasSuffix(ce.Path, ".seg") || !strings.Contains(err.Error(), dpath) {
+				t.Fatalf("read: %v; want corruption at a frame naming %s", err, dpath)
+			}
+			db.Close()
+			db, err = Open(dir, &Options{CompactInterval: -1})
+			if tc.name == "missing" {
+				// No dictionary left to take: the open goes on, and its
+				// reads of those frames fail as above.
+				if err != nil {
+					t.Fatal(err)
+				}
+				db.Close()
+				return
+			}
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), dpath) {
+				t.Fatalf("write open: %v; want corruption at %s", err, dpath)
+			}
+		})
+	}
+}
+
+// TestDictOlderSegment: a store of an older build (the golden store, whose
+// active segment is of format version 1) gets no frame compressed with a
+// dictionary in that segment, but does in the next one.
+func TestDictOlderSegment(t *testing.T) {
+	dictKnobs(t)
+	dir := t.TempDir()
+	for _, n := range []string{segment.Name(1), segment.Name(2), "index.db"} {
+		b, err := os.ReadFile(filepath.Join("testdata/golden", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(context.Background(), Header{ID: "new", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writeFlushed(t, h, 0, 100)
+	if err := db.dict.renew(); err != nil {
+		t.Fatal(err)
+	}
+	// A frame encoded with it (as if the active segment took it) is
+	// placed without it.
+	db.log.tailVersion.Store(segment.DictVersion)
+	want = append(want, writeFlushed(t, h, 100, 20)...)
+	if codecs, _ := frameCodecs(t, nil, dir); codecs[segment.CodecZstdDict] != 0 {
+		t.Fatalf("frames by codec %v: a dictionary in a version 1 segment", codecs)
+	}
+	if err := db.log.rollNow(); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, writeFlushed(t, h, 120, 40)...)
+	if codecs, _ := frameCodecs(t, nil, dir); codecs[segment.CodecZstdDict] < 19 {
+		t.Fatalf("frames by codec %v after the roll", codecs)
+	}
+	sameEvents(t, "new", readAll(t, db, "new"), want)
+	db.Close()
+	if rep, err := Check(dir, nil); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("check: %v %v", rep.Problems, err)
+	}
+}
+
+// dictCrashWorkload writes two sessions, makes a dictionary at step 30 and
+// writes on, until an operation fails (the injected cut). It returns the
+// events appended and how many of them a flush acknowledged.
+func dictCrashWorkload(fsys vfs.FS) (map[string][]event.Event, map[string]int, error) {
+	ctx := context.Background()
+	appended, acked := map[string][]event.Event{}, map[string]int{}
+	db, err := Open("/db", &Options{FS: fsys, SegmentSize: 64 << 10, CompactInterval: -1})
+	if err != nil {
+		return appended, acked, err
+	}
+	defer db.Close()
+	hs := map[string]*Handle{}
+	r := rand.New(rand.NewPCG(5, 5))
+	for step := range 90 {
+		if step == 30 {
+			if err := db.dict.renew(); err != nil {
+				return appended, acked, err
+			}
+		}
+		id := []string{"x", "y"}[r.IntN(2)]
+		h := hs[id]
+		if h == nil {
+			if h, err = db.Create(ctx, Header{ID: id, CreatedAt: 1}); err != nil {
+				return appended, acked, err
+			}
+			hs[id] = h
+		}
+		evs := testgen.Events(uint64(len(appended[id])), 2, 300)
+		appended[id] = append(appended[id], evs...)
+		if err := h.Append(ctx, evs...); err != nil {
+			return appended, acked, err
+		}
+		if err := h.Flush(ctx); err != nil {
+			return appended, acked, err
+		}
+		acked[id] = len(appended[id])
+	}
+	return appended, acked, nil
+}
+
+// TestDictPowerCut cuts the power at every operation of a workload that
+// makes a dictionary between its flushes (the cut operation and every
+// later one fail), keeps none, all or a random part of what was not
+// synced, and reopens: no frame names a dictionary that is not there,
+// check finds nothing, every acknowledged event reads back.
+func TestDictPowerCut(t *testing.T) {
+	dictKnobs(t)
+	dictHistory = 8 << 10
+	probe := vfs.NewFault(vfs.NewMem())
+	if _, _, err := dictCrashWorkload(probe); err != nil {
+		t.Fatalf("workload without faults: %v", err)
+	}
+	ops := probe.Count(vfs.OpAny)
+	step := 1
+	if testing.Short() {
+		step = max(ops/40, 1)
+	}
+	var withDict int
+	for k := 1; k <= ops; k += step {
+		mem := vfs.NewMem()
+		appended, acked, _ := dictCrashWorkload(vfs.NewFault(mem, vfs.Rule{Op: vfs.OpAny, Nth: k, Sticky: true}))
+		for variant, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}, {Rand: rand.New(rand.NewPCG(uint64(k), 1)), Garble: true}} {
+			label := fmt.Sprintf("cut at operation %d of %d, variant %d", k, ops, variant)
+			crashed := mem.CrashClone(cfg)
+			if _, err := crashed.List("/db"); err != nil {
+				if len(acked) > 0 {
+					t.Fatalf("%s: the store is gone: %v", label, err)
+				}
+				continue // cut before the store was made
+			}
+			rep, err := Check("/db", &Options{FS: crashed})
+			if err != nil {
+				t.Fatalf("%s: check: %v", label, err)
+			}
+			for _, p := range rep.Problems {
+				t.Fatalf("%s: check: %v", label, p)
+			}
+			if codecs, _ := frameCodecs(t, crashed, "/db"); codecs[segment.CodecZstdDict] > 0 {
+				withDict++
+			}
+			db, err := Open("/db", &Options{FS: crashed, CompactInterval: -1})
+			if err != nil {
+				t.Fatalf("%s: reopen: %v", label, err)
+			}
+			for id, want := range appended {
+				if acked[id] == 0 {
+					continue
+				}
+				got := readAll(t, db, id)
+				if len(got) < acked[id] {
+					t.Fatalf("%s: %s has %d events, %d acknowledged", label, id, len(got), acked[id])
+				}
+				sameEvents(t, label, got, want[:len(got)])
+			}
+			db.Close()
+		}
+	}
+	if withDict == 0 {
+		t.Fatal("no cut left a frame compressed with the dictionary")
+	}
+	if names, _ := probe.List("/db"); !slices.ContainsFunc(names, func(n string) bool { _, ok := segment.ParseDictName(n); return ok }) {
+		t.Fatalf("no dictionary in %v", names)
+	}
+	_ = fs.ErrNotExist
+}
+
+// TestDictTraining: a store written in large frames only keeps no
+// training pool and trains no dictionary; small frames make the first
+// once dictTrainAfter bytes of them are written and the second once the
+// pool holds dictPool bytes, after which the pool is let go. The pool
+// never holds much more than dictPool. Without spare CPU (no budget) it
+// trains none.
+func TestDictTraining(t *testing.T) {
+	after, pool, small, history, share, burst := dictTrainAfter, dictPool, dictSmall, dictHistory, dictSmallShare, dictSmallBurst
+	dictTrainAfter, dictPool, dictSmall, dictHistory = 16<<10, 64<<10, 4<<10, 8<<10
+	t.Cleanup(func() {
+		dictTrainAfter, dictPool, dictSmall, dictHistory, dictSmallShare, dictSmallBurst = after, pool, small, history, share, burst
+	})
+	for _, spare := range []bool{true, false} {
+		t.Run(fmt.Sprintf("spare=%v", spare), func(t *testing.T) {
+			dictSmallShare, dictSmallBurst = 1e6, time.Second
+			if !spare {
+				dictSmallShare, dictSmallBurst = 0, 0
+			}
+			testDictTraining(t, spare)
+		})
+	}
+}
+
+func testDictTraining(t *testing.T, spare bool) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() (collecting bool, n, bytes int) {
+		db.dict.mu.Lock()
+		defer db.dict.mu.Unlock()
+		return db.dict.collecting, len(db.dict.pool), db.dict.poolN
+	}
+	evs := testgen.Events(0, 2000, 300)
+	for i := 0; i < 1000; i += 20 { // ~6 KiB frames: 300 KiB
+		if err := h.Append(ctx, evs[i:i+20]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, n, _ := state(); n != 0 {
+		t.Fatalf("the pool holds %d payloads of large frames", n)
+	}
+	if ids, _ := segment.ListDicts(nil, dir); len(ids) != 0 || db.dict.cur.Load() != nil {
+		t.Fatalf("dictionaries %v after large frames only", ids)
+	}
+	for i := 1000; i < 2000; i++ { // one event a frame: ~300 KiB
+		if err := h.Append(ctx, evs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, n := state(); n > dictPool+1024 {
+			t.Fatalf("the pool holds %d bytes", n)
+		}
+	}
+	if !spare {
+		time.Sleep(50 * time.Millisecond) // (training runs on its own goroutine)
+		if ids, _ := segment.ListDicts(nil, dir); len(ids) != 0 {
+			t.Fatalf("dictionaries %v trained without spare CPU", ids)
+		}
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ids, err := segment.ListDicts(nil, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		collecting, n, _ := state()
+		if len(ids) == 2 && !collecting && n == 0 {
+			break
+		}
+		if len(ids) > 2 || time.Now().After(deadline) {
+			t.Fatalf("dictionaries %v, collecting %v, %d payloads in the pool: want 2 and the pool let go", ids, collecting, n)
+		}
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, "read back", readAll(t, db, "s"), evs)
+}
+
+// TestDictSmallBudget: small frames are compressed with the dictionary
+// only within their CPU budget; beyond it they are stored as they are.
+func TestDictSmallBudget(t *testing.T) {
+	dictKnobs(t)
+	share, burst := dictSmallShare, dictSmallBurst
+	t.Cleanup(func() { dictSmallShare, dictSmallBurst = share, burst })
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writeFlushed(t, h, 0, 100)
+	if err := db.dict.renew(); err != nil {
+		t.Fatal(err)
+	}
+	_, before := frameCodecs(t, nil, dir)
+	dictSmallShare, dictSmallBurst = 0, 0 // no budget
+	want = append(want, writeFlushed(t, h, 100, 100)...)
+	if _, n := frameCodecs(t, nil, dir); n != before {
+		t.Fatalf("%d small frames compressed with the dictionary without a budget", n-before)
+	}
+	db.dict.bmu.Lock()
+	db.dict.budget, db.dict.budgetAt = 0, time.Time{}
+	db.dict.bmu.Unlock()
+	dictSmallShare, dictSmallBurst = 1e6, time.Second // all the budget needed
+	want = append(want, writeFlushed(t, h, 200, 100)...)
+	if _, n := frameCodecs(t, nil, dir); n-before < 45 {
+		t.Fatalf("%d of the 50 small frames compressed with the dictionary within the budget", n-before)
+	}
+	sameEvents(t, "read back", readAll(t, db, "s"), want)
+}
