@@ -33,9 +33,12 @@ import (
 type updatedOrder struct {
 	built bool
 	keys  []updatedKey
-	// byID: keys is in ID order, not sorted yet (seed)
-	byID  bool
-	added []updatedKey
+	// byID: keys is in ID order, not sorted yet (seed): pages select
+	// their candidates from it (topUpdated) while a goroutine sorts it
+	// (sorting), and added waits to be merged
+	byID    bool
+	sorting bool
+	added   []updatedKey
 	// sorted: added is sorted
 	sorted bool
 	// stale: about how many entries of keys are out of date
@@ -130,10 +133,6 @@ again:
 		u.seed(ss, false)
 		slices.SortFunc(u.keys, compareKeys)
 	}
-	if u.byID {
-		sortByTime(u.keys)
-		u.byID = false
-	}
 	// Listings behind their frames are brought up to date (each page
 	// tries again those it could not: see freshListings).
 	var current []*session
@@ -174,7 +173,7 @@ again:
 		slices.SortFunc(u.added, compareKeys)
 		u.sorted = true
 	}
-	if len(u.added) > mergeAddedAt || len(u.added)*16 > len(u.keys) {
+	if !u.byID && (len(u.added) > mergeAddedAt || len(u.added)*16 > len(u.keys)) {
 		merged := make([]updatedKey, 0, len(u.keys)+len(u.added))
 		i, j := 0, 0
 		for i < len(u.keys) || j < len(u.added) {
@@ -197,23 +196,62 @@ again:
 // (Prefix), in OrderUpdated from after opts.After, until fn returns
 // false. Called with db.mu held, which it releases while it brings
 // listings up to date (prepareUpdated); fn must not release it.
+//
+// While the order is an open's seed, not sorted yet, a page does not
+// wait for the sort (56 ms for a million sessions): it selects from the
+// keys the few that can come first after the cursor (topUpdated, one
+// pass, a few ms), walks those, and starts the sort on a goroutine of its
+// own for the pages after it. Only a walk that wants more than it
+// selected (a filter that passes few) sorts the keys there and then.
 func (db *DB) walkUpdated(ctx context.Context, opts ListOptions, fn func(s *session) bool) error {
 	keys, added, err := db.prepareUpdated(ctx)
 	if err != nil {
 		return err
 	}
-	i, j := 0, 0
+	var from *updatedKey // (walk the keys that follow it)
 	if opts.After != "" {
 		at, id, err := store.ParseUpdatedCursor(opts.After)
 		if err != nil {
 			return err
 		}
-		follows := func(k updatedKey) bool { return k.at < at || (k.at == at && k.s.id > id) }
+		from = &updatedKey{at, &session{id: id}}
+	}
+	u := &db.mu.byUpdated
+	if u.byID {
+		if want := 2*(opts.Limit+1) + 64; opts.Limit > 0 && want*8 < len(keys) {
+			top, all := topUpdated(keys, from, want)
+			last, more := db.walkKeys(top, added, from, !all, opts.Prefix, fn)
+			db.sortUpdated(false)
+			if !more {
+				return nil
+			}
+			from = &last // (the walk wants more than the selection held)
+		}
+		db.sortUpdated(true)
+		keys = u.keys
+	}
+	db.walkKeys(keys, added, from, false, opts.Prefix, fn)
+	return nil
+}
+
+// walkKeys walks keys and added together in OrderUpdated from after
+// from (all if nil), calling fn for each valid key with the prefix until
+// fn returns false. If partial, keys are a selection: the walk stops
+// where they end, before the keys of added past them. It returns the
+// last key it walked and whether it ran out of keys with fn wanting more
+// (only if partial).
+func (db *DB) walkKeys(keys, added []updatedKey, from *updatedKey, partial bool, prefix string, fn func(s *session) bool) (last updatedKey, more bool) {
+	i, j := 0, 0
+	if from != nil {
+		follows := func(k updatedKey) bool { return from.before(k) }
 		i = sort.Search(len(keys), func(n int) bool { return follows(keys[n]) })
 		j = sort.Search(len(added), func(n int) bool { return follows(added[n]) })
 	}
-	var last *session
+	var prev *session
 	for i < len(keys) || j < len(added) {
+		if partial && i == len(keys) {
+			return last, true
+		}
 		var k updatedKey
 		inKeys := j == len(added) || (i < len(keys) && !added[j].before(keys[i]))
 		if inKeys {
@@ -221,7 +259,8 @@ func (db *DB) walkUpdated(ctx context.Context, opts ListOptions, fn func(s *sess
 		} else {
 			k, j = added[j], j+1
 		}
-		if k.s == last {
+		last = k
+		if k.s == prev {
 			continue // (in both lists)
 		}
 		if !db.validKey(k) {
@@ -230,23 +269,105 @@ func (db *DB) walkUpdated(ctx context.Context, opts ListOptions, fn func(s *sess
 			}
 			continue
 		}
-		last = k.s
-		if !strings.HasPrefix(k.s.id, opts.Prefix) {
+		prev = k.s
+		if !strings.HasPrefix(k.s.id, prefix) {
 			continue
 		}
 		if !fn(k.s) {
-			return nil
+			return last, false
 		}
 	}
-	return nil
+	return last, false
 }
 
-// sortByTime sorts keys, which are in ID order, into OrderUpdated, by
-// time alone: a stable radix sort (least significant digit first), so
-// that sessions of one time stay in ID order.
-func sortByTime(keys []updatedKey) {
-	if len(keys) < 2 {
+// topUpdated returns, sorted, the n keys that come first in OrderUpdated
+// of those after from (all if nil), and whether they are all of them.
+// One pass over keys, which it does not change: a bounded heap whose
+// root is the last of those kept, so that most keys cost one comparison.
+func topUpdated(keys []updatedKey, from *updatedKey, n int) (top []updatedKey, all bool) {
+	heap := make([]updatedKey, 0, n)
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(heap) {
+				return
+			}
+			if c+1 < len(heap) && heap[c].before(heap[c+1]) {
+				c++ // (the later child)
+			}
+			if !heap[i].before(heap[c]) {
+				return
+			}
+			heap[i], heap[c] = heap[c], heap[i]
+			i = c
+		}
+	}
+	all = true
+	for _, k := range keys {
+		if from != nil && !from.before(k) {
+			continue
+		}
+		if len(heap) < n {
+			heap = append(heap, k)
+			for i := len(heap) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !heap[p].before(heap[i]) {
+					break
+				}
+				heap[p], heap[i] = heap[i], heap[p]
+				i = p
+			}
+			continue
+		}
+		all = false
+		if k.before(heap[0]) {
+			heap[0] = k
+			down(0)
+		}
+	}
+	slices.SortFunc(heap, compareKeys)
+	return heap, all
+}
+
+// sortUpdated sorts the seeded keys (byID) into OrderUpdated: now, or on
+// a goroutine of its own that puts them in place if they are still the
+// keys then (not rebuilt, reloaded or sorted meanwhile). Called with
+// db.mu held. The keys themselves are never written: pages read them
+// beside the goroutine.
+func (db *DB) sortUpdated(now bool) {
+	u := &db.mu.byUpdated
+	if !u.byID {
 		return
+	}
+	if now {
+		u.keys, u.byID = sortByTime(u.keys), false
+		return
+	}
+	if u.sorting || db.mu.closed {
+		return
+	}
+	u.sorting = true
+	keys := u.keys
+	db.wg.Add(1)
+	go func() {
+		defer db.wg.Done()
+		sorted := sortByTime(keys)
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		if u := &db.mu.byUpdated; u.byID && len(u.keys) == len(keys) && &u.keys[0] == &keys[0] {
+			u.keys, u.byID, u.sorting = sorted, false, false
+		}
+	}()
+}
+
+// sortByTime returns keys, which are in ID order, sorted into
+// OrderUpdated by time alone: a stable radix sort (least significant
+// digit first), so that sessions of one time stay in ID order. It does
+// not write keys (pages read them meanwhile); the result may be keys
+// itself if they were in order.
+func sortByTime(keys []updatedKey) []updatedKey {
+	if len(keys) < 2 {
+		return keys
 	}
 	hi, lo := keys[0].at, keys[0].at
 	for _, k := range keys {
@@ -257,8 +378,13 @@ func sortByTime(keys []updatedKey) {
 	span := uint64(hi) - uint64(lo)
 	const bits = 11
 	const mask = 1<<bits - 1
-	src, dst := keys, make([]updatedKey, len(keys))
-	for shift := 0; shift < 64 && span>>shift != 0; shift += bits {
+	var bufs [2][]updatedKey // (keys are only read: the passes write these in turn)
+	src := keys
+	for pass, shift := 0, 0; shift < 64 && span>>shift != 0; pass, shift = pass+1, shift+bits {
+		if bufs[pass%2] == nil {
+			bufs[pass%2] = make([]updatedKey, len(keys))
+		}
+		dst := bufs[pass%2]
 		var next [mask + 1]int
 		for _, k := range src {
 			next[(uint64(hi)-uint64(k.at))>>shift&mask]++
@@ -272,9 +398,7 @@ func sortByTime(keys []updatedKey) {
 			dst[next[d]] = k
 			next[d]++
 		}
-		src, dst = dst, src
+		src = dst
 	}
-	if &src[0] != &keys[0] {
-		copy(keys, src)
-	}
+	return src
 }
