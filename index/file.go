@@ -68,7 +68,7 @@ func checkLocked(f *os.File, path string, c *fileCheck) error {
 	if size != int64(int(size)) {
 		return fmt.Errorf("index: %s: file of %d bytes is too large to map", path, size)
 	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, checkMapFlags)
 	if err != nil {
 		return fmt.Errorf("index: map %s: %w", path, err)
 	}
