@@ -87,7 +87,7 @@ func TrainDict(id uint32, created int64, samples [][]byte, size int) (*Dict, err
 	}
 	history := pickHistory(samples, size)
 	if len(history) < 8 {
-		return nil, fmt.Errorf("segment: training dictionary %d: %d bytes of samples", id, len(history))
+		return nil, fmt.Errorf("segment: training dictionary %08x: %d bytes of samples", id, len(history))
 	}
 	data, err := zstd.BuildDict(zstd.BuildDictOptions{
 		ID: id, History: history, Contents: spread(samples, trainContents),
@@ -95,7 +95,7 @@ func TrainDict(id uint32, created int64, samples [][]byte, size int) (*Dict, err
 		Level:   zstd.SpeedFastest,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("segment: training dictionary %d: %w", id, err)
+		return nil, fmt.Errorf("segment: training dictionary %08x: %w", id, err)
 	}
 	// (BuildDict's buffer is several times the dictionary.)
 	return &Dict{ID: id, Created: created, data: bytes.Clone(data)}, nil
@@ -392,7 +392,7 @@ func ParseDict(path string, b []byte) (*Dict, error) {
 	case binary.LittleEndian.Uint64(b[32:]) != dictSum(b):
 		return bad(0, "checksum mismatch")
 	case id != want:
-		return bad(0, fmt.Sprintf("holds dictionary %d", id))
+		return bad(0, fmt.Sprintf("holds dictionary %08x", id))
 	}
 	data := b[dictHeaderSize:]
 	zd, err := zstd.InspectDictionary(data)
@@ -400,7 +400,7 @@ func ParseDict(path string, b []byte) (*Dict, error) {
 		return bad(dictHeaderSize, "not a zstd dictionary: "+err.Error())
 	}
 	if zd.ID() != id {
-		return bad(dictHeaderSize, fmt.Sprintf("zstd dictionary %d in the file of dictionary %d", zd.ID(), id))
+		return bad(dictHeaderSize, fmt.Sprintf("zstd dictionary %08x in the file of dictionary %08x", zd.ID(), id))
 	}
 	return &Dict{ID: id, Created: int64(binary.LittleEndian.Uint64(b[24:])), data: data}, nil
 }
@@ -542,7 +542,7 @@ func (s *Dicts) Get(id uint32) (*Dict, error) {
 	path := s.Path(id)
 	d, err := ReadDict(s.fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &CorruptionError{Path: path, Reason: fmt.Sprintf("dictionary %d is missing", id), Err: err}
+		return nil, &CorruptionError{Path: path, Reason: fmt.Sprintf("dictionary %08x is missing", id), Err: err}
 	}
 	if err != nil {
 		return nil, err

@@ -250,17 +250,17 @@ func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int, dicts *Dicts)
 		}
 	case CodecZstdDict:
 		if dicts == nil {
-			return bad(fmt.Sprintf("frame compressed with dictionary %d, where there are none", fi.Dict))
+			return bad(fmt.Sprintf("frame compressed with dictionary %08x, where there are none", fi.Dict))
 		}
 		d, err := dicts.Get(fi.Dict)
 		if errors.Is(err, ErrCorrupt) {
-			return nil, &CorruptionError{Path: path, Offset: off, Reason: fmt.Sprintf("frame compressed with dictionary %d", fi.Dict), Err: err}
+			return nil, &CorruptionError{Path: path, Offset: off, Reason: fmt.Sprintf("frame compressed with dictionary %08x", fi.Dict), Err: err}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("segment: %s: frame at %d: dictionary %d: %w", path, off, fi.Dict, err)
+			return nil, fmt.Errorf("segment: %s: frame at %d: dictionary %08x: %w", path, off, fi.Dict, err)
 		}
 		if raw, err = d.decompress(stored[4:], int(fi.RawLen)); err != nil {
-			return bad(fmt.Sprintf("zstd with dictionary %d: %v", fi.Dict, err))
+			return bad(fmt.Sprintf("zstd with dictionary %08x: %v", fi.Dict, err))
 		}
 	default:
 		raw = bytes.Clone(stored)
