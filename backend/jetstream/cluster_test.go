@@ -2,17 +2,20 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/seglog/seglog/backend/jetstream/embedded"
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/segment"
 )
 
 // TestClusterLeaderKilled: on a 3-node cluster with 3 replicas, the
@@ -194,5 +197,198 @@ func TestContractCluster(t *testing.T) {
 		o := freshOptions()
 		o.Replicas, o.AfterFunc = 3, clock.AfterFunc
 		return &backend{t: t, nc: nc, opts: o}
+	})
+}
+
+// startCluster runs a 3-node cluster for one test and connects to it.
+func startCluster(t *testing.T) (*embedded.Cluster, *nats.Conn) {
+	t.Helper()
+	c, err := embedded.StartCluster(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Shutdown)
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return c, nc
+}
+
+// openCluster opens a store on a new cluster, retrying while the cluster
+// places the stream and the bucket.
+func openCluster(t *testing.T, nc *nats.Conn, o *Options) *Store {
+	t.Helper()
+	var st *Store
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if st, err = Open(context.Background(), nc, o); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// latePublish is a publish that the store was told timed out, held back
+// to land later (a Raft proposal still in flight across a leader change,
+// or the client's reconnect buffer).
+type latePublish struct {
+	msg    *nats.Msg
+	id     string
+	expect uint64
+}
+
+// land publishes it as the client would have: same message, same id,
+// same expected last subject sequence.
+func (p *latePublish) land(ctx context.Context, st *Store) error {
+	_, err := st.js.PublishMsg(ctx, p.msg, natsjs.WithMsgID(p.id), natsjs.WithExpectLastSequencePerSubject(p.expect))
+	return err
+}
+
+// TestClusterLatePublish: on a 3-node cluster with 3 replicas (where the
+// server checks a message id before the expected last subject sequence),
+// a writer's publish times out and lands later, after the next writer
+// opened the session. The next writer's Flush returns nil only if its
+// events are the ones stored; whatever it acknowledged, a reader on
+// another host reads back, and the log is never damaged.
+func TestClusterLatePublish(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	ctx := context.Background()
+	_, nc := startCluster(t)
+	o := freshOptions()
+	o.Replicas, o.Timeout = 3, 5*time.Second
+	oa, ob, oc := *o, *o, *o
+	oa.Host, ob.Host, oc.Host = "host-a", "host-b", "checker"
+	a := openCluster(t, nc, &oa)
+	b := openCluster(t, nc, &ob)
+	checker := openCluster(t, nc, &oc)
+
+	// run writes 8 events through host a, then 2 more whose publish "times
+	// out" and is held back; host b opens the session for write (land runs
+	// the held publish at the point the case chooses), appends 4 events of
+	// its own and flushes.
+	run := func(t *testing.T, id string, landAfterOpen bool) {
+		wa, err := a.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wa.Append(ctx, testgen.Events(0, 8, 100)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := wa.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var late *latePublish
+		hold := publishFunc(func(_ context.Context, msg *nats.Msg, msgID string, expect uint64) (*natsjs.PubAck, error) {
+			late = &latePublish{msg: msg, id: msgID, expect: expect}
+			return nil, context.DeadlineExceeded
+		})
+		a.publishHook.Store(&hold)
+		if err := wa.Append(ctx, testgen.Events(8, 2, 100)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := wa.Flush(ctx); err == nil {
+			t.Fatal("host a's held publish: Flush returned nil")
+		}
+		a.publishHook.Store(nil)
+		wa.Close()
+		if late == nil {
+			t.Fatal("nothing was held")
+		}
+		landed := func() {
+			err := late.land(ctx, a)
+			t.Logf("host a's late publish (id %s, expecting %d): %v", late.id, late.expect, err)
+		}
+		if !landAfterOpen {
+			f := func() { b.afterOpenLoad.Store(nil); landed() }
+			b.afterOpenLoad.Store(&f)
+		}
+		wb, err := b.Open(ctx, id, engine.Write)
+		b.afterOpenLoad.Store(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if landAfterOpen {
+			landed()
+		}
+		next := wb.Len()
+		errB := wb.Append(ctx, testgen.Events(next, 4, 300)...)
+		if errB == nil {
+			errB = wb.Flush(ctx)
+		}
+		t.Logf("host b opened at %d events; its flush of 4 more: %v", next, errB)
+		wb.Close()
+
+		r, err := checker.Open(ctx, id, engine.Read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Read(ctx, 0, -1)
+		r.Close()
+		if err != nil {
+			t.Fatalf("reading the log back: %v", err)
+		}
+		if errB == nil {
+			if uint64(len(got)) != next+4 {
+				t.Fatalf("host b's flush of events %d..%d returned nil, but the stream holds %d events", next, next+3, len(got))
+			}
+			want := testgen.Events(next, 4, 300)
+			for i, e := range got[next:] {
+				if string(e.Data) != string(want[i].Data) {
+					t.Fatalf("host b's flush returned nil, but event %d is not the one it appended", e.Seq)
+				}
+			}
+		} else if !errors.Is(errB, engine.ErrOwnershipLost) {
+			t.Fatalf("host b's flush: %v, want nil or ErrOwnershipLost", errB)
+		}
+		for i, e := range got[:8] {
+			if string(e.Data) != string(testgen.Event(uint64(i), 100).Data) {
+				t.Fatalf("event %d is not host a's acknowledged one", e.Seq)
+			}
+		}
+	}
+	t.Run("lands after the open", func(t *testing.T) { run(t, "after", true) })
+	t.Run("lands during the open", func(t *testing.T) { run(t, "during", false) })
+
+	// A message that carries the id of host b's next publish but other
+	// events (what a reused id looks like to the server) must not make
+	// b's publish "succeed" as its duplicate.
+	t.Run("forged duplicate", func(t *testing.T) {
+		wb, err := b.Create(ctx, engine.Header{ID: "forged", CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wb.Append(ctx, testgen.Events(0, 8, 100)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := wb.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		forge := publishFunc(func(ctx context.Context, msg *nats.Msg, msgID string, expect uint64) (*natsjs.PubAck, error) {
+			e, err := b.enc.Events("forged", 8, testgen.Events(8, 2, 100))
+			if err != nil {
+				return nil, err
+			}
+			other := natsMsg(msg.Subject, segment.MarshalFrame(e), 8, 2)
+			if _, err := b.js.PublishMsg(ctx, other, natsjs.WithMsgID(msgID), natsjs.WithExpectLastSequencePerSubject(expect)); err != nil {
+				return nil, err
+			}
+			return b.js.PublishMsg(ctx, msg, natsjs.WithMsgID(msgID), natsjs.WithExpectLastSequencePerSubject(expect))
+		})
+		b.publishHook.Store(&forge)
+		defer b.publishHook.Store(nil)
+		if err := wb.Append(ctx, testgen.Events(8, 4, 300)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := wb.Flush(ctx); !errors.Is(err, engine.ErrOwnershipLost) {
+			t.Fatalf("flush whose id another message carries: %v, want ErrOwnershipLost", err)
+		}
 	})
 }

@@ -14,7 +14,9 @@
 // damaged message is reported as a *engine.CorruptionError naming subject
 // and stream sequence. Headers Seglog-First and Seglog-Count let a reader
 // index a session's messages without decoding them; the frame is checked
-// against them when it is read.
+// against them when it is read. A write open of a stored session also
+// publishes a fence: an empty message with the header Seglog-Fence (see
+// Durability).
 //
 // # Ownership
 //
@@ -41,8 +43,15 @@
 // always; the embedded servers of package embedded are configured so.) A
 // publish that fails has an unknown outcome: the session's handle is
 // poisoned, never retries it, and every later Flush fails; a new write
-// open reads what the stream kept. Message ids (incarnation and first
-// seq) make the client's own retries of one publish idempotent.
+// open reads what the stream kept, and fences the subject: it publishes a
+// fence message expecting the last message it read, so that no publish
+// the earlier writer started can land after it (each expects an older
+// message). Message ids are the write open's random name and the
+// message's first seq: they make the client's own retries of one publish
+// idempotent and never match another writer's message (a replicated
+// stream checks the id before the expected sequence); an acknowledgement
+// as a duplicate is taken only once the stored message is read back and
+// is this one.
 //
 // # Imports
 //

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,13 +27,18 @@ type Handle struct {
 	st    *Store
 	s     *session
 
+	// writer names this write open (random, see newWriter): it starts
+	// the id of every message the handle publishes, so that no other
+	// writer's message ever has the id of one of its own.
+	writer string
+
 	mu     sync.Mutex // guards the leases
 	local  *handle.Lease
 	remote *lease
 }
 
-func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease, remote *lease) *Handle {
-	h := &Handle{st: st, s: s, local: local, remote: remote}
+func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease, remote *lease, writer string) *Handle {
+	h := &Handle{st: st, s: s, local: local, remote: remote, writer: writer}
 	var w store.Writer
 	if access == engine.Write {
 		w = (*handleWriter)(h)
@@ -305,7 +311,10 @@ func (h *Handle) Flush(ctx context.Context) error { return h.front.WriteOut(ctx,
 // events, in batches of about FrameBytes, one message each, and waits for
 // every acknowledgement. Each publish expects the last message it knows on
 // the subject, so a writer that lost the session cannot append after
-// another. Called with h.mu held by the owner.
+// another. A message's id is the writer's and the message's: "<writer>:h"
+// for the header, "<writer>:<first seq>" for a batch (the server's
+// deduplication then only ever matches a retry of the same message).
+// Called by the owner, under its Front's lock.
 func (h *Handle) publish(ctx context.Context) error {
 	st := h.st
 	s := h.s
@@ -324,7 +333,7 @@ func (h *Handle) publish(ctx context.Context) error {
 		}
 		msg := nats.NewMsg(s.subj)
 		msg.Data = segment.MarshalFrame(e)
-		if err := h.send(ctx, msg, fmt.Sprintf("%x:h", s.uid), frameRef{header: true}); err != nil {
+		if err := h.send(ctx, msg, h.writer+":h", frameRef{header: true}); err != nil {
 			return err
 		}
 	}
@@ -339,7 +348,7 @@ func (h *Handle) publish(ctx context.Context) error {
 			return sessionErr(h.s.id, "flush", err)
 		}
 		msg := natsMsg(s.subj, segment.MarshalFrame(e), first, n)
-		if err := h.send(ctx, msg, fmt.Sprintf("%x:%d", s.uid, first), frameRef{first: first, count: uint32(n)}); err != nil {
+		if err := h.send(ctx, msg, h.writer+":"+strconv.FormatUint(first, 10), frameRef{first: first, count: uint32(n)}); err != nil {
 			return err
 		}
 		batch, first = batch[n:], first+uint64(n)
@@ -366,28 +375,12 @@ func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref fram
 	st.mu.Lock()
 	expect := s.lastSubj
 	st.mu.Unlock()
-	rctx, cancel := st.rctx(ctx)
-	defer cancel()
-	var ack *natsjs.PubAck
-	var err error
-	if st.failPublish.Load() {
-		err = errors.New("jetstream: publish failed (injected)")
-	} else {
-		ack, err = st.js.PublishMsg(rctx, msg, natsjs.WithExpectLastSequencePerSubject(expect), natsjs.WithMsgID(msgID))
-	}
+	ack, err := st.publishMsg(ctx, msg, msgID, expect)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err != nil {
-		var apiErr *natsjs.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant) {
-			err = fmt.Errorf("%w: another writer appended to the session (%v)", engine.ErrOwnershipLost, err)
-		}
 		s.failed = err
 		return sessionErr(h.s.id, "flush", err)
-	}
-	if ack.Duplicate {
-		// A retry of a publish that had landed: the stream kept the first.
-		st.opts.Logger.Warn("jetstream: duplicate publish acknowledged", "session", h.s.id, "msg_id", msgID)
 	}
 	s.lastSubj = ack.Sequence
 	s.size += int64(len(msg.Data))
@@ -405,6 +398,66 @@ func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref fram
 	s.open = s.open[ref.count:]
 	return nil
 }
+
+// publishMsg sends msg with message id msgID, expecting the stream sequence
+// expect as the last on its subject, and returns the acknowledgement. A
+// refusal of the expectation is engine.ErrOwnershipLost. An
+// acknowledgement as a duplicate is taken only once the stored message it
+// names is read back and is msg (same subject, id, headers and data): on
+// a replicated stream the server looks the id up before it checks the
+// expected sequence, so a message that is not this one would otherwise
+// acknowledge it (also engine.ErrOwnershipLost).
+func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, expect uint64) (*natsjs.PubAck, error) {
+	rctx, cancel := st.rctx(ctx)
+	defer cancel()
+	var ack *natsjs.PubAck
+	var err error
+	if st.failPublish.Load() {
+		err = errors.New("jetstream: publish failed (injected)")
+	} else if f := st.publishHook.Load(); f != nil {
+		ack, err = (*f)(rctx, msg, msgID, expect)
+	} else {
+		ack, err = st.js.PublishMsg(rctx, msg, natsjs.WithExpectLastSequencePerSubject(expect), natsjs.WithMsgID(msgID))
+	}
+	if err != nil {
+		var apiErr *natsjs.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant) {
+			err = fmt.Errorf("%w: another writer appended to the session (%v)", engine.ErrOwnershipLost, err)
+		}
+		return nil, err
+	}
+	if ack.Duplicate {
+		// The stream says it holds this message already, at ack.Sequence:
+		// a retry of a publish that had landed, if that message is ours.
+		m, err := st.stream.GetMsg(rctx, ack.Sequence)
+		if err != nil {
+			return nil, fmt.Errorf("jetstream: the publish was acknowledged as a duplicate of message %d, which could not be read to check it: %w", ack.Sequence, err)
+		}
+		if !sameMsg(m, msg, msgID) {
+			return nil, fmt.Errorf("%w: the stream took the publish for a duplicate of message %d, which is another writer's", engine.ErrOwnershipLost, ack.Sequence)
+		}
+		st.opts.Logger.Warn("jetstream: duplicate publish acknowledged (a retry of one that had landed)", "subject", msg.Subject, "msg_id", msgID)
+	}
+	return ack, nil
+}
+
+// sameMsg reports whether the stored message m is msg, published with
+// message id msgID.
+func sameMsg(m *natsjs.RawStreamMsg, msg *nats.Msg, msgID string) bool {
+	if m.Subject != msg.Subject || m.Header.Get(natsjs.MsgIDHeader) != msgID || !bytes.Equal(m.Data, msg.Data) {
+		return false
+	}
+	for _, k := range []string{hdrFirst, hdrCount, hdrFence} {
+		if m.Header.Get(k) != msg.Header.Get(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// publishFunc publishes msg with message id msgID, expecting the stream
+// sequence expect as the last on its subject (tests: Store.publishHook).
+type publishFunc func(ctx context.Context, msg *nats.Msg, msgID string, expect uint64) (*natsjs.PubAck, error)
 
 // checkSizes refuses an event that could not travel in one message: the
 // server's max_payload (1 MiB by default) bounds a batch of one.

@@ -148,9 +148,15 @@ type Store struct {
 	held   map[*lease]struct{}
 
 	failPublish atomic.Bool // tests: every publish fails
-	noRenew     atomic.Bool // tests: a stalled host
-	stop        chan struct{}
-	wg          sync.WaitGroup
+	// Tests: publishHook, if set, makes the publishes of session messages
+	// in place of the stream (a publish whose outcome comes late);
+	// afterOpenLoad, if set, runs in a write open once the lease is taken
+	// and the subject reread.
+	publishHook   atomic.Pointer[publishFunc]
+	afterOpenLoad atomic.Pointer[func()]
+	noRenew       atomic.Bool // tests: a stalled host
+	stop          chan struct{}
+	wg            sync.WaitGroup
 }
 
 // session is this instance's view of one session. Guarded by Store.mu;
@@ -185,7 +191,8 @@ type frameRef struct {
 	first  uint64
 	count  uint32
 	seq    uint64 // stream sequence
-	header bool
+	header bool   // the header record
+	fence  bool   // a write open's fence (no events)
 }
 
 func (s *session) next() uint64 { return s.framed + uint64(len(s.open)) }
@@ -339,6 +346,12 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 		}
 		return nil, sessionErr(h.ID, "create", err)
 	}
+	writer, err := newWriter()
+	if err != nil {
+		local.Release()
+		st.releaseLease(remote)
+		return nil, sessionErr(h.ID, "create", err)
+	}
 	s := &session{id: h.ID, subj: subj, hdr: h, uid: store.NewIncarnation(), inherited: inherited, pending: true}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -348,7 +361,7 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 		return nil, engine.ErrClosed
 	}
 	st.sessions[h.ID] = s
-	hd := st.newHandle(s, engine.Write, local, remote)
+	hd := st.newHandle(s, engine.Write, local, remote, writer)
 	s.owner = hd
 	return hd, nil
 }
@@ -428,7 +441,7 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 		return nil, st.corrupt(subj, last.Sequence, "a second header for the session")
 	}
 	for _, ref := range add {
-		if ref.header {
+		if ref.header || ref.fence {
 			continue
 		}
 		if ref.first != s.framed {
@@ -443,15 +456,73 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 }
 
 // Message headers: a batch's first seq and count, so that a session is
-// indexed without decoding its batches.
+// indexed without decoding its batches; a fence's writer.
 const (
 	hdrFirst = "Seglog-First"
 	hdrCount = "Seglog-Count"
+	hdrFence = "Seglog-Fence"
 )
+
+// newWriter returns a random name for a write open: 16 hex digits.
+func newWriter() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("jetstream: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// fence is a write open's fence: it reads the session's subject again
+// (the lease is held: no other writer may start a publish now) and
+// publishes a fence message, empty but for the header Seglog-Fence naming
+// the writer, expecting the last message it read. A publish that an
+// earlier writer started before it lost the session expects an older
+// message, so once the fence is stored, none can land (it is refused); if
+// one landed after the read, the fence is refused, and the subject is
+// read again and fenced again, a few times. It returns the session as
+// read, up to and with its fence.
+func (st *Store) fence(ctx context.Context, id, writer string) (*session, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := st.load(ctx, id, "open")
+		if err != nil {
+			return nil, err
+		}
+		if f := st.afterOpenLoad.Load(); f != nil {
+			(*f)()
+		}
+		st.mu.Lock()
+		expect := s.lastSubj
+		st.mu.Unlock()
+		msg := nats.NewMsg(s.subj)
+		msg.Header.Set(hdrFence, writer)
+		ack, err := st.publishMsg(ctx, msg, writer+":f", expect)
+		if err == nil {
+			st.mu.Lock()
+			if s.lastSubj == expect { // (else a load read up to the fence)
+				s.lastSubj = ack.Sequence
+			}
+			st.mu.Unlock()
+			return s, nil
+		}
+		if !errors.Is(err, engine.ErrOwnershipLost) || attempt == fenceAttempts {
+			return nil, sessionErr(id, "open", fmt.Errorf("fencing the session: %w", err))
+		}
+		st.opts.Logger.Warn("jetstream: a message landed on the session since the write open read it; reading it again", "session", id, "error", err)
+	}
+}
+
+// fenceAttempts bounds a write open's reads and fences of the subject.
+const fenceAttempts = 4
 
 // index reads the index headers of one message (decoding it whole only if
 // it is the session's header record).
 func (st *Store) index(subj string, m *natsjs.RawStreamMsg) (frameRef, *store.HeaderRecord, error) {
+	if m.Header.Get(hdrFence) != "" {
+		if len(m.Data) != 0 || m.Header.Get(hdrCount) != "" {
+			return frameRef{}, nil, st.corrupt(subj, m.Sequence, "a fence message that holds data")
+		}
+		return frameRef{seq: m.Sequence, fence: true}, nil, nil
+	}
 	if m.Header.Get(hdrCount) == "" {
 		f, err := segment.UnmarshalFrame(fmt.Sprintf("nats:%s/%s#%d", st.opts.Stream, subj, m.Sequence), m.Data)
 		if err != nil {
@@ -492,7 +563,7 @@ func (st *Store) Open(ctx context.Context, id string, access engine.Access) (*Ha
 		if st.closed {
 			return nil, engine.ErrClosed
 		}
-		return st.newHandle(s, engine.Read, nil, nil), nil
+		return st.newHandle(s, engine.Read, nil, nil, ""), nil
 	}
 	local, err := st.owners.Acquire(id)
 	if err != nil {
@@ -503,8 +574,14 @@ func (st *Store) Open(ctx context.Context, id string, access engine.Access) (*Ha
 		local.Release()
 		return nil, sessionErr(id, "open", err)
 	}
-	// Another writer may have published before the lease changed hands.
-	if s, err = st.load(ctx, id, "open"); err != nil {
+	// Another writer may have published before the lease changed hands,
+	// and a publish of one may still land: read the subject again and
+	// fence it.
+	writer, err := newWriter()
+	if err == nil {
+		s, err = st.fence(ctx, id, writer)
+	}
+	if err != nil {
 		local.Release()
 		st.releaseLease(remote)
 		return nil, err
@@ -516,7 +593,7 @@ func (st *Store) Open(ctx context.Context, id string, access engine.Access) (*Ha
 		st.releaseLease(remote)
 		return nil, engine.ErrClosed
 	}
-	h := st.newHandle(s, engine.Write, local, remote)
+	h := st.newHandle(s, engine.Write, local, remote, writer)
 	s.owner = h
 	s.failed = nil // a new owner starts from what the stream holds
 	st.mu.Unlock()
