@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -187,12 +189,7 @@ func TestContractCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	c, err := embedded.StartCluster(t.TempDir(), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Shutdown()
-	nc := connect(t, c.URLs())
+	_, nc := startCluster(t)
 	enginetest.Run(t, func(t *testing.T, clock *enginetest.Clock) enginetest.Backend {
 		o := freshOptions()
 		o.Replicas, o.AfterFunc = 3, clock.AfterFunc
@@ -200,20 +197,42 @@ func TestContractCluster(t *testing.T) {
 	})
 }
 
-// startCluster runs a 3-node cluster for one test and connects to it.
+// A 3-node cluster the tests that do not stop its servers share, started
+// by the first of them (TestMain shuts it down).
+var (
+	clusterOnce sync.Once
+	cluster     *embedded.Cluster
+	clusterDir  string
+	clusterErr  error
+)
+
+// startCluster returns the shared 3-node cluster and a connection to it.
 func startCluster(t *testing.T) (*embedded.Cluster, *nats.Conn) {
 	t.Helper()
-	c, err := embedded.StartCluster(t.TempDir(), 3)
-	if err != nil {
-		t.Fatal(err)
+	clusterOnce.Do(func() {
+		if clusterDir, clusterErr = os.MkdirTemp("", "seglog-nats-cluster-"); clusterErr == nil {
+			cluster, clusterErr = embedded.StartCluster(clusterDir, 3)
+		}
+	})
+	if clusterErr != nil {
+		t.Fatal(clusterErr)
 	}
-	t.Cleanup(c.Shutdown)
-	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(cluster.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	return c, nc
+	return cluster, nc
+}
+
+// stopCluster shuts the shared cluster down, if it was started.
+func stopCluster() {
+	if cluster != nil {
+		cluster.Shutdown()
+	}
+	if clusterDir != "" {
+		os.RemoveAll(clusterDir)
+	}
 }
 
 // openCluster opens a store on a new cluster, retrying while the cluster
@@ -391,4 +410,43 @@ func TestClusterLatePublish(t *testing.T) {
 			t.Fatalf("flush whose id another message carries: %v, want ErrOwnershipLost", err)
 		}
 	})
+}
+
+// A host whose options name other replicas than the shared stream's and
+// bucket's cannot open the store, and leaves them as they are (it used to
+// turn a stream of 3 replicas into one of 1).
+func TestClusterReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	ctx := context.Background()
+	_, nc := startCluster(t)
+	o := freshOptions()
+	o.Replicas, o.Timeout = 3, 5*time.Second
+	openCluster(t, nc, o)
+	o1 := *o
+	o1.Replicas, o1.Host = 1, "left-on-one"
+	_, err := Open(ctx, nc, &o1)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Kind != "stream" || len(ce.Mismatches) != 1 || ce.Mismatches[0].Field != "replicas" {
+		t.Fatalf("Open with 1 replica on a stream of 3: %v, want a *ConfigError on the stream's replicas", err)
+	}
+	t.Logf("reported: %v", err)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{o.Stream, "KV_" + o.LeaseBucket} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.CachedInfo().Config.Replicas; r != 3 {
+			t.Errorf("%s has %d replicas after the refused Open, want 3", name, r)
+		}
+	}
+	// A host that leaves Replicas zero takes what the stream has.
+	o0 := *o
+	o0.Replicas, o0.Host = 0, "any"
+	openCluster(t, nc, &o0)
 }

@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 	}
 	srvURL = srv.ClientURL()
 	code := m.Run()
+	stopCluster()
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	os.RemoveAll(dir)
@@ -48,6 +49,7 @@ func freshOptions() *Options {
 		Stream:      fmt.Sprintf("T%d", n),
 		Prefix:      fmt.Sprintf("t%d", n),
 		LeaseBucket: fmt.Sprintf("L%d", n),
+		Create:      true,
 		Host:        "test-host",
 	}
 }

@@ -18,6 +18,15 @@
 // publishes a fence: an empty message with the header Seglog-Fence (see
 // Durability).
 //
+// # Provisioning
+//
+// The stream and the lease bucket are shared by every host and made once,
+// by an operator or by the first Open with Options.Create. Open binds to
+// them and never changes them: a missing one is ErrNotProvisioned (unless
+// Create), and one whose settings the store cannot work with is a
+// *ConfigError listing every difference (docs/DESIGN.md, Provisioning,
+// lists the settings and the permissions a host needs).
+//
 // # Ownership
 //
 // A write handle holds two leases: this process's (handle.Owners, as the

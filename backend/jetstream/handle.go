@@ -460,9 +460,14 @@ func sameMsg(m *natsjs.RawStreamMsg, msg *nats.Msg, msgID string) bool {
 type publishFunc func(ctx context.Context, msg *nats.Msg, msgID string, expect uint64) (*natsjs.PubAck, error)
 
 // checkSizes refuses an event that could not travel in one message: the
-// server's max_payload (1 MiB by default) bounds a batch of one.
+// server's max_payload (1 MiB by default), and the stream's max_msg_size
+// if smaller, bound a batch of one.
 func (st *Store) checkSizes(id string, evs []event.Event) error {
-	limit := int(st.nc.MaxPayload()) - len(id) - 1024 // frame header, key, NATS headers
+	limit := int(st.nc.MaxPayload())
+	if m := int(st.stream.CachedInfo().Config.MaxMsgSize); m > 0 {
+		limit = min(limit, m)
+	}
+	limit -= len(id) + 1024 // frame header, key, NATS headers
 	for i := range evs {
 		if n := rawSize(&evs[i]); n > limit {
 			return sessionErr(id, "append", fmt.Errorf("%w: event %d (seq %d) takes about %d bytes; the server's max_payload allows %d per message",

@@ -30,19 +30,27 @@ import (
 // Options configures a Store. The zero value works against a NATS server
 // with JetStream enabled.
 type Options struct {
-	// Stream is the stream holding every session; default "SEGLOG". It is
-	// created if missing.
+	// Stream is the stream holding every session; default "SEGLOG".
 	Stream string
 	// Prefix starts every session subject; default "seglog".
 	Prefix string
 	// LeaseBucket is the key-value bucket of write leases; default
 	// "SEGLOG_LEASES".
 	LeaseBucket string
-	// Replicas of the stream and the lease bucket; default 1. Use 3 on a
-	// cluster: an acknowledged flush then survives the loss of any server.
+	// Create makes Open create the stream and the lease bucket if they
+	// are missing (the host then needs the rights to create them); else
+	// Open fails with ErrNotProvisioned. Open never changes an existing
+	// stream or bucket: it checks their settings (*ConfigError).
+	Create bool
+	// Replicas of the stream and the lease bucket. Zero accepts what
+	// they have (and creates them with 1); else Open checks it. Use 3 on
+	// a cluster: an acknowledged flush then survives the loss of any
+	// server.
 	Replicas int
-	// LeaseTTL is how long a write lease lives without renewal; default
-	// 30 s. A host that dies holds its sessions this long.
+	// LeaseTTL is how long a write lease lives without renewal: the
+	// bucket's TTL. Zero takes the bucket's (and creates it with 30 s);
+	// else Open checks it. A host that dies holds its sessions this
+	// long.
 	LeaseTTL time.Duration
 	// Host names this agent host; default os.Hostname(). A store opened
 	// under the name of a previous instance takes over its leases.
@@ -83,12 +91,6 @@ func (o *Options) withDefaults() (Options, error) {
 	if c.LeaseBucket == "" {
 		c.LeaseBucket = "SEGLOG_LEASES"
 	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 30 * time.Second
-	}
 	if c.Host == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -115,9 +117,9 @@ func (o *Options) withDefaults() (Options, error) {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	switch {
-	case c.Replicas < 1 || c.Replicas > 5:
+	case c.Replicas < 0 || c.Replicas > 5:
 		return c, fmt.Errorf("%w: jetstream: %d replicas (1..5)", engine.ErrInvalidArgument, c.Replicas)
-	case c.LeaseTTL < time.Second:
+	case c.LeaseTTL != 0 && c.LeaseTTL < time.Second:
 		return c, fmt.Errorf("%w: jetstream: lease TTL %v under 1s", engine.ErrInvalidArgument, c.LeaseTTL)
 	case strings.ContainsAny(c.Prefix, " *>") || strings.HasSuffix(c.Prefix, "."):
 		return c, fmt.Errorf("%w: jetstream: subject prefix %q", engine.ErrInvalidArgument, c.Prefix)
@@ -197,9 +199,12 @@ type frameRef struct {
 
 func (s *session) next() uint64 { return s.framed + uint64(len(s.open)) }
 
-// Open opens the store over the JetStream of nc, creating the stream and
-// the lease bucket if they are missing. The connection stays the caller's:
-// Close does not close it.
+// Open opens the store over the JetStream of nc: it binds to the stream
+// and the lease bucket the options name, which must exist (else
+// ErrNotProvisioned) unless Options.Create is set, and checks their
+// settings (a *ConfigError lists those that differ from what the store
+// needs); it never changes them. The connection stays the caller's: Close
+// does not close it.
 func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -211,30 +216,15 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	}
 	ctx, cancel := withTimeout(ctx, 4*o.Timeout)
 	defer cancel()
-	stream, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
-		Name:        o.Stream,
-		Description: "seglog sessions: one subject per session, one frame per message",
-		Subjects:    []string{o.Prefix + ".s.*"},
-		Storage:     natsjs.FileStorage,
-		Replicas:    o.Replicas,
-		Retention:   natsjs.LimitsPolicy,
-		Discard:     natsjs.DiscardNew, // never drop acknowledged events to make room
-		Duplicates:  2 * time.Minute,
-	})
+	stream, err := bindStream(ctx, js, &o)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: stream %s: %w", o.Stream, err)
+		return nil, err
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{
-		Bucket:      o.LeaseBucket,
-		Description: "seglog write leases",
-		TTL:         o.LeaseTTL,
-		Replicas:    o.Replicas,
-		Storage:     natsjs.FileStorage,
-		History:     1,
-	})
+	kv, ttl, err := bindLeases(ctx, js, &o)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: lease bucket %s: %w", o.LeaseBucket, err)
+		return nil, err
 	}
+	o.LeaseTTL = ttl
 	var nonce [8]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return nil, err
