@@ -34,7 +34,9 @@
 // (Options.LeaseBucket) whose entry names the host and the store instance.
 // The entry expires after Options.LeaseTTL unless renewed (every third of
 // it); renewal is an update at the last revision, so a writer whose lease
-// expired and was taken cannot renew it. Every publish also carries the
+// expired and was taken cannot renew it. A writer whose renewals fail (time
+// out) stops writing once its lease may have expired: a tenth of the TTL
+// before the last successful write of its entry plus the TTL. Every publish also carries the
 // stream sequence of the last message it knows on the session's subject
 // (Nats-Expected-Last-Subject-Sequence): two writers can never interleave
 // batches, and the one that lost gets engine.ErrOwnershipLost. A store

@@ -84,14 +84,16 @@ func (h *Handle) Access() engine.Access { return h.front.Access() }
 // lock held.
 type handleWriter Handle
 
-// Writable fails once either lease is lost.
+// Writable fails once either lease is lost, or the remote one may have
+// expired (a renewal that fails for another reason than a changed entry
+// does not lose it).
 func (w *handleWriter) Writable() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.local.Check() != nil || w.remote == nil || w.remote.lost.Load() {
+	if w.local.Check() != nil {
 		return engine.ErrOwnershipLost
 	}
-	return nil
+	return w.st.check(w.remote)
 }
 
 func (w *handleWriter) Next() uint64 {
@@ -369,8 +371,11 @@ func natsMsg(subj string, frame []byte, first uint64, n int) *nats.Msg {
 // acknowledged. A failure poisons the session in this instance.
 func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref frameRef) error {
 	st, s := h.st, h.s
-	if h.remote.lost.Load() {
-		return sessionErr(h.s.id, "flush", engine.ErrOwnershipLost)
+	h.mu.Lock()
+	remote := h.remote
+	h.mu.Unlock()
+	if err := st.check(remote); err != nil { // (right before the publish: batches take time)
+		return sessionErr(h.s.id, "flush", err)
 	}
 	st.mu.Lock()
 	expect := s.lastSubj

@@ -24,6 +24,44 @@ type lease struct {
 	// lost is set when a renewal found the entry changed or gone: another
 	// writer may hold the session, and this one must not write.
 	lost atomic.Bool
+	// until is when the lease may have expired, as Store.now: the start
+	// of the last request that wrote the entry (acquisition or renewal),
+	// plus the TTL, less leaseMargin. Past it, the handle does not write
+	// until a renewal succeeds (one that finds the entry gone loses it).
+	until atomic.Int64
+}
+
+// leaseMargin is the part of the lease TTL that a holder gives up, for
+// the clocks of this host and the servers running at different rates.
+func leaseMargin(ttl time.Duration) time.Duration { return ttl / 10 }
+
+// now is the time since the store opened, on the monotonic clock.
+func (st *Store) now() time.Duration { return time.Since(st.epoch) }
+
+// wrote records that a request started at sent wrote the lease's entry.
+func (st *Store) wrote(l *lease, rev uint64, sent time.Duration) {
+	l.rev.Store(rev)
+	until := int64(sent + st.opts.LeaseTTL - leaseMargin(st.opts.LeaseTTL))
+	for {
+		old := l.until.Load()
+		if old >= until || l.until.CompareAndSwap(old, until) {
+			return
+		}
+	}
+}
+
+// check returns nil while the lease may be written under: not lost, and
+// not past its time.
+func (st *Store) check(l *lease) error {
+	switch {
+	case l == nil:
+		return engine.ErrOwnershipLost
+	case l.lost.Load():
+		return fmt.Errorf("%w: the write lease was lost (expired or taken)", engine.ErrOwnershipLost)
+	case int64(st.now()) >= l.until.Load():
+		return fmt.Errorf("%w: the write lease may have expired (not renewed for %v)", engine.ErrOwnershipLost, st.opts.LeaseTTL-leaseMargin(st.opts.LeaseTTL))
+	}
+	return nil
 }
 
 type leaseValue struct {
@@ -43,9 +81,10 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 	ctx, cancel := st.rctx(ctx)
 	defer cancel()
 	l := &lease{id: id, key: token(id)}
+	sent := st.now()
 	rev, err := st.leases.Create(ctx, l.key, st.leaseValue())
 	if err == nil {
-		l.rev.Store(rev)
+		st.wrote(l, rev, sent)
 		st.track(l)
 		return l, nil
 	}
@@ -66,6 +105,7 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 	if json.Unmarshal(e.Value(), &v) != nil || v.Host != st.opts.Host {
 		return nil, engine.ErrAlreadyOwned
 	}
+	sent = st.now()
 	rev, err = st.leases.Update(ctx, l.key, st.leaseValue(), e.Revision())
 	if errors.Is(err, natsjs.ErrKeyRevisionMismatch) {
 		return nil, engine.ErrAlreadyOwned
@@ -76,7 +116,7 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 	if v.Instance != st.instance {
 		st.opts.Logger.Warn("jetstream: took over the write lease of an earlier instance of this host", "session", id, "instance", v.Instance)
 	}
-	l.rev.Store(rev)
+	st.wrote(l, rev, sent)
 	st.track(l)
 	return l, nil
 }
@@ -150,16 +190,24 @@ func (st *Store) renew(l *lease) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), st.opts.Timeout)
 	defer cancel()
-	rev, err := st.leases.Update(ctx, l.key, st.leaseValue(), l.rev.Load())
+	sent := st.now()
+	var rev uint64
+	var err error
+	if st.failRenew.Load() {
+		err = fmt.Errorf("renewal timed out (injected): %w", context.DeadlineExceeded)
+	} else {
+		rev, err = st.leases.Update(ctx, l.key, st.leaseValue(), l.rev.Load())
+	}
 	switch {
 	case err == nil:
-		l.rev.Store(rev)
+		st.wrote(l, rev, sent)
 	case errors.Is(err, natsjs.ErrKeyRevisionMismatch), errors.Is(err, natsjs.ErrKeyNotFound), errors.Is(err, natsjs.ErrKeyExists):
 		l.lost.Store(true)
 		st.opts.Logger.Warn("jetstream: a write lease was lost (expired or taken); the session's writes now fail", "session", l.id)
 	default:
 		// The server may be electing a leader: keep trying until the TTL
-		// decides.
+		// decides (the handle stops writing once the lease may have
+		// expired: lease.until).
 		st.opts.Logger.Warn("jetstream: renewing a write lease failed", "session", l.id, "error", err)
 	}
 }

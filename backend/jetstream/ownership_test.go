@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -120,8 +121,13 @@ func TestStaleWriter(t *testing.T) {
 	if err := wb.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The stale writer's append goes to its open batch; its publish is
-	// refused by the stream (it expects the subject's old last message).
+	// The stale writer's lease is past its time: it refuses to write.
+	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); !errors.Is(err, engine.ErrOwnershipLost) {
+		t.Errorf("stale writer's append: %v, want ErrOwnershipLost", err)
+	}
+	// Were its clock wrong (it thinks its lease still holds), its publish
+	// is refused by the stream: it expects the subject's old last message.
+	w.remote.until.Store(math.MaxInt64)
 	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); err != nil {
 		t.Fatal(err)
 	}
@@ -209,5 +215,46 @@ func TestEventTooLarge(t *testing.T) {
 	}
 	if err := h.Flush(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A writer whose renewals time out (rather than find the entry changed)
+// keeps its lease only until it may have expired: from then on its
+// appends and flushes fail with ErrOwnershipLost and nothing is
+// published, though no other host took the session.
+func TestExpiredLease(t *testing.T) {
+	ctx := context.Background()
+	o := freshOptions()
+	o.LeaseTTL = time.Second
+	st := openStore(t, o)
+	w, err := st.Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, enginetest.OneTurn()[:2]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := func() uint64 {
+		m, err := st.stream.GetLastMsgForSubject(ctx, st.subject("s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Sequence
+	}
+	before := last()
+	st.failRenew.Store(true)
+	st.renewNow()
+	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
+	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); !errors.Is(err, engine.ErrOwnershipLost) {
+		t.Errorf("append %v after the last renewal: %v, want ErrOwnershipLost", o.LeaseTTL, err)
+	}
+	if err := w.Flush(ctx); !errors.Is(err, engine.ErrOwnershipLost) {
+		t.Errorf("flush %v after the last renewal: %v, want ErrOwnershipLost", o.LeaseTTL, err)
+	}
+	if got := last(); got != before {
+		t.Errorf("the subject's last message moved from %d to %d", before, got)
 	}
 }

@@ -135,7 +135,8 @@ type Store struct {
 	stream   natsjs.Stream
 	leases   natsjs.KeyValue
 	opts     Options
-	instance string // this instance: leases name it
+	instance string    // this instance: leases name it
+	epoch    time.Time // when it opened (Store.now)
 	enc      segment.Encoder
 	owners   handle.Owners
 
@@ -157,6 +158,7 @@ type Store struct {
 	publishHook   atomic.Pointer[publishFunc]
 	afterOpenLoad atomic.Pointer[func()]
 	noRenew       atomic.Bool // tests: a stalled host
+	failRenew     atomic.Bool // tests: every renewal times out
 	stop          chan struct{}
 	wg            sync.WaitGroup
 }
@@ -232,6 +234,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	s := &Store{
 		nc: nc, js: js, stream: stream, leases: kv, opts: o,
 		instance: hex.EncodeToString(nonce[:]),
+		epoch:    time.Now(),
 		sessions: map[string]*session{},
 		handles:  map[*Handle]struct{}{},
 		stop:     make(chan struct{}),
