@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -22,6 +23,7 @@ var (
 	srv     *embedded.Server
 	srvURL  string
 	nameSeq atomic.Int64
+	lockDir string // Options.LockDir of every test's stores
 )
 
 func TestMain(m *testing.M) {
@@ -34,6 +36,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	srvURL = srv.ClientURL()
+	lockDir = filepath.Join(dir, "locks")
+	if err := os.Mkdir(lockDir, 0o755); err != nil {
+		panic(err)
+	}
 	code := m.Run()
 	stopCluster()
 	srv.Shutdown()
@@ -51,6 +57,7 @@ func freshOptions() *Options {
 		LeaseBucket: fmt.Sprintf("L%d", n),
 		Create:      true,
 		Host:        "test-host",
+		LockDir:     lockDir,
 	}
 }
 

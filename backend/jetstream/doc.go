@@ -31,18 +31,24 @@
 //
 // A write handle holds two leases: this process's (handle.Owners, as the
 // local engine) and a lease in a JetStream key-value bucket
-// (Options.LeaseBucket) whose entry names the host and the store instance.
-// The entry expires after Options.LeaseTTL unless renewed (every third of
-// it); renewal is an update at the last revision, so a writer whose lease
-// expired and was taken cannot renew it. A writer whose renewals fail (time
-// out) stops writing once its lease may have expired: a tenth of the TTL
-// before the last successful write of its entry plus the TTL. Every publish also carries the
-// stream sequence of the last message it knows on the session's subject
+// (Options.LeaseBucket) whose entry names the host, the store instance and
+// the machine. The entry expires after Options.LeaseTTL unless renewed
+// (every third of it); renewal is an update at the last revision, so a
+// writer whose lease expired and was taken cannot renew it. A writer whose
+// renewals fail (time out) stops writing once its lease may have expired:
+// a tenth of the TTL before the last successful write of its entry plus
+// the TTL. Every publish also carries the stream sequence of the last
+// message it knows on the session's subject
 // (Nats-Expected-Last-Subject-Sequence): two writers can never interleave
-// batches, and the one that lost gets engine.ErrOwnershipLost. A store
-// instance that restarts under the same Options.Host takes over the leases
-// its previous instance held (one instance per host, as one process per
-// directory for the local engine).
+// batches, and the one that lost gets engine.ErrOwnershipLost.
+//
+// By default Options.Host is unique to the process, and a dead process's
+// sessions stay locked until their leases expire. A Host set by the
+// caller lets a restarted store take its dead predecessor's leases over at
+// once: the store holds a lock file for its Host (Options.LockDir) while
+// open, which proves that no other store of that Host runs on the machine
+// (a second one fails to open with engine.ErrLocked); leases of the same
+// Host held on another machine are never taken over.
 //
 // # Durability
 //

@@ -2,15 +2,19 @@ package jetstream
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/internal/vfs"
 )
 
 // lease is a write lease in the lease bucket: the key is the session's
@@ -67,11 +71,27 @@ func (st *Store) check(l *lease) error {
 type leaseValue struct {
 	Host     string `json:"host"`
 	Instance string `json:"instance"`
+	Machine  string `json:"machine,omitempty"`
 }
 
 func (st *Store) leaseValue() []byte {
-	b, _ := json.Marshal(leaseValue{Host: st.opts.Host, Instance: st.instance})
+	b, _ := json.Marshal(leaseValue{Host: st.opts.Host, Instance: st.instance, Machine: st.machine})
 	return b
+}
+
+// lockHost takes the lock file of o.Host in o.LockDir for the lease
+// bucket (its name and creation time tell it from another deployment's of
+// the same name): while a store holds it, no other process on this
+// machine has a store open under that Host, so the leases of an earlier
+// store of that Host on this machine are a dead process's.
+func lockHost(o *Options, bucket *natsjs.StreamInfo) (vfs.FileLock, error) {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%s", o.LeaseBucket, bucket.Created.UnixNano(), o.Host))
+	path := filepath.Join(o.LockDir, "seglog-jetstream-"+hex.EncodeToString(sum[:8])+".lock")
+	l, err := vfs.Default.Lock(path)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: host %q: another store on this machine (in this process or another) is open under this name: %w", o.Host, err)
+	}
+	return l, nil
 }
 
 // acquireLease takes the write lease of session id, or returns
@@ -98,11 +118,18 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	// The entry is this host's: an earlier instance's (gone: one instance
-	// per host), or this instance's own that a release could not delete
-	// (the caller holds the local lease, so no handle here has it).
+	// The entry may be taken over if it is this instance's own that a
+	// release could not delete (the caller holds the local lease, so no
+	// handle here has it), or an earlier store's of this Host on this
+	// machine, which is dead: this store holds the Host's lock file.
 	var v leaseValue
 	if json.Unmarshal(e.Value(), &v) != nil || v.Host != st.opts.Host {
+		return nil, engine.ErrAlreadyOwned
+	}
+	if v.Instance != st.instance && (st.hostLock == nil || v.Machine != st.machine) {
+		if st.hostLock != nil {
+			st.opts.Logger.Warn("jetstream: a write lease is held under this store's Host by another machine: a Host must be unique to one machine", "session", id, "machine", v.Machine)
+		}
 		return nil, engine.ErrAlreadyOwned
 	}
 	sent = st.now()

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -257,4 +258,79 @@ func TestExpiredLease(t *testing.T) {
 	if got := last(); got != before {
 		t.Errorf("the subject's last message moved from %d to %d", before, got)
 	}
+}
+
+// Two stores (two processes) under the same Host never take each other's
+// sessions: by default each has a Host of its own; a Host set in both is
+// refused to the second (engine.ErrLocked); once the first is dead, a
+// store under its Host takes its leases over at once.
+func TestSameHost(t *testing.T) {
+	ctx := context.Background()
+	write := func(st *Store, id string) *Handle {
+		t.Helper()
+		w, err := st.Create(ctx, enginetest.Meta(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Append(ctx, enginetest.OneTurn()...); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	t.Run("default", func(t *testing.T) {
+		o := freshOptions()
+		o.Host = ""
+		a, b := openStore(t, o), openStore(t, o)
+		write(a, "s")
+		if _, err := b.Open(ctx, "s", engine.Write); !errors.Is(err, engine.ErrAlreadyOwned) {
+			t.Fatalf("write open of a session another store of the default Host writes: %v, want ErrAlreadyOwned", err)
+		}
+	})
+	t.Run("set", func(t *testing.T) {
+		o := freshOptions()
+		o.LeaseTTL = time.Minute // the takeover below must not wait for it
+		a := openStore(t, o)
+		write(a, "s")
+		b, err := Open(ctx, connect(t, srvURL), o)
+		if err == nil {
+			defer b.Close()
+			_, err = b.Open(ctx, "s", engine.Write)
+			t.Fatalf("a second store under Host %q opened (its write open: %v), want ErrLocked", o.Host, err)
+		}
+		if !errors.Is(err, engine.ErrLocked) {
+			t.Fatalf("a second store under Host %q: %v, want ErrLocked", o.Host, err)
+		}
+		t.Logf("reported: %v", err)
+		a.abandon() // its process dies
+		c := openStore(t, o)
+		w, err := c.Open(ctx, "s", engine.Write)
+		if err != nil {
+			t.Fatalf("write open under the dead store's Host: %v", err)
+		}
+		if err := w.Append(ctx, enginetest.Turn2()...); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The same Host set on two machines: a lease of the other machine's
+	// is never taken over (its store may be alive).
+	t.Run("another machine", func(t *testing.T) {
+		o := freshOptions()
+		st := openStore(t, o)
+		v, err := json.Marshal(leaseValue{Host: o.Host, Instance: "elsewhere", Machine: st.machine + "-other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.leases.Create(ctx, token("s"), v); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Create(ctx, enginetest.Meta("s")); !errors.Is(err, engine.ErrSessionExists) {
+			t.Fatalf("create of a session whose lease the same Host holds on another machine: %v, want ErrSessionExists", err)
+		}
+	})
 }

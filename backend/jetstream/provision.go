@@ -104,13 +104,14 @@ func checkStream(c natsjs.StreamConfig, o *Options) error {
 	return nil
 }
 
-// bindLeases returns the lease bucket of o, checked, and its TTL; it
-// creates it if it is missing and o.Create is set.
-func bindLeases(ctx context.Context, js natsjs.JetStream, o *Options) (natsjs.KeyValue, time.Duration, error) {
+// bindLeases returns the lease bucket of o, checked, and its stream's
+// information (its TTL is Config.MaxAge); it creates it if it is missing
+// and o.Create is set.
+func bindLeases(ctx context.Context, js natsjs.JetStream, o *Options) (natsjs.KeyValue, *natsjs.StreamInfo, error) {
 	kv, err := js.KeyValue(ctx, o.LeaseBucket)
 	if errors.Is(err, natsjs.ErrBucketNotFound) {
 		if !o.Create {
-			return nil, 0, fmt.Errorf("%w: lease bucket %s does not exist (provision it, or set Options.Create)", ErrNotProvisioned, o.LeaseBucket)
+			return nil, nil, fmt.Errorf("%w: lease bucket %s does not exist (provision it, or set Options.Create)", ErrNotProvisioned, o.LeaseBucket)
 		}
 		kv, err = js.CreateKeyValue(ctx, natsjs.KeyValueConfig{
 			Bucket:      o.LeaseBucket,
@@ -129,11 +130,11 @@ func bindLeases(ctx context.Context, js natsjs.JetStream, o *Options) (natsjs.Ke
 		status, err = kv.Status(ctx)
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("jetstream: lease bucket %s: %w", o.LeaseBucket, err)
+		return nil, nil, fmt.Errorf("jetstream: lease bucket %s: %w", o.LeaseBucket, err)
 	}
 	bs, ok := status.(*natsjs.KeyValueBucketStatus)
 	if !ok {
-		return nil, 0, fmt.Errorf("jetstream: lease bucket %s: no stream behind it", o.LeaseBucket)
+		return nil, nil, fmt.Errorf("jetstream: lease bucket %s: no stream behind it", o.LeaseBucket)
 	}
 	c := bs.StreamInfo().Config
 	var ms []Mismatch
@@ -156,9 +157,9 @@ func bindLeases(ctx context.Context, js natsjs.JetStream, o *Options) (natsjs.Ke
 		add("replicas", strconv.Itoa(o.Replicas), strconv.Itoa(c.Replicas))
 	}
 	if ms != nil {
-		return nil, 0, &ConfigError{Kind: "lease bucket", Name: o.LeaseBucket, Mismatches: ms}
+		return nil, nil, &ConfigError{Kind: "lease bucket", Name: o.LeaseBucket, Mismatches: ms}
 	}
-	return kv, c.MaxAge, nil
+	return kv, bs.StreamInfo(), nil
 }
 
 // orDefault returns v, or def if v is zero.

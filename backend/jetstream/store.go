@@ -23,6 +23,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
 )
@@ -52,9 +53,21 @@ type Options struct {
 	// else Open checks it. A host that dies holds its sessions this
 	// long.
 	LeaseTTL time.Duration
-	// Host names this agent host; default os.Hostname(). A store opened
-	// under the name of a previous instance takes over its leases.
+	// Host names this store in the leases it holds. By default it is
+	// unique to the process (the machine's name, the pid and a random
+	// number): a process that dies holds its sessions until their leases
+	// expire (LeaseTTL). Set, it must be stable and unique to one machine
+	// (e.g. "agent-host-7"): a store opened under it takes over the leases
+	// of a dead earlier store of the same name on the same machine at
+	// once; that it is dead is proven by a lock file in LockDir, which
+	// Open holds for the store's life (a second store under the same Host
+	// on the machine fails to open with engine.ErrLocked). The leases of
+	// a store of the same Host on another machine are never taken over.
 	Host string
+	// LockDir holds the lock files of stores opened with a Host; default
+	// os.TempDir(). Every process on the machine must see the same
+	// directory (a service with a private /tmp needs another).
+	LockDir string
 	// Timeout bounds each request to the server when the caller's context
 	// has no deadline; default 5 s.
 	Timeout time.Duration
@@ -92,11 +105,18 @@ func (o *Options) withDefaults() (Options, error) {
 		c.LeaseBucket = "SEGLOG_LEASES"
 	}
 	if c.Host == "" {
-		h, err := os.Hostname()
+		machine, err := os.Hostname()
 		if err != nil {
 			return c, fmt.Errorf("jetstream: host name: %w", err)
 		}
-		c.Host = h
+		var r [4]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return c, fmt.Errorf("jetstream: %w", err)
+		}
+		c.Host = fmt.Sprintf("%s-%d-%s", machine, os.Getpid(), hex.EncodeToString(r[:]))
+	}
+	if c.LockDir == "" {
+		c.LockDir = os.TempDir()
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 5 * time.Second
@@ -135,8 +155,10 @@ type Store struct {
 	stream   natsjs.Stream
 	leases   natsjs.KeyValue
 	opts     Options
-	instance string    // this instance: leases name it
-	epoch    time.Time // when it opened (Store.now)
+	instance string       // this instance: leases name it
+	machine  string       // os.Hostname(): leases name it
+	hostLock vfs.FileLock // held while open if Options.Host was set (see lockHost)
+	epoch    time.Time    // when it opened (Store.now)
 	enc      segment.Encoder
 	owners   handle.Owners
 
@@ -222,17 +244,31 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, ttl, err := bindLeases(ctx, js, &o)
+	kv, bucket, err := bindLeases(ctx, js, &o)
 	if err != nil {
 		return nil, err
 	}
-	o.LeaseTTL = ttl
+	o.LeaseTTL = bucket.Config.MaxAge
+	machine, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: host name: %w", err)
+	}
+	var hostLock vfs.FileLock
+	if opts != nil && opts.Host != "" {
+		if hostLock, err = lockHost(&o, bucket); err != nil {
+			return nil, err
+		}
+	}
 	var nonce [8]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
+		if hostLock != nil {
+			hostLock.Close()
+		}
 		return nil, err
 	}
 	s := &Store{
 		nc: nc, js: js, stream: stream, leases: kv, opts: o,
+		machine: machine, hostLock: hostLock,
 		instance: hex.EncodeToString(nonce[:]),
 		epoch:    time.Now(),
 		sessions: map[string]*session{},
@@ -840,7 +876,15 @@ func (st *Store) Close() error {
 	}
 	close(st.stop)
 	st.wg.Wait()
+	st.unlockHost()
 	return errors.Join(errs...)
+}
+
+// unlockHost releases the host's lock file, if held.
+func (st *Store) unlockHost() {
+	if st.hostLock != nil {
+		st.hostLock.Close()
+	}
 }
 
 // abandon stops the store as a crash of its process would: nothing is
@@ -857,6 +901,7 @@ func (st *Store) abandon() {
 	st.owners.RevokeAll()
 	close(st.stop)
 	st.wg.Wait()
+	st.unlockHost() // as the process's death would
 }
 
 // failWrites makes every publish fail (or work again), as a broken

@@ -39,7 +39,7 @@ func runBenchJetStream(w, progress io.Writer, a benchArgs) error {
 	defer nc.Close()
 	openJS := func(dir string) (bench.Store, error) {
 		name := strings.ToUpper(strings.ReplaceAll(filepath.Base(dir), "-", "_"))
-		st, err := jetstream.Open(ctx, nc, &jetstream.Options{Stream: "BENCH_" + name, Prefix: "bench." + strings.ToLower(name), LeaseBucket: "BENCH_LEASES_" + name, Create: true, Host: "bench"})
+		st, err := jetstream.Open(ctx, nc, &jetstream.Options{Stream: "BENCH_" + name, Prefix: "bench." + strings.ToLower(name), LeaseBucket: "BENCH_LEASES_" + name, Create: true})
 		if err != nil {
 			return nil, err
 		}
