@@ -406,7 +406,10 @@ func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref fram
 
 // publishMsg sends msg with message id msgID, expecting the stream sequence
 // expect as the last on its subject, and returns the acknowledgement. A
-// refusal of the expectation is engine.ErrOwnershipLost. An
+// refusal of the expectation is engine.ErrOwnershipLost; a refusal because
+// the subject's previous message is still in process on the server (error
+// 10164, refused before it was stored) is retried a few times while the
+// subject's last message is still expect. An
 // acknowledgement as a duplicate is taken only once the stored message it
 // names is read back and is msg (same subject, id, headers and data): on
 // a replicated stream the server looks the id up before it checks the
@@ -417,16 +420,44 @@ func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, ex
 	defer cancel()
 	var ack *natsjs.PubAck
 	var err error
-	if st.failPublish.Load() {
-		err = errors.New("jetstream: publish failed (injected)")
-	} else if f := st.publishHook.Load(); f != nil {
-		ack, err = (*f)(rctx, msg, msgID, expect)
-	} else {
-		ack, err = st.js.PublishMsg(rctx, msg, natsjs.WithExpectLastSequencePerSubject(expect), natsjs.WithMsgID(msgID))
+	for attempt := 1; ; attempt++ {
+		if st.failPublish.Load() {
+			err = errors.New("jetstream: publish failed (injected)")
+		} else if f := st.publishHook.Load(); f != nil {
+			ack, err = (*f)(rctx, msg, msgID, expect)
+		} else {
+			ack, err = st.js.PublishMsg(rctx, msg, natsjs.WithExpectLastSequencePerSubject(expect), natsjs.WithMsgID(msgID))
+		}
+		var apiErr *natsjs.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != natsjs.JSErrCodeStreamWrongLastSequenceConstant {
+			break
+		}
+		// Refused before it was proposed, so not stored: a replicated
+		// stream's leader acknowledges a message before it stops counting
+		// it as in process on its subject, and a publish expecting it
+		// that comes in between is refused so. Read the subject's last
+		// message: if it is still the one expected, publish again.
+		if attempt == inProcessAttempts {
+			return nil, fmt.Errorf("jetstream: the stream kept refusing the publish: %w", err)
+		}
+		t := time.NewTimer(time.Millisecond << (attempt - 1))
+		select {
+		case <-rctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("jetstream: %w (after %v)", rctx.Err(), err)
+		case <-t.C:
+		}
+		last, lerr := st.stream.GetLastMsgForSubject(rctx, msg.Subject)
+		switch {
+		case lerr == nil && last.Sequence != expect:
+			return nil, fmt.Errorf("%w: another writer appended to the session (message %d, expected %d)", engine.ErrOwnershipLost, last.Sequence, expect)
+		case lerr != nil && !(errors.Is(lerr, natsjs.ErrMsgNotFound) && expect == 0):
+			return nil, fmt.Errorf("jetstream: reading the subject's last message after %v: %w", err, lerr)
+		}
 	}
 	if err != nil {
 		var apiErr *natsjs.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant) {
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence {
 			err = fmt.Errorf("%w: another writer appended to the session (%v)", engine.ErrOwnershipLost, err)
 		}
 		return nil, err
@@ -445,6 +476,11 @@ func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, ex
 	}
 	return ack, nil
 }
+
+// inProcessAttempts bounds the publishes of one message that the stream
+// refuses because the subject's previous message is still in process
+// (error 10164); they wait 1, 2, 4 and 8 ms.
+const inProcessAttempts = 5
 
 // sameMsg reports whether the stored message m is msg, published with
 // message id msgID.

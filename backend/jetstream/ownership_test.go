@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/segment"
@@ -333,4 +336,69 @@ func TestSameHost(t *testing.T) {
 			t.Fatalf("create of a session whose lease the same Host holds on another machine: %v, want ErrSessionExists", err)
 		}
 	})
+}
+
+// A publish refused because the subject's previous message is still in
+// process on the server (error 10164: a replicated stream's leader
+// acknowledges a message before it stops counting it as in process) was
+// never stored: it is published again, not reported as a lost session;
+// unless the subject moved meanwhile.
+func TestInProcessRefusal(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, freshOptions())
+	w, err := st.Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, enginetest.OneTurn()[:2]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inProcess := &natsjs.APIError{Code: 400, ErrorCode: natsjs.JSErrCodeStreamWrongLastSequenceConstant, Description: "wrong last sequence: unknown"}
+	refusals := 0
+	refuse := func(n int, meanwhile func()) {
+		refusals = 0
+		hook := publishFunc(func(ctx context.Context, msg *nats.Msg, msgID string, expect uint64) (*natsjs.PubAck, error) {
+			if refusals < n {
+				refusals++
+				if meanwhile != nil {
+					meanwhile()
+				}
+				return nil, inProcess
+			}
+			return st.js.PublishMsg(ctx, msg, natsjs.WithMsgID(msgID), natsjs.WithExpectLastSequencePerSubject(expect))
+		})
+		st.publishHook.Store(&hook)
+	}
+	defer st.publishHook.Store(nil)
+	refuse(2, nil)
+	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatalf("flush refused twice as in process: %v", err)
+	}
+	r := openStore(t, func() *Options { o := st.opts; o.Host = "reader"; return &o }())
+	h, err := r.Open(ctx, "s", engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.Read(ctx, 0, -1); err != nil || len(got) != 4 {
+		t.Fatalf("read back: %d events, %v; want 4", len(got), err)
+	}
+	// The subject moves while the publish is refused: another writer's.
+	refuse(1, func() {
+		other := natsMsg(st.subject("s"), []byte("x"), 4, 1)
+		if _, err := st.js.PublishMsg(ctx, other); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := w.Append(ctx, enginetest.OneTurn()[4:]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); !errors.Is(err, engine.ErrOwnershipLost) {
+		t.Fatalf("flush refused as in process while another message landed: %v, want ErrOwnershipLost", err)
+	}
 }
