@@ -209,13 +209,8 @@ var (
 // startCluster returns the shared 3-node cluster and a connection to it.
 func startCluster(t *testing.T) (*embedded.Cluster, *nats.Conn) {
 	t.Helper()
-	clusterOnce.Do(func() {
-		if clusterDir, clusterErr = os.MkdirTemp("", "seglog-nats-cluster-"); clusterErr == nil {
-			cluster, clusterErr = embedded.StartCluster(clusterDir, 3)
-		}
-	})
-	if clusterErr != nil {
-		t.Fatal(clusterErr)
+	if _, err := startClusterOnce(); err != nil {
+		t.Fatal(err)
 	}
 	nc, err := nats.Connect(cluster.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -223,6 +218,16 @@ func startCluster(t *testing.T) (*embedded.Cluster, *nats.Conn) {
 	}
 	t.Cleanup(nc.Close)
 	return cluster, nc
+}
+
+// startClusterOnce starts the shared cluster if it is not running.
+func startClusterOnce() (*embedded.Cluster, error) {
+	clusterOnce.Do(func() {
+		if clusterDir, clusterErr = os.MkdirTemp("", "seglog-nats-cluster-"); clusterErr == nil {
+			cluster, clusterErr = embedded.StartCluster(clusterDir, 3)
+		}
+	})
+	return cluster, clusterErr
 }
 
 // stopCluster shuts the shared cluster down, if it was started.

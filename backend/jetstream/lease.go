@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -181,7 +182,8 @@ func (st *Store) renewNow() {
 	st.renewAll()
 }
 
-// renewLoop renews every held lease each third of the lease TTL. A lease
+// renewLoop renews every held lease each third of the lease TTL,
+// renewParallel at a time. A lease
 // whose entry changed (another holder) or vanished (expired) is lost.
 func (st *Store) renewLoop() {
 	defer st.wg.Done()
@@ -206,10 +208,22 @@ func (st *Store) renewAll() {
 		ls = append(ls, l)
 	}
 	st.heldMu.Unlock()
+	// Each renewal is a replicated write: one at a time, a few thousand
+	// leases would take longer than a TTL.
+	sem := make(chan struct{}, renewParallel)
+	var wg sync.WaitGroup
 	for _, l := range ls {
-		st.renew(l)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			st.renew(l)
+		})
 	}
+	wg.Wait()
 }
+
+// renewParallel is how many lease renewals are in flight at once.
+const renewParallel = 32
 
 func (st *Store) renew(l *lease) {
 	if l.lost.Load() {
@@ -218,12 +232,13 @@ func (st *Store) renew(l *lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), st.opts.Timeout)
 	defer cancel()
 	sent := st.now()
+	update := func() (uint64, error) { return st.leases.Update(ctx, l.key, st.leaseValue(), l.rev.Load()) }
 	var rev uint64
 	var err error
-	if st.failRenew.Load() {
-		err = fmt.Errorf("renewal timed out (injected): %w", context.DeadlineExceeded)
+	if f := st.renewHook.Load(); f != nil {
+		rev, err = (*f)(update)
 	} else {
-		rev, err = st.leases.Update(ctx, l.key, st.leaseValue(), l.rev.Load())
+		rev, err = update()
 	}
 	switch {
 	case err == nil:

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -249,7 +251,10 @@ func TestExpiredLease(t *testing.T) {
 		return m.Sequence
 	}
 	before := last()
-	st.failRenew.Store(true)
+	timeout := func(func() (uint64, error)) (uint64, error) {
+		return 0, fmt.Errorf("renewal timed out (injected): %w", context.DeadlineExceeded)
+	}
+	st.renewHook.Store(&timeout)
 	st.renewNow()
 	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
 	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); !errors.Is(err, engine.ErrOwnershipLost) {
@@ -400,5 +405,43 @@ func TestInProcessRefusal(t *testing.T) {
 	}
 	if err := w.Flush(ctx); !errors.Is(err, engine.ErrOwnershipLost) {
 		t.Fatalf("flush refused as in process while another message landed: %v, want ErrOwnershipLost", err)
+	}
+}
+
+// Renewals run concurrently: one replicated write per lease, one at a
+// time, thousands of leases would outlast the TTL.
+func TestRenewConcurrently(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, freshOptions())
+	const n = 4
+	for i := range n {
+		if _, err := st.Create(ctx, enginetest.Meta(fmt.Sprintf("s%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	arrived, most := 0, 0
+	all := make(chan struct{})
+	hook := func(update func() (uint64, error)) (uint64, error) {
+		mu.Lock()
+		arrived++
+		most = max(most, arrived)
+		if arrived == n {
+			close(all)
+		}
+		mu.Unlock()
+		select { // wait for the others, a while
+		case <-all:
+		case <-time.After(300 * time.Millisecond):
+		}
+		mu.Lock()
+		arrived--
+		mu.Unlock()
+		return update()
+	}
+	st.renewHook.Store(&hook)
+	st.renewNow()
+	if most != n {
+		t.Errorf("at most %d of %d renewals in flight at once, want all", most, n)
 	}
 }

@@ -180,9 +180,11 @@ type Store struct {
 	publishHook   atomic.Pointer[publishFunc]
 	afterOpenLoad atomic.Pointer[func()]
 	noRenew       atomic.Bool // tests: a stalled host
-	failRenew     atomic.Bool // tests: every renewal times out
-	stop          chan struct{}
-	wg            sync.WaitGroup
+	// Tests: renewHook, if set, renews a lease in place of update (the
+	// renewal's request).
+	renewHook atomic.Pointer[func(update func() (uint64, error)) (uint64, error)]
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // session is this instance's view of one session. Guarded by Store.mu;
