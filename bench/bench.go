@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -125,6 +126,9 @@ type Result struct {
 	Elapsed    time.Duration `json:"elapsed_ns"`
 	P50        time.Duration `json:"p50_ns,omitempty"` // per-operation latency, where one was measured
 	P99        time.Duration `json:"p99_ns,omitempty"`
+	// Latency is the distribution P50 and P99 are two points of: the
+	// latency at each of DistributionPoints (nil where none was measured).
+	Latency []Percentile `json:"latency,omitempty"`
 	// Procs and Backend are set by the multi-process workloads; Acked is
 	// MultiDurable's count of flushed events by session ID.
 	Procs   int               `json:"procs,omitempty"`
@@ -234,12 +238,48 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	return Result{}, fmt.Errorf("bench: unknown workload %q", c.Workload)
 }
 
+// Percentile is a point of a latency distribution: P percent (0 to 100)
+// of the operations took at most Latency.
+type Percentile struct {
+	P       float64       `json:"p"`
+	Latency time.Duration `json:"ns"`
+}
+
+// DistributionPoints are the percentiles of Result.Latency: the fastest
+// operation (0), the slowest (100) and the points between that a
+// distribution's plot needs.
+var DistributionPoints = []float64{0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9, 100}
+
+// Distribution returns the latency at each of DistributionPoints of
+// sorted, which is in ascending order: the nearest rank at or below the
+// point (P50 of n operations is sorted[n/2], as Result.P50), nil if sorted
+// is empty.
+func Distribution(sorted []time.Duration) []Percentile {
+	if len(sorted) == 0 {
+		return nil
+	}
+	out := make([]Percentile, len(DistributionPoints))
+	for i, p := range DistributionPoints {
+		out[i] = Percentile{P: p, Latency: sorted[rank(len(sorted), p)]}
+	}
+	return out
+}
+
+// rank is the index of percentile p (0 to 100) among n sorted values:
+// n*p/100 rounded down, counted in tenths of a percent so that p 99 is
+// exactly n*99/100.
+func rank(n int, p float64) int {
+	tenths := int(math.Round(p * 10))
+	return min(n*tenths/1000, n-1)
+}
+
 func percentiles(r *Result, lat []time.Duration) {
 	if len(lat) == 0 {
 		return
 	}
 	slices.Sort(lat)
-	r.P50, r.P99 = lat[len(lat)/2], lat[min(len(lat)*99/100, len(lat)-1)]
+	r.P50, r.P99 = lat[rank(len(lat), 50)], lat[rank(len(lat), 99)]
+	r.Latency = Distribution(lat)
 }
 
 func runRaw(c Config) (Result, error) {

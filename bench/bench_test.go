@@ -1,10 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"image/png"
 	"testing"
+	"time"
 )
 
 func TestRunEveryWorkload(t *testing.T) {
@@ -33,20 +32,42 @@ func TestRunEveryWorkload(t *testing.T) {
 	}
 }
 
-func TestPlotPNG(t *testing.T) {
-	var buf bytes.Buffer
-	err := PlotPNG(&buf, []Panel{
-		{Title: "throughput", Unit: "events/s", Log: true, Bars: []Bar{{"a", 10}, {"b", 1e6}}},
-		{Title: "latency", Unit: "µs", Bars: []Bar{{"a", 150}, {"b", 0}}},
-	})
+// Distribution's points are nearest ranks, P50 and P99 among them as
+// Result has them.
+func TestDistribution(t *testing.T) {
+	if Distribution(nil) != nil {
+		t.Error("a distribution of no latencies")
+	}
+	ds := make([]time.Duration, 1000)
+	for i := range ds {
+		ds[i] = time.Duration(i+1) * time.Microsecond
+	}
+	want := map[float64]time.Duration{0: 1, 1: 11, 50: 501, 99: 991, 99.9: 1000, 100: 1000}
+	got := Distribution(ds)
+	if len(got) != len(DistributionPoints) {
+		t.Fatalf("%d points, want %d", len(got), len(DistributionPoints))
+	}
+	for i, p := range got {
+		if p.P != DistributionPoints[i] || (i > 0 && p.Latency < got[i-1].Latency) {
+			t.Errorf("point %d: %+v", i, p)
+		}
+		if w, ok := want[p.P]; ok && p.Latency != w*time.Microsecond {
+			t.Errorf("p%v = %v, want %v", p.P, p.Latency, w*time.Microsecond)
+		}
+	}
+	r, err := Run(context.Background(), Config{Workload: Durable, Dir: t.TempDir(), Events: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := png.Decode(&buf)
-	if err != nil {
-		t.Fatal(err)
+	at := func(p float64) time.Duration {
+		for _, q := range r.Latency {
+			if q.P == p {
+				return q.Latency
+			}
+		}
+		return -1
 	}
-	if b := img.Bounds(); b.Dx() != 960 || b.Dy() < 100 {
-		t.Errorf("image %v", b)
+	if len(r.Latency) != len(DistributionPoints) || at(50) != r.P50 || at(99) != r.P99 {
+		t.Errorf("durable run: p50 %v p99 %v, distribution %+v", r.P50, r.P99, r.Latency)
 	}
 }

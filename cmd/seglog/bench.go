@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/seglog/seglog/bench"
+	"github.com/seglog/seglog/bench/chart"
 )
 
 type benchArgs struct {
@@ -61,8 +63,9 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.IntVar(&a.durable, "durable", 2000, "durable single appends (and as many raw fdatasyncs)")
 	fs.IntVar(&a.sessions, "sessions", 64, "concurrent sessions in the group-commit run")
 	fs.IntVar(&a.size, "size", 300, "bytes of JSON per event")
-	fs.StringVar(&a.jsonOut, "json", "", "also write the results as JSON to this file")
-	fs.StringVar(&a.plot, "plot", "", "also draw throughput and latency per workload into this PNG file")
+	fs.StringVar(&a.jsonOut, "json", "", "also write the rows as JSON to this file; --json alone (or --json -): print them on stdout, and the table on stderr (docs: README, CLI output)")
+	fs.Lookup("json").NoOptDefVal = "-"
+	fs.StringVar(&a.plot, "plot", "", "also draw a PNG to this file: events/s per workload (bars) and each workload's latency distribution (lines)")
 	fs.BoolVar(&a.peers, "peers", false, "then run the same workloads on the peers (bench/peers; needs the source tree and Go)")
 	fs.IntVar(&a.procs, "procs", 4, "worker processes writing one store at once in the multi-process run (0: skip it)")
 	fs.IntVar(&a.procSessions, "proc-sessions", 16, "sessions of each worker process; the one-process comparison runs procs x proc-sessions")
@@ -99,20 +102,45 @@ func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 	} else if err := os.MkdirAll(a.dir, 0o755); err != nil {
 		return err
 	}
-	if a.backend == "jetstream" {
-		return runBenchJetStream(stdout, stderr, a)
+	// With --json on stdout, the table goes to stderr.
+	table := stdout
+	if a.jsonOut == "-" {
+		table = stderr
 	}
-	if err := runBench(stdout, stderr, a); err != nil {
+	if a.backend == "jetstream" {
+		return runBenchJetStream(table, stdout, stderr, a)
+	}
+	if err := runBench(table, stdout, stderr, a); err != nil {
 		return err
 	}
 	if !a.peers {
 		return nil
 	}
-	fmt.Fprintln(stdout, "\npeers (go run ./bench/peers/cmd/peers -quick), same machine, this run:")
+	fmt.Fprintln(table, "\npeers (go run ./bench/peers/cmd/peers -quick), same machine, this run:")
 	cmd := exec.Command("go", "run", "./cmd/peers", "-quick", "-dir", a.dir)
 	cmd.Dir = "bench/peers"
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdout, cmd.Stderr = table, stderr
 	return cmd.Run()
+}
+
+// joinJSONValue makes bench's "--json FILE" one argument, "--json=FILE":
+// --json alone means stdout (its NoOptDefVal), so the flag parser would
+// take a FILE after it as an argument. bench takes no arguments, so a word
+// after --json is its file.
+func joinJSONValue(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--" {
+			return append(out, args[i:]...)
+		}
+		if args[i] == "--json" && i+1 < len(args) && (args[i+1] == "-" || !strings.HasPrefix(args[i+1], "-")) {
+			out = append(out, "--json="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // benchRun is a row of the table: a workload and its name.
@@ -121,7 +149,10 @@ type benchRun struct {
 	cfg  bench.Config
 }
 
-func runBench(w, progress io.Writer, a benchArgs) error {
+// runBench runs the workloads and prints the table on w, the rows as
+// JSON on stdout if --json asks for them there, and the progress on
+// progress.
+func runBench(w, stdout, progress io.Writer, a benchArgs) error {
 	ctx := context.Background()
 	runs := []benchRun{
 		{"raw write+fdatasync (the limit)", bench.Config{Workload: bench.RawSync, Events: a.durable}},
@@ -236,38 +267,82 @@ func runBench(w, progress io.Writer, a benchArgs) error {
 			return err
 		}
 	}
+	rows := make([]benchRow, len(runs))
+	for i, run := range runs {
+		rows[i] = benchRow{Name: run.name, Result: results[i]}
+	}
 	if a.plot != "" {
-		tput := bench.Panel{Title: "throughput", Unit: "events/s", Log: true}
-		latency := bench.Panel{Title: "p50 latency of one durable append+flush", Unit: "us"}
-		for i, run := range runs {
-			if i == follow {
-				continue
-			}
-			tput.Bars = append(tput.Bars, bench.Bar{Label: run.name, Value: results[i].EventsPerSec()})
-			if results[i].P50 > 0 {
-				latency.Bars = append(latency.Bars, bench.Bar{Label: run.name, Value: us(results[i].P50)})
+		// The follow row's rate is paced by --follow-every: it has no bar.
+		var bars []benchRow
+		for i, r := range rows {
+			if i != follow {
+				bars = append(bars, r)
 			}
 		}
-		f, err := os.Create(a.plot)
-		if err != nil {
-			return err
-		}
-		err = bench.PlotPNG(f, []bench.Panel{tput, latency})
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writePNG(a.plot, rateBars("seglog bench", bars), latencyLines("seglog bench", rows)); err != nil {
 			return err
 		}
 	}
-	if a.jsonOut != "" {
-		b, err := json.MarshalIndent(results, "", "  ")
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(a.jsonOut, b, 0o644)
+	return writeBenchJSON(stdout, a.jsonOut, rows)
+}
+
+// benchRow is a row of bench's table, and an element of bench --json:
+// the row's name and the fields of its bench.Result.
+type benchRow struct {
+	Name string `json:"name"`
+	bench.Result
+}
+
+// writeBenchJSON writes the rows as a JSON array to path: to w if path
+// is "-", nowhere if it is "".
+func writeBenchJSON(w io.Writer, path string, rows []benchRow) error {
+	switch path {
+	case "":
+		return nil
+	case "-":
+		return writeJSON(w, rows)
 	}
-	return nil
+	b, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// rateBars is a bar per row: its events/s, on a log scale.
+func rateBars(title string, rows []benchRow) *chart.Bars {
+	b := &chart.Bars{Title: title + ": events/s (log scale)", Unit: "events/s", Log: true, Horizontal: true,
+		Series: []chart.Series{{Name: "events/s"}}}
+	for _, r := range rows {
+		b.Groups = append(b.Groups, r.Name)
+		b.Series[0].Values = append(b.Series[0].Values, r.EventsPerSec())
+	}
+	return b
+}
+
+// latencyLines is a line per row that measured a latency: its
+// distribution.
+func latencyLines(title string, rows []benchRow) *chart.Distributions {
+	d := &chart.Distributions{Title: title + ": latency of each operation (a durable append+flush, a turn-end flush, a wake-up)"}
+	for _, r := range rows {
+		if len(r.Latency) > 0 {
+			d.Lines = append(d.Lines, chart.Distribution{Name: r.Name, Points: r.Latency})
+		}
+	}
+	return d
+}
+
+// writePNG draws the charts into a PNG file at path.
+func writePNG(path string, charts ...chart.Chart) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = chart.WritePNG(f, charts...)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // plural is "1 process" or "4 processes".

@@ -15,14 +15,16 @@ import (
 	"github.com/seglog/seglog/backend/jetstream"
 	"github.com/seglog/seglog/backend/jetstream/embedded"
 	"github.com/seglog/seglog/bench"
+	"github.com/seglog/seglog/bench/chart"
 	"github.com/seglog/seglog/store"
 )
 
 // runBenchJetStream runs the durable, bulk and replay workloads on the
 // local engine and on backend/jetstream against an embedded NATS server
 // (one node, fsync before every acknowledgement) in a.dir, and prints them
-// side by side.
-func runBenchJetStream(w, progress io.Writer, a benchArgs) error {
+// side by side (on w; the rows as JSON on stdout if --json asks for them
+// there).
+func runBenchJetStream(w, stdout, progress io.Writer, a benchArgs) error {
 	ctx := context.Background()
 	srv, err := embedded.Start(filepath.Join(a.dir, "nats"))
 	if err != nil {
@@ -57,6 +59,9 @@ func runBenchJetStream(w, progress io.Writer, a benchArgs) error {
 	fmt.Fprintf(w, "seglog bench --backend jetstream: the local engine and JetStream (embedded nats-server, 1 node, sync always) on %s, %d-byte events\n\n", a.dir, a.size)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tlocal ev/s\tlocal p50 µs\tjetstream ev/s\tjetstream p50 µs\tlocal/jetstream\t")
+	var rows []benchRow
+	bars := &chart.Bars{Title: "seglog bench --backend jetstream: events/s (log scale)", Unit: "events/s", Log: true, Horizontal: true,
+		Series: []chart.Series{{Name: "local"}, {Name: "jetstream"}}}
 	for i, run := range runs {
 		var res [2]bench.Result
 		for b, open := range []func(string) (bench.Store, error){nil, openJS} {
@@ -80,8 +85,12 @@ func runBenchJetStream(w, progress io.Writer, a benchArgs) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", label, err)
 			}
+			r.Backend = [2]string{"local", "jetstream"}[b]
 			res[b] = r
+			rows = append(rows, benchRow{Name: label, Result: r})
+			bars.Series[b].Values = append(bars.Series[b].Values, r.EventsPerSec())
 		}
+		bars.Groups = append(bars.Groups, run.name)
 		p50 := func(r bench.Result) string {
 			if r.P50 == 0 {
 				return "-"
@@ -90,5 +99,13 @@ func runBenchJetStream(w, progress io.Writer, a benchArgs) error {
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%s\t%.1fx\t\n", run.name, res[0].EventsPerSec(), p50(res[0]), res[1].EventsPerSec(), p50(res[1]), res[0].EventsPerSec()/res[1].EventsPerSec())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if a.plot != "" {
+		if err := writePNG(a.plot, bars, latencyLines("seglog bench --backend jetstream", rows)); err != nil {
+			return err
+		}
+	}
+	return writeBenchJSON(stdout, a.jsonOut, rows)
 }

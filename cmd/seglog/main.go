@@ -49,7 +49,11 @@ func (e partialError) Error() string { return e.msg }
 // exitUsage). An error is printed once, on stderr, after one "seglog: ".
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
-	root.SetArgs(normalize(args))
+	args = normalize(args)
+	if c, _, err := root.Find(args); err == nil && c.Name() == "bench" {
+		args = joinJSONValue(args)
+	}
+	root.SetArgs(args)
 	err := root.Execute()
 	switch {
 	case err == nil:

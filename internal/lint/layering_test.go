@@ -35,6 +35,7 @@ var mustNotDepend = map[string][]string{
 	"internal/jsonl":    {"segment", "index", "engine", "bench", "fuzz", "cmd/seglog", "backend"},
 	"engine":            {"bench", "fuzz", "cmd/seglog", "backend"},
 	"bench":             {"fuzz", "cmd/seglog", "backend"},
+	"bench/chart":       {"fuzz", "cmd/seglog", "backend"},
 	"backend/jetstream": {"bench", "fuzz", "cmd/seglog"},
 	// The embedded NATS servers know nothing of seglog.
 	"backend/jetstream/embedded": {"*"},
@@ -43,20 +44,26 @@ var mustNotDepend = map[string][]string{
 // mustNotDependExternal lists, per package, modules outside seglog it must
 // not depend on: the storage core stays free of the NATS client and
 // server, which only the replicated backend (and the CLI that benchmarks
-// it) bring in.
+// it) bring in, and of the CLI's plots and progress bars (cliOnly).
 var mustNotDependExternal = map[string][]string{
-	"event":         {"github.com/nats-io"},
-	"segment":       {"github.com/nats-io"},
-	"index":         {"github.com/nats-io"},
-	"handle":        {"github.com/nats-io"},
-	"engine":        {"github.com/nats-io"},
-	"store":         {"github.com/nats-io"},
-	"recovery":      {"github.com/nats-io"},
-	"plan":          {"github.com/nats-io"},
-	"bench":         {"github.com/nats-io"},
-	"internal/vfs":  {"github.com/nats-io"},
-	"internal/base": {"github.com/nats-io"},
+	"event":             append([]string{"github.com/nats-io"}, cliOnly...),
+	"segment":           append([]string{"github.com/nats-io"}, cliOnly...),
+	"index":             append([]string{"github.com/nats-io"}, cliOnly...),
+	"handle":            append([]string{"github.com/nats-io"}, cliOnly...),
+	"engine":            append([]string{"github.com/nats-io"}, cliOnly...),
+	"store":             append([]string{"github.com/nats-io"}, cliOnly...),
+	"recovery":          append([]string{"github.com/nats-io"}, cliOnly...),
+	"plan":              append([]string{"github.com/nats-io"}, cliOnly...),
+	"bench":             append([]string{"github.com/nats-io"}, cliOnly...),
+	"internal/vfs":      append([]string{"github.com/nats-io"}, cliOnly...),
+	"internal/base":     append([]string{"github.com/nats-io"}, cliOnly...),
+	"backend/jetstream": cliOnly,
+	"bench/chart":       {"github.com/nats-io", "github.com/schollz/progressbar"},
 }
+
+// cliOnly are the modules only the commands use: gonum/plot (through
+// bench/chart, for bench -plot) and the progress bars of cmd/seglog.
+var cliOnly = []string{"gonum.org/v1/plot", "github.com/schollz/progressbar"}
 
 // pure packages may not import these directly (their transitive closure
 // includes os through fmt, so only direct imports are checked).
