@@ -107,10 +107,11 @@ func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 	if a.jsonOut == "-" {
 		table = stderr
 	}
+	prog := newProgress(stderr)
 	if a.backend == "jetstream" {
-		return runBenchJetStream(table, stdout, stderr, a)
+		return runBenchJetStream(table, stdout, prog, a)
 	}
-	if err := runBench(table, stdout, stderr, a); err != nil {
+	if err := runBench(table, stdout, prog, a); err != nil {
 		return err
 	}
 	if !a.peers {
@@ -150,9 +151,9 @@ type benchRun struct {
 }
 
 // runBench runs the workloads and prints the table on w, the rows as
-// JSON on stdout if --json asks for them there, and the progress on
-// progress.
-func runBench(w, stdout, progress io.Writer, a benchArgs) error {
+// JSON on stdout if --json asks for them there, and its progress on prog:
+// a bar per row on a terminal, and a line as each row ends.
+func runBench(w, stdout io.Writer, prog *progress, a benchArgs) error {
 	ctx := context.Background()
 	runs := []benchRun{
 		{"raw write+fdatasync (the limit)", bench.Config{Workload: bench.RawSync, Events: a.durable}},
@@ -202,20 +203,16 @@ func runBench(w, stdout, progress io.Writer, a benchArgs) error {
 		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 			return err
 		}
+		// The multi-process and agent-host rows' sizes are not known
+		// before: a count, no bar.
 		total := cfg.Events
-		last := time.Now()
-		cfg.Progress = func(done int) {
-			if time.Since(last) > 200*time.Millisecond {
-				last = time.Now()
-				if total == 0 { // the agent-host rows: their size is known once made
-					fmt.Fprintf(progress, "\r%-44s %d events", run.name, done)
-				} else {
-					fmt.Fprintf(progress, "\r%-44s %3d%%", run.name, min(100, done*100/max(total, 1)))
-				}
-			}
+		if run.cfg.Workload == bench.MultiDurable || run.cfg.Workload == bench.AgentHost {
+			total = 0
 		}
+		task := prog.start(run.name, total, "events", true)
+		cfg.Progress = task.set
 		r, err := bench.Run(ctx, cfg)
-		fmt.Fprintf(progress, "\r%-44s done\n", run.name)
+		task.end(err != nil)
 		if err != nil {
 			return fmt.Errorf("%s: %w", run.name, err)
 		}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -24,7 +23,7 @@ import (
 // (one node, fsync before every acknowledgement) in a.dir, and prints them
 // side by side (on w; the rows as JSON on stdout if --json asks for them
 // there).
-func runBenchJetStream(w, stdout, progress io.Writer, a benchArgs) error {
+func runBenchJetStream(w, stdout io.Writer, prog *progress, a benchArgs) error {
 	ctx := context.Background()
 	srv, err := embedded.Start(filepath.Join(a.dir, "nats"))
 	if err != nil {
@@ -73,15 +72,10 @@ func runBenchJetStream(w, stdout, progress io.Writer, a benchArgs) error {
 				return err
 			}
 			label := run.name + [2]string{" (local)", " (jetstream)"}[b]
-			total, last := cfg.Events, time.Now()
-			cfg.Progress = func(done int) {
-				if time.Since(last) > 200*time.Millisecond {
-					last = time.Now()
-					fmt.Fprintf(progress, "\r%-56s %3d%%", label, min(100, done*100/max(total, 1)))
-				}
-			}
+			task := prog.start(label, cfg.Events, "events", true)
+			cfg.Progress = task.set
 			r, err := bench.Run(ctx, cfg)
-			fmt.Fprintf(progress, "\r%-56s done\n", label)
+			task.end(err != nil)
 			if err != nil {
 				return fmt.Errorf("%s: %w", label, err)
 			}

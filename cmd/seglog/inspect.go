@@ -93,7 +93,9 @@ func newCheckCmd(w io.Writer, dir *string) *cobra.Command {
 		Use:   "check",
 		Short: "verify every frame, the sessions' seqs and the index; exit 1 on problems",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runCheck(w, *dir, repair, asJSON, strict) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runCheck(w, newProgress(cmd.ErrOrStderr()), *dir, repair, asJSON, strict)
+		},
 	}
 	cmd.Flags().BoolVar(&repair, "repair", false, "rebuild the index from the segments (after reporting)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "also read every session and report each event that breaks the v3 surface rules (docs/EVENTS.md)")
@@ -113,16 +115,21 @@ type checkJSON struct {
 	Repaired bool     `json:"repaired"`
 }
 
-func runCheck(w io.Writer, dir string, repair, asJSON, strict bool) error {
+// runCheck checks the store in dir and reports on w; prog (may be nil)
+// shows, on a terminal, a spinner while the engine checks (it reports no
+// steps) and a bar of the sessions --strict reads.
+func runCheck(w io.Writer, prog *progress, dir string, repair, asJSON, strict bool) error {
 	if err := needStore(dir); err != nil {
 		return err
 	}
+	task := prog.start("check", 0, "", false)
 	rep, err := engine.Check(dir, nil)
+	task.end(err != nil)
 	if err != nil {
 		return err
 	}
 	if strict {
-		rep.Problems = append(rep.Problems, surfaceProblems(dir)...)
+		rep.Problems = append(rep.Problems, surfaceProblems(dir, prog)...)
 	}
 	if asJSON {
 		out := checkJSON{OK: len(rep.Problems) == 0, Problems: []string{}, Notes: append([]string{}, rep.Notes...),
@@ -170,7 +177,7 @@ func runCheck(w io.Writer, dir string, repair, asJSON, strict bool) error {
 // v3 surface rules (recovery.SurfaceChecker, knowing the built-in and the
 // recorded types); one problem per session that breaks them, naming the
 // event, or that could not be read.
-func surfaceProblems(dir string) []engine.Problem {
+func surfaceProblems(dir string, prog *progress) []engine.Problem {
 	var ps []engine.Problem
 	problem := func(id string, err error) {
 		ps = append(ps, engine.Problem{Path: dir, Offset: -1, Session: id, What: "strict: " + untag(err.Error())})
@@ -193,7 +200,10 @@ func surfaceProblems(dir string) []engine.Problem {
 		problem("", err)
 		return ps
 	}
-	for _, s := range snaps {
+	task := prog.start("check --strict", len(snaps), "sessions", false)
+	defer task.end(false)
+	for i, s := range snaps {
+		task.set(i)
 		id := s.Header.ID
 		if err := checkSessionSurface(ctx, db, id, known); err != nil {
 			problem(id, err)

@@ -121,7 +121,7 @@ func TestExportAllSkipsASessionDeletedMeanwhile(t *testing.T) {
 	}
 	root := filepath.Join(t.TempDir(), "export")
 	out := &deleteOnLine{t: t, host: db, after: "a: ", id: "b"}
-	if err := runExport(out, dir, root, nil, false); err != nil {
+	if err := runExport(out, nil, dir, root, nil, false); err != nil {
 		t.Fatalf("export --all with a session deleted meanwhile: %v\n%s", err, out.String())
 	}
 	if !out.done {

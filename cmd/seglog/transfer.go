@@ -24,14 +24,14 @@ import (
 	"github.com/seglog/seglog/recovery"
 )
 
-func newImportCmd(w, progress io.Writer, dir *string) *cobra.Command {
+func newImportCmd(w, stderr io.Writer, dir *string) *cobra.Command {
 	var types []string
 	cmd := &cobra.Command{
 		Use:   "import <root>",
 		Short: "import a reference harness root (<project>/<encodedId>/session.v3.jsonl[.zstd]; older: session.v2, session.v1, session.jsonl)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			rep, err := runImport(w, progress, *dir, args[0], types...)
+			rep, err := runImport(w, newProgress(stderr), *dir, args[0], types...)
 			if err == nil && len(rep.Refused) > 0 {
 				if rep.Sessions == 0 {
 					return partialError{fmt.Sprintf("import: all %d session logs refused (listed above)", len(rep.Refused))}
@@ -148,8 +148,9 @@ func readableName(name string) (int, bool) {
 // runImport imports the session logs under root into the store in dir,
 // creating it: import is the one command that does. A log it cannot take
 // is refused (rep.Refused) and the others are imported; a root without
-// any log is an error, and creates nothing.
-func runImport(w, progress io.Writer, dir, root string, types ...string) (*importReport, error) {
+// any log is an error, and creates nothing. prog (may be nil) shows a bar
+// of the logs on a terminal.
+func runImport(w io.Writer, prog *progress, dir, root string, types ...string) (*importReport, error) {
 	files, refusedNames, err := findLogs(root)
 	if err != nil {
 		return nil, err
@@ -182,13 +183,13 @@ func runImport(w, progress io.Writer, dir, root string, types ...string) (*impor
 	rep := &importReport{Files: len(files) + len(refusedNames), Refused: refusedNames}
 	var open []*engine.Handle
 	start := time.Now()
+	task := prog.start("import", len(files), "logs", false)
+	defer task.end(true)
 	refuse := func(path, format string, args ...any) {
 		rep.Refused = append(rep.Refused, path+": "+fmt.Sprintf(format, args...))
 	}
 	for i, path := range files {
-		if progress != nil && (i%50 == 0 || i == len(files)-1) {
-			fmt.Fprintf(progress, "\rimport %d/%d", i+1, len(files))
-		}
+		task.set(i)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			refuse(path, "%v", err)
@@ -245,12 +246,11 @@ func runImport(w, progress io.Writer, dir, root string, types ...string) (*impor
 	if err := closeGroup(ctx, db, open); err != nil {
 		return rep, err
 	}
-	if progress != nil && len(files) > 0 {
-		fmt.Fprintln(progress)
-	}
+	task.set(len(files))
 	if err := db.Close(); err != nil {
 		return rep, err
 	}
+	task.end(false)
 	rep.Elapsed = time.Since(start)
 	for _, r := range rep.Refused {
 		fmt.Fprintln(w, "refused:", untag(r))
@@ -349,7 +349,7 @@ func newExportCmd(w io.Writer, dir *string) *cobra.Command {
 		Use:   "export (<id> | --all) <root>",
 		Short: "write sessions as reference harness logs under root",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if all != (len(args) == 1) {
 				return usageError{errors.New("export takes <id> <root>, or --all <root>")}
 			}
@@ -357,7 +357,7 @@ func newExportCmd(w io.Writer, dir *string) *cobra.Command {
 			if !all {
 				ids = []string{args[0]}
 			}
-			return runExport(w, *dir, args[len(args)-1], ids, compressed)
+			return runExport(w, newProgress(cmd.ErrOrStderr()), *dir, args[len(args)-1], ids, compressed)
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "export every session")
@@ -369,7 +369,8 @@ func newExportCmd(w io.Writer, dir *string) *cobra.Command {
 // root. A session it cannot export is reported by name on w, with the
 // reason, and the others are exported; then it returns a partialError.
 // With one session asked for by name, its error is returned as it is.
-func runExport(w io.Writer, dir, root string, ids []string, compressed bool) error {
+// prog (may be nil) shows a bar of the sessions on a terminal.
+func runExport(w io.Writer, prog *progress, dir, root string, ids []string, compressed bool) error {
 	db, err := openRO(dir)
 	if err != nil {
 		return err
@@ -386,8 +387,12 @@ func runExport(w io.Writer, dir, root string, ids []string, compressed bool) err
 			ids = append(ids, s.Header.ID)
 		}
 	}
+	task := prog.start("export", len(ids), "sessions", false)
+	defer task.end(false)
+	w = prog.guard(w) // a line per session, on the terminal of the bar too
 	failed := 0
-	for _, id := range ids {
+	for i, id := range ids {
+		task.set(i)
 		n, path, err := exportSession(ctx, db, root, id, compressed)
 		if err != nil && !all {
 			return err
@@ -405,6 +410,7 @@ func runExport(w io.Writer, dir, root string, ids []string, compressed bool) err
 		}
 		fmt.Fprintf(w, "%s: %d events -> %s\n", id, n, path)
 	}
+	task.end(false)
 	if failed > 0 {
 		return partialError{fmt.Sprintf("export: %d of %d sessions not exported (listed above); the others were exported", failed, len(ids))}
 	}
@@ -545,7 +551,7 @@ func newCompactCmd(w io.Writer, dir *string) *cobra.Command {
 		Use:   "compact",
 		Short: "remove segments that hold only deleted data, rewrite mostly dead ones; report the bytes reclaimed",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ratio > 1 || math.IsNaN(ratio) {
 				return usageError{fmt.Errorf("--live-ratio %v: a fraction of at most 1 (negative: never rewrite)", ratio)}
 			}
@@ -554,7 +560,11 @@ func newCompactCmd(w io.Writer, dir *string) *cobra.Command {
 				return err
 			}
 			defer db.Close()
+			// The engine reports no steps: a spinner with the time, on a
+			// terminal.
+			task := newProgress(cmd.ErrOrStderr()).start("compact", 0, "", false)
 			rep, err := db.Compact(context.Background(), engine.CompactOptions{Roll: roll, LiveRatio: ratio})
+			task.end(err != nil)
 			if err != nil {
 				return err
 			}
