@@ -282,9 +282,9 @@ func at(g, n int, horizontal bool) int {
 func (d *Distributions) height() vg.Length { return lineHeight }
 
 func (d *Distributions) plot() (*plot.Plot, *plot.Legend, error) {
-	// The axis spans the decades of the latencies, at most four under
+	// The axis spans the decades of the latencies, at most five under
 	// the longest: a shorter one (a wake-up seen before the flush's
-	// return measured, 0) is drawn at its left edge.
+	// return was measured, 0) is drawn at its left edge.
 	lo, hi := math.Inf(1), 0.0
 	for _, l := range d.Lines {
 		for _, pt := range l.Points {
@@ -297,7 +297,7 @@ func (d *Distributions) plot() (*plot.Plot, *plot.Legend, error) {
 		return nil, nil, nil
 	}
 	xmax := math.Pow10(int(math.Ceil(math.Log10(hi))))
-	xmin := max(math.Pow10(int(math.Floor(math.Log10(lo)))), xmax/1e4)
+	xmin := max(math.Pow10(int(math.Floor(math.Log10(lo)))), xmax/1e5)
 	if xmax <= xmin {
 		xmax = xmin * 10
 	}

@@ -42,6 +42,7 @@ func runAgent(ctx context.Context, p Peer, c Config, dir string, res *Result) {
 	}
 	res.Events, res.InputBytes, res.Seconds = r.Events, r.InputBytes, r.Elapsed.Seconds()
 	res.P50us, res.P99us = float64(r.P50.Microseconds()), float64(r.P99.Microseconds())
+	res.Latency = r.Latency
 	res.DiskBytes, res.WrittenBytes, res.RawJSONBytes = r.RestBytes, r.WrittenBytes, r.RawJSONBytes
 	res.HeapPerSession, res.HeapPerIdleSession = r.HeapPerSession, r.HeapPerIdleSession
 }

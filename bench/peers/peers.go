@@ -91,7 +91,10 @@ type Result struct {
 	Seconds    float64  `json:"seconds"`
 	P50us      float64  `json:"p50_us,omitempty"`
 	P99us      float64  `json:"p99_us,omitempty"`
-	Err        string   `json:"error,omitempty"`
+	// Latency is the distribution P50us and P99us are two points of
+	// (bench.Distribution), where a latency was measured.
+	Latency []bench.Percentile `json:"latency,omitempty"`
+	Err     string             `json:"error,omitempty"`
 
 	// S5's figures beside the ones above (P50us and P99us: the turn-end
 	// flush; DiskBytes: the files after Close): bytes written by the last
@@ -127,6 +130,7 @@ func lat(r *Result, ds []time.Duration) {
 	slices.Sort(ds)
 	r.P50us = float64(ds[len(ds)/2].Microseconds())
 	r.P99us = float64(ds[min(len(ds)*99/100, len(ds)-1)].Microseconds())
+	r.Latency = bench.Distribution(ds)
 }
 
 // Run runs workload w on peer p in a fresh directory under root.

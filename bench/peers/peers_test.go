@@ -3,6 +3,8 @@ package peers
 import (
 	"context"
 	"testing"
+
+	"github.com/seglog/seglog/bench"
 )
 
 // Every peer runs every workload at a small size and reads back what it
@@ -21,6 +23,10 @@ func TestAllPeersSmall(t *testing.T) {
 			}
 			// S5 replays every session before Close (a count short of the
 			// events flushed is an error above); its figures are all there.
+			// The workloads that time each operation have its distribution.
+			if timed := w == S1 || w == S2 || w == S5; timed != (len(r.Latency) == len(bench.DistributionPoints)) {
+				t.Errorf("%s %s: latency distribution %+v", p.Name, w, r.Latency)
+			}
 			if w == S5 && (r.WrittenBytes <= 0 || r.DiskBytes <= 0 || r.RawJSONBytes <= 0 || r.P50us <= 0 || r.P99us < r.P50us) {
 				t.Errorf("%s %s: result %+v", p.Name, w, r)
 			}

@@ -1,7 +1,12 @@
 // Command peers runs the PEERS.md workloads on seglog and its peers in one
 // run and prints a table of ratios to the raw limit and to seglog.
 //
-//	go run ./cmd/peers [-json FILE] [-only seglog,pebble] [-workloads S1,S5] [-quick] [-runs 5]
+//	go run ./cmd/peers [-json FILE] [-plot FILE.png] [-only seglog,pebble] [-workloads S1,S5] [-quick] [-runs 5]
+//
+// -plot draws a PNG (bench/chart, gonum/plot): the events/s of every
+// workload, the peers' bars side by side, and for each workload that
+// times its operations (S1, S2, S5) a line per peer of the latency
+// distribution.
 //
 // S5, the agent-host workload, cuts its text from the seglog source tree
 // the command runs in (bench.LoadCorpus), once, for every peer; it prints
@@ -25,11 +30,13 @@ import (
 	"text/tabwriter"
 
 	"github.com/seglog/seglog/bench"
+	"github.com/seglog/seglog/bench/chart"
 	"github.com/seglog/seglog/bench/peers"
 )
 
 func main() {
 	jsonOut := flag.String("json", "", "write the results as JSON to this file")
+	plotOut := flag.String("plot", "", "draw the events/s (bars, the peers side by side) and the latency distributions (lines) into this PNG file")
 	only := flag.String("only", "", "comma-separated peers to run (default all)")
 	quick := flag.Bool("quick", false, "a tenth of the default sizes")
 	dir := flag.String("dir", "", "directory for the stores (default the system temp dir)")
@@ -86,6 +93,12 @@ func main() {
 		}
 	}
 	print(results, list, ws)
+	if *plotOut != "" {
+		if err := plot(*plotOut, results, list, ws); err != nil {
+			fmt.Fprintln(os.Stderr, "peers:", err)
+			os.Exit(1)
+		}
+	}
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(results, "", "  ")
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
@@ -108,14 +121,7 @@ func median(rs []peers.Result) peers.Result {
 }
 
 func print(rs []peers.Result, list []peers.Peer, ws []peers.Workload) {
-	find := func(peer string, w peers.Workload) *peers.Result {
-		for i := range rs {
-			if rs[i].Peer == peer && rs[i].Workload == w {
-				return &rs[i]
-			}
-		}
-		return nil
-	}
+	find := func(peer string, w peers.Workload) *peers.Result { return find(rs, peer, w) }
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tpeer\tevents/s\tMB/s\tp50 µs\tp99 µs\tdisk MB\tvs raw\tseglog vs it\t")
 	for _, w := range ws {
@@ -155,4 +161,55 @@ func print(rs []peers.Result, list []peers.Peer, ws []peers.Workload) {
 			float64(r.WrittenBytes)/float64(max(r.RawJSONBytes, 1)), r.HeapPerSession, r.HeapPerIdleSession)
 	}
 	tw.Flush()
+}
+
+// plot draws the results into a PNG file at path: a bar chart of the
+// events/s of each workload, a bar per peer side by side (none for a run
+// that failed), and a chart per workload that timed its operations, a
+// line per peer of their latency distribution.
+func plot(path string, rs []peers.Result, list []peers.Peer, ws []peers.Workload) error {
+	bars := &chart.Bars{Title: "bench/peers: events/s per workload (log scale)", Unit: "events/s", Log: true}
+	for _, w := range ws {
+		bars.Groups = append(bars.Groups, string(w))
+	}
+	charts := []chart.Chart{bars}
+	for _, p := range list {
+		s := chart.Series{Name: p.Name, Values: make([]float64, len(ws))}
+		for i, w := range ws {
+			if r := find(rs, p.Name, w); r != nil && r.Err == "" {
+				s.Values[i] = r.EventsPerSec()
+			}
+		}
+		bars.Series = append(bars.Series, s)
+	}
+	for _, w := range ws {
+		d := &chart.Distributions{Title: string(w) + ": latency of each " + map[bool]string{true: "turn-end flush", false: "durable append"}[w == peers.S5]}
+		for _, p := range list {
+			if r := find(rs, p.Name, w); r != nil && r.Err == "" && len(r.Latency) > 0 {
+				d.Lines = append(d.Lines, chart.Distribution{Name: p.Name, Points: r.Latency})
+			}
+		}
+		if len(d.Lines) > 0 {
+			charts = append(charts, d)
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = chart.WritePNG(f, charts...)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// find is the result of peer on w, nil if there is none.
+func find(rs []peers.Result, peer string, w peers.Workload) *peers.Result {
+	for i := range rs {
+		if rs[i].Peer == peer && rs[i].Workload == w {
+			return &rs[i]
+		}
+	}
+	return nil
 }
