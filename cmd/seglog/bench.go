@@ -49,7 +49,7 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	var a benchArgs
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "measure durable append, group commit, bulk load and replay on a temporary store (or --dir)",
+		Short: "measure the engine: durable appends, group commit, bulk load, replay, processes, agent host",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("dir") {

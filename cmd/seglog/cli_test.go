@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -357,6 +358,25 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"cat", "beta", "--from", "-1", "--dir", dir}, 2},
 		{[]string{"compact", "--live-ratio", "2", "--dir", dir}, 2},
 		{[]string{"compact", "--live-ratio", "NaN", "--dir", dir}, 2},
+		{[]string{"check", "--dir", dir}, 0},
+		{[]string{"stats", "--dir", dir}, 0},
+		{[]string{"types"}, 0},
+		{[]string{"stats", "--dir", t.TempDir()}, 1},
+		{[]string{"segments", "--dir", t.TempDir()}, 1},
+		{[]string{"compact", "--dir", t.TempDir()}, 1},
+		{[]string{"tail", "nope", "--dir", dir}, 1},
+		{[]string{"export", "nope", t.TempDir(), "--dir", dir}, 1},
+		{[]string{"migrate", "nope", "--dir", dir}, 1},
+		{[]string{"types", "--dir", t.TempDir()}, 1},
+		{[]string{"stats", "extra", "--dir", dir}, 2},
+		{[]string{"check", "extra", "--dir", dir}, 2},
+		{[]string{"segments", "extra", "--dir", dir}, 2},
+		{[]string{"types", "extra"}, 2},
+		{[]string{"ls", "--sort", "size", "--dir", dir}, 2},
+		{[]string{"import", root, "--register", "bad type", "--dir", t.TempDir()}, 2},
+		{[]string{"migrate", "a", "--all", "--dir", dir}, 2},
+		{[]string{"bench", "--size", "10"}, 2},
+		{[]string{"bench", "extra"}, 2},
 	} {
 		if out, code := cli(t, c.args...); code != c.code {
 			t.Errorf("%v: exit %d, want %d\n%s", c.args, code, c.code, out)
@@ -366,6 +386,54 @@ func TestExitCodes(t *testing.T) {
 	for _, want := range []string{"Exit codes", "0 ", "1 ", "2 ", "import"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+// Every command has its help (commandHelp): a description and its exit
+// codes in seglog help COMMAND, and doc.go and README.md name it.
+func TestHelpDescribesEveryCommand(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := newRoot(io.Discard, io.Discard)
+	names := map[string]bool{}
+	for _, c := range root.Commands() {
+		name := c.Name()
+		names[name] = true
+		if _, ok := commandHelp[name]; !ok {
+			t.Errorf("%s: no entry in commandHelp", name)
+			continue
+		}
+		out, code := cli(t, "help", name)
+		if code != 0 || c.Short == "" || !strings.Contains(out, c.Short) && !strings.Contains(out, commandHelp[name].long[:40]) {
+			t.Errorf("help %s: exit %d\n%s", name, code, out)
+		}
+		for _, want := range []string{"Exit codes:\n  0  ", "\n  1  ", "\n  2  ", "Usage:"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("help %s lacks %q:\n%s", name, want, out)
+			}
+		}
+		if !strings.Contains(string(doc), "seglog "+name) {
+			t.Errorf("doc.go does not describe %s", name)
+		}
+		if !strings.Contains(string(readme), "| `"+name+"` |") {
+			t.Errorf("README.md's exit codes table has no row for %s", name)
+		}
+	}
+	for name := range commandHelp {
+		if !names[name] {
+			t.Errorf("commandHelp describes %s, which is no command", name)
+		}
+	}
+	for _, name := range []string{"help", "completion"} {
+		if !strings.Contains(string(doc), "seglog "+name) {
+			t.Errorf("doc.go does not describe %s", name)
 		}
 	}
 }
@@ -407,19 +475,28 @@ func TestJSONOutputs(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
 		}
-		if err := json.Unmarshal([]byte(out), v); err != nil {
+		// The structs below have every field README's "CLI output"
+		// documents: a field that is not there fails here.
+		dec := json.NewDecoder(strings.NewReader(out))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
 	var page struct {
 		Sessions []struct {
-			ID        string `json:"id"`
-			Events    uint64 `json:"events"`
-			Bytes     int64  `json:"bytes"`
-			Revision  string `json:"revision"`
-			Format    string `json:"format"`
-			CreatedAt int64  `json:"createdAt"`
-			Cwd       string `json:"cwd"`
+			ID              string `json:"id"`
+			Events          uint64 `json:"events"`
+			Bytes           int64  `json:"bytes"`
+			Revision        string `json:"revision"`
+			Format          string `json:"format"`
+			CreatedAt       int64  `json:"createdAt"`
+			UpdatedAt       int64  `json:"updatedAt"`
+			Title           string `json:"title"`
+			Cwd             string `json:"cwd"`
+			ParentSession   string `json:"parentSession"`
+			IsSeeded        bool   `json:"isSeeded"`
+			InheritedEvents uint64 `json:"inheritedEvents"`
 		} `json:"sessions"`
 		Next string `json:"next"`
 	}
@@ -443,11 +520,18 @@ func TestJSONOutputs(t *testing.T) {
 		t.Errorf("stats --json: %+v", st)
 	}
 	var segs []struct {
-		ID        uint64 `json:"id"`
-		UsedBytes int64  `json:"usedBytes"`
-		FileBytes int64  `json:"fileBytes"`
-		Events    int    `json:"events"`
-		LiveBytes int64  `json:"liveBytes"`
+		ID          uint64  `json:"id"`
+		Generation  uint64  `json:"generation"`
+		FileBytes   int64   `json:"fileBytes"`
+		UsedBytes   int64   `json:"usedBytes"`
+		Sealed      bool    `json:"sealed"`
+		Frames      int     `json:"frames"`
+		Events      int     `json:"events"`
+		LiveBytes   int64   `json:"liveBytes"`
+		RawBytes    int64   `json:"rawBytes"`
+		StoredBytes int64   `json:"storedBytes"`
+		Compression float64 `json:"compression"`
+		Error       string  `json:"error"`
 	}
 	parse(&segs, "segments")
 	events := 0
@@ -457,18 +541,26 @@ func TestJSONOutputs(t *testing.T) {
 			t.Errorf("segment %d: %d live of %d used bytes (file %d): the live share is not of the used bytes", s.ID, s.LiveBytes, s.UsedBytes, s.FileBytes)
 		}
 	}
-	if events != 20 {
+	if events != 20 || segs[0].Frames < 1 || segs[0].RawBytes <= segs[0].StoredBytes || segs[0].Compression <= 1 || segs[0].Error != "" {
 		t.Errorf("segments --json: %d events in all, want 20: %+v", events, segs)
 	}
 	var ck struct {
 		OK       bool     `json:"ok"`
 		Problems []string `json:"problems"`
+		Notes    []string `json:"notes"`
+		Segments int      `json:"segments"`
+		Frames   int      `json:"frames"`
 		Sessions int      `json:"sessions"`
 		Events   uint64   `json:"events"`
+		Repaired bool     `json:"repaired"`
 	}
 	parse(&ck, "check")
-	if !ck.OK || len(ck.Problems) != 0 || ck.Sessions != 2 || ck.Events != 20 {
+	if !ck.OK || len(ck.Problems) != 0 || ck.Sessions != 2 || ck.Events != 20 || ck.Segments < 1 || ck.Frames < 4 || ck.Repaired {
 		t.Errorf("check --json: %+v", ck)
+	}
+	parse(&ck, "check", "--repair")
+	if !ck.OK || !ck.Repaired {
+		t.Errorf("check --json --repair: %+v", ck)
 	}
 }
 

@@ -2,20 +2,26 @@
 //
 //	seglog bench [-dir DIR] [-events N] [-durable N] [-sessions N] [-size BYTES]
 //	             [-procs N] [-proc-sessions N] [-multi-time D] [-follow N] [-follow-every D]
+//	             [-agent-sessions N] [-agent-turns N] [--json [FILE]] [-plot FILE.png]
+//	             [--backend local|jetstream] [--peers]
 //
 // bench runs the engine's workloads (package bench): durable single
 // appends against a raw write+fdatasync baseline measured in the same run,
 // concurrent durable appends of many sessions (group commit), a bulk load
 // and a full replay, then durable appends of -procs worker processes into
-// one store against one process and against a JSONL file per session, and
-// the latency from a flush in one process to the wake-up of a reader in
-// another, on a temporary directory unless -dir is given, and prints a
-// table with the ratios. The workers are this binary started again with
-// bench.WorkerEnv set. Progress goes to stderr.
+// one store against one process and against a JSONL file per session, the
+// latency from a flush in one process to the wake-up of a reader in
+// another, and the agent host on the engine and on the JSONL reference,
+// on a temporary directory unless -dir is given, and prints a table with
+// the ratios. The workers are this binary started again with
+// bench.WorkerEnv set. --json prints the rows as JSON on stdout (the table
+// then goes to stderr), --json FILE writes them to FILE; -plot draws a PNG
+// (package bench/chart, gonum/plot): the rows' events/s as bars and each
+// row's latency distribution as a line.
 //
 // The other commands work on the store in --dir:
 //
-//	seglog check [--repair]            verify every frame, the sessions' seqs and the index
+//	seglog check [--strict] [--repair]  verify every frame, the sessions' seqs and the index
 //	seglog ls [--sort updated]         list sessions: id, events, bytes, updated time, revision, format status, title
 //	seglog stats                       store totals: sessions, events, bytes, segments
 //	seglog cat [--balanced] ID         print a session's events as JSON lines (--balanced: with the closers of an open turn)
@@ -27,19 +33,45 @@
 //	seglog export (ID | --all) ROOT    write sessions as reference harness logs
 //	seglog migrate (ID... | --all)     upgrade sessions stored in an older format
 //	seglog types                       list the event types of the default catalog (docs/EVENTS.md)
+//	seglog help [COMMAND]              what a command does, its flags and its exit codes
+//	seglog completion SHELL            a completion script for bash, zsh, fish or powershell (cobra's)
 //
 // Every command works on a store that agent hosts have open (docs/DESIGN.md,
 // Many processes): the read commands beside them, and delete, import and
 // migrate as one more writing process, and compact and check --repair too
-// (one compaction at a time: another fails with "locked").
+// (one compaction at a time: another fails with "locked"). Only import
+// creates a store; the others refuse a directory that holds none.
 //
-// ls, stats, segments and check take --json (README.md, CLI output, has
-// the fields; ls --json's are id, events, bytes, revision, format,
+// Output. ls, stats, segments, check and bench take --json, whose field
+// names are stable and listed in README.md (CLI output) and in seglog help
+// COMMAND; ls --json's are id, events, bytes, revision, format,
 // createdAt, updatedAt, and when set title, cwd, parentSession, isSeeded,
-// inheritedEvents). seglog help COMMAND gives each one's flags. Only import creates a store;
-// the others refuse a directory that holds none. Exit
-// codes: 0 ok; 1 failed, or did only part of its work (check found
-// problems, import refused logs, export left sessions out); 2 usage error.
+// inheritedEvents. An error is printed once, on stderr, after "seglog: ".
+//
+// Progress goes to stderr, from schollz/progressbar, and only when stderr
+// is a terminal (golang.org/x/term): a bar per row of bench, of the logs of
+// import, of the sessions of export and check --strict, a spinner while
+// compact and check run. A task that ends within 300ms draws none.
+// Elsewhere (a pipe, a file) bench prints a plain line as each row ends
+// and the others print no progress; nothing holds a control character.
+//
+// Exit codes: 0 ok; 1 failed, or did only part of its work; 2 usage error
+// (an unknown command or flag, a bad flag value, wrong arguments; nothing
+// was done). Per command (help.go, seglog help COMMAND):
+//
+//	bench     1: a workload failed, the --json or --plot file could not be written, --peers failed
+//	check     1: problems found (--json: ok false), the store could not be checked, --repair failed
+//	ls        1: no store, or it could not be read
+//	stats     1: no store, or it could not be read
+//	cat       1: no such session, no store, damaged data
+//	segments  1: a segment file did not open or scan (listed with the others), no store
+//	tail      1: no such session, no store, damaged data (an interrupted -f is 0)
+//	delete    1: a session not found or failed; the ones before it are deleted
+//	compact   1: another compaction runs (locked), no store, an I/O error
+//	import    1: some logs refused (listed; the others imported), none readable, the store did not open
+//	export    1: some sessions not exported (listed; the others exported), the one named does not exist
+//	migrate   1: a session not found or failed; the ones before it are migrated
+//	types     1: --dir names a directory without a store, or its recorded types cannot be read
 //
 // cmd/seglog is the top of the dependency graph; nothing imports it.
 package main

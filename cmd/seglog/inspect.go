@@ -91,7 +91,7 @@ func newCheckCmd(w io.Writer, dir *string) *cobra.Command {
 	var repair, asJSON, strict bool
 	cmd := &cobra.Command{
 		Use:   "check",
-		Short: "verify every frame, the sessions' seqs and the index; exit 1 on problems",
+		Short: "verify every frame, the sessions' seqs and the index (--strict: the v3 surface rules); --repair rebuilds the index",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCheck(w, newProgress(cmd.ErrOrStderr()), *dir, repair, asJSON, strict)
@@ -238,16 +238,7 @@ func newLsCmd(w io.Writer, dir *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "list sessions: id, events, bytes, updated time, revision, format status, title",
-		Long: `List the store's sessions, a line each: ID, EVENTS, BYTES, UPDATED (the time of the last
-flushed event, or the creation time, UTC), REVISION, FORMAT (current or migration-required),
-TITLE (the latest session/title's). --sort updated lists the most recently updated first.
---limit pages the list: stderr then gives the --after of the next page (an ID, or with
---sort updated "<updatedAt>:<id>").
-
---json prints {"sessions": [...], "next": cursor}, an object per session with the fields
-id, events, bytes, revision, format, createdAt, updatedAt (milliseconds since the epoch), and
-when set title, cwd, parentSession, isSeeded, inheritedEvents.`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if opts.OrderBy, err = store.ParseListOrder(sortBy); err != nil {
@@ -410,7 +401,7 @@ func newCatCmd(w io.Writer, dir *string) *cobra.Command {
 	var balanced bool
 	cmd := &cobra.Command{
 		Use:   "cat <id>",
-		Short: "print a session's events as JSON lines",
+		Short: "print a session's events as JSON lines (--balanced: with the closers of an open turn)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if from < 0 {
@@ -482,7 +473,7 @@ func newSegmentsCmd(w io.Writer, dir *string) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "segments",
-		Short: "list segment files: id, generation, bytes, used, sealed, frames, events, live share of the used bytes, compression ratio",
+		Short: "list segment files: id, generation, bytes, used, sealed, frames, events, live share, compression",
 		Args:  cobra.NoArgs,
 		RunE:  func(*cobra.Command, []string) error { return runSegments(w, *dir, asJSON) },
 	}
@@ -644,7 +635,7 @@ func scanSegmentOnce(path string, fn func(*segment.FrameInfo) error) (res segmen
 func newTypesCmd(w io.Writer, dir *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "types",
-		Short: "list the event types of the default catalog and those the store in --dir records, one a line (a family as prefix/*); docs/EVENTS.md",
+		Short: "list the event types of the default catalog and those the store records (docs/EVENTS.md)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := event.NewCatalog()

@@ -23,7 +23,7 @@ const (
 
 // helpExitCodes is the end of seglog help: the exit codes and which
 // command creates a store.
-const helpExitCodes = `Exit codes:
+const helpExitCodes = `Exit codes (each command's in seglog help COMMAND):
   0  ok: the command did all it was asked
   1  failed, or did only part of its work: check found problems, import refused
      some logs, export could not write some sessions, segments could not scan
@@ -183,5 +183,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	for _, c := range root.Commands() {
 		c.Args = usageArgs(c.Args)
 	}
+	describe(root)
 	return root
 }

@@ -28,7 +28,7 @@ func newImportCmd(w, stderr io.Writer, dir *string) *cobra.Command {
 	var types []string
 	cmd := &cobra.Command{
 		Use:   "import <root>",
-		Short: "import a reference harness root (<project>/<encodedId>/session.v3.jsonl[.zstd]; older: session.v2, session.v1, session.jsonl)",
+		Short: "import a reference harness root of JSONL logs (v3; v2, v1, v0) into the store, creating it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			rep, err := runImport(w, newProgress(stderr), *dir, args[0], types...)
@@ -347,7 +347,7 @@ func newExportCmd(w io.Writer, dir *string) *cobra.Command {
 	var all, compressed bool
 	cmd := &cobra.Command{
 		Use:   "export (<id> | --all) <root>",
-		Short: "write sessions as reference harness logs under root",
+		Short: "write sessions as reference harness logs (session.v3.jsonl) under root",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all != (len(args) == 1) {
@@ -549,7 +549,7 @@ func newCompactCmd(w io.Writer, dir *string) *cobra.Command {
 	var ratio float64
 	cmd := &cobra.Command{
 		Use:   "compact",
-		Short: "remove segments that hold only deleted data, rewrite mostly dead ones; report the bytes reclaimed",
+		Short: "remove segments of deleted data, rewrite mostly dead ones; report the bytes reclaimed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ratio > 1 || math.IsNaN(ratio) {
@@ -581,7 +581,7 @@ func newMigrateCmd(w io.Writer, dir *string) *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "migrate (<id>... | --all)",
-		Short: "upgrade sessions stored in an older format (ls shows migration-required) to the current one",
+		Short: "upgrade sessions stored in an older format (ls: migration-required) to the current one",
 		RunE: func(_ *cobra.Command, ids []string) error {
 			if all == (len(ids) > 0) {
 				return usageError{errors.New("migrate takes session ids, or --all")}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// commandHelp is each command's help: what seglog help COMMAND prints
+// above the flags, and its exit codes (0, 1, 2: exitOK, exitFailed,
+// exitUsage). README.md (CLI, Exit codes) and doc.go say the same.
+var commandHelp = map[string]struct {
+	long  string
+	codes [3]string
+}{
+	"bench": {`Run the engine's workloads on a temporary store (or --dir) and print a table: a raw
+write+fdatasync baseline (the physical limit, measured in the same run), durable
+append+flush of one session and of --sessions concurrent ones (group commit), a bulk load
+and a replay; then --procs worker processes appending into one store against one process
+and against a JSONL file per session; the latency from a flush in one process to the
+wake-up of a reader in another (--follow); and the agent host (--agent-sessions sessions
+doing --agent-turns turns) on the engine and on the JSONL reference, with a second table of
+bytes per event and heap per session. The workers are this binary started again.
+
+--json prints the rows as a JSON array on stdout, and the table on stderr; --json FILE
+writes the array to FILE. A row is an object: name, workload, sessions, events,
+input_bytes, disk_bytes, elapsed_ns and, where measured, p50_ns, p99_ns, latency (the
+distribution: [{p, ns}] at p 0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9, 100), procs,
+backend, turns, raw_json_bytes, written_bytes, rest_bytes, heap_per_session,
+heap_per_idle_session, corpus (README.md, CLI output).
+--plot FILE.png draws the events/s of the rows (bars, log scale) and each row's latency
+distribution (a line per row).
+--backend jetstream runs the durable, bulk and replay rows on the local engine and on an
+embedded NATS JetStream server, side by side (--json and --plot as above).
+--peers then runs the same workloads on the peers (bench/peers; needs the source tree).
+
+Progress goes to stderr: on a terminal a bar per row; a line as each row ends
+("<row>: done in 1.23s"), on a terminal or not. Off a terminal nothing holds a control
+character.`,
+		[3]string{"every row ran", "a workload failed, or the --json or --plot file could not be written, or --peers failed", "a bad flag value (--events 0, --size under 64, --backend other than local or jetstream, ...)"}},
+
+	"check": {`Verify the store in --dir as Open would recover it, read-only: every frame of every
+segment (checksums, each session's seqs in order), the index against the segments, and say
+what a write open would do (the notes). It prints the notes, a line per problem (its file
+and offset, or its session), a summary (segments, frames, sessions, events), then "OK" or
+"N problems". --strict also reads every session and reports each event that breaks the v3
+surface rules (docs/EVENTS.md). --repair then rebuilds the index from the segments.
+
+--json prints one object: ok, problems (an array of lines), notes, segments, frames (every
+frame: headers and tombstones too), sessions, events, repaired.
+
+Progress: on a terminal, a spinner while the store is checked and a bar of the sessions
+--strict reads; nothing elsewhere.`,
+		[3]string{"no problems (OK; --json: ok is true)", "problems found (listed; --json: ok is false; with --repair too), or the store is missing or could not be checked, or --repair failed", "an argument, or an unknown flag"}},
+
+	"ls": {`List the store's sessions, a line each: ID, EVENTS, BYTES, UPDATED (the time of the last
+flushed event, or the creation time, UTC), REVISION, FORMAT (current or migration-required),
+TITLE (the latest session/title's). --sort updated lists the most recently updated first.
+--prefix and --cwd filter. --limit pages the list: stderr then gives the --after of the
+next page (an ID, or with --sort updated "<updatedAt>:<id>").
+
+--json prints {"sessions": [...], "next": cursor}, an object per session with the fields
+id, events, bytes, revision, format, createdAt, updatedAt (milliseconds since the epoch), and
+when set title, cwd, parentSession, isSeeded, inheritedEvents; next is the --after of the
+next page ("" after the last).`,
+		[3]string{"listed (an empty store lists nothing)", "no store in --dir, or it could not be read", "a bad --sort, a negative --limit, a bad --after with --sort updated, or an argument"}},
+
+	"stats": {`Print the store's totals: sessions, events, bytes (of the sessions' frames), segment
+files, and bytes per event.
+
+--json prints one object: sessions, events, bytes, segments.`,
+		[3]string{"printed", "no store in --dir, or it could not be read", "an argument, or an unknown flag"}},
+
+	"cat": {`Print the events of session <id> as JSON lines, exactly as stored, from seq --from, at
+most --n of them. An event whose type this build's catalog does not know (a host's own
+type, a retired shape) is printed as stored and flagged on stderr. --balanced ends an open
+turn with the closers a resume would append: shown, not stored, flagged on stderr.`,
+		[3]string{"printed", "no such session, no store in --dir, or damaged data", "no <id> or more than one, a negative --from, a bad --n"}},
+
+	"segments": {`List the store's segment files, a line each: ID, GEN (generation), FILE BYTES, USED (the
+bytes up to the last frame), SEALED, FRAMES and EVENTS (of the events frames), LIVE (the
+share of the used bytes that the sessions still need; - if the store does not open) and
+COMPRESSION (raw over stored bytes of the events frames). A file that does not open or scan
+is listed with its error, and the others all the same.
+
+--json prints an array, an object per file: id, generation, fileBytes, usedBytes, sealed,
+frames, events, liveBytes (-1 if the store did not open), rawBytes, storedBytes,
+compression (omitted without events), and error if the file did not open or scan.`,
+		[3]string{"listed", "a segment file did not open or scan (listed, with the others), or no store in --dir", "an argument, or an unknown flag"}},
+
+	"tail": {`Print the last -n events of session <id> as JSON lines; with -f, keep printing the events
+written after them, by this or any other process, until interrupted (Ctrl-C). The session
+must exist: tail follows a session, it does not wait for one to appear.`,
+		[3]string{"printed (-f: until interrupted)", "no such session (never made, or deleted), no store in --dir, or damaged data", "no <id> or more than one, a bad -n"}},
+
+	"delete": {`Delete the sessions, in the order given, durably: a reader opened afterwards, in any
+process, finds none of them; compaction reclaims their bytes. Prints "deleted <id>" for
+each.`,
+		[3]string{"every session deleted", "a session not found, or a failure: delete stops there, the sessions before it are deleted", "no <id>"}},
+
+	"compact": {`Remove the sealed segments that hold only deleted data and rewrite those whose live bytes
+are under --live-ratio of their size (negative: rewrite none); --roll (the default) seals
+the active segment first, so that its deleted data can go too. It runs beside the hosts
+that have the store open; one compaction runs at a time, another fails with "locked".
+Prints the segments scanned, removed and rewritten, and the bytes reclaimed.
+
+Progress: on a terminal, a spinner while it runs; nothing elsewhere.`,
+		[3]string{"compacted (or nothing to do)", "it failed: another compaction runs (locked), no store in --dir, an I/O error", "--live-ratio over 1 or NaN, or an argument"}},
+
+	"import": {`Import a reference harness root, <root>/<project>/<encodedId>/session.v3.jsonl (or
+.jsonl.zstd; older: session.v2.jsonl, session.v1.jsonl, session.jsonl), the newest log of
+each session, into the store in --dir, creating it (and the directory) if missing: import
+is the one command that creates a store. Each log is checked as the reference reads it
+(the header's id against its directory, its version against its file name, the catalog's
+types, the v3 surface rules); a log that fails is refused and listed with the reason
+("refused: <path>: <reason>"), and the others are imported. --register names event types
+beyond the default catalog (a host's own: acme/deploy, acme/*), recorded in the store.
+Prints the sessions and events imported, and the rate.
+
+Progress: on a terminal, a bar of the logs; nothing elsewhere.`,
+		[3]string{"every log imported", "some logs refused (listed; the others imported), no log it reads under <root>, or the store could not be opened", "no <root> or more than one, a bad --register"}},
+
+	"export": {`Write session <id>, or with --all every session, as a reference harness log under <root>:
+<root>/<project>/<encodedId>/session.v3.jsonl (--zstd: .jsonl.zstd, a zstd frame per
+batch), each written whole or not at all; a session of an older format is written
+migrated. Prints a line per session. With --all, a session that cannot be exported (an ID
+whose encoded directory name is longer than the 255 bytes file systems allow) is listed
+with the reason, and the others are exported.
+
+Progress: on a terminal, a bar of the sessions; nothing elsewhere.`,
+		[3]string{"every session exported", "some sessions not exported (listed; the others exported), the session named does not exist, or no store in --dir", "neither <id> nor --all, or both; no <root>"}},
+
+	"migrate": {`Upgrade the sessions named, or with --all every session ls shows as migration-required,
+from an older format (v1, v2) to the current one (v3), as the reference migrates them.
+Prints each one's versions, events before and after, and its new revision; a session
+already current is left as it is.`,
+		[3]string{"every session migrated (or already current)", "a session not found, or a failure: migrate stops there, the sessions before it are migrated", "neither ids nor --all, or both"}},
+
+	"types": {`List the event types of the default catalog (the reference harness's v3 catalog) and
+those the store in --dir records (seglog import --register, DB.RegisterTypes), one a line,
+sorted; a family as prefix/*. Without --dir or $SEGLOG_DIR, and no store in ./seglog-data,
+the default catalog alone. docs/EVENTS.md describes them.`,
+		[3]string{"listed", "--dir (or $SEGLOG_DIR) names a directory without a store, or its recorded types cannot be read", "an argument, or an unknown flag"}},
+}
+
+// describe sets the Long help of the root's commands: commandHelp's text
+// and exit codes. A command without an entry is a bug, found by
+// TestHelpDescribesEveryCommand.
+func describe(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		h, ok := commandHelp[c.Name()]
+		if !ok {
+			continue
+		}
+		var b strings.Builder
+		b.WriteString(h.long)
+		b.WriteString("\n\nExit codes:\n")
+		for code, what := range h.codes {
+			fmt.Fprintf(&b, "  %d  %s\n", code, wrap(what, 84, "     "))
+		}
+		c.Long = strings.TrimSuffix(b.String(), "\n")
+	}
+}
+
+// wrap breaks s into lines of at most width bytes at spaces, each after
+// the first starting with indent.
+func wrap(s string, width int, indent string) string {
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Fields(s) {
+		if i > 0 && line+1+len(word) > width {
+			b.WriteString("\n" + indent)
+			line = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(word)
+		line += len(word)
+	}
+	return b.String()
+}
