@@ -138,10 +138,26 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 
 func TestBenchJetStreamSmall(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run([]string{"bench", "--backend", "jetstream", "-dir", t.TempDir(), "-events", "2000", "-durable", "20", "-sessions", "4"}, &out, &errOut)
+	plot, file := filepath.Join(t.TempDir(), "js.png"), filepath.Join(t.TempDir(), "js.json")
+	code := run([]string{"bench", "--backend", "jetstream", "-dir", t.TempDir(), "-events", "2000", "-durable", "20", "-sessions", "4", "--json", file, "-plot", plot}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
+	// Each workload on each backend, the jetstream rows after the local.
+	var js []struct {
+		Name    string `json:"name"`
+		Backend string `json:"backend"`
+		Events  int    `json:"events"`
+	}
+	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &js) != nil || len(js) != 8 {
+		t.Errorf("--json %s: %v\n%s", file, err, b)
+	}
+	for i, r := range js {
+		if want := [2]string{"local", "jetstream"}[i%2]; r.Backend != want || r.Events <= 0 || !strings.HasSuffix(r.Name, "("+want+")") {
+			t.Errorf("row %d: %+v, want backend %s", i, r, want)
+		}
+	}
+	checkPlot(t, plot, 8)
 	rows := 0
 	for _, line := range strings.Split(out.String(), "\n") {
 		if strings.Contains(line, "append") || strings.Contains(line, "replay one session") {
