@@ -70,7 +70,7 @@ var testHookRewrite func(seg uint64) error
 // Appends go on meanwhile (only sealed segments are touched; the active
 // one is sealed first only with Roll); reads wait only while a rewritten
 // segment is switched in.
-func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport, error) {
+func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactReport, err error) {
 	if db.opts.ReadOnly {
 		return nil, ErrReadOnlyStore
 	}
@@ -94,6 +94,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 		return nil, err
 	}
 	defer release()
+	defer func() { db.metrics.compacted(ctx, rep, err) }()
 	db.dead.Store(false) // what is deleted from here on waits for the next run
 	if _, off := splitPosition(db.shared.field(shmTail).Load()); opts.Roll && off > segment.HeaderSize {
 		if err := db.log.rollNow(); err != nil {
@@ -153,7 +154,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (*CompactReport,
 	// the plan either, so its frames stay.
 
 	p := newCompactPlan(live)
-	rep := &CompactReport{}
+	rep = &CompactReport{}
 	for _, id := range ids {
 		if id > hseg {
 			break

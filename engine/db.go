@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/index"
@@ -96,6 +97,9 @@ type DB struct {
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
 	wg         sync.WaitGroup
+
+	// metrics are the counters DB.Metrics reports (metrics.go)
+	metrics dbMetrics
 }
 
 // Open opens the store in dir, creating it if needed. Other processes may
@@ -171,6 +175,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		prepKick:     make(chan struct{}, 1),
 		stop:         make(chan struct{}),
 	}
+	db.metrics.start = time.Now()
 	db.checkpointer.Store(sh.index)
 	db.mu.sessions = map[string]*session{}
 	db.mu.readers = map[uint64]*segment.Reader{}
@@ -414,6 +419,7 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 			s.owner = nil
 		}
 		h.front.MarkClosed()
+		db.metrics.handleClosed(Write)
 		lease.Release()
 		return nil, err
 	}

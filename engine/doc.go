@@ -34,6 +34,15 @@
 // the same ID, crash-safe at every step. docs/DESIGN.md has the format and
 // the durability argument.
 //
+// # Metrics
+//
+// DB.Metrics returns a snapshot (Metrics, a plain value) of the DB's
+// counters and gauges: appends, flushes and their latency histogram,
+// fsyncs, frames by codec, the write-behind queue, the index lag,
+// compactions, open handles, the poison. They are always on: atomics
+// added to where the work happens (metrics.go; docs/DESIGN.md, Metrics).
+// The Prometheus collector is in its own module, metrics/prometheus.
+//
 // # Errors
 //
 // Every error is typed or wraps a sentinel (package store, re-exported in
@@ -89,8 +98,8 @@
 // pure over what the fold attributes; its execution drops and rewrites
 // segments); migrate.go: v1 and v2 migration; shared.go: the store's processes
 // (LOCK, byte locks, shared memory); follow.go: following the frames the
-// other processes write, and Handle.Wait; contract.go: the store contract's names
-// re-exported.
+// other processes write, and Handle.Wait; metrics.go: DB.Metrics and the
+// counters behind it; contract.go: the store contract's names re-exported.
 //
 // # Recovery and failing storage
 //

@@ -30,7 +30,9 @@ func (db *DB) newHandle(s *session, access Access, lease *lease) *Handle {
 	h.front.Init(s.id, *s.hdr, s.inherited, access, w, store.FrontConfig{
 		Catalog: db.opts.Catalog, Reload: db.loadTypes, Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,
 		Surface: SurfaceRulesChecker(db.opts.SurfaceRules, db.opts.Catalog),
+		Stats:   &db.metrics.writeBehind,
 	})
+	db.metrics.handleOpened(access)
 	return h
 }
 
@@ -118,6 +120,7 @@ func (h *Handle) checkLog(ctx context.Context) error {
 // the lease is released even when draining fails.
 func (h *Handle) Close() error {
 	return h.front.Close(func(drained error) error {
+		h.db.metrics.handleClosed(h.Access())
 		errs := []error{drained}
 		if h.Access() == Write {
 			db := h.db

@@ -41,9 +41,14 @@ func (db *DB) checkpoint() error { return db.checkpointTo(false) }
 // checkpointTo is checkpoint; with advance it stores the new checkpoint
 // even when no frame is pending, so that it moves past sealed segments
 // (compaction changes only segments wholly before it).
-func (db *DB) checkpointTo(advance bool) error {
+func (db *DB) checkpointTo(advance bool) (err error) {
 	db.idxMu.Lock()
 	defer db.idxMu.Unlock()
+	defer func() {
+		if err != nil {
+			db.metrics.checkpointFailures.Add(1)
+		}
+	}()
 	sh := db.shared
 	wanted := sh.indexWanted()
 	if sh.index && wanted {
@@ -84,7 +89,12 @@ func (db *DB) checkpointTo(advance bool) error {
 		// follower has to skip grows long.
 		indexed := sh.field(shmIndexed).Load()
 		db.mu.Lock()
+		was := len(db.mu.pend)
 		db.takeIndexed(indexed)
+		if len(db.mu.pend) < was || len(db.mu.pend) == 0 {
+			// The checkpointing process moved past some (or there are none).
+			db.metrics.caughtUpNow()
+		}
 		long := len(db.mu.own) > ownFollowMax
 		db.mu.Unlock()
 		// Nor may it fall a segment behind the checkpoint: a compaction
@@ -169,6 +179,7 @@ func (db *DB) checkpointTo(advance bool) error {
 	db.mu.pend = slices.Clone(db.mu.pend[n:])
 	if db.index == nil || (n == 0 && (!advance || len(db.mu.pend) > 0)) {
 		db.mu.Unlock()
+		db.metrics.caughtUpNow() // every durable frame it knows is indexed
 		return nil
 	}
 	u, touched := db.indexUpdate(batch)
@@ -184,6 +195,8 @@ func (db *DB) checkpointTo(advance bool) error {
 		return err
 	}
 	raise(sh.field(shmIndexed), cpos)
+	db.metrics.checkpoints.Add(1)
+	db.metrics.caughtUpNow()
 	return nil
 }
 

@@ -201,6 +201,7 @@ func (a *appender) placeLocked(batch []*placement) error {
 	buf := make([]byte, 0, total)
 	var chunk []*placement // placements with frames in buf
 	var events uint64
+	var tally frameTally // the frames in buf, for DB.Metrics
 	write := func() error {
 		if len(buf) == 0 {
 			return nil
@@ -234,6 +235,7 @@ func (a *appender) placeLocked(batch []*placement) error {
 		a.sh.field(shmFrames).Add(events)
 		a.sh.field(shmTail).Store(end)
 		a.placedEnd.Store(end)
+		db.metrics.written(&tally)
 		start, buf, chunk, events = start+int64(len(buf)), buf[:0], chunk[:0], 0
 		return nil
 	}
@@ -265,6 +267,7 @@ func (a *appender) placeLocked(batch []*placement) error {
 			}
 			p.at = append(p.at, placed{seg: seg, loc: segment.Location{Offset: start + int64(len(buf)), Size: n}})
 			buf = e.AppendFrame(buf, base)
+			tally.add(e)
 			if e.Events() {
 				events++
 			}
@@ -729,7 +732,9 @@ func (a *appender) syncTail(locked bool) error {
 	if err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	err = f.Sync()
+	a.db.metrics.fsyncs.Add(1)
+	if err != nil {
 		return a.syncFailed(seg, err)
 	}
 	if locked {

@@ -19,10 +19,12 @@ import (
 // write-behind buffer, writes each created-but-empty session, and makes
 // everything durable with one fdatasync. The error joins one error per
 // failing session, each naming it; the other sessions still flush.
-func (db *DB) Flush(ctx context.Context) error {
+func (db *DB) Flush(ctx context.Context) (err error) {
 	if db.opts.ReadOnly {
 		return ErrReadOnlyStore
 	}
+	start := time.Now()
+	defer func() { db.metrics.flushed(start, err) }()
 	db.mu.Lock()
 	if db.mu.closed {
 		db.mu.Unlock()
@@ -279,22 +281,26 @@ func (w *handleWriter) Check([]event.Event) error { return nil }
 // Stage takes a copy of evs into the session's open events.
 func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
 	db := w.db
-	cl, size := cloneBatch(evs)
+	cl, n := cloneBatch(evs)
 	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.poison != nil {
-		return false, db.mu.poison
+	if err := db.mu.poison; err != nil {
+		db.mu.Unlock()
+		return false, err
 	}
 	w.s.open = append(w.s.open, cl...)
-	w.s.openBytes += size
+	w.s.openBytes += n + 64*len(cl)
 	w.s.next += uint64(len(cl))
-	return w.s.openBytes >= db.opts.FrameBytes, nil
+	full := w.s.openBytes >= db.opts.FrameBytes
+	db.mu.Unlock()
+	db.metrics.staged(len(cl), n)
+	return full, nil
 }
 
 func (w *handleWriter) Cut(context.Context) error { return (*Handle)(w).cut() }
 
 // cloneBatch copies events into one allocation for their bytes, so that
-// the store's copy shares nothing with the caller's.
+// the store's copy shares nothing with the caller's. It returns the copies
+// and the bytes of their Data and SurfaceOp.
 func cloneBatch(evs []event.Event) ([]event.Event, int) {
 	n := 0
 	for i := range evs {
@@ -318,7 +324,7 @@ func cloneBatch(evs []event.Event) ([]event.Event, int) {
 		}
 		out[i] = e
 	}
-	return out, n + 64*len(evs)
+	return out, n
 }
 
 // cut encodes the session's open events into frames and appends them (with
@@ -356,6 +362,13 @@ func (h *Handle) cut() error {
 // handle appended is on stable storage. Flushes of many sessions at the
 // same time share one fdatasync.
 func (h *Handle) Flush(ctx context.Context) error {
+	start := time.Now()
+	err := h.flush(ctx)
+	h.db.metrics.flushed(start, err)
+	return err
+}
+
+func (h *Handle) flush(ctx context.Context) error {
 	if err := h.prepareFlush(ctx); err != nil {
 		return err
 	}

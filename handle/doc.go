@@ -1,7 +1,8 @@
 // Package handle is the client-side concurrency of a store, generic over the
 // storage below it: single-writer leases with fencing ([Owners], [Lease])
 // and the write-behind buffer ([WriteBehind]: a fixed batching window,
-// single-flight drains, failed batches retained in order). The engine
+// single-flight drains, failed batches retained in order; [Stats] counts
+// what a store's buffers hold and their failed background writes). The engine
 // composes them with its flush barrier.
 //
 // handle imports nothing from seglog's storage: it must not import segment,

@@ -304,3 +304,48 @@ func TestDrainPendingWaitsForTheWriteInFlight(t *testing.T) {
 		t.Fatal("DrainPending returned while the background write of the buffered batch was still in flight")
 	}
 }
+
+// TestStats: the buffers sharing a Stats count the items they hold (a
+// write in flight too) and their failed background writes; a buffer whose
+// Close could not write its items drops them from the gauge.
+func TestStats(t *testing.T) {
+	var st handle.Stats
+	boom := errors.New("disk on fire")
+	s1, s2, c := &sink{block: make(chan struct{})}, &sink{fail: boom}, &testclock.Clock{}
+	w1 := handle.NewWriteBehind(handle.WriteBehindConfig[int]{Write: s1.write, AfterFunc: c.AfterFunc, Stats: &st})
+	w2 := handle.NewWriteBehind(handle.WriteBehindConfig[int]{Write: s2.write, AfterFunc: c.AfterFunc, Stats: &st})
+	w1.Enqueue(0, 1, 2)
+	w2.Enqueue(0, 1)
+	if n := st.Buffered.Load(); n != 5 {
+		t.Fatalf("Buffered = %d after enqueueing 5, want 5", n)
+	}
+	done := make(chan struct{})
+	go func() { c.Advance(handle.DefaultWindow); close(done) }() // w1's write blocks, w2's fails
+	for w1.Pending() != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	w1.Enqueue(3)
+	if n := st.Buffered.Load(); n != 6 {
+		t.Errorf("Buffered = %d with 3 items in flight and 3 buffered, want 6", n)
+	}
+	close(s1.block)
+	<-done
+	if n, f := st.Buffered.Load(), st.Failures.Load(); n != 2 || f != 1 {
+		t.Errorf("after the window: Buffered = %d, Failures = %d; want 2 (w1's drain wrote its last item too; w2's two), 1", n, f)
+	}
+	if err := w1.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Drain(context.Background()); !errors.Is(err, boom) {
+		t.Fatalf("Drain = %v, want the write's error", err)
+	}
+	if n, f := st.Buffered.Load(), st.Failures.Load(); n != 2 || f != 1 {
+		t.Errorf("after the drains: Buffered = %d, Failures = %d; want 2, 1 (an explicit drain's failure is its caller's)", n, f)
+	}
+	if err := w2.Close(context.Background()); !errors.Is(err, boom) {
+		t.Fatalf("Close = %v, want the write's error", err)
+	}
+	if n := st.Buffered.Load(); n != 0 {
+		t.Errorf("Buffered = %d after the failed Close dropped its items, want 0", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,22 @@ type WriteBehindConfig[T any] struct {
 	// AfterFunc arms the window timer; default time.AfterFunc. Tests pass a
 	// fake clock.
 	AfterFunc func(d time.Duration, f func()) Timer
+	// Stats, if set, counts what this buffer does, with every other
+	// buffer given the same Stats.
+	Stats *Stats
+}
+
+// Stats counts what the WriteBehinds that share it do: a store gives one
+// to all of its buffers and reports them as a whole. Its fields are
+// atomics, updated as the buffers work.
+type Stats struct {
+	// Buffered is the number of items enqueued and not yet written: in a
+	// buffer, or in a write in flight. A gauge. A buffer whose Close
+	// failed to write them no longer counts them (it drops them).
+	Buffered atomic.Int64
+	// Failures counts the background writes that failed (each pauses its
+	// buffer until the next explicit Drain). A counter.
+	Failures atomic.Uint64
 }
 
 // Timer is the part of *time.Timer a WriteBehind uses.
@@ -61,6 +78,12 @@ type WriteBehind[T any] struct {
 	done     chan struct{} // closed when the write in flight ends
 	closed   bool
 	bg       sync.WaitGroup // background drains
+
+	// For cfg.Stats: the items of the write in flight, this buffer's
+	// share of Stats.Buffered, and whether Close is over (the share is 0
+	// from then on).
+	inflight, counted int
+	released          bool
 }
 
 // NewWriteBehind returns a WriteBehind; cfg.Write must be set.
@@ -88,6 +111,7 @@ func (w *WriteBehind[T]) Enqueue(items ...T) error {
 		return ErrClosed
 	}
 	w.buf = append(w.buf, items...)
+	w.account()
 	if !w.paused && w.timer == nil {
 		w.bg.Add(1)
 		w.timer = w.cfg.AfterFunc(w.cfg.Window, w.fire)
@@ -115,6 +139,9 @@ func (w *WriteBehind[T]) fire() {
 	w.timer = nil
 	w.mu.Unlock()
 	if err := w.drain(context.Background(), false); err != nil {
+		if w.cfg.Stats != nil {
+			w.cfg.Stats.Failures.Add(1)
+		}
 		w.cfg.Logger.Warn("background write for session \""+w.cfg.Name+"\" failed (buffered events retained)",
 			slog.String("session", w.cfg.Name), slog.Any("error", err))
 	}
@@ -144,6 +171,7 @@ func (w *WriteBehind[T]) drain(ctx context.Context, explicit bool) error {
 		}
 		batch := w.buf
 		w.buf = nil
+		w.inflight = len(batch)
 		w.draining, w.done = true, make(chan struct{})
 		w.mu.Unlock()
 
@@ -151,16 +179,19 @@ func (w *WriteBehind[T]) drain(ctx context.Context, explicit bool) error {
 
 		w.mu.Lock()
 		w.draining = false
+		w.inflight = 0
 		close(w.done)
 		if err != nil {
 			w.buf = append(batch, w.buf...)
 			if !explicit {
 				w.paused = true
 			}
+			w.account()
 			w.mu.Unlock()
 			return err
 		}
 		w.paused = false
+		w.account()
 		w.mu.Unlock()
 	}
 }
@@ -186,5 +217,26 @@ func (w *WriteBehind[T]) Close(ctx context.Context) error {
 	if err == nil {
 		err = w.drain(ctx, true) // a background drain may have failed meanwhile
 	}
+	w.mu.Lock()
+	w.released = true
+	w.account()
+	w.mu.Unlock()
 	return err
+}
+
+// account brings this buffer's share of Stats.Buffered up to date. Called
+// with w.mu held.
+func (w *WriteBehind[T]) account() {
+	s := w.cfg.Stats
+	if s == nil {
+		return
+	}
+	n := len(w.buf) + w.inflight
+	if w.released {
+		n = 0
+	}
+	if n != w.counted {
+		s.Buffered.Add(int64(n - w.counted))
+		w.counted = n
+	}
 }

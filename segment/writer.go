@@ -412,6 +412,21 @@ func (e *Encoded) Raw() []byte { return e.raw }
 // StoredLen returns the payload's size as stored.
 func (e *Encoded) StoredLen() int { return len(e.stored) }
 
+// RawLen returns the payload's size before compression.
+func (e *Encoded) RawLen() int { return e.rawLen }
+
+// Codec returns how the payload is stored.
+func (e *Encoded) Codec() Codec { return e.codec }
+
+// Count returns the number of events in an events frame (0 for the other
+// kinds).
+func (e *Encoded) Count() uint32 {
+	if e.kind != KindEvents {
+		return 0
+	}
+	return e.count
+}
+
 // Dict returns the ID of the dictionary the frame is compressed with, 0 if
 // none.
 func (e *Encoded) Dict() uint32 { return e.dict }

@@ -96,6 +96,9 @@ type FrontConfig struct {
 	Window    time.Duration
 	Logger    *slog.Logger
 	AfterFunc func(d time.Duration, f func()) handle.Timer
+	// Stats, if set, counts the handle's write-behind with the backend's
+	// other handles (handle.Stats).
+	Stats *handle.Stats
 }
 
 // Init sets up f for a handle on session id (header hdr, inh inherited
@@ -339,6 +342,7 @@ func (f *Front) Enqueue(evs ...event.Event) error {
 		Name:      f.id,
 		Logger:    f.cfg.Logger,
 		AfterFunc: f.cfg.AfterFunc,
+		Stats:     f.cfg.Stats,
 	}, f.w.Next(), evs, func(evs []event.Event, next uint64) error {
 		err := f.check("enqueue", evs, next, true)
 		taken = err == nil

@@ -44,21 +44,23 @@ var mustNotDepend = map[string][]string{
 // mustNotDependExternal lists, per package, modules outside seglog it must
 // not depend on: the storage core stays free of the NATS client and
 // server, which only the replicated backend (and the CLI that benchmarks
-// it) bring in, and of the CLI's plots and progress bars (cliOnly).
+// it) bring in, of the CLI's plots and progress bars (cliOnly), and of
+// the Prometheus client, which only the collector's own module
+// (metrics/prometheus) brings in.
 var mustNotDependExternal = map[string][]string{
-	"event":             append([]string{"github.com/nats-io"}, cliOnly...),
-	"segment":           append([]string{"github.com/nats-io"}, cliOnly...),
-	"index":             append([]string{"github.com/nats-io"}, cliOnly...),
-	"handle":            append([]string{"github.com/nats-io"}, cliOnly...),
-	"engine":            append([]string{"github.com/nats-io"}, cliOnly...),
-	"store":             append([]string{"github.com/nats-io"}, cliOnly...),
-	"recovery":          append([]string{"github.com/nats-io"}, cliOnly...),
-	"plan":              append([]string{"github.com/nats-io"}, cliOnly...),
-	"bench":             append([]string{"github.com/nats-io"}, cliOnly...),
-	"internal/vfs":      append([]string{"github.com/nats-io"}, cliOnly...),
-	"internal/base":     append([]string{"github.com/nats-io"}, cliOnly...),
-	"backend/jetstream": cliOnly,
-	"bench/chart":       {"github.com/nats-io", "github.com/schollz/progressbar"},
+	"event":             append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"segment":           append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"index":             append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"handle":            append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"engine":            append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"store":             append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"recovery":          append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"plan":              append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"bench":             append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"internal/vfs":      append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"internal/base":     append([]string{"github.com/nats-io", "github.com/prometheus"}, cliOnly...),
+	"backend/jetstream": append([]string{"github.com/prometheus"}, cliOnly...),
+	"bench/chart":       {"github.com/nats-io", "github.com/schollz/progressbar", "github.com/prometheus"},
 }
 
 // cliOnly are the modules only the commands use: gonum/plot (through
