@@ -13,11 +13,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/internal/vfs"
 )
@@ -307,4 +309,62 @@ func fullTmpfs(t *testing.T, noPrealloc bool) {
 	}
 	defer db.Close()
 	checkLogs(t, db, map[string][]event.Event{"s": acked})
+}
+
+// TestFullDiskUnderWriteBehind: a background write of enqueued events
+// takes them into the session, and then its frame's write meets a full
+// disk. The events are the session's (a read sees them), so the
+// write-behind must not hold them to append again: once space is back,
+// the next Flush stores them, and the handle goes on. (It held them: every
+// later Flush failed with "append seq mismatch", for good.)
+func TestFullDiskUnderWriteBehind(t *testing.T) {
+	ctx := context.Background()
+	ff := vfs.NewFault(vfs.NewMem())
+	fires := make(chan func(), 1)
+	db, err := engine.Open("/db", &engine.Options{FS: ff, NoPreallocate: true, CompactInterval: -1, FrameBytes: 1 << 10,
+		AfterFunc: func(_ time.Duration, f func()) handle.Timer {
+			fires <- f
+			return firedTimer{}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testgen.Events(0, 2, 300)
+	if err := h.Append(ctx, want...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	queued := testgen.Events(2, 8, 300) // (past FrameBytes: the background write cuts a frame)
+	if err := h.Enqueue(queued...); err != nil {
+		t.Fatal(err)
+	}
+	ff.Add(vfs.Rule{Op: vfs.OpWrite, Err: syscall.ENOSPC})
+	(<-fires)() // the window ends: the background write meets the full disk
+	want = append(want, queued...)
+	if got, err := h.Read(ctx, 0, -1); err != nil || len(got) != len(want) {
+		t.Fatalf("read on the full disk: %d events, %v; want %d", len(got), err, len(want))
+	}
+	if err := h.Flush(ctx); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("flush on the full disk: %v, want ENOSPC", err)
+	}
+	ff.Clear()
+	if err := h.Flush(ctx); err != nil {
+		t.Fatalf("flush once space is back: %v", err)
+	}
+	more := testgen.Events(10, 3, 300)
+	if err := h.Append(ctx, more...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, more...)
+	checkLogs(t, db, map[string][]event.Event{"s": want})
 }

@@ -246,7 +246,10 @@ func (f *Front) writable(op string) error {
 // Append is best-effort: when it returns, the events are ordered and
 // visible to every read started afterwards through this store; only Flush
 // promises they survive a crash. Events handed to Enqueue before are
-// written first. An empty batch does nothing.
+// written first. An empty batch does nothing. Once the batch is taken, a
+// failed write of its frames (a full disk) does not fail Append: the
+// events stay the session's, and the next Flush writes them or returns
+// the error.
 func (f *Front) Append(ctx context.Context, evs ...event.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -276,13 +279,23 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event, enqueued bool)
 		return err
 	}
 	full, err := f.w.Stage(evs)
-	if err != nil && !enqueued && f.surface != nil {
-		f.surface.Undo() // nothing was stored
+	if err != nil {
+		if !enqueued && f.surface != nil {
+			f.surface.Undo() // nothing was stored
+		}
+		return f.Err("append", err)
 	}
-	if err == nil && full {
-		err = f.w.Cut(ctx)
+	if full {
+		// The events are the session's now: a failed write of their
+		// frames (a full disk) leaves them open, and the next Cut (a
+		// Flush's) writes them or returns the error. Not this call's
+		// error: the caller (the write-behind buffer, or a host that
+		// retries an Append) would append them again, at seqs taken.
+		if err := f.w.Cut(ctx); err != nil && f.cfg.Logger != nil {
+			f.cfg.Logger.Warn("seglog: writing a session's frames failed; its next flush writes them again", "session", f.id, "error", err)
+		}
 	}
-	return f.Err("append", err)
+	return nil
 }
 
 // check is the contract's check of a batch that starts at next, then the
