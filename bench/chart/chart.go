@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"time"
 
@@ -73,6 +74,19 @@ const (
 	lineHeight  = 4 * vg.Inch    // a distribution chart
 	barsHeight  = 4 * vg.Inch    // a vertical bar chart
 )
+
+// WriteFile writes the charts (see WritePNG) to a PNG file at path.
+func WriteFile(path string, charts ...Chart) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = WritePNG(f, charts...)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // WritePNG draws the charts one under the other, each across the image's
 // width (960 pixels), and writes the image to w as a PNG. Charts with

@@ -276,7 +276,7 @@ func runBench(w, stdout io.Writer, prog *progress, a benchArgs) error {
 				bars = append(bars, r)
 			}
 		}
-		if err := writePNG(a.plot, rateBars("seglog bench", bars), latencyLines("seglog bench", rows)); err != nil {
+		if err := chart.WriteFile(a.plot, rateBars("seglog bench", bars), latencyLines("seglog bench", rows)); err != nil {
 			return err
 		}
 	}
@@ -327,19 +327,6 @@ func latencyLines(title string, rows []benchRow) *chart.Distributions {
 		}
 	}
 	return d
-}
-
-// writePNG draws the charts into a PNG file at path.
-func writePNG(path string, charts ...chart.Chart) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = chart.WritePNG(f, charts...)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // plural is "1 process" or "4 processes".

@@ -97,7 +97,7 @@ func runBenchJetStream(w, stdout io.Writer, prog *progress, a benchArgs) error {
 		return err
 	}
 	if a.plot != "" {
-		if err := writePNG(a.plot, bars, latencyLines("seglog bench --backend jetstream", rows)); err != nil {
+		if err := chart.WriteFile(a.plot, bars, latencyLines("seglog bench --backend jetstream", rows)); err != nil {
 			return err
 		}
 	}

@@ -193,15 +193,7 @@ func plot(path string, rs []peers.Result, list []peers.Peer, ws []peers.Workload
 			charts = append(charts, d)
 		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = chart.WritePNG(f, charts...)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return chart.WriteFile(path, charts...)
 }
 
 // find is the result of peer on w, nil if there is none.
