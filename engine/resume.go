@@ -20,14 +20,19 @@ func (db *DB) Resume(ctx context.Context, id string) (*Handle, []event.Event, er
 	if err != nil {
 		return nil, nil, err
 	}
-	closers, err := h.closeInterruptedTurn(ctx)
+	closers, err := ResumeHandle(ctx, h)
 	if err != nil {
 		return nil, nil, errors.Join(err, h.Close())
 	}
 	return h, closers, nil
 }
 
-func (h *Handle) closeInterruptedTurn(ctx context.Context) ([]event.Event, error) {
+// ResumeHandle is Resume through a write handle of any backend (package
+// backend/jetstream resumes so): it reads the log whole, appends the
+// closers of recovery.InterruptedTurnClosers as one batch and flushes, and
+// returns them (nil if the log was balanced). The caller closes the
+// handle if it fails.
+func ResumeHandle(ctx context.Context, h store.Handle) ([]event.Event, error) {
 	evs, err := h.Read(ctx, 0, -1)
 	if err != nil {
 		return nil, err

@@ -16,11 +16,14 @@ import (
 var (
 	// ErrSessionExists: Create of an id that is pending, owned or stored.
 	ErrSessionExists = errors.New("already exists")
-	// ErrSessionNotFound: Open or Stat of an id that does not exist, or a
-	// read of a pending session its creator erased.
+	// ErrSessionNotFound: Open, Stat, Delete or Resume of an id that does
+	// not exist (or was deleted), a read of a pending session its creator
+	// erased, and a read or Wait through a handle of a session deleted
+	// since it was opened.
 	ErrSessionNotFound = errors.New("not found")
-	// ErrAlreadyOwned: Open(id, Write) while a write handle (or the
-	// creator) holds the session.
+	// ErrAlreadyOwned: Open(id, Write), Resume or Delete while a write
+	// handle (or the creator), of this store or another, holds the
+	// session.
 	ErrAlreadyOwned = handle.ErrAlreadyOwned
 	// ErrOwnershipLost: a write through a handle whose lease was revoked
 	// (the store was closed). A stale handle can never write.
@@ -81,7 +84,7 @@ type LockError = vfs.LockError
 // SessionError is an error about one session and operation.
 type SessionError struct {
 	ID  string
-	Op  string // "create", "open", "read", "append", "flush", "close", "stat"
+	Op  string // "create", "open", "read", "append", "flush", "close", "stat", "delete", "resume", "wait"
 	Err error  // the kind: ErrSessionNotFound, ErrReadOnly, ...
 }
 

@@ -8,8 +8,8 @@ import (
 )
 
 // Store is what every backend of the contract offers: sessions created,
-// opened, described and listed, and a flush barrier over every write
-// handle. *engine.DB and *jetstream.Store implement it through Wrap (their
+// opened, described, listed, deleted and resumed after a crash, and a
+// flush barrier over every write handle. *engine.DB and *jetstream.Store implement it through Wrap (their
 // methods return their own handle types).
 type Store interface {
 	Create(ctx context.Context, h Header, opts ...CreateOption) (Handle, error)
@@ -33,6 +33,24 @@ type Store interface {
 	// stored events where it can (see each backend), else copies them
 	// (CopyFork); reads cannot tell the two apart.
 	Fork(ctx context.Context, parent string, n uint64, h Header) (Handle, error)
+	// Delete removes session id for every instance of the store (every
+	// process, every host) and durably when it returns: Stat and Open
+	// fail with ErrSessionNotFound, List leaves it out, and a read or a
+	// Wait through a handle opened before fails with ErrSessionNotFound.
+	// It takes the session's write lease for the time of the delete, so
+	// it fails with ErrAlreadyOwned while a write handle (or a creator),
+	// here or elsewhere, holds it; read handles do not hold it back. It
+	// fails with ErrSessionNotFound if the session does not exist. The id
+	// may be created again: a new incarnation, whose revisions never
+	// repeat the old one's and in which no old event reappears.
+	Delete(ctx context.Context, id string) error
+	// Resume opens session id for write and closes a turn that a crash
+	// left open: it appends the closers of recovery.
+	// InterruptedTurnClosers of the stored log as one batch, flushes, and
+	// returns the write handle with the closers it wrote (none if the log
+	// was balanced). It fails as Open(id, Write) does (ErrAlreadyOwned
+	// while another handle or host writes the session), writing nothing.
+	Resume(ctx context.Context, id string) (Handle, []event.Event, error)
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -84,6 +102,8 @@ type Backend[H Handle] interface {
 	ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error)
 	Inspect(ctx context.Context, id string) (Inspection, error)
 	Fork(ctx context.Context, parent string, n uint64, h Header) (H, error)
+	Delete(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) (H, []event.Event, error)
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -133,6 +153,16 @@ func (w wrapped[H]) Open(ctx context.Context, id string, access Access) (Handle,
 	}
 	return s, nil
 }
+
+func (w wrapped[H]) Resume(ctx context.Context, id string) (Handle, []event.Event, error) {
+	s, closers, err := w.b.Resume(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, closers, nil
+}
+
+func (w wrapped[H]) Delete(ctx context.Context, id string) error { return w.b.Delete(ctx, id) }
 
 func (w wrapped[H]) Stat(ctx context.Context, id string) (Snapshot, error) { return w.b.Stat(ctx, id) }
 func (w wrapped[H]) List(ctx context.Context) ([]Snapshot, error)          { return w.b.List(ctx) }

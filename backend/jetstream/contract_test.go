@@ -91,6 +91,18 @@ func (b *backend) Open() (enginetest.Store, error) {
 	return store.Wrap[*Handle](st), nil
 }
 
+// OpenHost opens a store of another host over the same stream and bucket.
+func (b *backend) OpenHost() (enginetest.Store, error) {
+	o := *b.opts
+	o.Host = fmt.Sprintf("other-host-%d", nameSeq.Add(1))
+	st, err := Open(context.Background(), b.nc, &o)
+	if err != nil {
+		return nil, err
+	}
+	b.t.Cleanup(func() { st.Close() })
+	return store.Wrap[*Handle](st), nil
+}
+
 // Restart ignores torn: a JetStream message is stored whole or not at
 // all, so a crash cannot leave a torn batch (the case still checks that
 // the flushed log reads back and grows).

@@ -46,6 +46,7 @@ func bindStream(ctx context.Context, js natsjs.JetStream, o *Options) (natsjs.St
 			Retention:   natsjs.LimitsPolicy,
 			Discard:     natsjs.DiscardNew, // never drop acknowledged events to make room
 			Duplicates:  createDuplicates,
+			AllowRollup: true, // a Delete's tombstone purges the session's messages
 		})
 		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
 			stream, err = js.Stream(ctx, o.Stream) // another host created it meanwhile
@@ -91,6 +92,11 @@ func checkStream(c natsjs.StreamConfig, o *Options) error {
 	}
 	if c.MaxMsgSize > 0 && c.MaxMsgSize < minMsgSize {
 		add("max_msg_size", fmt.Sprintf("-1 (unlimited) or at least %d", minMsgSize), strconv.Itoa(int(c.MaxMsgSize)))
+	}
+	if !c.AllowRollup || c.DenyPurge {
+		// Delete publishes a tombstone with Nats-Rollup: sub (a stream
+		// with deny_purge refuses rollups too).
+		add("allow_rollup_hdrs", "true (and deny_purge false)", fmt.Sprintf("allow_rollup_hdrs %t, deny_purge %t", c.AllowRollup, c.DenyPurge))
 	}
 	if c.Sealed {
 		add("sealed", "false", "true")

@@ -175,11 +175,15 @@ type Store struct {
 	failPublish atomic.Bool // tests: every publish fails
 	// Tests: publishHook, if set, makes the publishes of session messages
 	// in place of the stream (a publish whose outcome comes late);
-	// afterOpenLoad, if set, runs in a write open once the lease is taken
-	// and the subject reread.
-	publishHook   atomic.Pointer[publishFunc]
-	afterOpenLoad atomic.Pointer[func()]
-	noRenew       atomic.Bool // tests: a stalled host
+	// afterOpenLoad, if set, runs in a write open (and a Delete) once the
+	// lease is taken and the subject reread; afterTombstone, if set, runs
+	// in a Delete once its tombstone is stored, and an error it returns
+	// ends the Delete there, with nothing after it done (a host killed
+	// then).
+	publishHook    atomic.Pointer[publishFunc]
+	afterOpenLoad  atomic.Pointer[func()]
+	afterTombstone atomic.Pointer[func() error]
+	noRenew        atomic.Bool // tests: a stalled host
 	// Tests: renewHook, if set, renews a lease in place of update (the
 	// renewal's request).
 	renewHook atomic.Pointer[func(update func() (uint64, error)) (uint64, error)]
@@ -216,11 +220,12 @@ type session struct {
 }
 
 type frameRef struct {
-	first  uint64
-	count  uint32
-	seq    uint64 // stream sequence
-	header bool   // the header record
-	fence  bool   // a write open's fence (no events)
+	first     uint64
+	count     uint32
+	seq       uint64 // stream sequence
+	header    bool   // the header record
+	fence     bool   // a write open's fence (no events)
+	tombstone bool   // a Delete's tombstone: the messages before it are purged
 }
 
 func (s *session) next() uint64 { return s.framed + uint64(len(s.open)) }
@@ -338,19 +343,16 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 		st.mu.Unlock()
 		return nil, engine.ErrClosed
 	}
-	if s := st.sessions[h.ID]; s != nil && !s.erased {
+	if s := st.sessions[h.ID]; s != nil && !s.erased && (s.pending || s.owner != nil) {
 		st.mu.Unlock()
 		return nil, sessionErr(h.ID, "create", engine.ErrSessionExists)
 	}
 	st.mu.Unlock()
+	// (A view of a session no handle here holds may be stale: the
+	// subject says whether it exists.)
 	subj := st.subject(h.ID)
-	rctx, cancel := st.rctx(ctx)
-	_, err = st.stream.GetLastMsgForSubject(rctx, subj)
-	cancel()
-	switch {
-	case err == nil:
-		return nil, sessionErr(h.ID, "create", engine.ErrSessionExists)
-	case !errors.Is(err, natsjs.ErrMsgNotFound):
+	after, err := st.freeSubject(ctx, subj)
+	if err != nil {
 		return nil, sessionErr(h.ID, "create", err)
 	}
 	local, err := st.owners.Acquire(h.ID)
@@ -366,15 +368,13 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 		return nil, sessionErr(h.ID, "create", err)
 	}
 	// Created, written and released by another host since the check above?
-	rctx, cancel = st.rctx(ctx)
-	_, err = st.stream.GetLastMsgForSubject(rctx, subj)
-	cancel()
-	if !errors.Is(err, natsjs.ErrMsgNotFound) {
+	again, err := st.freeSubject(ctx, subj)
+	if err == nil && again != after {
+		err = engine.ErrSessionExists // (created and deleted again: as good as taken)
+	}
+	if err != nil {
 		local.Release()
 		st.releaseLease(remote)
-		if err == nil {
-			err = engine.ErrSessionExists
-		}
 		return nil, sessionErr(h.ID, "create", err)
 	}
 	writer, err := newWriter()
@@ -383,7 +383,7 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 		st.releaseLease(remote)
 		return nil, sessionErr(h.ID, "create", err)
 	}
-	s := &session{id: h.ID, subj: subj, hdr: h, uid: store.NewIncarnation(), inherited: inherited, pending: true}
+	s := &session{id: h.ID, subj: subj, hdr: h, uid: store.NewIncarnation(), inherited: inherited, pending: true, lastSubj: after}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
@@ -432,10 +432,14 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 	if last.Sequence == from {
 		return s, nil
 	}
-	// Index the messages after what this instance knows.
+	// Index the messages after what this instance knows. A tombstone
+	// ends what came before it (a Delete's rollup purged it), and so
+	// does the header of another incarnation: the view starts again
+	// (reset) from the message after it.
 	var add []frameRef
 	var hdr *store.HeaderRecord
 	var size int64
+	reset := false
 	for seq := from + 1; seq <= last.Sequence; {
 		m := last
 		if seq != last.Sequence {
@@ -447,7 +451,15 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 		if err != nil {
 			return nil, err
 		}
+		if ref.tombstone {
+			add, hdr, size, reset = nil, nil, 0, true
+			seq = m.Sequence + 1
+			continue
+		}
 		if rec != nil {
+			if s != nil && !reset && rec.UID != s.uid {
+				add, size, reset = nil, 0, true // recreated after an operator's purge
+			}
 			hdr = rec
 		}
 		add = append(add, ref)
@@ -462,8 +474,17 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 		return st.load(ctx, id, op)
 	}
 	defer st.mu.Unlock()
+	if reset {
+		// This view was of an incarnation that is gone: its handles
+		// find another session (or none) under the id.
+		delete(st.sessions, id)
+		s = nil
+		if len(add) == 0 {
+			return nil, sessionErr(id, op, engine.ErrSessionNotFound)
+		}
+	}
 	if s == nil {
-		if hdr == nil || !add[0].header {
+		if len(add) == 0 || hdr == nil || !add[0].header {
 			return nil, st.corrupt(subj, add[0].seq, "the first message of a session is not its header")
 		}
 		s = &session{id: id, subj: subj, hdr: hdr.Header, uid: hdr.UID, inherited: hdr.Inherited}
@@ -513,10 +534,35 @@ func newWriter() (string, error) {
 // read again and fenced again, a few times. It returns the session as
 // read, up to and with its fence.
 func (st *Store) fence(ctx context.Context, id, writer string) (*session, error) {
+	s, ack, expect, err := st.publishAfterRead(ctx, id, "open", func(s *session) (*nats.Msg, string, error) {
+		msg := nats.NewMsg(s.subj)
+		msg.Header.Set(hdrFence, writer)
+		return msg, writer + ":f", nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	if s.lastSubj == expect { // (else a load read up to the fence)
+		s.lastSubj = ack.Sequence
+	}
+	st.mu.Unlock()
+	return s, nil
+}
+
+// publishAfterRead is a fence's and a tombstone's publish, made under the
+// session's lease: it reads the subject, publishes the message msg makes
+// of the session as read (and its id) expecting the last message read,
+// and if another message landed in between (a publish an earlier writer
+// started), reads and publishes again, up to fenceAttempts times. It
+// returns the session as read, the acknowledgement, and the stream
+// sequence the publish expected.
+func (st *Store) publishAfterRead(ctx context.Context, id, op string, msg func(s *session) (*nats.Msg, string, error)) (*session, *natsjs.PubAck, uint64, error) {
+	what := map[string]string{"open": "fencing the session", "delete": "publishing the tombstone"}[op]
 	for attempt := 1; ; attempt++ {
-		s, err := st.load(ctx, id, "open")
+		s, err := st.load(ctx, id, op)
 		if err != nil {
-			return nil, err
+			return nil, nil, 0, err
 		}
 		if f := st.afterOpenLoad.Load(); f != nil {
 			(*f)()
@@ -524,21 +570,18 @@ func (st *Store) fence(ctx context.Context, id, writer string) (*session, error)
 		st.mu.Lock()
 		expect := s.lastSubj
 		st.mu.Unlock()
-		msg := nats.NewMsg(s.subj)
-		msg.Header.Set(hdrFence, writer)
-		ack, err := st.publishMsg(ctx, msg, writer+":f", expect)
+		m, msgID, err := msg(s)
+		if err != nil {
+			return nil, nil, 0, sessionErr(id, op, err)
+		}
+		ack, err := st.publishMsg(ctx, m, msgID, expect)
 		if err == nil {
-			st.mu.Lock()
-			if s.lastSubj == expect { // (else a load read up to the fence)
-				s.lastSubj = ack.Sequence
-			}
-			st.mu.Unlock()
-			return s, nil
+			return s, ack, expect, nil
 		}
 		if !errors.Is(err, engine.ErrOwnershipLost) || attempt == fenceAttempts {
-			return nil, sessionErr(id, "open", fmt.Errorf("fencing the session: %w", err))
+			return nil, nil, 0, sessionErr(id, op, fmt.Errorf("%s: %w", what, err))
 		}
-		st.opts.Logger.Warn("jetstream: a message landed on the session since the write open read it; reading it again", "session", id, "error", err)
+		st.opts.Logger.Warn("jetstream: a message landed on the session since it was read under the lease; reading it again", "session", id, "op", op, "error", err)
 	}
 }
 
@@ -559,8 +602,14 @@ func (st *Store) index(subj string, m *natsjs.RawStreamMsg) (frameRef, *store.He
 		if err != nil {
 			return frameRef{}, nil, err
 		}
+		if f.Kind == segment.KindDelete {
+			if id, _ := st.idOf(subj); f.Session != id {
+				return frameRef{}, nil, st.corrupt(subj, m.Sequence, fmt.Sprintf("a tombstone of session %q on the subject of %q", f.Session, id))
+			}
+			return frameRef{seq: m.Sequence, tombstone: true}, nil, nil
+		}
 		if f.Kind != segment.KindHeader {
-			return frameRef{}, nil, st.corrupt(subj, m.Sequence, "a message without index headers that is not a header record")
+			return frameRef{}, nil, st.corrupt(subj, m.Sequence, "a message without index headers that is not a header record or a tombstone")
 		}
 		rec, err := store.UnmarshalHeaderRecord(f.Payload)
 		if err != nil {

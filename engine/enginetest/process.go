@@ -99,10 +99,12 @@ func serve(s Store, in io.Reader, out io.Writer) {
 		var err error
 		h := handles[req.H]
 		switch req.Op {
-		case "create", "open", "fork":
+		case "create", "open", "fork", "resume":
 			var nh Session
 			if req.Op == "create" {
 				nh, err = s.Create(ctx, req.Header)
+			} else if req.Op == "resume" {
+				nh, resp.Events, err = s.Resume(ctx, req.ID)
 			} else if req.Op == "fork" {
 				nh, err = s.Fork(ctx, req.ID, req.N, req.Header)
 			} else {
@@ -120,6 +122,8 @@ func serve(s Store, in io.Reader, out io.Writer) {
 			resp.Snaps, resp.Cursor, err = s.ListPage(ctx, req.List)
 		case "inspect":
 			resp.Inspection, err = s.Inspect(ctx, req.ID)
+		case "delete":
+			err = s.Delete(ctx, req.ID)
 		case "flushall":
 			err = s.Flush(ctx)
 		case "append":
@@ -258,6 +262,21 @@ func (p *Peer) ListPage(_ context.Context, opts store.ListOptions) ([]store.Snap
 func (p *Peer) Inspect(_ context.Context, id string) (store.Inspection, error) {
 	resp, err := p.call(request{Op: "inspect", ID: id})
 	return resp.Inspection, err
+}
+
+// Delete implements Store.
+func (p *Peer) Delete(_ context.Context, id string) error {
+	_, err := p.call(request{Op: "delete", ID: id})
+	return err
+}
+
+// Resume implements Store.
+func (p *Peer) Resume(_ context.Context, id string) (Session, []event.Event, error) {
+	resp, err := p.call(request{Op: "resume", ID: id})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &peerHandle{p: p, h: resp.H, id: id, access: engine.Write}, resp.Events, nil
 }
 
 // Flush implements Store.
