@@ -1,7 +1,8 @@
 // Package jetstream is the store contract of package engine over NATS
 // JetStream, for agent hosts that share sessions or fail over between
-// machines: the same Create/Open/Stat/List/Flush/Close and handle
-// Read/Append/Enqueue/Flush/Close, the same errors, passing the same
+// machines: the same store contract (store.Store: Create, Open, Stat,
+// List, Inspect, Fork, Delete, Resume, Flush, Close, and handle Read,
+// Append, Enqueue, Flush, Wait, Close), the same errors, passing the same
 // contract suite (engine/enginetest).
 //
 // # Layout
@@ -18,6 +19,24 @@
 // publishes a fence: an empty message with the header Seglog-Fence (see
 // Durability).
 //
+// # Delete and Resume
+//
+// Delete takes the session's leases (engine.ErrAlreadyOwned while a write
+// handle here or elsewhere holds them) and publishes a tombstone on the
+// subject: the tombstone frame of a segment file (the id and the
+// incarnation it ends) with the header Nats-Rollup: sub, so the stream
+// purges the subject's earlier messages as it stores it, expecting the last
+// message read under the leases, so that no publish of an earlier writer
+// lands after it. A subject whose last message is a tombstone holds no
+// session: Stat and Open fail with engine.ErrSessionNotFound on every host,
+// List skips it, a read handle's Read and Wait fail with
+// engine.ErrSessionNotFound, and Create starts a new incarnation after the
+// tombstone. A host that dies once the tombstone is stored leaves the
+// session deleted; only its lease of the id lives on until it expires. The
+// stream must allow rollups (allow_rollup_hdrs; see Provisioning). Resume
+// is a write open and engine.ResumeHandle: the closers of
+// recovery.InterruptedTurnClosers, the same as the local engine's.
+//
 // # Provisioning
 //
 // The stream and the lease bucket are shared by every host and made once,
@@ -25,7 +44,8 @@
 // them and never changes them: a missing one is ErrNotProvisioned (unless
 // Create), and one whose settings the store cannot work with is a
 // *ConfigError listing every difference (docs/DESIGN.md, Provisioning,
-// lists the settings and the permissions a host needs).
+// lists the settings and the permissions a host needs; among them
+// allow_rollup_hdrs, which a stream made before Delete lacks).
 //
 // # Ownership
 //
