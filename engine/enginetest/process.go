@@ -365,7 +365,8 @@ func (h *peerHandle) Close() error {
 
 // RunAcrossProcesses runs the contract cases that involve a second store
 // instance or another handle with that instance in another OS process (a
-// peer, see ServePeer): C3, C4, C5, C14 and C15 of Run, where "visible"
+// peer, see ServePeer): C3, C4, C5, C14 and C15 of Run, Wait, and Delete
+// and Resume from the other process, where "visible"
 // across processes means flushed. open opens the store in dir in this
 // process; the test binary's TestMain must call ServePeer.
 func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store) {
@@ -493,6 +494,33 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		if err != nil || n != 6 {
 			t.Fatalf("wait for what is there: %d, %v; want 6", n, err)
 		}
+	})
+	t.Run("delete-and-resume-in-another-process", func(t *testing.T) {
+		e := start(t)
+		h, err := e.s.Create(ctx, Meta("s"))
+		must(t, err)
+		must(t, h.Append(ctx, OneTurn()[:3]...)) // a turn left open
+		must(t, h.Flush(ctx))
+		_, _, err = e.peer.Resume(ctx, "s")
+		wantErr(t, "resume in another process while this one writes", err, engine.ErrAlreadyOwned)
+		wantErr(t, "delete in another process while this one writes", e.peer.Delete(ctx, "s"), engine.ErrAlreadyOwned)
+		must(t, h.Close())
+		w, closers, err := e.peer.Resume(ctx, "s")
+		must(t, err)
+		if len(closers) != 2 || closers[0].Type != "step/end" || closers[1].Type != "turn/end" {
+			t.Fatalf("closers of the other process's resume: %+v", closers)
+		}
+		must(t, w.Close())
+		r, err := e.s.Open(ctx, "s", engine.Read)
+		must(t, err)
+		got, err := r.Read(ctx, 0, -1)
+		must(t, err)
+		wantEvents(t, "resumed in the other process", append(OneTurn()[:3], closers...), got)
+		must(t, e.peer.Delete(ctx, "s"))
+		_, err = e.s.Stat(ctx, "s")
+		wantErr(t, "stat of a session another process deleted", err, engine.ErrSessionNotFound)
+		_, err = r.Wait(ctx, 0)
+		wantErr(t, "wait of a session another process deleted", err, engine.ErrSessionNotFound)
 	})
 	t.Run("C15/another-process-continues-seqs", func(t *testing.T) {
 		e := start(t)
