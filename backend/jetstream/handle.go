@@ -426,7 +426,7 @@ func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, ex
 		} else if f := st.publishHook.Load(); f != nil {
 			ack, err = (*f)(rctx, msg, msgID, expect)
 		} else {
-			ack, err = st.js.PublishMsg(rctx, msg, natsjs.WithExpectLastSequencePerSubject(expect), natsjs.WithMsgID(msgID))
+			ack, err = st.commit.publish(rctx, msg, msgID, expect)
 		}
 		var apiErr *natsjs.APIError
 		if !errors.As(err, &apiErr) || apiErr.ErrorCode != natsjs.JSErrCodeStreamWrongLastSequenceConstant {

@@ -161,6 +161,7 @@ type Store struct {
 	epoch    time.Time    // when it opened (Store.now)
 	enc      segment.Encoder
 	owners   handle.Owners
+	commit   *committer // the group commit of session publishes
 
 	createMu sync.Mutex // serializes Create (existence check, then lease)
 
@@ -241,7 +242,9 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := natsjs.New(nc)
+	// The timeout drops an asynchronous publish's pending acknowledgement
+	// that never comes (its caller stopped waiting at the same time).
+	js, err := natsjs.New(nc, natsjs.WithPublishAsyncTimeout(o.Timeout))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -281,6 +284,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		sessions: map[string]*session{},
 		handles:  map[*Handle]struct{}{},
 		stop:     make(chan struct{}),
+		commit:   &committer{js: js},
 	}
 	s.wg.Add(1)
 	go s.renewLoop()
