@@ -47,6 +47,9 @@ func bindStream(ctx context.Context, js natsjs.JetStream, o *Options) (natsjs.St
 			Discard:     natsjs.DiscardNew, // never drop acknowledged events to make room
 			Duplicates:  createDuplicates,
 			AllowRollup: true, // a Delete's tombstone purges the session's messages
+			// The group commit's atomic batches (optional: without
+			// it, a round's publishes go out one by one).
+			AllowAtomicPublish: true,
 		})
 		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
 			stream, err = js.Stream(ctx, o.Stream) // another host created it meanwhile

@@ -284,7 +284,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		sessions: map[string]*session{},
 		handles:  map[*Handle]struct{}{},
 		stop:     make(chan struct{}),
-		commit:   &committer{js: js},
+		commit:   &committer{nc: nc, js: js, stream: o.Stream, atomic: stream.CachedInfo().Config.AllowAtomicPublish},
 	}
 	s.wg.Add(1)
 	go s.renewLoop()
