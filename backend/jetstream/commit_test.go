@@ -20,9 +20,12 @@ import (
 // writer appended) makes the stream refuse the batch, and only that
 // session's flush fails (ErrOwnershipLost); the others' events are stored.
 func TestGroupCommitRefusalIsolated(t *testing.T) {
+	onServerAndCluster(t, testGroupCommitRefusalIsolated)
+}
+
+func testGroupCommitRefusalIsolated(t *testing.T, url string, o *Options) {
 	ctx := context.Background()
-	o := freshOptions()
-	st := openStore(t, o)
+	st := openStoreAt(t, url, o)
 	if !st.commit.atomic {
 		t.Fatal("the stream was created without atomic publishes")
 	}
@@ -43,7 +46,7 @@ func TestGroupCommitRefusalIsolated(t *testing.T) {
 	}
 	// Another writer appends to s3 behind this store's back.
 	victim := hs[3]
-	js, err := natsjs.New(connect(t, srvURL))
+	js, err := natsjs.New(connect(t, url))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +90,7 @@ func TestGroupCommitRefusalIsolated(t *testing.T) {
 	// Another host reads every other session whole.
 	ob := *o
 	ob.Host = "reader"
-	b := openStore(t, &ob)
+	b := openStoreAt(t, url, &ob)
 	for i := range hs {
 		if i == 3 {
 			continue
@@ -111,10 +114,11 @@ func TestGroupCommitRefusalIsolated(t *testing.T) {
 
 // Without a refusal, a round of many sessions' flushes is one atomic batch:
 // each session's messages land at the sequences its acknowledgement gives.
-func TestGroupCommitBatch(t *testing.T) {
+func TestGroupCommitBatch(t *testing.T) { onServerAndCluster(t, testGroupCommitBatch) }
+
+func testGroupCommitBatch(t *testing.T, url string, o *Options) {
 	ctx := context.Background()
-	o := freshOptions()
-	st := openStore(t, o)
+	st := openStoreAt(t, url, o)
 	const n = 16
 	hs := make([]*Handle, n)
 	for i := range hs {
@@ -159,4 +163,32 @@ func TestGroupCommitBatch(t *testing.T) {
 			t.Errorf("s%d: %d batches stored, want 1", i, len(h.s.frames))
 		}
 	}
+}
+
+// onServerAndCluster runs test on the package's server and (unless
+// -short) on the shared 3-node cluster with 3 replicas.
+func onServerAndCluster(t *testing.T, test func(t *testing.T, url string, o *Options)) {
+	t.Run("server", func(t *testing.T) { test(t, srvURL, freshOptions()) })
+	t.Run("cluster-R3", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("a 3-node cluster")
+		}
+		c, err := startClusterOnce()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := freshOptions()
+		o.Replicas = 3
+		test(t, c.URLs(), o)
+	})
+}
+
+func openStoreAt(t *testing.T, url string, o *Options) *Store {
+	t.Helper()
+	st, err := Open(context.Background(), connect(t, url), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -90,6 +90,14 @@
 // as a duplicate is taken only once the stored message is read back and
 // is this one.
 //
+// Group commit: the publishes of all sessions waiting at the same time go
+// out together, as one atomic batch if the stream allows it (one fsync on
+// a single server, one proposal on a replicated stream), else as pipelined
+// asynchronous publishes. Each keeps its id, expectation and outcome: a
+// batch the stream refuses stored nothing, and its publishes go again one
+// by one, so that a refusal fails only its own session; a batch without a
+// response poisons every session in it.
+//
 // # Imports
 //
 // It imports engine (types, errors and session rules), event, segment
