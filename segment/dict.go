@@ -463,17 +463,7 @@ func WriteDict(fsys vfs.FS, dir string, d *Dict) error {
 // ListDicts returns the IDs of the dictionary files in dir, in increasing
 // order. Other files are ignored.
 func ListDicts(fsys vfs.FS, dir string) ([]uint32, error) {
-	names, err := orDefault(fsys).List(dir)
-	if err != nil {
-		return nil, err
-	}
-	var ids []uint32
-	for _, n := range names {
-		if id, ok := ParseDictName(n); ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil // names are sorted, and so are the fixed-width hex IDs
+	return listIDs(fsys, dir, ParseDictName) // (the fixed-width hex IDs sort like their names)
 }
 
 // NewestDict returns the ID of the dictionary made last in dir (by the

@@ -28,17 +28,24 @@ func ParseName(name string) (uint64, bool) {
 // List returns the IDs of the segment files in dir, in increasing order.
 // Other files are ignored.
 func List(fsys vfs.FS, dir string) ([]uint64, error) {
+	return listIDs(fsys, dir, ParseName) // (Name sorts like the IDs)
+}
+
+// listIDs returns the IDs that parse finds in the names of the files in
+// dir, in the order of the names (vfs.FS.List sorts them). Other files
+// are ignored.
+func listIDs[T any](fsys vfs.FS, dir string, parse func(string) (T, bool)) ([]T, error) {
 	names, err := orDefault(fsys).List(dir)
 	if err != nil {
 		return nil, err
 	}
-	var ids []uint64
+	var ids []T
 	for _, n := range names {
-		if id, ok := ParseName(n); ok {
+		if id, ok := parse(n); ok {
 			ids = append(ids, id)
 		}
 	}
-	return ids, nil // List sorts names, and Name sorts like the IDs
+	return ids, nil
 }
 
 // Roller appends to a sequence of segments in one directory: when a frame
