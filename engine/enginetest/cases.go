@@ -112,6 +112,22 @@ func (e *env) restart(torn bool) {
 	e.s = s
 }
 
+// appendTurnLater appends a turn to h and flushes it on a goroutine of
+// its own, a moment from now (while the caller waits for it), and sends
+// the outcome.
+func appendTurnLater(ctx context.Context, h Session) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		if err := h.Append(ctx, OneTurn()...); err != nil {
+			done <- err
+			return
+		}
+		done <- h.Flush(ctx)
+	}()
+	return done
+}
+
 func (e *env) flush(h Session) {
 	e.t.Helper()
 	if err := h.Flush(e.ctx); err != nil {
@@ -1180,15 +1196,7 @@ var contractCases = []contractCase{
 			e.t.Fatal(err)
 		}
 		r := e.open("s", engine.Read)
-		done := make(chan error, 1)
-		go func() {
-			time.Sleep(5 * time.Millisecond)
-			if err := h.Append(e.ctx, OneTurn()...); err != nil {
-				done <- err
-				return
-			}
-			done <- h.Flush(e.ctx)
-		}()
+		done := appendTurnLater(e.ctx, h)
 		n, err := r.Wait(e.ctx, 0)
 		if err != nil || n == 0 {
 			e.t.Fatalf("wait for the first event: %d, %v", n, err)

@@ -202,15 +202,7 @@ var lifecycleCases = []contractCase{
 		if err != nil {
 			e.t.Fatalf("open on the other host: %v", err)
 		}
-		done := make(chan error, 1)
-		go func() {
-			time.Sleep(5 * time.Millisecond)
-			if err := h.Append(e.ctx, OneTurn()...); err != nil {
-				done <- err
-				return
-			}
-			done <- h.Flush(e.ctx)
-		}()
+		done := appendTurnLater(e.ctx, h)
 		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 		defer cancel()
 		n, err := r.Wait(ctx, 0)

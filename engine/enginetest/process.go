@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
@@ -476,15 +475,7 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		must(t, h.Flush(ctx))
 		r, err := e.peer.Open(ctx, "s", engine.Read)
 		must(t, err)
-		done := make(chan error, 1)
-		go func() {
-			time.Sleep(5 * time.Millisecond)
-			if err := h.Append(ctx, OneTurn()...); err != nil {
-				done <- err
-				return
-			}
-			done <- h.Flush(ctx)
-		}()
+		done := appendTurnLater(ctx, h)
 		n, err := r.Wait(ctx, 0)
 		if err != nil || n == 0 {
 			t.Fatalf("wait in another process: %d, %v", n, err)
