@@ -29,7 +29,7 @@ func runAgent(ctx context.Context, p Peer, c Config, dir string, res *Result) {
 			if err != nil {
 				return nil, err
 			}
-			h := &peerHost{st: st, flushed: make([]int, cfg.Sessions), oneLog: p.Name == "raw"}
+			h := &peerHost{st: st, flushed: make([]int, cfg.Sessions), oneLog: p.Name == "raw" || p.Name == "raw-group"}
 			if p.Serial {
 				h.serial = &serial
 			}

@@ -29,6 +29,7 @@ func All() []Peer {
 	return []Peer{
 		{Name: "seglog", Note: "engine defaults; Append + Flush; concurrent flushes share one fdatasync", Open: openSeglog},
 		{Name: "raw", Note: "one file, write + fdatasync of the JSON lines (the physical limit)", Open: openRaw, Serial: true},
+		{Name: "raw-group", Note: "one file; the JSON lines of concurrent appends written together, one write + fdatasync per group (the group-commit floor: no framing, checksum, compression or index)", Open: openRawGroup},
 		{Name: "jsonl", Note: "a JSON-lines file per session, write + fdatasync per batch (the reference's design)", Open: openJSONL(false)},
 		{Name: "jsonl-zstd", Note: "as jsonl, each batch one zstd frame", Open: openJSONL(true)},
 		{Name: "sqlite", Note: "modernc.org/sqlite, WAL, synchronous=FULL, a row per event, a transaction per batch, one connection", Open: openSQLite, Serial: true},
@@ -128,6 +129,90 @@ func (r *rawStore) Replay(int) (int, int64, error) {
 	return replayLines(r.path, false)
 }
 func (r *rawStore) Close() error { return r.f.Close() }
+
+// --- raw-group: the floor of group commit on this machine
+
+// rawGroupStore is the least work a durable, group-committed log can do:
+// appends copy their JSON lines into one buffer under a mutex; a durable
+// append whose bytes are not yet written becomes the leader (if none is
+// writing) and writes the whole buffer with one write and one fdatasync,
+// while later appends gather the next group; the others wait for it. An
+// engine doing the same with framing, checksums, compression and an
+// index cannot go faster, so it bounds what S2 can reach here.
+type rawGroupStore struct {
+	f    *os.File
+	path string
+	mu   sync.Mutex
+	cond *sync.Cond
+	buf  []byte
+	next uint64 // the group bytes appended now go into
+	done uint64 // groups durable: group g is durable once done > g
+	busy bool   // a leader is writing
+	err  error
+}
+
+func openRawGroup(dir string, _ int) (Store, error) {
+	p := filepath.Join(dir, "raw.log")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	g := &rawGroupStore{f: f, path: p}
+	g.cond = sync.NewCond(&g.mu)
+	return g, nil
+}
+
+func (g *rawGroupStore) Append(_ int, evs []event.Event, sync bool) error {
+	b := marshalLines(evs)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.buf = append(g.buf, b...)
+	if !sync {
+		if len(g.buf) >= 1<<20 && !g.busy { // a bulk load: write as it goes
+			_, err := g.f.Write(g.buf)
+			g.buf = g.buf[:0]
+			return err
+		}
+		return nil
+	}
+	return g.commit(g.next)
+}
+
+// commit returns once group mine is durable, leading the writes while
+// no other goroutine does. g.mu is held.
+func (g *rawGroupStore) commit(mine uint64) error {
+	for g.done <= mine && g.err == nil {
+		if g.busy {
+			g.cond.Wait()
+			continue
+		}
+		g.busy = true
+		buf, group := g.buf, g.next
+		g.buf, g.next = nil, g.next+1
+		g.mu.Unlock()
+		_, err := g.f.Write(buf)
+		if err == nil {
+			err = fdatasync(g.f)
+		}
+		g.mu.Lock()
+		g.busy = false
+		if err != nil {
+			g.err = err
+		}
+		g.done = group + 1
+		g.cond.Broadcast()
+	}
+	return g.err
+}
+
+func (g *rawGroupStore) Sync() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.commit(g.next)
+}
+
+func (g *rawGroupStore) Replay(int) (int, int64, error) { return replayLines(g.path, false) }
+func (g *rawGroupStore) Close() error                   { return g.f.Close() }
 
 // replayLines reads a JSON-lines file (optionally a series of zstd frames)
 // and decodes every event, as a reader of the log would.
