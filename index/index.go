@@ -256,9 +256,10 @@ func Open(path string, opts *Options) (*Index, error) {
 	err = protect(path, "open", nil, func() error {
 		var err error
 		db, err = bolt.Open(path, 0o644, &bolt.Options{
-			Timeout:  o.Timeout,
-			ReadOnly: o.ReadOnly,
-			NoSync:   o.NoSync,
+			Timeout:         o.Timeout,
+			ReadOnly:        o.ReadOnly,
+			NoSync:          o.NoSync,
+			InitialMmapSize: mapSize(f),
 			// The free list is written with each commit: the engine opens
 			// the index for each checkpoint (other processes use it too),
 			// and an open without it walks every page to rebuild it.
@@ -295,6 +296,24 @@ func Open(path string, opts *Options) (*Index, error) {
 	}
 	return x, nil
 }
+
+// mapSize is the size bbolt maps the index at: the file and as much again
+// (at least mapHeadroom) of address space past it. A commit that grows
+// the file past its mapping maps it again, and bbolt first copies every
+// key and value the write transaction holds out of the old mapping: with
+// the index opened for each checkpoint, at the size of the file, that was
+// most checkpoints once the file grew, and a sixth of a durable flush's
+// allocations. The space past the end is only reserved, never touched.
+func mapSize(f *os.File) int {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0 // bbolt maps the file's size
+	}
+	return int(fi.Size() + max(fi.Size(), mapHeadroom))
+}
+
+// mapHeadroom is the least address space mapped past the index file's end.
+const mapHeadroom = 4 << 20
 
 // create lays out a new index.
 func (x *Index) create() error {
