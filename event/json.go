@@ -1,5 +1,7 @@
 package event
 
+import "encoding/binary"
+
 // validJSON reports whether b is one JSON value (with surrounding white
 // space), exactly as encoding/json.Valid does, including its nesting limit
 // of 10000; FuzzValidJSON checks the two agree. It is a tight hand-written
@@ -117,6 +119,13 @@ func scanLiteral(b []byte, i int, lit string) (int, bool) {
 func scanString(b []byte, i int) (int, bool) {
 	i++
 	for i < len(b) {
+		// Eight plain bytes at a time: most of an event is string content.
+		for len(b)-i >= 8 && !special8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -148,6 +157,24 @@ func scanString(b []byte, i int) (int, bool) {
 		}
 	}
 	return i, false
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special8 reports whether any of the eight bytes of w (little-endian) is
+// a quote, a backslash or a control byte (< 0x20): the bytes a string scan
+// stops at. Each test is exact about whether some byte matches (a borrow
+// can only mark bytes above a matching one).
+func special8(w uint64) bool {
+	quote := w ^ ('"' * ones)
+	slash := w ^ ('\\' * ones)
+	zeroOrCtl := (quote - ones) &^ quote // a byte of quote is 0
+	zeroOrCtl |= (slash - ones) &^ slash // a byte of slash is 0
+	zeroOrCtl |= (w - 0x20*ones) &^ w    // a byte of w is under 0x20
+	return zeroOrCtl&highs != 0
 }
 
 func isHex(c byte) bool {

@@ -1,12 +1,16 @@
 package event
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
 )
 
 var jsonSeeds = []string{
+	// strings longer than the eight-byte scan, a stop byte at each offset
+	`{"a":"0123456789abcdef\"x"}`, "{\"a\":\"01234567\x01\"}", `{"a":"0123456789\u00e9abcdefgh"}`,
+	`{"a":"01234567"}`, `{"a":"0123456\\"}`, "[\"0123456789abcdefé01234567\"]", `"0123456789abcdef`,
 	`{}`, `[]`, `{"a":1}`, ` {"a" : [1, 2.5, -0.1e+3, true, false, null, "x\u00e9\n"]} `,
 	`{"a":}`, `{"a":1,}`, `[1,]`, `01`, `-`, `1.`, `1e`, `.5`, `"\x"`, "\"\x01\"", "\"\xff\"",
 	`"\ud800"`, `tru`, `nul`, `{"a":1}x`, `{"a" 1}`, `[1 2]`, ``, ` `, `"unterminated`,
@@ -50,5 +54,30 @@ func BenchmarkValidJSON(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestSpecial8: the eight-byte test agrees with a byte-by-byte one for
+// every byte value at every position, among plain ASCII and among
+// multi-byte UTF-8 (high) bytes.
+func TestSpecial8(t *testing.T) {
+	stop := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
+	for _, fill := range []byte{'a', ' ', 0x7f, 0x80, 0xc3, 0xff} {
+		for pos := range 8 {
+			for v := range 256 {
+				var w [8]byte
+				for k := range w {
+					w[k] = fill
+				}
+				w[pos] = byte(v)
+				want := false
+				for _, c := range w {
+					want = want || stop(c)
+				}
+				if got := special8(binary.LittleEndian.Uint64(w[:])); got != want {
+					t.Fatalf("special8(% x) = %v, want %v", w, got, want)
+				}
+			}
+		}
 	}
 }
