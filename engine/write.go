@@ -198,6 +198,9 @@ func (db *DB) encoder() segment.Encoder {
 // batch of several frames is encoded (and compressed) on up to GOMAXPROCS
 // goroutines: a bulk append uses every core.
 func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []uint32, error) {
+	if len(evs) == 0 {
+		return nil, nil, nil
+	}
 	var ends []int
 	start, bytes := 0, 0
 	enc := db.encoder()
@@ -210,6 +213,24 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 	}
 	// small: the batch is one frame stored as is without a dictionary
 	small := len(ends) == 0 && bytes < segment.DefaultMinCompress
+	if len(ends) == 0 || (len(ends) == 1 && start == len(evs)) {
+		// One frame (a flush of a turn, mostly): no fan-out.
+		var e *segment.Encoded
+		var err error
+		if small && db.dict != nil {
+			e, err = db.dict.encodeSmall(enc, id, evs)
+		} else {
+			e, err = enc.Events(id, evs[0].Seq, evs)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		out := []*segment.Encoded{e}
+		if db.dict != nil {
+			db.dict.observe(out)
+		}
+		return out, []uint32{uint32(len(evs))}, nil
+	}
 	if start < len(evs) {
 		ends = append(ends, len(evs))
 	}

@@ -252,6 +252,7 @@ func Open(path string, opts *Options) (*Index, error) {
 			return nil, err
 		}
 	}
+	size, mapped := sizes(f)
 	var db *bolt.DB
 	err = protect(path, "open", nil, func() error {
 		var err error
@@ -259,7 +260,7 @@ func Open(path string, opts *Options) (*Index, error) {
 			Timeout:         o.Timeout,
 			ReadOnly:        o.ReadOnly,
 			NoSync:          o.NoSync,
-			InitialMmapSize: mapSize(f),
+			InitialMmapSize: mapped,
 			// The free list is written with each commit: the engine opens
 			// the index for each checkpoint (other processes use it too),
 			// and an open without it walks every page to rebuild it.
@@ -287,6 +288,7 @@ func Open(path string, opts *Options) (*Index, error) {
 		}
 		return nil, fmt.Errorf("index: open %s: %w", path, err)
 	}
+	db.AllocSize = growStep(size)
 	x := &Index{db: db, path: path, file: f, readOnly: o.ReadOnly}
 	if fresh {
 		if err := x.create(); err != nil {
@@ -297,23 +299,33 @@ func Open(path string, opts *Options) (*Index, error) {
 	return x, nil
 }
 
-// mapSize is the size bbolt maps the index at: the file and as much again
-// (at least mapHeadroom) of address space past it. A commit that grows
-// the file past its mapping maps it again, and bbolt first copies every
-// key and value the write transaction holds out of the old mapping: with
-// the index opened for each checkpoint, at the size of the file, that was
-// most checkpoints once the file grew, and a sixth of a durable flush's
-// allocations. The space past the end is only reserved, never touched.
-func mapSize(f *os.File) int {
+// sizes returns the index file's size and the size bbolt maps it at: the
+// file and as much again (at least mapHeadroom) of address space past it.
+// A commit that grows the file past its mapping maps it again, and bbolt
+// first copies every key and value the write transaction holds out of the
+// old mapping: with the index opened for each checkpoint at the size of
+// the file, that was most checkpoints once the file grew, and a sixth of a
+// durable flush's allocations. The space past the end is only reserved,
+// never touched.
+func sizes(f *os.File) (size int64, mapped int) {
 	fi, err := f.Stat()
 	if err != nil {
-		return 0 // bbolt maps the file's size
+		return 0, 0 // bbolt maps the file's size
 	}
-	return int(fi.Size() + max(fi.Size(), mapHeadroom))
+	return fi.Size(), int(fi.Size() + max(fi.Size(), mapHeadroom))
 }
 
 // mapHeadroom is the least address space mapped past the index file's end.
 const mapHeadroom = 4 << 20
+
+// growStep is bbolt's AllocSize for a file of size bytes: how much it adds
+// past what a commit needs when it grows the file. bbolt grows a file
+// mapped at no more than AllocSize to its whole mapping, so the step must
+// stay under the mapping for the file to stay sized to its content: a
+// quarter of the file, between 64 KiB and bbolt's default 16 MiB.
+func growStep(size int64) int {
+	return int(min(max(size/4, 64<<10), 16<<20))
+}
 
 // create lays out a new index.
 func (x *Index) create() error {

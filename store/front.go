@@ -156,8 +156,11 @@ func (f *Front) SetInherited(n uint64) { f.inh = n }
 // Err wraps err in a *SessionError naming the handle's session and op,
 // unless it is one already.
 func (f *Front) Err(op string, err error) error {
+	if err == nil {
+		return nil // (before se, which escapes: no allocation per call)
+	}
 	var se *SessionError
-	if err == nil || errors.As(err, &se) {
+	if errors.As(err, &se) {
 		return err
 	}
 	return sessionErr(f.id, op, err)
