@@ -27,7 +27,9 @@
 // bench/baseline.json): ratios measured in one run, among them
 // AgentWrittenPerRaw, the agent-host workload's compression (it moves with
 // the repository's text as well as with the engine), and AgentRestPerRaw,
-// its store's footprint at rest (preallocated zeros and index included).
+// its store's footprint at rest (preallocated zeros and index included),
+// and AgentVsReference, its events/s over the reference model's on the same
+// turns.
 //
 // bench may import engine and everything below it; nothing in the main
 // module imports bench except cmd/seglog. See docs/DESIGN.md#layering.

@@ -31,6 +31,11 @@ type Ratios struct {
 	// included) over its events' raw JSON bytes (lower is better): the
 	// footprint. 0 in a baseline: not tracked.
 	AgentRestPerRaw float64 `json:"agent_rest_per_raw,omitempty"`
+	// AgentVsReference is the agent-host workload's events/s over the
+	// same turns' on the reference model (a JSON-lines file per session,
+	// write + fdatasync per flush), run beside it (higher is better). 0 in
+	// a baseline: not tracked.
+	AgentVsReference float64 `json:"agent_vs_reference,omitempty"`
 }
 
 // RatioConfig sizes MeasureRatios.
@@ -54,7 +59,7 @@ func MeasureRatios(ctx context.Context, root string, c RatioConfig) (Ratios, err
 			return Ratios{}, err
 		}
 	}
-	var p50, gain, disk, agent, rest []float64
+	var p50, gain, disk, agent, rest, vsRef []float64
 	for i := range max(c.Count, 1) {
 		dir := func(name string) (string, error) {
 			d := filepath.Join(root, fmt.Sprintf("%s-%d", name, i))
@@ -104,11 +109,21 @@ func MeasureRatios(ctx context.Context, root string, c RatioConfig) (Ratios, err
 		}
 		agent = append(agent, a.WrittenPerRaw())
 		rest = append(rest, float64(a.RestBytes)/float64(max(a.RawJSONBytes, 1)))
+		d = filepath.Join(root, fmt.Sprintf("agent-jsonl-%d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return Ratios{}, err
+		}
+		ref, err := Run(ctx, Config{Workload: AgentHost, Backend: "jsonl", Dir: d, Sessions: 16, Turns: c.AgentTurns, Corpus: corpus})
+		if err != nil {
+			return Ratios{}, err
+		}
+		vsRef = append(vsRef, a.EventsPerSec()/ref.EventsPerSec())
 	}
 	r := Ratios{DurableP50VsRaw: median(p50), GroupCommitGain: median(gain), DiskPerInput: median(disk)}
 	if len(agent) > 0 {
 		r.AgentWrittenPerRaw = median(agent)
 		r.AgentRestPerRaw = median(rest)
+		r.AgentVsReference = median(vsRef)
 	}
 	return r, nil
 }
@@ -138,6 +153,9 @@ func Regressions(baseline, got Ratios, tolerance float64) []string {
 	}
 	if baseline.AgentRestPerRaw > 0 && got.AgentRestPerRaw > baseline.AgentRestPerRaw*(1+tolerance) {
 		out = append(out, fmt.Sprintf("agent-host bytes at rest per raw JSON byte: %.3f, baseline %.3f", got.AgentRestPerRaw, baseline.AgentRestPerRaw))
+	}
+	if baseline.AgentVsReference > 0 && got.AgentVsReference < baseline.AgentVsReference*(1-tolerance) {
+		out = append(out, fmt.Sprintf("agent-host events/s vs the JSONL reference: %.2fx, baseline %.2fx", got.AgentVsReference, baseline.AgentVsReference))
 	}
 	return out
 }
