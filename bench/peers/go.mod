@@ -2,7 +2,10 @@ module github.com/seglog/seglog/bench/peers
 
 go 1.26.0
 
-replace github.com/seglog/seglog => ../..
+replace (
+	github.com/seglog/seglog => ../..
+	github.com/seglog/seglog/bench/chart => ../chart
+)
 
 require (
 	github.com/cockroachdb/pebble v1.1.5
@@ -10,6 +13,7 @@ require (
 	github.com/hashicorp/raft-wal v0.4.0
 	github.com/klauspost/compress v1.20.4
 	github.com/seglog/seglog v0.0.0
+	github.com/seglog/seglog/bench/chart v0.0.0
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sys v0.50.0
 	modernc.org/sqlite v1.62.0
