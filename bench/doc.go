@@ -31,6 +31,7 @@
 // and AgentVsReference, its events/s over the reference model's on the same
 // turns.
 //
-// bench may import engine and everything below it; nothing in the main
-// module imports bench except cmd/seglog. See docs/DESIGN.md#layering.
+// bench may import engine and everything below it; only commands, the
+// charts (bench/chart) and the peers (bench/peers) import bench. See
+// docs/DESIGN.md#layering.
 package bench

@@ -102,5 +102,7 @@
 //
 // It imports engine (types, errors and session rules), event, segment
 // (frame encoding), handle (leases, write-behind) and nats.go; nothing
-// imports it but tests, benchmarks and the CLI.
+// imports it but tests, benchmarks and the CLI. It is a module of its own,
+// github.com/seglog/seglog/backend/jetstream (with package embedded), so
+// that the core module does not depend on NATS (docs/DESIGN.md#modules).
 package jetstream

@@ -5,8 +5,10 @@
 // latency, from bench.Result.Latency). `seglog bench -plot` and
 // `bench/peers -plot` use it.
 //
-// chart is the only package of the module that imports gonum/plot: the
-// engine, the bench workloads and everything under them stay free of it
-// (internal/lint checks). It may import bench and what bench may; nothing
-// but commands imports chart. See docs/DESIGN.md#layering.
+// chart is a module of its own, github.com/seglog/seglog/bench/chart, so
+// that the core module (the engine, the bench workloads and everything
+// under them) does not depend on gonum/plot; the CLI and bench/peers
+// require it (internal/lint checks; docs/DESIGN.md#modules). It may import
+// bench and what bench may; nothing but commands imports chart. See
+// docs/DESIGN.md#layering.
 package chart

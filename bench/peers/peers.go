@@ -2,7 +2,7 @@
 // an agent host would otherwise pick: a JSONL file per session (the
 // reference harness's design, with and without zstd), SQLite in WAL mode,
 // bbolt, pebble, hashicorp/raft-wal, and a raw write+fdatasync as the
-// physical limit. It is its own module so that the main module keeps its
+// physical limit. It is its own module so that the core module keeps its
 // small dependency set. S1-S4 are the PEERS.md scenarios; S5 is bench's
 // agent-host workload (agent.go), the same turns on every peer.
 package peers

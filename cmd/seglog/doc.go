@@ -73,5 +73,9 @@
 //	migrate   1: a session not found or failed; the ones before it are migrated
 //	types     1: --dir names a directory without a store, or its recorded types cannot be read
 //
-// cmd/seglog is the top of the dependency graph; nothing imports it.
+// cmd/seglog is the top of the dependency graph; nothing imports it. It is
+// a module of its own, github.com/seglog/seglog/cmd/seglog, so that the
+// core module does not depend on cobra, the progress bars, NATS or
+// gonum/plot; go.work at the repository's root lets `go run ./cmd/seglog`
+// work from there (docs/DESIGN.md#modules).
 package main
