@@ -31,8 +31,10 @@ const (
 	// Bulk appends Config.Events events to one session in batches of
 	// Config.Batch without flushing, then flushes once.
 	Bulk Workload = "bulk"
-	// Replay writes Config.Events events to one session, reopens the store
-	// and reads the session from start to end.
+	// Replay writes Config.Events events to one session (as Bulk does),
+	// or spread over Config.Sessions sessions each flushed every
+	// Config.Batch events, reopens the store, and opens and reads each
+	// session from start to end: the time of the opens and reads.
 	Replay Workload = "replay"
 	// MultiDurable is Durable in Config.Procs worker processes at once,
 	// each with Config.Sessions sessions of its own, all in one store
@@ -58,9 +60,9 @@ type Config struct {
 	Workload  Workload
 	Dir       string          // an empty directory for the store (required)
 	Events    int             // default 2000
-	Sessions  int             // Durable (default 1), MultiDurable (per process) and AgentHost (default 16)
+	Sessions  int             // Durable and Replay (default 1), MultiDurable (per process) and AgentHost (default 16)
 	EventSize int             // bytes of JSON data per event; default 300
-	Batch     int             // Bulk only; default 1000
+	Batch     int             // Bulk and Replay; default 1000
 	Options   *engine.Options // for the local engine
 	// Open opens the store the workloads (but RawSync) run on, over dir;
 	// a workload that reopens (Replay) calls it again after Close. Default:
@@ -446,7 +448,13 @@ func runReplay(ctx context.Context, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if _, err := bulkLoad(ctx, db, c, "replay"); err != nil {
+	ids := []string{"replay"}
+	if c.Sessions == 1 {
+		_, err = bulkLoad(ctx, db, c, ids[0])
+	} else {
+		ids, err = smallLoad(ctx, db, c)
+	}
+	if err != nil {
 		db.Close()
 		return Result{}, err
 	}
@@ -457,27 +465,84 @@ func runReplay(ctx context.Context, c Config) (Result, error) {
 		return Result{}, err
 	}
 	defer db.Close()
-	h, err := db.Open(ctx, "replay", engine.Read)
-	if err != nil {
-		return Result{}, err
-	}
+	r := Result{Workload: Replay, Sessions: len(ids)}
 	start := time.Now()
-	evs, err := h.Read(ctx, 0, -1)
-	r := Result{Workload: Replay, Sessions: 1, Events: len(evs), Elapsed: time.Since(start), DiskBytes: storedBytes(ctx, db)}
-	if err != nil {
-		return r, err
-	}
-	if len(evs) != c.Events {
-		return r, fmt.Errorf("bench: replay read %d events, wrote %d", len(evs), c.Events)
-	}
-	for i := range evs {
-		if evs[i].Seq != uint64(i) {
-			return r, fmt.Errorf("bench: replay event %d has seq %d", i, evs[i].Seq)
+	for _, id := range ids {
+		// The open counts: it is where a backend indexes the session.
+		h, err := db.Open(ctx, id, engine.Read)
+		if err != nil {
+			return r, err
+		}
+		evs, err := h.Read(ctx, 0, -1)
+		h.Close()
+		if err != nil {
+			return r, fmt.Errorf("bench: replay of %s: %w", id, err)
+		}
+		want := c.Events / len(ids)
+		if id == ids[0] {
+			want += c.Events % len(ids)
+		}
+		if len(evs) != want {
+			return r, fmt.Errorf("bench: replay of %s read %d events, wrote %d", id, len(evs), want)
+		}
+		for i := range evs {
+			if evs[i].Seq != uint64(i) {
+				return r, fmt.Errorf("bench: replay of %s: event %d has seq %d", id, i, evs[i].Seq)
+			}
+		}
+		r.Events += len(evs)
+		r.InputBytes += int64(testgen.Size(evs))
+		if c.Progress != nil {
+			c.Progress(r.Events)
 		}
 	}
-	r.InputBytes = int64(testgen.Size(evs))
-	if c.Progress != nil {
-		c.Progress(len(evs))
-	}
+	r.Elapsed = time.Since(start)
+	r.DiskBytes = storedBytes(ctx, db)
 	return r, nil
+}
+
+// smallLoad is Replay's load of Config.Sessions sessions: Config.Events
+// spread over them (the remainder in the first), each appended and
+// flushed Config.Batch events at a time, 16 sessions at once.
+func smallLoad(ctx context.Context, db Store, c Config) ([]string, error) {
+	ids := make([]string, c.Sessions)
+	errs := make([]error, c.Sessions)
+	pool := testgen.Events(0, 4096, c.EventSize)
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range ids {
+		ids[i] = fmt.Sprintf("replay-%d", i)
+		n := c.Events / c.Sessions
+		if i == 0 {
+			n += c.Events % c.Sessions
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = func() error {
+				h, err := db.Create(ctx, engine.Header{ID: ids[i], CreatedAt: 1})
+				if err != nil {
+					return err
+				}
+				defer h.Close()
+				for seq := 0; seq < n; {
+					batch := make([]event.Event, 0, c.Batch)
+					for ; len(batch) < c.Batch && seq < n; seq++ {
+						e := pool[seq%len(pool)]
+						e.Seq = uint64(seq)
+						batch = append(batch, e)
+					}
+					if err := h.Append(ctx, batch...); err != nil {
+						return err
+					}
+					if err := h.Flush(ctx); err != nil {
+						return err
+					}
+				}
+				return h.Close()
+			}()
+		})
+	}
+	wg.Wait()
+	return ids, errors.Join(errs...)
 }

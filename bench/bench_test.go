@@ -19,6 +19,9 @@ func TestRunEveryWorkload(t *testing.T) {
 			if w != Replay && w != Bulk && r.P50 <= 0 {
 				t.Errorf("%s measured no latency", w)
 			}
+			if w == Replay && r.Sessions != 3 {
+				t.Errorf("replay read %d sessions, want 3", r.Sessions)
+			}
 			if w == Bulk && r.DiskBytes <= 0 {
 				t.Errorf("bulk reports no disk bytes")
 			}

@@ -18,6 +18,10 @@ import (
 	"github.com/seglog/seglog/store"
 )
 
+// smallSessions is the number of sessions of the jetstream bench's replay
+// of many short sessions.
+const smallSessions = 200
+
 // runBenchJetStream runs the durable, bulk and replay workloads on the
 // local engine and on backend/jetstream against an embedded NATS server
 // (one node, fsync before every acknowledgement) in a.dir, and prints them
@@ -54,6 +58,9 @@ func runBenchJetStream(w, stdout io.Writer, prog *progress, a benchArgs) error {
 		{fmt.Sprintf("durable append+flush, %d sessions", a.sessions), bench.Config{Workload: bench.Durable, Events: 4 * a.durable, Sessions: a.sessions}},
 		{"bulk append, batches of 1000, one flush", bench.Config{Workload: bench.Bulk, Events: a.events}},
 		{"replay one session, decode every event", bench.Config{Workload: bench.Replay, Events: a.events}},
+		// Sessions as an agent's turns leave them: many short messages.
+		{fmt.Sprintf("replay %d sessions of %d events, flushed every 10", smallSessions, max(a.events/10/smallSessions, 1)),
+			bench.Config{Workload: bench.Replay, Events: max(a.events/10, smallSessions), Sessions: smallSessions, Batch: 10}},
 	}
 	fmt.Fprintf(w, "seglog bench --backend jetstream: the local engine and JetStream (embedded nats-server, 1 node, sync always) on %s, %d-byte events\n\n", a.dir, a.size)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -149,7 +149,7 @@ func TestBenchJetStreamSmall(t *testing.T) {
 		Backend string `json:"backend"`
 		Events  int    `json:"events"`
 	}
-	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &js) != nil || len(js) != 8 {
+	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &js) != nil || len(js) != 10 {
 		t.Errorf("--json %s: %v\n%s", file, err, b)
 	}
 	for i, r := range js {
@@ -157,18 +157,18 @@ func TestBenchJetStreamSmall(t *testing.T) {
 			t.Errorf("row %d: %+v, want backend %s", i, r, want)
 		}
 	}
-	checkPlot(t, plot, 8)
+	checkPlot(t, plot, 10)
 	rows := 0
 	for _, line := range strings.Split(out.String(), "\n") {
-		if strings.Contains(line, "append") || strings.Contains(line, "replay one session") {
+		if strings.Contains(line, "append") || strings.Contains(line, "replay ") {
 			rows++
 			if f := strings.Fields(line); !strings.HasSuffix(f[len(f)-1], "x") {
 				t.Errorf("row without a local/jetstream ratio: %q", line)
 			}
 		}
 	}
-	if rows != 4 {
-		t.Errorf("%d workload rows, want 4:\n%s", rows, out.String())
+	if rows != 5 {
+		t.Errorf("%d workload rows, want 5:\n%s", rows, out.String())
 	}
 	if code := run([]string{"bench", "--backend", "nope"}, &out, &errOut); code != 2 {
 		t.Errorf("--backend nope: exit %d, want 2", code)
