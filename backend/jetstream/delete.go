@@ -82,9 +82,7 @@ func (st *Store) Delete(ctx context.Context, id string) error {
 // last message on subject subj (0 if it holds none), or
 // engine.ErrSessionExists if a session lives there.
 func (st *Store) freeSubject(ctx context.Context, subj string) (uint64, error) {
-	rctx, cancel := st.rctx(ctx)
-	defer cancel()
-	last, err := st.stream.GetLastMsgForSubject(rctx, subj)
+	last, err := st.lastMsg(ctx, subj)
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
 		return 0, nil
 	}

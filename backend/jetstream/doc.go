@@ -19,6 +19,20 @@
 // publishes a fence: an empty message with the header Seglog-Fence (see
 // Durability).
 //
+// # Reads
+//
+// A store keeps a view of each session it read (its batches' stream
+// sequences). It brings it up to date by asking the stream's leader for
+// the subject's last message and reading the messages after the view in
+// direct batches (a direct get with next_by_subj and batch: up to 8 MiB of
+// the subject's messages per request, in order, each naming the one
+// before); a Read fetches its batches the same way. A replica behind the
+// leader may answer a direct get with fewer messages: the rest come from
+// the leader's gets. What must be current (the last message, a message
+// read back to check a duplicate acknowledgement) is always asked of the
+// leader. The stream must allow direct gets (allow_direct, nats-server
+// 2.11 or later).
+//
 // # Delete and Resume
 //
 // Delete takes the session's leases (engine.ErrAlreadyOwned while a write
@@ -45,7 +59,8 @@
 // Create), and one whose settings the store cannot work with is a
 // *ConfigError listing every difference (docs/DESIGN.md, Provisioning,
 // lists the settings and the permissions a host needs; among them
-// allow_rollup_hdrs, which a stream made before Delete lacks).
+// allow_rollup_hdrs, which a stream made before Delete lacks, and
+// allow_direct, which one made before batched reads lacks).
 //
 // # Ownership
 //

@@ -145,20 +145,46 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 
 func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, error) {
 	st := h.st
-	if _, err := st.load(ctx, h.s.id, "read"); err != nil {
+	// The batches the view indexes already are fetched while the load asks
+	// the stream for newer messages: a round trip for both (the fetched
+	// ones stay good if the view is still the same session's after it).
+	st.mu.Lock()
+	s0 := h.view()
+	var refs0 []frameRef
+	var off0, end0 uint64
+	if s0 != nil {
+		refs0 = s0.frames
+		off0, end0 = store.ReadRange(s0.framed, offset, limit)
+	}
+	st.mu.Unlock()
+	lo0, hi0 := frameRange(refs0, off0, end0)
+	got := make([][]event.Event, hi0-lo0) // the events of refs0[lo0:hi0]
+	var preErr error
+	var wg sync.WaitGroup
+	if lo0 < hi0 {
+		wg.Go(func() {
+			preErr = st.fetchFrames(ctx, s0.subj, h.s.id, refs0[lo0:hi0], func(i int, _ frameRef, evs []event.Event) { got[i] = evs })
+		})
+	}
+	_, err := st.load(ctx, h.s.id, "read")
+	wg.Wait()
+	if err != nil {
 		return nil, err
 	}
 	st.mu.Lock()
-	s := h.s
-	if cur := st.sessions[h.s.id]; cur != nil && cur.uid == s.uid {
-		s = cur
-	}
-	if s.erased || st.sessions[h.s.id] != s {
+	s := h.view()
+	if s == nil {
 		st.mu.Unlock()
 		return nil, sessionErr(h.s.id, "read", engine.ErrSessionNotFound)
 	}
 	refs, framed, open := s.frames, s.framed, s.open
 	st.mu.Unlock()
+	if s != s0 { // another session's view now: what was fetched is not its
+		lo0, hi0, preErr = 0, 0, nil
+	}
+	if preErr != nil {
+		return nil, sessionErr(h.s.id, "read", preErr)
+	}
 	n := framed + uint64(len(open))
 	if err := h.front.Observe(n); err != nil {
 		return nil, sessionErr(h.s.id, "read", err)
@@ -168,41 +194,60 @@ func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, er
 		return []event.Event{}, nil
 	}
 	out := make([]event.Event, end-off)
-	lo := sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
-	hi := lo
-	for hi < len(refs) && refs[hi].first < end {
-		hi++
-	}
-	// Each batch is one request: several in flight hide the round trips.
-	need := refs[lo:hi]
-	workers := min(len(need), fetchParallel)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(need); i += workers {
-				ref := need[i]
-				evs, err := st.fetch(ctx, s.subj, h.s.id, ref)
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				for j, e := range evs {
-					if seq := ref.first + uint64(j); seq >= off && seq < end {
-						out[seq-off] = e
-					}
-				}
+	put := func(ref frameRef, evs []event.Event) {
+		for j, e := range evs {
+			if seq := ref.first + uint64(j); seq >= off && seq < end {
+				out[seq-off] = e
 			}
-		})
+		}
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, sessionErr(h.s.id, "read", err)
+	// (refs starts with refs0: a view's frames are only appended to.)
+	lo, hi := frameRange(refs, off, end)
+	for i := max(lo, lo0); i < min(hi, hi0); i++ {
+		put(refs[i], got[i-lo0])
+	}
+	// The rest, in direct batches (a request per directMaxBytes).
+	for _, r := range [][2]int{{lo, min(hi, lo0)}, {max(lo, hi0), hi}} {
+		if r[0] >= r[1] {
+			continue
+		}
+		err := st.fetchFrames(ctx, s.subj, h.s.id, refs[r[0]:r[1]], func(_ int, ref frameRef, evs []event.Event) { put(ref, evs) })
+		if err != nil {
+			return nil, sessionErr(h.s.id, "read", err)
+		}
 	}
 	for seq := max(off, framed); seq < end; seq++ {
 		out[seq-off] = open[seq-framed].Clone()
 	}
 	return out, nil
+}
+
+// view returns the view the handle reads: its session's, as this
+// instance knows it now, or nil if the session is gone (deleted, or
+// another incarnation under its id). Called with st.mu held.
+func (h *Handle) view() *session {
+	st, s := h.st, h.s
+	if cur := st.sessions[s.id]; cur != nil && cur.uid == s.uid {
+		s = cur
+	}
+	if s.erased || st.sessions[s.id] != s {
+		return nil
+	}
+	return s
+}
+
+// frameRange returns the indices [lo, hi) of the batches of refs that
+// hold events of the seqs [off, end).
+func frameRange(refs []frameRef, off, end uint64) (lo, hi int) {
+	if off >= end {
+		return 0, 0
+	}
+	lo = sort.Search(len(refs), func(i int) bool { return refs[i].first+uint64(refs[i].count) > off })
+	hi = lo
+	for hi < len(refs) && refs[hi].first < end {
+		hi++
+	}
+	return lo, hi
 }
 
 // Wait waits until the session holds more than n events that a Read
@@ -250,28 +295,6 @@ const (
 	waitMin = 2 * time.Millisecond
 	waitMax = 50 * time.Millisecond
 )
-
-// fetchParallel is how many batch messages a read requests at once.
-const fetchParallel = 8
-
-// fetch reads and verifies one batch message.
-func (st *Store) fetch(ctx context.Context, subj, id string, ref frameRef) ([]event.Event, error) {
-	rctx, cancel := st.rctx(ctx)
-	defer cancel()
-	m, err := st.stream.GetMsg(rctx, ref.seq)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: message %d: %w", ref.seq, err)
-	}
-	name := fmt.Sprintf("nats:%s/%s#%d", st.opts.Stream, subj, ref.seq)
-	f, err := segment.UnmarshalFrame(name, m.Data)
-	if err != nil {
-		return nil, err
-	}
-	if m.Subject != subj || f.Kind != segment.KindEvents || f.Session != id || f.FirstSeq != ref.first || len(f.Events) != int(ref.count) {
-		return nil, st.corrupt(subj, ref.seq, fmt.Sprintf("message does not hold the indexed events %d..%d of %q", ref.first, ref.first+uint64(ref.count), id))
-	}
-	return f.Events, nil
-}
 
 // checkLog is a write open's check of the stored log: every event's type
 // against the catalog, and the seed marker rules.
@@ -447,7 +470,7 @@ func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, ex
 			return nil, fmt.Errorf("jetstream: %w (after %v)", rctx.Err(), err)
 		case <-t.C:
 		}
-		last, lerr := st.stream.GetLastMsgForSubject(rctx, msg.Subject)
+		last, lerr := st.lastMsg(rctx, msg.Subject)
 		switch {
 		case lerr == nil && last.Sequence != expect:
 			return nil, fmt.Errorf("%w: another writer appended to the session (message %d, expected %d)", engine.ErrOwnershipLost, last.Sequence, expect)
@@ -465,7 +488,7 @@ func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, ex
 	if ack.Duplicate {
 		// The stream says it holds this message already, at ack.Sequence:
 		// a retry of a publish that had landed, if that message is ours.
-		m, err := st.stream.GetMsg(rctx, ack.Sequence)
+		m, err := st.leaderGet(rctx, msgGetRequest{Seq: ack.Sequence})
 		if err != nil {
 			return nil, fmt.Errorf("jetstream: the publish was acknowledged as a duplicate of message %d, which could not be read to check it: %w", ack.Sequence, err)
 		}

@@ -47,6 +47,7 @@ func bindStream(ctx context.Context, js natsjs.JetStream, o *Options) (natsjs.St
 			Discard:     natsjs.DiscardNew, // never drop acknowledged events to make room
 			Duplicates:  createDuplicates,
 			AllowRollup: true, // a Delete's tombstone purges the session's messages
+			AllowDirect: true, // reads fetch a subject's messages in batches
 			// The group commit's atomic batches (optional: without
 			// it, a round's publishes go out one by one).
 			AllowAtomicPublish: true,
@@ -100,6 +101,11 @@ func checkStream(c natsjs.StreamConfig, o *Options) error {
 		// Delete publishes a tombstone with Nats-Rollup: sub (a stream
 		// with deny_purge refuses rollups too).
 		add("allow_rollup_hdrs", "true (and deny_purge false)", fmt.Sprintf("allow_rollup_hdrs %t, deny_purge %t", c.AllowRollup, c.DenyPurge))
+	}
+	if !c.AllowDirect {
+		// Reads fetch a session's messages in batches, which only the
+		// direct get does.
+		add("allow_direct", "true", "false")
 	}
 	if c.Sealed {
 		add("sealed", "false", "true")

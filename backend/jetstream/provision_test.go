@@ -31,6 +31,7 @@ func provision(t *testing.T, js natsjs.JetStream, o *Options, editStream func(*n
 		Duplicates:  5 * time.Minute,
 		Replicas:    1,
 		AllowRollup: true,
+		AllowDirect: true,
 	}
 	if editStream != nil {
 		editStream(&sc)
@@ -88,7 +89,7 @@ func TestOpenNotProvisioned(t *testing.T) {
 		t.Errorf("the stream after the failed Open: %v, want not found", err)
 	}
 	// The stream alone: the bucket is missing.
-	if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: o.Stream, Subjects: []string{o.Prefix + ".s.*"}, Discard: natsjs.DiscardNew, AllowRollup: true}); err != nil {
+	if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: o.Stream, Subjects: []string{o.Prefix + ".s.*"}, Discard: natsjs.DiscardNew, AllowRollup: true, AllowDirect: true}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Open(ctx, connect(t, srvURL), o)
@@ -157,6 +158,7 @@ func TestOpenMismatch(t *testing.T) {
 		{name: "small messages", editStream: func(c *natsjs.StreamConfig) { c.MaxMsgSize = 4096 }, kind: "stream", field: "max_msg_size"},
 		{name: "no rollups", editStream: func(c *natsjs.StreamConfig) { c.AllowRollup = false }, kind: "stream", field: "allow_rollup_hdrs"},
 		{name: "deny purge", editStream: func(c *natsjs.StreamConfig) { c.AllowRollup, c.DenyPurge = false, true }, kind: "stream", field: "allow_rollup_hdrs"},
+		{name: "no direct gets", editStream: func(c *natsjs.StreamConfig) { c.AllowDirect = false }, kind: "stream", field: "allow_direct"},
 		{name: "lease history", editKV: func(c *natsjs.KeyValueConfig) { c.History = 5 }, kind: "lease bucket", field: "history"},
 		{name: "leases that never expire", editKV: func(c *natsjs.KeyValueConfig) { c.TTL = 0 }, kind: "lease bucket", field: "ttl"},
 		{name: "leases in memory", editKV: func(c *natsjs.KeyValueConfig) { c.Storage = natsjs.MemoryStorage }, kind: "lease bucket", field: "storage"},

@@ -170,6 +170,11 @@ type Store struct {
 	handles  map[*Handle]struct{}
 	closed   bool
 
+	// Tests: directHook, if set, returns the last stream sequence the
+	// replica answering a direct get holds (0: all), as if it were behind
+	// the leader.
+	directHook atomic.Pointer[func(subj string, from uint64) uint64]
+
 	heldMu sync.Mutex // guards held; never held while making a request
 	held   map[*lease]struct{}
 
@@ -424,9 +429,22 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 	}
 	st.mu.Unlock()
 	subj := st.subject(id)
-	rctx, cancel := st.rctx(ctx)
-	defer cancel()
-	last, err := st.stream.GetLastMsgForSubject(rctx, subj)
+	// Without a view, the subject is read from its start: a direct batch
+	// of it goes out with the request for its last message, so that a
+	// short session takes one round trip.
+	var early []*natsjs.RawStreamMsg
+	var earlyErr error
+	var wg sync.WaitGroup
+	if s == nil {
+		wg.Go(func() {
+			_, earlyErr = st.directBatch(ctx, subj, 1, maxBatch, func(m *natsjs.RawStreamMsg) (bool, error) {
+				early = append(early, m)
+				return true, nil
+			})
+		})
+	}
+	last, err := st.lastMsg(ctx, subj)
+	wg.Wait()
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
 		return nil, sessionErr(id, op, engine.ErrSessionNotFound)
 	}
@@ -436,29 +454,26 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 	if last.Sequence == from {
 		return s, nil
 	}
-	// Index the messages after what this instance knows. A tombstone
-	// ends what came before it (a Delete's rollup purged it), and so
-	// does the header of another incarnation: the view starts again
-	// (reset) from the message after it.
+	// Index the messages after what this instance knows, read in batches
+	// (scan). A tombstone ends what came before it (a Delete's rollup
+	// purged it), and so does the header of another incarnation: the view
+	// starts again (reset) from the message after it.
 	var add []frameRef
 	var hdr *store.HeaderRecord
 	var size int64
 	reset := false
-	for seq := from + 1; seq <= last.Sequence; {
-		m := last
-		if seq != last.Sequence {
-			if m, err = st.stream.GetMsg(rctx, seq, natsjs.WithGetMsgSubject(subj)); err != nil {
-				return nil, sessionErr(id, op, err)
-			}
-		}
+	newest := last.Sequence // (a message past it if the subject moved on meanwhile)
+	var bad error           // a message that does not index
+	index := func(m *natsjs.RawStreamMsg) (bool, error) {
 		ref, rec, err := st.index(subj, m)
 		if err != nil {
-			return nil, err
+			bad = err
+			return false, err
 		}
+		newest = max(newest, m.Sequence)
 		if ref.tombstone {
 			add, hdr, size, reset = nil, nil, 0, true
-			seq = m.Sequence + 1
-			continue
+			return true, nil
 		}
 		if rec != nil {
 			if s != nil && !reset && rec.UID != s.uid {
@@ -468,7 +483,25 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 		}
 		add = append(add, ref)
 		size += int64(len(m.Data))
-		seq = m.Sequence + 1
+		return true, nil
+	}
+	next := from + 1
+	if earlyErr == nil { // (else scan asks again)
+		for _, m := range early {
+			if _, err := index(m); err != nil {
+				return nil, err
+			}
+			next = m.Sequence + 1
+		}
+	}
+	if next <= last.Sequence {
+		err = st.scan(ctx, subj, next, last.Sequence, index)
+	}
+	if bad != nil {
+		return nil, bad
+	}
+	if err != nil {
+		return nil, sessionErr(id, op, err)
 	}
 	st.mu.Lock()
 	if cur := st.sessions[id]; cur != s || (s != nil && s.lastSubj != from) {
@@ -494,7 +527,7 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 		s = &session{id: id, subj: subj, hdr: hdr.Header, uid: hdr.UID, inherited: hdr.Inherited}
 		st.sessions[id] = s
 	} else if hdr != nil {
-		return nil, st.corrupt(subj, last.Sequence, "a second header for the session")
+		return nil, st.corrupt(subj, newest, "a second header for the session")
 	}
 	for _, ref := range add {
 		if ref.header || ref.fence {
@@ -507,7 +540,7 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 		s.framed += uint64(ref.count)
 	}
 	s.size += size
-	s.lastSubj = last.Sequence
+	s.lastSubj = newest
 	return s, nil
 }
 

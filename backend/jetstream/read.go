@@ -1,0 +1,284 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/segment"
+)
+
+// Reading a subject. Two kinds of request (docs/DESIGN.md, "Reads"):
+//
+//   - the stream leader's message get ($JS.API.STREAM.MSG.GET): one
+//     message, as the stream holds it now. It answers what must be current
+//     (a subject's last message, a message just stored, a message a
+//     direct get did not return).
+//   - the direct get ($JS.API.DIRECT.GET, a stream with allow_direct): up
+//     to a batch of a subject's messages from a stream sequence on, in
+//     order, in one request. Any replica that is nearly caught up answers,
+//     so an answer may end early (a replica behind the leader holds a
+//     prefix of the stream); what it returns is right (a stream sequence
+//     names one message on every replica). A batch that ends before the
+//     message wanted is continued by the leader's get.
+
+// msgGetRequest is the body of both gets (nats-server's
+// JSApiMsgGetRequest).
+type msgGetRequest struct {
+	Seq      uint64 `json:"seq,omitempty"`
+	LastFor  string `json:"last_by_subj,omitempty"`
+	NextFor  string `json:"next_by_subj,omitempty"`
+	Batch    int    `json:"batch,omitempty"`
+	MaxBytes int    `json:"max_bytes,omitempty"`
+}
+
+// msgGetResponse is the leader's answer.
+type msgGetResponse struct {
+	Error   *natsjs.APIError `json:"error,omitempty"`
+	Message *struct {
+		Subject  string    `json:"subject"`
+		Sequence uint64    `json:"seq"`
+		Header   []byte    `json:"hdrs,omitempty"`
+		Data     []byte    `json:"data,omitempty"`
+		Time     time.Time `json:"time"`
+	} `json:"message,omitempty"`
+}
+
+// leaderGet asks the stream's leader for one message: req names it by
+// sequence (Seq; with NextFor, the first message of that subject from
+// Seq on) or as the last of a subject (LastFor). A message that is not
+// there is natsjs.ErrMsgNotFound. (natsjs.Stream.GetMsg would take a
+// direct get on a stream that allows them, which a replica behind the
+// leader may answer.)
+func (st *Store) leaderGet(ctx context.Context, req msgGetRequest) (*natsjs.RawStreamMsg, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := st.rctx(ctx)
+	defer cancel()
+	r, err := st.nc.RequestWithContext(ctx, natsjs.DefaultAPIPrefix+"STREAM.MSG.GET."+st.opts.Stream, body)
+	if err != nil {
+		return nil, err
+	}
+	var resp msgGetResponse
+	if err := json.Unmarshal(r.Data, &resp); err != nil {
+		return nil, fmt.Errorf("jetstream: a message get's response: %w", err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == natsjs.JSErrCodeMessageNotFound:
+		return nil, natsjs.ErrMsgNotFound
+	case resp.Error != nil:
+		return nil, resp.Error
+	case resp.Message == nil:
+		return nil, natsjs.ErrInvalidJetStreamResponse
+	}
+	m := resp.Message
+	var hdr nats.Header
+	if len(m.Header) > 0 {
+		if hdr, err = nats.DecodeHeadersMsg(m.Header); err != nil {
+			return nil, fmt.Errorf("jetstream: message %d: %w", m.Sequence, err)
+		}
+	}
+	return &natsjs.RawStreamMsg{Subject: m.Subject, Sequence: m.Sequence, Header: hdr, Data: m.Data, Time: m.Time}, nil
+}
+
+// lastMsg returns the last message on subject subj, as the leader has it.
+func (st *Store) lastMsg(ctx context.Context, subj string) (*natsjs.RawStreamMsg, error) {
+	return st.leaderGet(ctx, msgGetRequest{LastFor: subj})
+}
+
+// numPendingHeader is on every message of a direct get's batch.
+const numPendingHeader = "Nats-Num-Pending"
+
+// maxBatch bounds the messages of one direct get.
+const maxBatch = 1 << 20
+
+// directMaxBytes bounds the bytes of one direct get's answer (the server
+// sends at least one message, whatever its size).
+const directMaxBytes = 8 << 20
+
+// directBatch asks for up to n messages of subject subj from stream
+// sequence from on in one direct get, and calls f with each, in order,
+// until f returns false. It returns the number of messages f got: fewer
+// than n if the subject ends (on the replica that answered: a replica
+// behind the leader ends early), the answer reached directMaxBytes, or f
+// stopped. Each message of a batch names the one sent before it, so a
+// message lost on the way is an error, never a gap.
+func (st *Store) directBatch(ctx context.Context, subj string, from uint64, n int, f func(m *natsjs.RawStreamMsg) (bool, error)) (int, error) {
+	body, err := json.Marshal(msgGetRequest{Seq: from, NextFor: subj, Batch: n, MaxBytes: directMaxBytes})
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := st.rctx(ctx)
+	defer cancel()
+	inbox := st.nc.NewInbox()
+	sub, err := st.nc.SubscribeSync(inbox)
+	if err != nil {
+		return 0, fmt.Errorf("jetstream: direct get: %w", err)
+	}
+	defer sub.Unsubscribe()
+	// The answer is bounded (directMaxBytes): let it all wait here rather
+	// than drop any.
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return 0, err
+	}
+	if err := st.nc.PublishRequest(natsjs.DefaultAPIPrefix+"DIRECT.GET."+st.opts.Stream, inbox, body); err != nil {
+		return 0, fmt.Errorf("jetstream: direct get: %w", err)
+	}
+	var limit uint64
+	if h := st.directHook.Load(); h != nil {
+		limit = (*h)(subj, from)
+	}
+	got := 0
+	var prev uint64 // the last message's sequence
+	for {
+		r, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return got, fmt.Errorf("jetstream: direct get of %s from %d: %w", subj, from, err)
+		}
+		if status := r.Header.Get("Status"); status != "" && len(r.Data) == 0 {
+			switch status {
+			case "204": // the end of the batch
+				if last := r.Header.Get(natsjs.LastSequenceHeader); last != strconv.FormatUint(prev, 10) {
+					return got, fmt.Errorf("jetstream: direct get of %s from %d: the batch ended after message %s, the last received was %d", subj, from, last, prev)
+				}
+				return got, nil
+			case "404": // nothing from there on (on this replica)
+				return got, nil
+			case "503":
+				return got, fmt.Errorf("jetstream: direct get: no responders (does stream %s allow direct gets?)", st.opts.Stream)
+			default:
+				return got, fmt.Errorf("jetstream: direct get of %s from %d: status %s %s", subj, from, status, r.Header.Get("Description"))
+			}
+		}
+		if r.Header.Get(numPendingHeader) == "" {
+			// A server before 2.11 answers the first message alone.
+			return got, fmt.Errorf("jetstream: direct get of %s from %d: an answer without batch headers (batched direct gets need nats-server 2.11 or later)", subj, from)
+		}
+		seq, err := strconv.ParseUint(r.Header.Get(natsjs.SequenceHeader), 10, 64)
+		if err != nil || seq < from || r.Header.Get(natsjs.LastSequenceHeader) != strconv.FormatUint(prev, 10) {
+			return got, fmt.Errorf("jetstream: direct get of %s from %d: message %q after %d (a message lost on the way?)", subj, from, r.Header.Get(natsjs.SequenceHeader), prev)
+		}
+		if limit != 0 && seq > limit {
+			return got, nil // (tests: a replica that holds the stream up to limit)
+		}
+		prev = seq
+		got++
+		more, err := f(&natsjs.RawStreamMsg{Subject: r.Header.Get(natsjs.SubjectHeader), Sequence: seq, Header: r.Header, Data: r.Data})
+		if err != nil || !more {
+			return got, err
+		}
+	}
+}
+
+// scan calls f with every message of subject subj from stream sequence
+// from through to, in order (f may stop it early), in direct batches
+// continued by the leader's gets. It stops after a message past to (the
+// subject moved on), which f gets too. A message missing from the
+// subject (purged) is skipped by both kinds of get; if the leader holds
+// nothing from a sequence on, the error is natsjs.ErrMsgNotFound.
+func (st *Store) scan(ctx context.Context, subj string, from, to uint64, f func(m *natsjs.RawStreamMsg) (bool, error)) error {
+	next := from
+	stop := false
+	each := func(m *natsjs.RawStreamMsg) (bool, error) {
+		more, err := f(m)
+		next = m.Sequence + 1
+		stop = err != nil || !more || next > to
+		return !stop, err
+	}
+	direct := true
+	for next <= to && !stop {
+		if direct {
+			got, err := st.directBatch(ctx, subj, next, int(min(to-next+1, maxBatch)), each)
+			if err != nil {
+				return err
+			}
+			if stop || next > to {
+				return nil
+			}
+			// None: the replica that answered is behind (or the subject
+			// was purged): the leader's word for the rest.
+			direct = got > 0
+		}
+		if !direct {
+			m, err := st.leaderGet(ctx, msgGetRequest{Seq: next, NextFor: subj})
+			if err != nil {
+				return fmt.Errorf("jetstream: message %d of %s: %w", next, subj, err)
+			}
+			if _, err := each(m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fetchFrames reads and verifies the batch messages refs (in stream
+// order) and calls f with each one's index in refs and events.
+func (st *Store) fetchFrames(ctx context.Context, subj, id string, refs []frameRef, f func(i int, ref frameRef, evs []event.Event)) error {
+	i := 0
+	each := func(m *natsjs.RawStreamMsg) (bool, error) {
+		ref := refs[i]
+		switch {
+		case m.Sequence < ref.seq: // a fence or a header between two batches
+			return true, nil
+		case m.Sequence > ref.seq:
+			return false, fmt.Errorf("jetstream: message %d: %w", ref.seq, natsjs.ErrMsgNotFound)
+		}
+		evs, err := st.decodeFrame(subj, id, ref, m)
+		if err != nil {
+			return false, err
+		}
+		f(i, ref, evs)
+		i++
+		return i < len(refs), nil
+	}
+	direct := true
+	for i < len(refs) {
+		if direct {
+			got, err := st.directBatch(ctx, subj, refs[i].seq, len(refs)-i, each)
+			if err != nil {
+				return err
+			}
+			direct = got > 0 // (none: a replica behind the leader; ask the leader for the rest)
+		}
+		if !direct && i < len(refs) {
+			m, err := st.leaderGet(ctx, msgGetRequest{Seq: refs[i].seq})
+			if err != nil {
+				return fmt.Errorf("jetstream: message %d: %w", refs[i].seq, err)
+			}
+			if _, err := each(m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fetch reads and verifies one batch message.
+func (st *Store) fetch(ctx context.Context, subj, id string, ref frameRef) ([]event.Event, error) {
+	var out []event.Event
+	err := st.fetchFrames(ctx, subj, id, []frameRef{ref}, func(_ int, _ frameRef, evs []event.Event) { out = evs })
+	return out, err
+}
+
+// decodeFrame decodes batch message m and checks it holds what ref
+// indexed.
+func (st *Store) decodeFrame(subj, id string, ref frameRef, m *natsjs.RawStreamMsg) ([]event.Event, error) {
+	name := fmt.Sprintf("nats:%s/%s#%d", st.opts.Stream, subj, ref.seq)
+	f, err := segment.UnmarshalFrame(name, m.Data)
+	if err != nil {
+		return nil, err
+	}
+	if m.Subject != subj || f.Kind != segment.KindEvents || f.Session != id || f.FirstSeq != ref.first || len(f.Events) != int(ref.count) {
+		return nil, st.corrupt(subj, ref.seq, fmt.Sprintf("message does not hold the indexed events %d..%d of %q", ref.first, ref.first+uint64(ref.count), id))
+	}
+	return f.Events, nil
+}

@@ -1,0 +1,259 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/segment"
+)
+
+// writeShort writes session id through st: msgs flushes of 3 events each
+// (a message each, after the header). It returns the events.
+func writeShort(t *testing.T, st *Store, id string, msgs int) []event.Event {
+	t.Helper()
+	ctx := context.Background()
+	h, err := st.Create(ctx, enginetest.Meta(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := testgen.Events(0, 3*msgs, 100)
+	for i := 0; i < len(evs); i += 3 {
+		if err := h.Append(ctx, evs[i:i+3]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// reader opens another store instance over o's stream, on a connection of
+// its own, and returns it with the connection (whose sent messages count
+// its requests).
+func reader(t *testing.T, url string, o *Options) (*Store, *nats.Conn) {
+	t.Helper()
+	ro := *o
+	ro.Host, ro.Create = "", false
+	nc := connect(t, url)
+	st, err := Open(context.Background(), nc, &ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, nc
+}
+
+// readAll opens session id for read through st and reads it whole.
+func readAll(t *testing.T, st *Store, id string) []event.Event {
+	t.Helper()
+	ctx := context.Background()
+	h, err := st.Open(ctx, id, engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	evs, err := h.Read(ctx, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func sameEvents(t *testing.T, what string, got, want []event.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Seq != want[i].Seq || got[i].Type != want[i].Type || string(got[i].Data) != string(want[i].Data) {
+			t.Fatalf("%s: event %d is %+v, want %+v", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestReadBatched: a session of 41 messages is indexed and read whole by
+// another store instance in 4 requests, and a part of it in 2 (one
+// request per message before, twice over: 82 and more). On the cluster,
+// where a replica that is behind may answer, the events are all there.
+func TestReadBatched(t *testing.T) { onServerAndCluster(t, testReadBatched) }
+
+func testReadBatched(t *testing.T, url string, o *Options) {
+	ctx := context.Background()
+	want := writeShort(t, openStoreAt(t, url, o), "s", 40)
+	st, nc := reader(t, url, o)
+	before := nc.Stats().OutMsgs
+	h, err := st.Open(ctx, "s", engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	got, err := h.Read(ctx, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := nc.Stats().OutMsgs - before
+	sameEvents(t, "read whole", got, want)
+	before = nc.Stats().OutMsgs
+	part, err := h.Read(ctx, 30, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, "read of 30..38", part, want[30:39])
+	read := nc.Stats().OutMsgs - before
+	t.Logf("open and read: %d requests; read of a part: %d", opened, read)
+	if url == srvURL && (opened > 4 || read > 2) {
+		t.Errorf("open and read whole: %d requests, want at most 4; read of a part: %d, want at most 2", opened, read)
+	}
+}
+
+// TestReadBehindReplica: a direct get answered by a replica that holds
+// only a prefix of the stream (directHook) ends early; the read goes on
+// with the leader's gets and returns every event, whether the replica
+// holds part of the session, none of it, or all but its last message.
+func TestReadBehindReplica(t *testing.T) {
+	ctx := context.Background()
+	o := freshOptions()
+	want := writeShort(t, openStore(t, o), "s", 20)
+	probe, _ := reader(t, srvURL, o)
+	m, err := probe.lastMsg(ctx, probe.subject("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := m.Sequence
+	for _, c := range []struct {
+		name  string
+		holds uint64
+	}{
+		{"half", last - 10},
+		{"nothing", 1}, // (the stream's first message is the session's header)
+		{"all but the last", last - 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, nc := reader(t, srvURL, o)
+			hook := func(string, uint64) uint64 { return c.holds }
+			st.directHook.Store(&hook)
+			before := nc.Stats().OutMsgs
+			sameEvents(t, "read", readAll(t, st, "s"), want)
+			t.Logf("%d requests", nc.Stats().OutMsgs-before)
+			// The same view again, a replica that has all: nothing is
+			// indexed twice or missed.
+			st.directHook.Store(nil)
+			sameEvents(t, "read again", readAll(t, st, "s"), want)
+		})
+	}
+}
+
+// TestReadDamagedIndex: a batch message that does not continue the
+// session (a gap, an overlap), or whose index headers are not its frame's,
+// is reported as corruption at its stream sequence, by a store that
+// indexes the session from the start and by one that had read it before.
+func TestReadDamagedIndex(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name        string
+		first, n    uint64 // the index headers
+		frameFirst  uint64 // the frame's first seq
+		atOpen      bool   // reported by the open (the index), else by the read
+		wantMessage string
+	}{
+		{"gap", 8, 2, 8, true, "batch starts at seq 8, expected 6"},
+		{"overlap", 4, 2, 4, true, "batch starts at seq 4, expected 6"},
+		{"headers not the frame's", 6, 2, 7, false, "does not hold the indexed events 6..8"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := freshOptions()
+			w := openStore(t, o)
+			writeShort(t, w, "s", 2) // events 0..5
+			seen, _ := reader(t, srvURL, o)
+			readAll(t, seen, "s")
+			e, err := w.enc.Events("s", c.frameFirst, testgen.Events(c.frameFirst, int(c.n), 100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ack, err := w.js.PublishMsg(ctx, natsMsg(w.subject("s"), segment.MarshalFrame(e), c.first, int(c.n)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, _ := reader(t, srvURL, o)
+			for name, st := range map[string]*Store{"fresh": fresh, "seen": seen} {
+				h, err := st.Open(ctx, "s", engine.Read)
+				if err == nil {
+					_, err = h.Read(ctx, 0, -1)
+					h.Close()
+					if c.atOpen && name == "fresh" {
+						t.Errorf("%s: the open took the damaged index", name)
+					}
+				}
+				var ce *engine.CorruptionError
+				if !errors.As(err, &ce) || !errors.Is(err, engine.ErrCorrupt) {
+					t.Fatalf("%s: %v, want a CorruptionError", name, err)
+				}
+				if where := fmt.Sprintf("#%d", ack.Sequence); !strings.HasSuffix(ce.Path, where) || !strings.Contains(ce.Reason, c.wantMessage) {
+					t.Errorf("%s: %v, want %q at %s", name, err, c.wantMessage, where)
+				}
+			}
+		})
+	}
+}
+
+// TestClusterReadAfterFlush: on a 3-node cluster with 3 replicas, a
+// reader connected to each server (so that its direct gets go to that
+// server's replica, the leader's or a follower's that may be behind)
+// reads every event as soon as another host's Flush acknowledged it, 60
+// times over.
+func TestClusterReadAfterFlush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node cluster")
+	}
+	ctx := context.Background()
+	c, nc := startCluster(t)
+	o := freshOptions()
+	o.Replicas = 3
+	w, err := openCluster(t, nc, o).Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var hs []*Handle
+	for _, srv := range c.Servers {
+		st, _ := reader(t, srv.ClientURL(), o)
+		if err := w.Flush(ctx); err != nil { // (the header: the session exists)
+			t.Fatal(err)
+		}
+		h, err := st.Open(ctx, "s", engine.Read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		hs = append(hs, h)
+	}
+	want := testgen.Events(0, 3*60, 100)
+	for i := 0; i < len(want); i += 3 {
+		if err := w.Append(ctx, want[i:i+3]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for j, h := range hs {
+			got, err := h.Read(ctx, 0, -1)
+			if err != nil {
+				t.Fatalf("reader on server %d: %v", j, err)
+			}
+			sameEvents(t, fmt.Sprintf("reader on server %d after flush %d", j, i/3), got, want[:i+3])
+		}
+	}
+}
