@@ -26,7 +26,9 @@
 // the subject's last message and reading the messages after the view in
 // direct batches (a direct get with next_by_subj and batch: up to 8 MiB of
 // the subject's messages per request, in order, each naming the one
-// before); a Read fetches its batches the same way. A replica behind the
+// before); a Read fetches its batches the same way (those the load just
+// read come from memory: the newest 16 MiB of them), and decodes a long
+// read on every core. A replica behind the
 // leader may answer a direct get with fewer messages: the rest come from
 // the leader's gets. What must be current (the last message, a message
 // read back to check a duplicate acknowledgement) is always asked of the

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -221,8 +225,12 @@ func (st *Store) scan(ctx context.Context, subj string, from, to uint64, f func(
 }
 
 // fetchFrames reads and verifies the batch messages refs (in stream
-// order) and calls f with each one's index in refs and events.
+// order) and calls f with each one's index in refs and events; f may be
+// called from several goroutines at once (a long read decodes on every
+// core), never twice for one message. Messages a load read just before
+// are taken from st.recent; the others come in direct batches.
 func (st *Store) fetchFrames(ctx context.Context, subj, id string, refs []frameRef, f func(i int, ref frameRef, evs []event.Event)) error {
+	dec := st.newFrameDecoder(subj, id, len(refs), f)
 	i := 0
 	each := func(m *natsjs.RawStreamMsg) (bool, error) {
 		ref := refs[i]
@@ -232,34 +240,197 @@ func (st *Store) fetchFrames(ctx context.Context, subj, id string, refs []frameR
 		case m.Sequence > ref.seq:
 			return false, fmt.Errorf("jetstream: message %d: %w", ref.seq, natsjs.ErrMsgNotFound)
 		}
-		evs, err := st.decodeFrame(subj, id, ref, m)
-		if err != nil {
+		if err := dec.decode(i, ref, m); err != nil {
 			return false, err
 		}
-		f(i, ref, evs)
 		i++
 		return i < len(refs), nil
 	}
-	direct := true
-	for i < len(refs) {
-		if direct {
-			got, err := st.directBatch(ctx, subj, refs[i].seq, len(refs)-i, each)
-			if err != nil {
-				return err
+	err := func() error {
+		direct := true
+		for i < len(refs) {
+			// What the recent loads left, then a direct batch up to the
+			// next message they left.
+			for i < len(refs) {
+				m := st.recent.take(refs[i].seq)
+				if m == nil {
+					break
+				}
+				if _, err := each(m); err != nil {
+					return err
+				}
 			}
-			direct = got > 0 // (none: a replica behind the leader; ask the leader for the rest)
+			n := 0
+			for i+n < len(refs) && !st.recent.has(refs[i+n].seq) {
+				n++
+			}
+			if n == 0 {
+				continue
+			}
+			if direct {
+				got, err := st.directBatch(ctx, subj, refs[i].seq, n, each)
+				if err != nil {
+					return err
+				}
+				direct = got > 0 // (none: a replica behind the leader; ask the leader for the rest)
+			}
+			if !direct {
+				m, err := st.leaderGet(ctx, msgGetRequest{Seq: refs[i].seq})
+				if err != nil {
+					return fmt.Errorf("jetstream: message %d: %w", refs[i].seq, err)
+				}
+				if _, err := each(m); err != nil {
+					return err
+				}
+			}
 		}
-		if !direct && i < len(refs) {
-			m, err := st.leaderGet(ctx, msgGetRequest{Seq: refs[i].seq})
-			if err != nil {
-				return fmt.Errorf("jetstream: message %d: %w", refs[i].seq, err)
-			}
-			if _, err := each(m); err != nil {
-				return err
-			}
+		return nil
+	}()
+	if werr := dec.wait(); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// frameDecoder decodes the batch messages of a read: on the caller's
+// goroutine, or for a long read on GOMAXPROCS goroutines.
+type frameDecoder struct {
+	st      *Store
+	subj    string
+	id      string
+	f       func(i int, ref frameRef, evs []event.Event)
+	jobs    chan decodeJob
+	wg      sync.WaitGroup
+	errOnce sync.Once
+	err     atomic.Pointer[error] // the first decoding error
+}
+
+type decodeJob struct {
+	i   int
+	ref frameRef
+	m   *natsjs.RawStreamMsg
+}
+
+// parallelRefs is the number of batch messages from which a read decodes
+// on several cores.
+const parallelRefs = 8
+
+func (st *Store) newFrameDecoder(subj, id string, refs int, f func(i int, ref frameRef, evs []event.Event)) *frameDecoder {
+	d := &frameDecoder{st: st, subj: subj, id: id, f: f}
+	if workers := min(runtime.GOMAXPROCS(0), refs/parallelRefs*2); workers > 1 {
+		d.jobs = make(chan decodeJob, 2*workers)
+		for range workers {
+			d.wg.Go(func() {
+				for j := range d.jobs {
+					if d.err.Load() != nil {
+						continue
+					}
+					if err := d.one(j.i, j.ref, j.m); err != nil {
+						d.errOnce.Do(func() { d.err.Store(&err) })
+					}
+				}
+			})
 		}
 	}
+	return d
+}
+
+// decode decodes message m, batch i of the read (or hands it to a
+// worker); it returns the first error met so far.
+func (d *frameDecoder) decode(i int, ref frameRef, m *natsjs.RawStreamMsg) error {
+	if e := d.err.Load(); e != nil {
+		return *e
+	}
+	if d.jobs == nil {
+		return d.one(i, ref, m)
+	}
+	d.jobs <- decodeJob{i, ref, m}
 	return nil
+}
+
+func (d *frameDecoder) one(i int, ref frameRef, m *natsjs.RawStreamMsg) error {
+	evs, err := d.st.decodeFrame(d.subj, d.id, ref, m)
+	if err != nil {
+		return err
+	}
+	d.f(i, ref, evs)
+	return nil
+}
+
+// wait waits for the workers and returns the first decoding error.
+func (d *frameDecoder) wait() error {
+	if d.jobs != nil {
+		close(d.jobs)
+		d.wg.Wait()
+	}
+	if e := d.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// recentBytes bounds the message data a store keeps from its loads for
+// the reads that follow them.
+const recentBytes = 16 << 20
+
+// recentMsgs is the data of the batch messages a store's loads read
+// lately (the newest recentBytes of them), so that a read that follows
+// (an Open and a Read) does not fetch them again. A read takes what it
+// uses out. Messages are keyed by stream sequence, which names one
+// message for good.
+type recentMsgs struct {
+	mu    sync.Mutex
+	msgs  map[uint64]*natsjs.RawStreamMsg
+	order []uint64 // oldest first (some taken since)
+	bytes int
+}
+
+func (r *recentMsgs) put(m *natsjs.RawStreamMsg) {
+	if len(m.Data) > recentBytes/4 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.msgs == nil {
+		r.msgs = map[uint64]*natsjs.RawStreamMsg{}
+	}
+	if _, ok := r.msgs[m.Sequence]; ok {
+		return
+	}
+	r.msgs[m.Sequence] = m
+	r.order = append(r.order, m.Sequence)
+	r.bytes += len(m.Data)
+	for r.bytes > recentBytes {
+		seq := r.order[0]
+		r.order = r.order[1:]
+		if old, ok := r.msgs[seq]; ok {
+			r.bytes -= len(old.Data)
+			delete(r.msgs, seq)
+		}
+	}
+	if len(r.order) > 2*len(r.msgs)+64 { // (taken ones: compact)
+		r.order = slices.DeleteFunc(r.order, func(seq uint64) bool { _, ok := r.msgs[seq]; return !ok })
+	}
+}
+
+// take returns the message of stream sequence seq, if kept, and forgets
+// it.
+func (r *recentMsgs) take(seq uint64) *natsjs.RawStreamMsg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.msgs[seq]
+	if m != nil {
+		delete(r.msgs, seq)
+		r.bytes -= len(m.Data)
+	}
+	return m
+}
+
+func (r *recentMsgs) has(seq uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.msgs[seq]
+	return ok
 }
 
 // fetch reads and verifies one batch message.

@@ -174,6 +174,7 @@ type Store struct {
 	// replica answering a direct get holds (0: all), as if it were behind
 	// the leader.
 	directHook atomic.Pointer[func(subj string, from uint64) uint64]
+	recent     recentMsgs // what loads read lately, for the reads that follow
 
 	heldMu sync.Mutex // guards held; never held while making a request
 	held   map[*lease]struct{}
@@ -483,6 +484,9 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 		}
 		add = append(add, ref)
 		size += int64(len(m.Data))
+		if ref.count > 0 {
+			st.recent.put(m) // (for the read that follows)
+		}
 		return true, nil
 	}
 	next := from + 1
