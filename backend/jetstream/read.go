@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 )
@@ -122,18 +123,12 @@ func (st *Store) directBatch(ctx context.Context, subj string, from uint64, n in
 	}
 	ctx, cancel := st.rctx(ctx)
 	defer cancel()
-	inbox := st.nc.NewInbox()
-	sub, err := st.nc.SubscribeSync(inbox)
+	q, err := st.replies.open()
 	if err != nil {
 		return 0, fmt.Errorf("jetstream: direct get: %w", err)
 	}
-	defer sub.Unsubscribe()
-	// The answer is bounded (directMaxBytes): let it all wait here rather
-	// than drop any.
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		return 0, err
-	}
-	if err := st.nc.PublishRequest(natsjs.DefaultAPIPrefix+"DIRECT.GET."+st.opts.Stream, inbox, body); err != nil {
+	defer st.replies.done(q)
+	if err := st.nc.PublishRequest(natsjs.DefaultAPIPrefix+"DIRECT.GET."+st.opts.Stream, q.inbox, body); err != nil {
 		return 0, fmt.Errorf("jetstream: direct get: %w", err)
 	}
 	var limit uint64
@@ -143,7 +138,7 @@ func (st *Store) directBatch(ctx context.Context, subj string, from uint64, n in
 	got := 0
 	var prev uint64 // the last message's sequence
 	for {
-		r, err := sub.NextMsgWithContext(ctx)
+		r, err := q.next(ctx)
 		if err != nil {
 			return got, fmt.Errorf("jetstream: direct get of %s from %d: %w", subj, from, err)
 		}
@@ -222,6 +217,115 @@ func (st *Store) scan(ctx context.Context, subj string, from, to uint64, f func(
 		}
 	}
 	return nil
+}
+
+// replyMux receives the answers of a store's direct gets on one
+// subscription (<inbox>.*), each request's on an inbox of its own under
+// it: no subscription per request. Its pending limits are off: an answer
+// is bounded (directMaxBytes), and none of its messages may be dropped.
+type replyMux struct {
+	nc     *nats.Conn
+	mu     sync.Mutex
+	sub    *nats.Subscription
+	prefix string
+	next   uint64
+	queues map[string]*replyQueue
+	stop   chan struct{} // closed by close
+	closed bool
+}
+
+// replyQueue is one request's answer as it comes.
+type replyQueue struct {
+	inbox string
+	mu    sync.Mutex
+	msgs  []*nats.Msg
+	ready chan struct{} // signalled when msgs grows
+	stop  chan struct{} // the mux's
+}
+
+// open returns a queue for a new request's answer, subscribing at the
+// first.
+func (x *replyMux) open() (*replyQueue, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return nil, engine.ErrClosed
+	}
+	if x.sub == nil {
+		x.prefix = x.nc.NewInbox() + "."
+		sub, err := x.nc.Subscribe(x.prefix+"*", x.deliver)
+		if err != nil {
+			return nil, err
+		}
+		if err := sub.SetPendingLimits(-1, -1); err != nil {
+			sub.Unsubscribe()
+			return nil, err
+		}
+		x.sub, x.queues, x.stop = sub, map[string]*replyQueue{}, make(chan struct{})
+	}
+	x.next++
+	q := &replyQueue{inbox: x.prefix + strconv.FormatUint(x.next, 10), ready: make(chan struct{}, 1), stop: x.stop}
+	x.queues[q.inbox] = q
+	return q, nil
+}
+
+// done forgets q: what comes for it later is dropped.
+func (x *replyMux) done(q *replyQueue) {
+	x.mu.Lock()
+	delete(x.queues, q.inbox)
+	x.mu.Unlock()
+}
+
+func (x *replyMux) deliver(m *nats.Msg) {
+	x.mu.Lock()
+	q := x.queues[m.Subject]
+	x.mu.Unlock()
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	q.msgs = append(q.msgs, m)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// next returns the answer's next message.
+func (q *replyQueue) next(ctx context.Context) (*nats.Msg, error) {
+	for {
+		q.mu.Lock()
+		if len(q.msgs) > 0 {
+			m := q.msgs[0]
+			q.msgs[0] = nil
+			q.msgs = q.msgs[1:]
+			q.mu.Unlock()
+			return m, nil
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-q.stop:
+			return nil, engine.ErrClosed
+		}
+	}
+}
+
+// close unsubscribes (Store.Close).
+func (x *replyMux) close() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return
+	}
+	x.closed = true
+	if x.sub != nil {
+		x.sub.Unsubscribe()
+		close(x.stop)
+	}
 }
 
 // fetchFrames reads and verifies the batch messages refs (in stream

@@ -175,6 +175,7 @@ type Store struct {
 	// the leader.
 	directHook atomic.Pointer[func(subj string, from uint64) uint64]
 	recent     recentMsgs // what loads read lately, for the reads that follow
+	replies    replyMux   // the answers of direct gets
 
 	heldMu sync.Mutex // guards held; never held while making a request
 	held   map[*lease]struct{}
@@ -290,6 +291,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		sessions: map[string]*session{},
 		handles:  map[*Handle]struct{}{},
 		stop:     make(chan struct{}),
+		replies:  replyMux{nc: nc},
 		commit:   &committer{nc: nc, js: js, stream: o.Stream, atomic: stream.CachedInfo().Config.AllowAtomicPublish},
 	}
 	s.wg.Add(1)
@@ -967,6 +969,7 @@ func (st *Store) Close() error {
 		}
 	}
 	close(st.stop)
+	st.replies.close()
 	st.wg.Wait()
 	st.unlockHost()
 	return errors.Join(errs...)
@@ -992,6 +995,7 @@ func (st *Store) abandon() {
 	st.mu.Unlock()
 	st.owners.RevokeAll()
 	close(st.stop)
+	st.replies.close()
 	st.wg.Wait()
 	st.unlockHost() // as the process's death would
 }
