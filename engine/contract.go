@@ -106,6 +106,7 @@ type (
 	LockError             = store.LockError
 	SessionError          = store.SessionError
 	SeqError              = store.SeqError
+	DroppedError          = store.DroppedError
 	// SurfaceError names the event that breaks a v3 surface rule
 	// (Options.SurfaceRules), by seq; see recovery.SurfaceError.
 	SurfaceError = recovery.SurfaceError

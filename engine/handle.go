@@ -115,9 +115,12 @@ func (h *Handle) checkLog(ctx context.Context) error {
 // Close ends the handle. A write handle first appends what Enqueue
 // buffered and makes the session's appends durable, then releases its
 // lease; a creator that never appended or flushed erases the session, as
-// if it never existed. Later calls on the handle fail with
-// ErrHandleClosed. Close is idempotent and returns the first call's error;
-// the lease is released even when draining fails.
+// if it never existed. A handle whose DB closed (revoking its lease) has
+// nothing to write if the DB's Close made its events durable; if it still
+// holds events (that flush failed), they are dropped and Close returns a
+// *DroppedError (ErrOwnershipLost) saying how many. Later calls on the
+// handle fail with ErrHandleClosed. Close is idempotent and returns the
+// first call's error; the lease is released even when draining fails.
 func (h *Handle) Close() error {
 	return h.front.Close(func(drained error) error {
 		h.db.metrics.handleClosed(h.Access())
@@ -138,8 +141,11 @@ func (h *Handle) Close() error {
 				}
 			}
 			dbClosed := db.mu.closed
+			staged := len(s.open)
 			db.mu.Unlock()
-			if !erase && !dbClosed && h.lease.Check() == nil {
+			switch {
+			case erase:
+			case !dbClosed && h.lease.Check() == nil:
 				err := h.cut()
 				if err == nil {
 					err = db.sync()
@@ -147,6 +153,13 @@ func (h *Handle) Close() error {
 				if err != nil {
 					errs = append(errs, sessionErr(h.ID(), "close", err))
 				}
+			default:
+				// The DB closed (and made durable what it could): what the
+				// handle still holds cannot be written any more.
+				if errors.Is(drained, ErrOwnershipLost) {
+					errs = errs[:0] // the same cause: Dropped counts them
+				}
+				errs = append(errs, h.front.Dropped(staged))
 			}
 			h.lease.Release()
 		}

@@ -26,7 +26,8 @@ var (
 	// session.
 	ErrAlreadyOwned = handle.ErrAlreadyOwned
 	// ErrOwnershipLost: a write through a handle whose lease was revoked
-	// (the store was closed). A stale handle can never write.
+	// (the store was closed). A stale handle can never write; its Close
+	// returns a *DroppedError if it held events it had not written.
 	ErrOwnershipLost = handle.ErrOwnershipLost
 	// ErrReadOnly: Append, Enqueue or Flush on a read handle.
 	ErrReadOnly = errors.New("is not available on a read handle")
@@ -103,6 +104,23 @@ func (e *SessionError) Error() string {
 func (e *SessionError) Unwrap() error { return e.Err }
 
 func sessionErr(id, op string, err error) error { return &SessionError{ID: id, Op: op, Err: err} }
+
+// DroppedError is what Close of a write handle returns (in a
+// *SessionError naming the session, op "close") when the handle had lost
+// its ownership (its store closed, or, on a replicated backend, its lease
+// lapsed or was taken) while it held events it had not written: appended
+// or enqueued, and not yet written out. They are dropped; what the session
+// held before them stays. errors.Is(err, ErrOwnershipLost) holds.
+type DroppedError struct {
+	Dropped int // the events dropped
+}
+
+func (e *DroppedError) Error() string {
+	return fmt.Sprintf("%v: %d appended or enqueued events were never written and are dropped", ErrOwnershipLost, e.Dropped)
+}
+
+// Unwrap returns ErrOwnershipLost.
+func (e *DroppedError) Unwrap() error { return ErrOwnershipLost }
 
 // SeqError reports an Append whose seqs do not continue the session.
 type SeqError struct {

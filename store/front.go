@@ -434,6 +434,22 @@ func (f *Front) Close(finish func(drained error) error) error {
 	return f.closeErr
 }
 
+// Dropped is the error of a write handle's Close that cannot write (its
+// ownership was lost) while it holds events: staged, those the backend
+// holds unwritten, and those the write-behind buffer could not append
+// (its Close keeps them); nil if there are none. Call it from Close's
+// finish (with the Front's lock held).
+func (f *Front) Dropped(staged int) error {
+	n := staged
+	if wb := f.behind.Buffer(); wb != nil {
+		n += wb.Pending()
+	}
+	if n == 0 {
+		return nil
+	}
+	return sessionErr(f.id, "close", &DroppedError{Dropped: n})
+}
+
 // MarkClosed closes the handle without writing anything: a write open
 // that failed after the handle was made.
 func (f *Front) MarkClosed() {

@@ -548,8 +548,11 @@ func rawSize(e *event.Event) int {
 
 // Close drains and publishes what is buffered, releases the session's
 // leases and invalidates the handle; see engine.Handle.Close. A session
-// created by this handle and never written to vanishes. Close is
-// idempotent.
+// created by this handle and never written to vanishes. A handle that can
+// no longer write (its lease lapsed or was taken, or its store closed)
+// drops the events it holds unpublished, and returns a
+// *engine.DroppedError (engine.ErrOwnershipLost) saying how many, or nil
+// if it holds none. Close is idempotent.
 func (h *Handle) Close() error {
 	return h.front.Close(func(err error) error {
 		if h.front.Access() == engine.Write {
@@ -562,7 +565,15 @@ func (h *Handle) Close() error {
 				}
 			}
 			if errors.Is(err, engine.ErrOwnershipLost) || errors.Is(err, engine.ErrHandleClosed) {
-				err = nil // nothing of this handle's can be written any more
+				// Nothing of this handle's can be written any more: what
+				// it holds is dropped, and Close says how much.
+				h.st.mu.Lock()
+				staged := 0
+				if h.s.owner == h {
+					staged = len(h.s.open)
+				}
+				h.st.mu.Unlock()
+				err = h.front.Dropped(staged)
 			}
 		}
 		h.release()

@@ -268,6 +268,69 @@ func TestExpiredLease(t *testing.T) {
 	}
 }
 
+// Closing a write handle whose lease lapsed (its renewals time out) with
+// events it had not published (appended, and enqueued) drops them and
+// says so: ErrOwnershipLost, a *engine.DroppedError counting them, in a
+// *engine.SessionError naming the session; nothing is published.
+func TestCloseLapsed(t *testing.T) { onServerAndCluster(t, testCloseLapsed) }
+
+func testCloseLapsed(t *testing.T, url string, o *Options) {
+	ctx := context.Background()
+	o.LeaseTTL = time.Second
+	clock := &enginetest.Clock{} // the write-behind window never ends by itself
+	o.AfterFunc = clock.AfterFunc
+	st := openStoreAt(t, url, o)
+	w, err := st.Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, enginetest.OneTurn()[:2]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Enqueue(enginetest.OneTurn()[4:5]...); err != nil {
+		t.Fatal(err)
+	}
+	before := lastSubjectSeq(t, st, "s")
+	timeout := func(func() (uint64, error)) (uint64, error) {
+		return 0, fmt.Errorf("renewal timed out (injected): %w", context.DeadlineExceeded)
+	}
+	st.renewHook.Store(&timeout)
+	st.renewNow()
+	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
+	err = w.Close()
+	var se *engine.SessionError
+	var de *engine.DroppedError
+	switch {
+	case !errors.Is(err, engine.ErrOwnershipLost):
+		t.Fatalf("close %v after the last renewal: %v, want ErrOwnershipLost", o.LeaseTTL, err)
+	case !errors.As(err, &se) || se.ID != "s" || se.Op != "close":
+		t.Errorf("close: %v, want a *SessionError of session s, op close", err)
+	case !errors.As(err, &de) || de.Dropped != 3:
+		t.Errorf("close: %v, want a *DroppedError of 3 events", err)
+	}
+	t.Logf("reported: %v", err)
+	if got := lastSubjectSeq(t, st, "s"); got != before {
+		t.Errorf("the subject's last message moved from %d to %d", before, got)
+	}
+}
+
+// lastSubjectSeq is the stream sequence of the last message on session
+// id's subject.
+func lastSubjectSeq(t *testing.T, st *Store, id string) uint64 {
+	t.Helper()
+	m, err := st.stream.GetLastMsgForSubject(context.Background(), st.subject(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Sequence
+}
+
 // Two stores (two processes) under the same Host never take each other's
 // sessions: by default each has a Host of its own; a Host set in both is
 // refused to the second (engine.ErrLocked); once the first is dead, a

@@ -1120,6 +1120,59 @@ var contractCases = []contractCase{
 		got := e.read(e.open("s", engine.Read), 0, -1)
 		e.wantEvents("after restart", append(OneTurn(), Turn2()...)[:len(got)], got)
 	}},
+	{"store/close-after-ownership-lost-reports-dropped-events", func(e *env) {
+		// A write handle that lost its ownership (here: its store closed,
+		// and the store's flush of the handle failed) cannot write what it
+		// still holds: its Close says so, naming the session and how many
+		// events it drops, rather than returning nil.
+		fi := e.faults()
+		h := e.create("s")
+		e.append(h, OneTurn()...)
+		e.flush(h)
+		fi.FailWrites(true)
+		e.append(h, Turn2()[:1]...)
+		if err := h.Enqueue(Turn2()[1:]...); err != nil {
+			e.t.Fatal(err)
+		}
+		if err := e.s.Close(); err == nil {
+			e.t.Fatal("the store's close succeeded although its flush failed")
+		}
+		fi.FailWrites(false)
+		err := h.Close()
+		var se *engine.SessionError
+		var de *engine.DroppedError
+		switch {
+		case !errors.Is(err, engine.ErrOwnershipLost):
+			e.t.Fatalf("close of the handle: %v, want ErrOwnershipLost", err)
+		case !errors.As(err, &se) || se.ID != "s" || se.Op != "close":
+			e.t.Errorf("close of the handle: %v, want a *SessionError of session s, op close", err)
+		case !errors.As(err, &de) || de.Dropped != 2:
+			e.t.Errorf("close of the handle: %v, want a *DroppedError of 2 events", err)
+		}
+		e.t.Logf("reported: %v", err)
+		if second := h.Close(); second == nil || second.Error() != err.Error() {
+			e.t.Errorf("second close = %v, want the first's error", second)
+		}
+		e.restart(false)
+		e.wantEvents("after restart", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
+	}},
+	{"store/close-after-store-close-drops-nothing", func(e *env) {
+		// A store's Close makes its handles' events durable: their Close
+		// then has nothing to drop, and returns nil.
+		h := e.create("s")
+		e.append(h, OneTurn()[:3]...)
+		if err := h.Enqueue(OneTurn()[3:]...); err != nil {
+			e.t.Fatal(err)
+		}
+		if err := e.s.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		if err := h.Close(); err != nil {
+			e.t.Errorf("close of a handle whose store closed cleanly: %v", err)
+		}
+		e.restart(false)
+		e.wantEvents("after restart", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
+	}},
 	{"L5/close-drains-buffer", func(e *env) {
 		h := e.create("s")
 		if err := h.Enqueue(OneTurn()...); err != nil {
