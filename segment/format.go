@@ -404,17 +404,29 @@ const (
 func encodedLen(evs []event.Event) int {
 	n := 0
 	for i := range evs {
-		e := &evs[i]
-		n += 1 + binary.MaxVarintLen64 + 2*binary.MaxVarintLen32 + len(e.Type) + len(e.Data)
-		if len(e.SourceEventSeqs) > 0 {
-			n += binary.MaxVarintLen32 + len(e.SourceEventSeqs)*binary.MaxVarintLen64
-		}
-		if len(e.SurfaceOp) > 0 {
-			n += binary.MaxVarintLen32 + len(e.SurfaceOp)
-		}
+		n += RecordBound(&evs[i])
 	}
 	return n
 }
+
+// RecordBound is the most bytes event e takes in an events frame's
+// payload. A frame stores its payload compressed only when that is
+// smaller, so a frame of events evs of a session key of k bytes takes at
+// most FrameOverhead(k) plus the sum of their RecordBound.
+func RecordBound(e *event.Event) int {
+	n := 1 + binary.MaxVarintLen64 + 2*binary.MaxVarintLen32 + len(e.Type) + len(e.Data)
+	if len(e.SourceEventSeqs) > 0 {
+		n += binary.MaxVarintLen32 + len(e.SourceEventSeqs)*binary.MaxVarintLen64
+	}
+	if len(e.SurfaceOp) > 0 {
+		n += binary.MaxVarintLen32 + len(e.SurfaceOp)
+	}
+	return n
+}
+
+// FrameOverhead is the most bytes a frame of a session key of keyLen
+// bytes takes besides its payload: its header, the key and the padding.
+func FrameOverhead(keyLen int) int { return frameHeaderSize + keyLen + frameAlign - 1 }
 
 func appendEvents(dst []byte, evs []event.Event) []byte {
 	var prev int64

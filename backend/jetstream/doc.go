@@ -15,7 +15,10 @@
 // damaged message is reported as a *engine.CorruptionError naming subject
 // and stream sequence. Headers Seglog-First and Seglog-Count let a reader
 // index a session's messages without decoding them; the frame is checked
-// against them when it is read. A write open of a stored session also
+// against them when it is read. A message never passes the server's
+// max_payload (or the stream's max_msg_size): a batch is cut to fit, and an
+// event that cannot travel alone is refused at Append and Enqueue
+// (*EventTooLargeError). A write open of a stored session also
 // publishes a fence: an empty message with the header Seglog-Fence (see
 // Durability).
 //

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/event"
 )
 
 // Errors of Open, besides the engine's. Test with errors.Is.
@@ -46,3 +49,24 @@ func (e *ConfigError) Error() string {
 
 // Is reports whether target is ErrConfigMismatch.
 func (e *ConfigError) Is(target error) bool { return target == ErrConfigMismatch }
+
+// EventTooLargeError is Append's or Enqueue's refusal of a batch holding an
+// event that cannot travel in one message even alone: the batch writes
+// nothing. A message may take Limit bytes: the server's max_payload (NATS
+// defaults to 1 MiB), or the stream's max_msg_size if smaller; seglog
+// itself takes events of up to event.MaxDataLen (16 MiB) of data. Test
+// with errors.As; errors.Is(err, engine.ErrInvalidEvent) holds.
+type EventTooLargeError struct {
+	Index int    // the event's position in the batch
+	Seq   uint64 // its seq
+	Size  int    // the most bytes a message of it alone takes
+	Limit int    // the most bytes a message may take
+}
+
+func (e *EventTooLargeError) Error() string {
+	return fmt.Sprintf("jetstream: event %d (seq %d) takes up to %d bytes in a message, over the %d bytes the server allows in one (its max_payload, or the stream's max_msg_size if smaller; seglog's own limit is %d bytes of data)",
+		e.Index, e.Seq, e.Size, e.Limit, event.MaxDataLen)
+}
+
+// Is reports whether target is engine.ErrInvalidEvent.
+func (e *EventTooLargeError) Is(target error) bool { return target == engine.ErrInvalidEvent }

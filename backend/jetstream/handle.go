@@ -362,10 +362,20 @@ func (h *Handle) publish(ctx context.Context) error {
 			return err
 		}
 	}
+	// A message carries about FrameBytes, and never more than the server
+	// takes in one (max_payload): a large event after small ones starts
+	// a message of its own. (Append refused any event that cannot travel
+	// alone.)
+	_, room := st.msgLimits(h.s.id)
 	for len(batch) > 0 {
-		n, size := 0, 0
+		n, size, bound := 0, 0, 0
 		for n < len(batch) && (n == 0 || size < st.opts.FrameBytes) {
+			b := segment.RecordBound(&batch[n])
+			if n > 0 && bound+b > room {
+				break
+			}
 			size += rawSize(&batch[n])
+			bound += b
 			n++
 		}
 		e, err := st.enc.Events(h.s.id, first, batch[:n])
@@ -523,23 +533,40 @@ func sameMsg(m *natsjs.RawStreamMsg, msg *nats.Msg, msgID string) bool {
 // sequence expect as the last on its subject (tests: Store.publishHook).
 type publishFunc func(ctx context.Context, msg *nats.Msg, msgID string, expect uint64) (*natsjs.PubAck, error)
 
-// checkSizes refuses an event that could not travel in one message: the
-// server's max_payload (1 MiB by default), and the stream's max_msg_size
-// if smaller, bound a batch of one.
+// checkSizes refuses a batch holding an event that could not travel in
+// one message even alone (*EventTooLargeError).
 func (st *Store) checkSizes(id string, evs []event.Event) error {
-	limit := int(st.nc.MaxPayload())
-	if m := int(st.stream.CachedInfo().Config.MaxMsgSize); m > 0 {
-		limit = min(limit, m)
-	}
-	limit -= len(id) + 1024 // frame header, key, NATS headers
+	limit, room := st.msgLimits(id)
 	for i := range evs {
-		if n := rawSize(&evs[i]); n > limit {
-			return sessionErr(id, "append", fmt.Errorf("%w: event %d (seq %d) takes about %d bytes; the server's max_payload allows %d per message",
-				engine.ErrInvalidEvent, i, evs[i].Seq, n, limit))
+		if b := segment.RecordBound(&evs[i]); b > room {
+			return &EventTooLargeError{Index: i, Seq: evs[i].Seq, Size: msgOverhead(id) + b, Limit: limit}
 		}
 	}
 	return nil
 }
+
+// msgLimits returns the most bytes one message may take, headers
+// included: the server's max_payload (from the connection's server info),
+// or the stream's max_msg_size if smaller; and room, the most bytes of
+// event records (segment.RecordBound) one message of session id may carry
+// within it (and within a frame's limit).
+func (st *Store) msgLimits(id string) (limit, room int) {
+	limit = int(st.nc.MaxPayload())
+	if m := int(st.stream.CachedInfo().Config.MaxMsgSize); m > 0 {
+		limit = min(limit, m)
+	}
+	return limit, min(limit-msgOverhead(id), segment.DefaultMaxFrameRaw)
+}
+
+// msgOverhead is the most bytes a batch message of session id takes
+// besides its event records: the frame's header, key and padding, and the
+// NATS headers (natsHeaderBytes).
+func msgOverhead(id string) int { return segment.FrameOverhead(len(id)) + natsHeaderBytes }
+
+// natsHeaderBytes bounds the NATS headers of a batch message: the index
+// headers, the message id, the expected subject sequence and an atomic
+// batch's three headers take under 300 bytes.
+const natsHeaderBytes = 512
 
 // rawSize is about the bytes an event takes in a batch before compression.
 func rawSize(e *event.Event) int {

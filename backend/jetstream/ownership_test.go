@@ -1,11 +1,13 @@
 package jetstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 )
 
@@ -210,11 +213,15 @@ func TestEventTooLarge(t *testing.T) {
 	}
 	big := enginetest.OneTurn()[:1]
 	big[0].Data = []byte(`{"text":"` + strings.Repeat("x", int(st.nc.MaxPayload())) + `"}`)
-	if err := h.Append(ctx, big...); !errors.Is(err, engine.ErrInvalidEvent) {
-		t.Fatalf("append of a %d-byte event: %v, want ErrInvalidEvent", len(big[0].Data), err)
-	}
-	if err := h.Enqueue(big...); !errors.Is(err, engine.ErrInvalidEvent) {
-		t.Fatalf("enqueue of a %d-byte event: %v, want ErrInvalidEvent", len(big[0].Data), err)
+	for op, err := range map[string]error{"append": h.Append(ctx, big...), "enqueue": h.Enqueue(big...)} {
+		var te *EventTooLargeError
+		switch {
+		case !errors.Is(err, engine.ErrInvalidEvent):
+			t.Fatalf("%s of a %d-byte event: %v, want ErrInvalidEvent", op, len(big[0].Data), err)
+		case !errors.As(err, &te) || te.Seq != 0 || te.Limit != int(st.nc.MaxPayload()) || te.Size <= te.Limit || te.Size < len(big[0].Data):
+			t.Fatalf("%s of a %d-byte event: %v, want an *EventTooLargeError of seq 0 over the limit %d", op, len(big[0].Data), err, st.nc.MaxPayload())
+		}
+		t.Logf("%s: %v", op, err)
 	}
 	if err := h.Append(ctx, enginetest.OneTurn()...); err != nil {
 		t.Fatalf("seq 0 is still free: %v", err)
@@ -222,6 +229,95 @@ func TestEventTooLarge(t *testing.T) {
 	if err := h.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A batch message never exceeds the server's max_payload: a large event
+// that alone fits, appended after small ones (under FrameBytes), goes in a
+// message of its own. (A batch grew while under FrameBytes, and a
+// compressed batch can only pass max_payload if FrameBytes is near it and
+// the events hardly compress: then its publish failed and poisoned the
+// handle.)
+func TestSplitAtMaxPayload(t *testing.T) { onServerAndCluster(t, testSplitAtMaxPayload) }
+
+func testSplitAtMaxPayload(t *testing.T, url string, o *Options) {
+	ctx := context.Background()
+	o.FrameBytes = 8 << 20
+	st := openStoreAt(t, url, o)
+	limit := int(st.nc.MaxPayload())
+	if o.FrameBytes < limit*3/4 {
+		t.Skipf("max_payload %d: the batch of small events would be published before the large one", limit)
+	}
+	w, err := st.Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := func(n int) string { // printable ASCII, but for " and \: zstd saves under a fifth
+		b := make([]byte, n)
+		for i := range b {
+			for b[i] = byte(' ' + rng.IntN(95)); b[i] == '"' || b[i] == '\\'; b[i] = byte(' ' + rng.IntN(95)) {
+			}
+		}
+		return string(b)
+	}
+	var evs []event.Event
+	at := func(seq int, data string) event.Event {
+		e := enginetest.OneTurn()[0]
+		e.Seq, e.Data = uint64(seq), []byte(`{"text":"`+data+`"}`)
+		return e
+	}
+	for range limit * 3 / 4 / 1000 { // staged under FrameBytes, not published
+		evs = append(evs, at(len(evs), text(1000)))
+	}
+	small := len(evs)
+	big := at(len(evs), text(limit-2048)) // fits a message alone
+	evs = append(evs, big)
+	if err := w.Append(ctx, evs[:small]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatalf("flush of %d small events and one of %d bytes: %v", small, len(big.Data), err)
+	}
+	r := openStoreAt(t, url, func() *Options { c := *o; c.Host = "reader"; return &c }())
+	h, err := r.Open(ctx, "s", engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.Read(ctx, 0, -1)
+	if err != nil || len(got) != len(evs) {
+		t.Fatalf("read back %d events, %v; want %d", len(got), err, len(evs))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i].Data, evs[i].Data) {
+			t.Fatalf("event %d differs", i)
+		}
+	}
+	for _, ref := range h.s.frames {
+		m, err := r.stream.GetMsg(ctx, ref.seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(m.Data) + natsHeaderSize(m.Header); n > limit {
+			t.Errorf("message %d (events %d..%d) takes %d bytes, over max_payload %d", ref.seq, ref.first, ref.first+uint64(ref.count), n, limit)
+		}
+	}
+	if len(h.s.frames) != 2 {
+		t.Errorf("%d batch messages, want 2 (the small events, the large one)", len(h.s.frames))
+	}
+}
+
+// natsHeaderSize is about the bytes of h as NATS sends it.
+func natsHeaderSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n
 }
 
 // A writer whose renewals time out (rather than find the entry changed)

@@ -73,7 +73,9 @@ type Options struct {
 	Timeout time.Duration
 	// FrameBytes is the raw size at which appended events are published
 	// without waiting for a flush; default 128 KiB (a round trip per
-	// message: larger batches than the local engine's 32 KiB frames).
+	// message: larger batches than the local engine's 32 KiB frames). A
+	// message never passes the server's max_payload: a larger batch is
+	// cut.
 	FrameBytes int
 	// WriteBehindWindow is Enqueue's batching window; default
 	// handle.DefaultWindow.
