@@ -70,25 +70,31 @@
 // # Ownership
 //
 // A write handle holds two leases: this process's (handle.Owners, as the
-// local engine) and a lease in a JetStream key-value bucket
-// (Options.LeaseBucket) whose entry names the host, the store instance and
-// the machine. The entry expires after Options.LeaseTTL unless renewed
-// (every third of it); renewal is an update at the last revision, so a
-// writer whose lease expired and was taken cannot renew it. A writer whose
-// renewals fail (time out) stops writing once its lease may have expired:
-// a tenth of the TTL before the last successful write of its entry plus
+// local engine) and the session's ownership record in a JetStream
+// key-value bucket (Options.LeaseBucket). The record names the store's
+// host lease: one key per store, renewed every third of Options.LeaseTTL
+// (one write however many sessions the store holds; the bucket expires it
+// after the TTL unless renewed), and the session is owned while that host
+// lease lives. Renewal is an update at the last revision, so a store whose
+// host lease expired cannot renew it, and loses every session held under
+// it. Another store takes a session over only once the host lease its
+// record names is proven dead (gone from the bucket, which a write
+// expecting it gone proves, or marked dead by such a write). A store whose
+// renewals fail (time out) stops writing once its host lease may have
+// expired: a tenth of the TTL before the last successful write of it plus
 // the TTL. Every publish also carries the stream sequence of the last
 // message it knows on the session's subject
 // (Nats-Expected-Last-Subject-Sequence): two writers can never interleave
 // batches, and the one that lost gets engine.ErrOwnershipLost.
 //
 // By default Options.Host is unique to the process, and a dead process's
-// sessions stay locked until their leases expire. A Host set by the
+// sessions stay locked until its host lease expires. A Host set by the
 // caller lets a restarted store take its dead predecessor's leases over at
 // once: the store holds a lock file for its Host (Options.LockDir) while
 // open, which proves that no other store of that Host runs on the machine
 // (a second one fails to open with engine.ErrLocked); leases of the same
-// Host held on another machine are never taken over.
+// Host held on another machine are taken over only once their host lease
+// is proven dead, like any other.
 //
 // # Durability
 //

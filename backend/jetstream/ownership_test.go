@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -136,7 +135,7 @@ func TestStaleWriter(t *testing.T) {
 	}
 	// Were its clock wrong (it thinks its lease still holds), its publish
 	// is refused by the stream: it expects the subject's old last message.
-	w.remote.until.Store(math.MaxInt64)
+	w.remote.live.until.Store(math.MaxInt64)
 	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); err != nil {
 		t.Fatal(err)
 	}
@@ -567,40 +566,31 @@ func TestInProcessRefusal(t *testing.T) {
 	}
 }
 
-// Renewals run concurrently: one replicated write per lease, one at a
-// time, thousands of leases would outlast the TTL.
-func TestRenewConcurrently(t *testing.T) {
+// A store holds one lease per host, whatever the number of its sessions:
+// a renewal is one write to the lease bucket (each session lease used to
+// be renewed on its own, a write each).
+func TestOneLeasePerHost(t *testing.T) { onServerAndCluster(t, testOneLeasePerHost) }
+
+func testOneLeasePerHost(t *testing.T, url string, o *Options) {
 	ctx := context.Background()
-	st := openStore(t, freshOptions())
-	const n = 4
+	st := openStoreAt(t, url, o)
+	st.stopRenewing()
+	const n = 20
 	for i := range n {
 		if _, err := st.Create(ctx, enginetest.Meta(fmt.Sprintf("s%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var mu sync.Mutex
-	arrived, most := 0, 0
-	all := make(chan struct{})
-	hook := func(update func() (uint64, error)) (uint64, error) {
-		mu.Lock()
-		arrived++
-		most = max(most, arrived)
-		if arrived == n {
-			close(all)
+	last := func() uint64 {
+		bucket, err := st.js.Stream(ctx, "KV_"+o.LeaseBucket)
+		if err != nil {
+			t.Fatal(err)
 		}
-		mu.Unlock()
-		select { // wait for the others, a while
-		case <-all:
-		case <-time.After(300 * time.Millisecond):
-		}
-		mu.Lock()
-		arrived--
-		mu.Unlock()
-		return update()
+		return bucket.CachedInfo().State.LastSeq
 	}
-	st.renewHook.Store(&hook)
+	before := last()
 	st.renewNow()
-	if most != n {
-		t.Errorf("at most %d of %d renewals in flight at once, want all", most, n)
+	if writes := last() - before; writes != 1 {
+		t.Errorf("a renewal with %d sessions held made %d writes to the lease bucket, want 1", n, writes)
 	}
 }

@@ -128,13 +128,17 @@ func bindLeases(ctx context.Context, js natsjs.JetStream, o *Options) (natsjs.Ke
 		if !o.Create {
 			return nil, nil, fmt.Errorf("%w: lease bucket %s does not exist (provision it, or set Options.Create)", ErrNotProvisioned, o.LeaseBucket)
 		}
+		ttl := orDefault(o.LeaseTTL, defaultLeaseTTL)
 		kv, err = js.CreateKeyValue(ctx, natsjs.KeyValueConfig{
 			Bucket:      o.LeaseBucket,
 			Description: "seglog write leases",
-			TTL:         orDefault(o.LeaseTTL, defaultLeaseTTL),
+			TTL:         ttl,
 			Replicas:    orDefault(o.Replicas, defaultReplicas),
 			Storage:     natsjs.FileStorage,
 			History:     1,
+			// Per-key TTLs (allow_msg_ttl): a session's ownership
+			// record never expires; host leases expire with the TTL.
+			LimitMarkerTTL: ttl,
 		})
 		if errors.Is(err, natsjs.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, o.LeaseBucket) // another host created it meanwhile
@@ -164,6 +168,11 @@ func bindLeases(ctx context.Context, js natsjs.JetStream, o *Options) (natsjs.Ke
 	}
 	if c.MaxMsgsPerSubject != 1 {
 		add("history", "1", strconv.FormatInt(c.MaxMsgsPerSubject, 10))
+	}
+	if !c.AllowMsgTTL {
+		// A session's ownership record is written never to expire
+		// (Nats-TTL: never), the host leases expiring with the TTL.
+		add("allow_msg_ttl", "true (per-key TTLs, nats-server 2.11 or later: nats kv edit <bucket> --marker-ttl <ttl>)", "false")
 	}
 	if c.Storage != natsjs.FileStorage {
 		add("storage", natsjs.FileStorage.String(), c.Storage.String())

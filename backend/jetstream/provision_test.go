@@ -39,7 +39,7 @@ func provision(t *testing.T, js natsjs.JetStream, o *Options, editStream func(*n
 	if _, err := js.CreateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	kc := natsjs.KeyValueConfig{Bucket: o.LeaseBucket, TTL: 10 * time.Second, History: 1, Storage: natsjs.FileStorage, Replicas: 1}
+	kc := natsjs.KeyValueConfig{Bucket: o.LeaseBucket, TTL: 10 * time.Second, History: 1, Storage: natsjs.FileStorage, Replicas: 1, LimitMarkerTTL: 10 * time.Second}
 	if editKV != nil {
 		editKV(&kc)
 	}
@@ -162,6 +162,7 @@ func TestOpenMismatch(t *testing.T) {
 		{name: "lease history", editKV: func(c *natsjs.KeyValueConfig) { c.History = 5 }, kind: "lease bucket", field: "history"},
 		{name: "leases that never expire", editKV: func(c *natsjs.KeyValueConfig) { c.TTL = 0 }, kind: "lease bucket", field: "ttl"},
 		{name: "leases in memory", editKV: func(c *natsjs.KeyValueConfig) { c.Storage = natsjs.MemoryStorage }, kind: "lease bucket", field: "storage"},
+		{name: "no per-key TTLs", editKV: func(c *natsjs.KeyValueConfig) { c.LimitMarkerTTL = 0 }, kind: "lease bucket", field: "allow_msg_ttl"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := freshOptions()

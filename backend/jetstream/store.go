@@ -35,7 +35,8 @@ type Options struct {
 	Stream string
 	// Prefix starts every session subject; default "seglog".
 	Prefix string
-	// LeaseBucket is the key-value bucket of write leases; default
+	// LeaseBucket is the key-value bucket of write leases (a host lease
+	// per store, an ownership record per session held); default
 	// "SEGLOG_LEASES".
 	LeaseBucket string
 	// Create makes Open create the stream and the lease bucket if they
@@ -48,10 +49,10 @@ type Options struct {
 	// a cluster: an acknowledged flush then survives the loss of any
 	// server.
 	Replicas int
-	// LeaseTTL is how long a write lease lives without renewal: the
-	// bucket's TTL. Zero takes the bucket's (and creates it with 30 s);
-	// else Open checks it. A host that dies holds its sessions this
-	// long.
+	// LeaseTTL is how long a store's host lease lives without renewal:
+	// the bucket's TTL. Zero takes the bucket's (and creates it with
+	// 30 s); else Open checks it. A host that dies holds its sessions
+	// this long.
 	LeaseTTL time.Duration
 	// Host names this store in the leases it holds. By default it is
 	// unique to the process (the machine's name, the pid and a random
@@ -62,7 +63,8 @@ type Options struct {
 	// once; that it is dead is proven by a lock file in LockDir, which
 	// Open holds for the store's life (a second store under the same Host
 	// on the machine fails to open with engine.ErrLocked). The leases of
-	// a store of the same Host on another machine are never taken over.
+	// a store of the same Host on another machine are taken over only
+	// once its host lease is proven dead, as any other's.
 	Host string
 	// LockDir holds the lock files of stores opened with a Host; default
 	// os.TempDir(). Every process on the machine must see the same
@@ -179,8 +181,12 @@ type Store struct {
 	recent     recentMsgs // what loads read lately, for the reads that follow
 	replies    replyMux   // the answers of direct gets
 
-	heldMu sync.Mutex // guards held; never held while making a request
-	held   map[*lease]struct{}
+	// The host lease (see lease.go): live is the current one, liveMu
+	// serializes making a new one; leaseStream is the lease bucket's
+	// stream.
+	live        atomic.Pointer[liveness]
+	liveMu      sync.Mutex
+	leaseStream natsjs.Stream
 
 	failPublish atomic.Bool // tests: every publish fails
 	// Tests: publishHook, if set, makes the publishes of session messages
@@ -194,8 +200,8 @@ type Store struct {
 	afterOpenLoad  atomic.Pointer[func()]
 	afterTombstone atomic.Pointer[func() error]
 	noRenew        atomic.Bool // tests: a stalled host
-	// Tests: renewHook, if set, renews a lease in place of update (the
-	// renewal's request).
+	// Tests: renewHook, if set, renews the host lease in place of update
+	// (the renewal's request).
 	renewHook atomic.Pointer[func(update func() (uint64, error)) (uint64, error)]
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -268,6 +274,10 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	o.LeaseTTL = bucket.Config.MaxAge
+	leaseStream, err := js.Stream(ctx, bucket.Config.Name)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: lease bucket %s: %w", o.LeaseBucket, err)
+	}
 	machine, err := os.Hostname()
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: host name: %w", err)
@@ -286,7 +296,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		nc: nc, js: js, stream: stream, leases: kv, opts: o,
+		nc: nc, js: js, stream: stream, leases: kv, leaseStream: leaseStream, opts: o,
 		machine: machine, hostLock: hostLock,
 		instance: hex.EncodeToString(nonce[:]),
 		epoch:    time.Now(),
@@ -973,6 +983,7 @@ func (st *Store) Close() error {
 	close(st.stop)
 	st.replies.close()
 	st.wg.Wait()
+	st.releaseHost()
 	st.unlockHost()
 	return errors.Join(errs...)
 }
