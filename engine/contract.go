@@ -38,6 +38,12 @@ type Access = store.Access
 // CreateOption configures Create.
 type CreateOption = store.CreateOption
 
+// ForkOption configures Fork (MarkerTime).
+type ForkOption = store.ForkOption
+
+// DeleteOption configures Delete (IfRevision).
+type DeleteOption = store.DeleteOption
+
 const (
 	// FormatVersion is the session format version this build writes.
 	FormatVersion = store.FormatVersion
@@ -64,6 +70,13 @@ const (
 // store.Inherited).
 func Inherited(n uint64) CreateOption { return store.Inherited(n) }
 
+// MarkerTime stamps a fork's marker with time ms (see store.MarkerTime).
+func MarkerTime(ms int64) ForkOption { return store.MarkerTime(ms) }
+
+// IfRevision makes Delete delete the session only if its revision is
+// still rev once Delete holds its lease (see store.IfRevision).
+func IfRevision(rev string) DeleteOption { return store.IfRevision(rev) }
+
 // ForkRangeError is a Fork past the end of its parent (see
 // store.ForkRangeError); it matches ErrInvalidArgument.
 type ForkRangeError = store.ForkRangeError
@@ -89,6 +102,7 @@ var (
 	ErrUnsupportedEvent  = store.ErrUnsupportedEvent
 	ErrSeed              = store.ErrSeed
 	ErrMigrationRequired = store.ErrMigrationRequired
+	ErrRevisionMismatch  = store.ErrRevisionMismatch
 	ErrReadOnlyStore     = store.ErrReadOnlyStore
 	ErrWriteLost         = store.ErrWriteLost
 	ErrNoStore           = store.ErrNoStore

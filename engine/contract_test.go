@@ -180,3 +180,18 @@ func TestContractAcrossProcesses(t *testing.T) {
 		return enginetest.Local(db)
 	})
 }
+
+// TestCopy runs the cases of store.Copy from one engine to another: on
+// the crashable in-memory FS (a destination restart is a power cut), and
+// on the OS (a second host writes a source session).
+func TestCopy(t *testing.T) {
+	mem := func(t *testing.T, clock *enginetest.Clock) enginetest.Backend {
+		m := vfs.NewMem()
+		return &memBackend{t: t, clock: clock, mem: m, fault: vfs.NewFault(m)}
+	}
+	disk := func(t *testing.T, clock *enginetest.Clock) enginetest.Backend {
+		return &osBackend{t: t, clock: clock, dir: t.TempDir()}
+	}
+	t.Run("mem", func(t *testing.T) { enginetest.RunCopy(t, mem, mem) })
+	t.Run("os", func(t *testing.T) { enginetest.RunCopy(t, disk, disk) })
+}

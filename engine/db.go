@@ -563,8 +563,10 @@ func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, strin
 // with ErrSessionNotFound if the session does not exist and with
 // ErrAlreadyOwned while a write handle holds it. A session created but
 // never written just vanishes. The id may be created again; the new
-// session's revisions never repeat the old one's.
-func (db *DB) Delete(ctx context.Context, id string) error {
+// session's revisions never repeat the old one's. With IfRevision(rev) it
+// deletes only if the session's revision is still rev under the lease,
+// else fails with ErrRevisionMismatch.
+func (db *DB) Delete(ctx context.Context, id string, opts ...DeleteOption) error {
 	if db.opts.ReadOnly {
 		return ErrReadOnlyStore
 	}
@@ -589,6 +591,10 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		db.mu.Unlock()
 		return err
+	}
+	if err := store.DeleteOptionsOf(opts).Check(s.uid, s.next); err != nil {
+		db.mu.Unlock()
+		return sessionErr(id, "delete", err)
 	}
 	if s.pending {
 		// Never written (its events, if any, not yet framed): nothing of

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
@@ -35,8 +34,9 @@ import (
 // older format or was created here and never written, or n is 0:
 // nothing to share) it copies the parent's first n events into the fork's own
 // frames (forkCopy), which reads the same; the copy is written as one
-// group, never seen (nor left by a crash) in part.
-func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header) (*Handle, error) {
+// group, never seen (nor left by a crash) in part. MarkerTime stamps
+// the marker with a given time (default: now).
+func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header, opts ...ForkOption) (*Handle, error) {
 	if db.opts.ReadOnly {
 		return nil, ErrReadOnlyStore
 	}
@@ -53,11 +53,12 @@ func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header) (*Han
 	if closed {
 		return nil, ErrClosed // (not a lease the closed DB failed to take)
 	}
-	hd, err := db.forkShared(ctx, parent, n, hdr)
+	marker := store.ForkOptionsOf(opts).Marker(n)
+	hd, err := db.forkShared(ctx, parent, n, hdr, marker)
 	if !errors.Is(err, errCopyFork) {
 		return hd, err
 	}
-	return db.forkCopy(ctx, parent, n, hdr)
+	return db.forkCopy(ctx, parent, n, hdr, marker)
 }
 
 // forkCopy is Fork by copy: the parent's first n events, read through a
@@ -67,7 +68,7 @@ func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header) (*Han
 // like a migration, a replay takes the fork only once all of it is
 // there, and the next write open ends one that a crash cut short. No
 // other handle or process sees the fork before it is whole.
-func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header) (*Handle, error) {
+func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header, marker event.Event) (*Handle, error) {
 	lease, err := db.acquire(hdr.ID)
 	if err != nil {
 		return nil, sessionErr(hdr.ID, "fork", ErrSessionExists)
@@ -110,7 +111,6 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header)
 		}
 		frames, counts = append(frames, fs...), append(counts, cs...)
 	}
-	marker := store.ForkMarker(n, time.Now().UnixMilli())
 	me, err := db.encoder().Events(c.id, n, []event.Event{marker})
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
@@ -184,7 +184,7 @@ func (db *DB) appendWhole(c *session, header *segment.Encoded, frames []*segment
 var errCopyFork = errors.New("engine: fork by copy")
 
 // forkShared is Fork by shared frames, or errCopyFork.
-func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Header) (*Handle, error) {
+func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Header, marker event.Event) (*Handle, error) {
 	// Events of the parent appended here, not yet in frames (nor, maybe,
 	// its header in the log, for the fork's to name): the write handle of
 	// this DB that holds the parent cuts them into frames (as DB.Flush
@@ -272,7 +272,6 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	db.mu.Unlock()
 	c := &session{id: hdr.ID, hdr: &hdr, inherited: n, uid: store.NewIncarnation(), fork: chain,
 		framed: n, next: n, checked: checked} // (its frames: see appendFork)
-	marker := store.ForkMarker(n, time.Now().UnixMilli())
 	if pmeta == n {
 		// The parent's listing describes its first n events: the fork's
 		// title is its title, and the fork was updated by its marker.

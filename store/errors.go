@@ -59,6 +59,10 @@ var (
 	// FormatMigrationRequired). DB.Migrate upgrades it; read handles see
 	// it migrated, in memory.
 	ErrMigrationRequired = errors.New("is stored in an older format: migrate it first (DB.Migrate, seglog migrate)")
+	// ErrRevisionMismatch: Delete with IfRevision of a session whose
+	// revision is no longer the one named (a host wrote it since, or it
+	// was created again); nothing was deleted.
+	ErrRevisionMismatch = errors.New("revision changed")
 	// ErrNoStore: RebuildIndex of a directory that holds no store (no
 	// segment and no index).
 	ErrNoStore = errors.New("no store here (no segment, no index)")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/seglog/seglog/event"
 )
@@ -61,8 +60,9 @@ func (e *ForkRangeError) Is(target error) bool { return target == ErrInvalidArgu
 // PrepareForkHeader makes it), appends them, the marker (ForkMarker) and
 // flushes, and returns the child's write handle. A failure after Create
 // closes the child unflushed and calls drop(ctx, id) if drop is not nil
-// (a backend that can delete removes what was written of it).
-func CopyFork[H Handle](ctx context.Context, b Backend[H], parent string, n uint64, h Header, drop func(context.Context, string) error) (H, error) {
+// (a backend that can delete removes what was written of it). opts are
+// Fork's (MarkerTime).
+func CopyFork[H Handle](ctx context.Context, b Backend[H], parent string, n uint64, h Header, drop func(context.Context, string) error, opts ...ForkOption) (H, error) {
 	var zero H
 	h, err := PrepareForkHeader(h, parent, n)
 	if err != nil {
@@ -113,7 +113,7 @@ func CopyFork[H Handle](ctx context.Context, b Backend[H], parent string, n uint
 			return fail(err)
 		}
 	}
-	if err := c.Append(ctx, ForkMarker(n, time.Now().UnixMilli())); err != nil {
+	if err := c.Append(ctx, ForkOptionsOf(opts).Marker(n)); err != nil {
 		return fail(err)
 	}
 	if err := c.Flush(ctx); err != nil {

@@ -31,8 +31,9 @@ type Store interface {
 	// (the header as PrepareForkHeader makes it). The fork is durable when
 	// Fork returns the write handle of it. A backend shares the parent's
 	// stored events where it can (see each backend), else copies them
-	// (CopyFork); reads cannot tell the two apart.
-	Fork(ctx context.Context, parent string, n uint64, h Header) (Handle, error)
+	// (CopyFork); reads cannot tell the two apart. MarkerTime sets the
+	// marker's time (default: now).
+	Fork(ctx context.Context, parent string, n uint64, h Header, opts ...ForkOption) (Handle, error)
 	// Delete removes session id for every instance of the store (every
 	// process, every host) and durably when it returns: Stat and Open
 	// fail with ErrSessionNotFound, List leaves it out, and a read or a
@@ -42,8 +43,11 @@ type Store interface {
 	// here or elsewhere, holds it; read handles do not hold it back. It
 	// fails with ErrSessionNotFound if the session does not exist. The id
 	// may be created again: a new incarnation, whose revisions never
-	// repeat the old one's and in which no old event reappears.
-	Delete(ctx context.Context, id string) error
+	// repeat the old one's and in which no old event reappears. With
+	// IfRevision(rev), it deletes the session only if its revision is
+	// still rev once the lease is held (else ErrRevisionMismatch, and
+	// the session stays): no event written since rev is lost.
+	Delete(ctx context.Context, id string, opts ...DeleteOption) error
 	// Resume opens session id for write and closes a turn that a crash
 	// left open: it appends the closers of recovery.
 	// InterruptedTurnClosers of the stored log as one batch, flushes, and
@@ -101,8 +105,8 @@ type Backend[H Handle] interface {
 	List(ctx context.Context) ([]Snapshot, error)
 	ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error)
 	Inspect(ctx context.Context, id string) (Inspection, error)
-	Fork(ctx context.Context, parent string, n uint64, h Header) (H, error)
-	Delete(ctx context.Context, id string) error
+	Fork(ctx context.Context, parent string, n uint64, h Header, opts ...ForkOption) (H, error)
+	Delete(ctx context.Context, id string, opts ...DeleteOption) error
 	Resume(ctx context.Context, id string) (H, []event.Event, error)
 	Flush(ctx context.Context) error
 	Close() error
@@ -138,8 +142,8 @@ func (w wrapped[H]) Create(ctx context.Context, h Header, opts ...CreateOption) 
 	return s, nil
 }
 
-func (w wrapped[H]) Fork(ctx context.Context, parent string, n uint64, h Header) (Handle, error) {
-	s, err := w.b.Fork(ctx, parent, n, h)
+func (w wrapped[H]) Fork(ctx context.Context, parent string, n uint64, h Header, opts ...ForkOption) (Handle, error) {
+	s, err := w.b.Fork(ctx, parent, n, h, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +166,9 @@ func (w wrapped[H]) Resume(ctx context.Context, id string) (Handle, []event.Even
 	return s, closers, nil
 }
 
-func (w wrapped[H]) Delete(ctx context.Context, id string) error { return w.b.Delete(ctx, id) }
+func (w wrapped[H]) Delete(ctx context.Context, id string, opts ...DeleteOption) error {
+	return w.b.Delete(ctx, id, opts...)
+}
 
 func (w wrapped[H]) Stat(ctx context.Context, id string) (Snapshot, error) { return w.b.Stat(ctx, id) }
 func (w wrapped[H]) List(ctx context.Context) ([]Snapshot, error)          { return w.b.List(ctx) }

@@ -10,6 +10,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // Delete removes session id for every host; see store.Store.Delete. It
@@ -23,8 +24,11 @@ import (
 // only message, until the id is created again. Once the tombstone is
 // stored, the session is deleted for every host; a host that dies right
 // after holds the id's lease until it expires (a Create of the id
-// elsewhere fails with engine.ErrSessionExists until then).
-func (st *Store) Delete(ctx context.Context, id string) error {
+// elsewhere fails with engine.ErrSessionExists until then). With
+// IfRevision, the session as read under the leases must still have that
+// revision (else engine.ErrRevisionMismatch, and nothing is published).
+func (st *Store) Delete(ctx context.Context, id string, opts ...engine.DeleteOption) error {
+	do := store.DeleteOptionsOf(opts)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -45,6 +49,12 @@ func (st *Store) Delete(ctx context.Context, id string) error {
 	if err == nil {
 		s, _, _, err = st.publishAfterRead(ctx, id, "delete", func(s *session) (*nats.Msg, string, error) {
 			if err := st.check(remote); err != nil {
+				return nil, "", err
+			}
+			st.mu.Lock()
+			uid, events := s.uid, s.next()
+			st.mu.Unlock()
+			if err := do.Check(uid, events); err != nil {
 				return nil, "", err
 			}
 			e, err := st.enc.Delete(id, s.uid)

@@ -767,9 +767,10 @@ func (st *Store) Inspect(ctx context.Context, id string) (engine.Inspection, err
 // the parent's first n events are copied into the child's subject
 // (store.CopyFork), one read and one write of them. A fork that fails
 // after creating the child may leave part of the copy, which reads refuse
-// (its seed marker is missing) until the host deletes it.
-func (st *Store) Fork(ctx context.Context, parent string, n uint64, h engine.Header) (*Handle, error) {
-	return store.CopyFork[*Handle](ctx, st, parent, n, h, nil)
+// (its seed marker is missing) until the host deletes it. MarkerTime
+// stamps the marker with a given time (default: now).
+func (st *Store) Fork(ctx context.Context, parent string, n uint64, h engine.Header, opts ...engine.ForkOption) (*Handle, error) {
+	return store.CopyFork[*Handle](ctx, st, parent, n, h, nil, opts...)
 }
 
 // Stat describes a session; see engine.DB.Stat. The revision is the

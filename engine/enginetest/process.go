@@ -57,6 +57,10 @@ type request struct {
 	Limit  int               `json:"limit,omitempty"`
 	N      uint64            `json:"n,omitempty"`
 	List   store.ListOptions `json:"list"`
+	// Fork's MarkerTime (if Marker), Delete's IfRevision (if Rev).
+	Marker   bool   `json:"marker,omitempty"`
+	MarkerMs int64  `json:"markerMs,omitempty"`
+	Rev      string `json:"rev,omitempty"`
 }
 
 type response struct {
@@ -80,6 +84,7 @@ var errKinds = map[string]error{
 	"readonly": engine.ErrReadOnly, "invalid": engine.ErrInvalidArgument,
 	"event": engine.ErrInvalidEvent, "header": engine.ErrInvalidHeader,
 	"locked": engine.ErrLocked, "seq": engine.ErrSeqMismatch,
+	"revision": engine.ErrRevisionMismatch,
 }
 
 func serve(s Store, in io.Reader, out io.Writer) {
@@ -105,7 +110,11 @@ func serve(s Store, in io.Reader, out io.Writer) {
 			} else if req.Op == "resume" {
 				nh, resp.Events, err = s.Resume(ctx, req.ID)
 			} else if req.Op == "fork" {
-				nh, err = s.Fork(ctx, req.ID, req.N, req.Header)
+				var opts []store.ForkOption
+				if req.Marker {
+					opts = append(opts, store.MarkerTime(req.MarkerMs))
+				}
+				nh, err = s.Fork(ctx, req.ID, req.N, req.Header, opts...)
 			} else {
 				nh, err = s.Open(ctx, req.ID, req.Access)
 			}
@@ -122,7 +131,11 @@ func serve(s Store, in io.Reader, out io.Writer) {
 		case "inspect":
 			resp.Inspection, err = s.Inspect(ctx, req.ID)
 		case "delete":
-			err = s.Delete(ctx, req.ID)
+			var opts []store.DeleteOption
+			if req.Rev != "" {
+				opts = append(opts, store.IfRevision(req.Rev))
+			}
+			err = s.Delete(ctx, req.ID, opts...)
 		case "flushall":
 			err = s.Flush(ctx)
 		case "append":
@@ -221,8 +234,9 @@ func (p *Peer) Create(_ context.Context, h store.Header, opts ...store.CreateOpt
 }
 
 // Fork implements Store.
-func (p *Peer) Fork(_ context.Context, parent string, n uint64, h store.Header) (Session, error) {
-	resp, err := p.call(request{Op: "fork", ID: parent, N: n, Header: h})
+func (p *Peer) Fork(_ context.Context, parent string, n uint64, h store.Header, opts ...store.ForkOption) (Session, error) {
+	fo := store.ForkOptionsOf(opts)
+	resp, err := p.call(request{Op: "fork", ID: parent, N: n, Header: h, Marker: fo.HasMarkerTime, MarkerMs: fo.MarkerTime})
 	if err != nil {
 		return nil, err
 	}
@@ -264,8 +278,8 @@ func (p *Peer) Inspect(_ context.Context, id string) (store.Inspection, error) {
 }
 
 // Delete implements Store.
-func (p *Peer) Delete(_ context.Context, id string) error {
-	_, err := p.call(request{Op: "delete", ID: id})
+func (p *Peer) Delete(_ context.Context, id string, opts ...store.DeleteOption) error {
+	_, err := p.call(request{Op: "delete", ID: id, Rev: store.DeleteOptionsOf(opts).Revision})
 	return err
 }
 
