@@ -199,7 +199,10 @@ type Store struct {
 	publishHook    atomic.Pointer[publishFunc]
 	afterOpenLoad  atomic.Pointer[func()]
 	afterTombstone atomic.Pointer[func() error]
-	noRenew        atomic.Bool // tests: a stalled host
+	// Tests: createLooked, if set, runs in a Create after its first look
+	// at the subject, before it takes the leases.
+	createLooked atomic.Pointer[func()]
+	noRenew      atomic.Bool // tests: a stalled host
 	// Tests: renewHook, if set, renews the host lease in place of update
 	// (the renewal's request).
 	renewHook atomic.Pointer[func(update func() (uint64, error)) (uint64, error)]
@@ -379,6 +382,9 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 	if err != nil {
 		return nil, sessionErr(h.ID, "create", err)
 	}
+	if f := st.createLooked.Load(); f != nil {
+		(*f)()
+	}
 	local, err := st.owners.Acquire(h.ID)
 	if err != nil {
 		return nil, sessionErr(h.ID, "create", engine.ErrSessionExists)
@@ -391,11 +397,12 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 		}
 		return nil, sessionErr(h.ID, "create", err)
 	}
-	// Created, written and released by another host since the check above?
-	again, err := st.freeSubject(ctx, subj)
-	if err == nil && again != after {
-		err = engine.ErrSessionExists // (created and deleted again: as good as taken)
-	}
+	// Created, written and released by another host since the check
+	// above? Then it exists (ErrSessionExists). If the subject is free
+	// under the lease, the header expects what ends it now: the same
+	// tombstone, another (created and deleted again meanwhile), or none
+	// (a janitor purged the tombstone, PurgeTombstones).
+	after, err = st.freeSubject(ctx, subj)
 	if err != nil {
 		local.Release()
 		st.releaseLease(remote)
