@@ -377,6 +377,17 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"migrate", "a", "--all", "--dir", dir}, 2},
 		{[]string{"bench", "--size", "10"}, 2},
 		{[]string{"bench", "extra"}, 2},
+		{[]string{"copy", "--dir", dir}, 2},
+		{[]string{"copy", "--from", dir, "--to", dir}, 2},
+		{[]string{"copy", "--from", dir, "--to", "nats://127.0.0.1:1?bogus=1"}, 2},
+		{[]string{"copy", "--from", t.TempDir(), "--to", t.TempDir()}, 1},
+		{[]string{"copy", "--from", dir, "--to", t.TempDir()}, 0},
+		{[]string{"retain", "--dir", dir}, 2},
+		{[]string{"retain", "--keep", "-1", "--dir", dir}, 2},
+		{[]string{"retain", "--keep", "1", "extra", "--dir", dir}, 2},
+		{[]string{"retain", "--keep", "1", "--nats", "/tmp/x", "--dir", dir}, 2},
+		{[]string{"retain", "--older-than", "1h", "--dry-run", "--dir", dir}, 0},
+		{[]string{"retain", "--keep", "1", "--dir", t.TempDir()}, 1},
 	} {
 		if out, code := cli(t, c.args...); code != c.code {
 			t.Errorf("%v: exit %d, want %d\n%s", c.args, code, c.code, out)

@@ -33,17 +33,23 @@
 //	seglog export (ID | --all) ROOT    write sessions as reference harness logs
 //	seglog migrate (ID... | --all)     upgrade sessions stored in an older format
 //	seglog types                       list the event types of the default catalog (docs/EVENTS.md)
+//	seglog copy --to DIR|nats://... [--from DIR|nats://...] [ID...]
+//	                                   copy sessions between stores: local directories, JetStream streams
+//	seglog retain (--older-than D | --keep N) [--dry-run] [--nats URL]
+//	                                   delete sessions by a retention policy (a stream's old tombstones too)
 //	seglog help [COMMAND]              what a command does, its flags and its exit codes
 //	seglog completion SHELL            a completion script for bash, zsh, fish or powershell (cobra's)
 //
 // Every command works on a store that agent hosts have open (docs/DESIGN.md,
-// Many processes): the read commands beside them, and delete, import and
-// migrate as one more writing process, and compact and check --repair too
+// Many processes): the read commands beside them (copy's source too), and
+// delete, import, migrate and retain as one more writing process, and compact and check --repair too
 // (one compaction at a time: another fails with "locked"). Only import
-// creates a store; the others refuse a directory that holds none.
+// and copy (its --to) create a store; the others refuse a directory that
+// holds none. copy and retain also reach a NATS JetStream stream
+// (backend/jetstream) by its address.
 //
-// Output. ls, stats, segments, check and bench take --json, whose field
-// names are stable and listed in README.md (CLI output) and in seglog help
+// Output. ls, stats, segments, check, copy, retain and bench take --json,
+// whose field names are stable and listed in README.md (CLI output) and in seglog help
 // COMMAND; ls --json's are id, events, bytes, revision, format,
 // createdAt, updatedAt, and when set title, cwd, parentSession, isSeeded,
 // inheritedEvents. An error is printed once, on stderr, after "seglog: ".
@@ -72,6 +78,8 @@
 //	export    1: some sessions not exported (listed; the others exported), the one named does not exist
 //	migrate   1: a session not found or failed; the ones before it are migrated
 //	types     1: --dir names a directory without a store, or its recorded types cannot be read
+//	copy      1: some sessions not copied (listed; the others copied), a store could not be opened
+//	retain    1: some deletes failed (listed), the store could not be opened or listed
 //
 // cmd/seglog is the top of the dependency graph; nothing imports it. It is
 // a module of its own, github.com/seglog/seglog/cmd/seglog, so that the

@@ -137,6 +137,40 @@ Prints each one's versions, events before and after, and its new revision; a ses
 already current is left as it is.`,
 		[3]string{"every session migrated (or already current)", "a session not found, or a failure: migrate stops there, the sessions before it are migrated", "neither ids nor --all, or both"}},
 
+	"copy": {`Copy sessions from one store to another: from --from (default --dir) to --to, each a
+store directory or a NATS JetStream stream (nats://host:4222, a comma-separated list for a
+cluster, ?stream=S&prefix=P&leases=B for names other than --stream, --subject-prefix and
+--lease-bucket; --creds FILE). The <id>s named, or every session. A directory --to is
+created if missing; a stream must be provisioned, or made with --create. Each session's
+header and events are copied as stored (a fork as a fork where the destination holds its
+parent); revisions are the destination's own. The source is only read (hosts keep writing
+it): a session is copied up to its length when its copy began, and a later copy appends
+what was written since. Safe to run again, after a crash too: a session the destination
+already holds is compared event by event; a copy cut short is finished, nothing is written
+twice, and a different session of the same id is refused and left as it is. Prints a line
+per session (created, forked, resumed, up to date, ahead, gone, or not copied and why) and
+a total.
+
+--json prints one object: sessions (an array: id, status, events, copied, and error if it
+failed) and failed (how many).
+
+Progress: on a terminal, a bar of the sessions; nothing elsewhere.`,
+		[3]string{"every session copied (or already there)", "some sessions not copied (listed: another session of the id at the destination, an older format to migrate first, a writer holding it at the destination, ...), or a store could not be opened", "no --to, --from and --to the same, a bad NATS address setting, an unknown flag"}},
+
+	"retain": {`Delete the sessions a retention policy selects, in --dir or in the stream --nats names:
+those last updated (the time of their last flushed event) longer ago than --older-than,
+and those beyond the --keep most recently updated; --prefix and --cwd restrict the sessions
+considered (the others are neither deleted nor counted). A session a host writes is
+skipped and listed, never forced; so is one written after the listing. --dry-run deletes
+nothing and lists what would go. On a stream, the tombstones deleted sessions leave are
+purged once older than --tombstones-older-than (default 24h; 0 keeps them); in a
+directory, compaction reclaims the deleted bytes (seglog compact, or any host's background
+compactor). Prints a line per session and a total.
+
+--json prints one object: dryRun, considered, deleted, held, changed (arrays of ids), failed
+(an array: id, error) and tombstones (purged: ids, young, held: ids; null in a directory).`,
+		[3]string{"the policy applied (sessions held or written meanwhile are skipped and listed)", "some deletes failed (listed), or the store could not be opened or listed", "neither --older-than nor --keep, a negative value, an argument, --nats not a NATS address"}},
+
 	"types": {`List the event types of the default catalog (the reference harness's v3 catalog) and
 those the store in --dir records (seglog import --register, DB.RegisterTypes), one a line,
 sorted; a family as prefix/*. Without --dir or $SEGLOG_DIR, and no store in ./seglog-data,

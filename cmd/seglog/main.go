@@ -26,14 +26,16 @@ const (
 const helpExitCodes = `Exit codes (each command's in seglog help COMMAND):
   0  ok: the command did all it was asked
   1  failed, or did only part of its work: check found problems, import refused
-     some logs, export could not write some sessions, segments could not scan
-     some files (each is listed); the store or session is missing or damaged
+     some logs, export could not write some sessions, copy could not copy some,
+     retain could not delete some, segments could not scan some files (each is
+     listed); the store or session is missing or damaged
   2  usage error: unknown command or flag, bad flag value, wrong arguments;
      nothing was done
 
-Only import creates a store (in --dir, made if missing). Every other command
-fails on a directory that holds no store (no *.seg files and no index.db) and
-creates nothing.
+Only import (in --dir) and copy (in its --to) create a store, and the directory,
+if missing. Every other command fails on a directory that holds no store (no
+*.seg files and no index.db) and creates nothing. copy and retain also reach a
+NATS JetStream stream by its address (nats://host:4222).
 `
 
 // errProblems makes check exit 1 after printing its report.
@@ -179,7 +181,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newBenchCmd(stdout, stderr, &dir), newCheckCmd(stdout, &dir), newLsCmd(stdout, &dir),
 		newStatsCmd(stdout, &dir), newCatCmd(stdout, &dir), newSegmentsCmd(stdout, &dir),
 		newImportCmd(stdout, stderr, &dir), newExportCmd(stdout, &dir), newDeleteCmd(stdout, &dir),
-		newTailCmd(stdout, &dir), newCompactCmd(stdout, &dir), newMigrateCmd(stdout, &dir), newTypesCmd(stdout, &dir))
+		newTailCmd(stdout, &dir), newCompactCmd(stdout, &dir), newMigrateCmd(stdout, &dir), newTypesCmd(stdout, &dir),
+		newCopyCmd(stdout, &dir), newRetainCmd(stdout, &dir))
 	for _, c := range root.Commands() {
 		c.Args = usageArgs(c.Args)
 	}

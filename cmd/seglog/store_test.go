@@ -37,11 +37,12 @@ func cliGuarded(t *testing.T, args ...string) (string, int) {
 }
 
 // storeCommands are every command but import and bench, each needing
-// an existing store.
+// an existing store (copy: its source).
 var storeCommands = [][]string{
 	{"ls"}, {"stats"}, {"cat", "x"}, {"segments"}, {"tail", "x"}, {"tail", "x", "-f"},
 	{"check"}, {"check", "--repair"}, {"delete", "x"}, {"compact"},
 	{"export", "--all", "OUT"}, {"export", "x", "OUT"}, {"migrate", "--all"}, {"migrate", "x"},
+	{"retain", "--keep", "1"}, {"copy", "--to", "OUT"},
 }
 
 // TestCommandsNeedAStore: only import creates a store; every other
@@ -81,7 +82,7 @@ func TestCommandsNeedAStore(t *testing.T) {
 					t.Errorf("the command wrote %d files into the empty %s", len(entries), dir)
 				}
 				if _, err := os.Stat(out); err == nil {
-					t.Errorf("export created %s", out)
+					t.Errorf("%s created %s", args[0], out)
 				}
 			})
 		}
