@@ -8,7 +8,10 @@
 // revision it reports), and the Front of a session handle: what every
 // backend's handle does the same (its state, Append and Enqueue with their
 // checks and write-behind, the read checks, Close's protocol) over a
-// small Writer interface of the backend's own steps.
+// small Writer interface of the backend's own steps. Built on the contract
+// alone, for every backend: CopyFork (a fork by copy), Copy (sessions from
+// one store into another, safe to run again) and Retain (deletion by a
+// policy, with a backend's TombstonePurger).
 //
 // store holds no storage; a Front's write-behind runs a timer goroutine
 // while events wait (package handle), stopped by Close. It may import

@@ -52,9 +52,21 @@
 // engine.ErrSessionNotFound, and Create starts a new incarnation after the
 // tombstone. A host that dies once the tombstone is stored leaves the
 // session deleted; only its lease of the id lives on until it expires. The
-// stream must allow rollups (allow_rollup_hdrs; see Provisioning). Resume
-// is a write open and engine.ResumeHandle: the closers of
-// recovery.InterruptedTurnClosers, the same as the local engine's.
+// stream must allow rollups (allow_rollup_hdrs; see Provisioning). With
+// engine.IfRevision, Delete deletes only the revision named, as read
+// under the leases. Resume is a write open and engine.ResumeHandle: the
+// closers of recovery.InterruptedTurnClosers, the same as the local
+// engine's.
+//
+// A tombstone stays, the subject's only message, until the id is created
+// again. PurgeTombstones (store.TombstonePurger, called by store.Retain
+// and seglog retain) purges those older than a grace period, each under
+// the id's leases and only if it is still the subject's last message:
+// revisions stay new (incarnation ids are random), and an old writer's
+// late publish still finds the subject ending in another message than it
+// expects, save a header expecting an empty subject, which the grace
+// period outlasts (docs/DESIGN.md, Copy and retention). store.Copy copies
+// sessions between a stream and a local store (or another stream).
 //
 // # Provisioning
 //
