@@ -82,6 +82,11 @@ func TestImportV2ThenMigrate(t *testing.T) {
 	if code != 0 || strings.Count(catBefore, "\n") != len(want) || !strings.Contains(catBefore, "v2-to-v3-system-") {
 		t.Fatalf("cat of a v2 session (exit %d) should show the migrated log:\n%s", code, catBefore)
 	}
+	// A copy holds what reads return and a stream only v3: migrate first.
+	copied := t.TempDir()
+	if out, code := cli(t, "copy", "--from", dir, "--to", copied, "old"); code != 1 || !strings.Contains(out, "migrate it first") {
+		t.Errorf("copy of a v2 session (exit %d):\n%s", code, out)
+	}
 	out, code = cli(t, "--dir", dir, "migrate", "--all")
 	if code != 0 || !strings.Contains(out, "old: v2 -> v3, 6 -> 7 events") || !strings.Contains(out, "migrated 1 sessions") {
 		t.Fatalf("migrate --all (exit %d):\n%s", code, out)
@@ -92,6 +97,11 @@ func TestImportV2ThenMigrate(t *testing.T) {
 	}
 	if catAfter, _ := cli(t, "--dir", dir, "cat", "old"); catAfter != catBefore {
 		t.Fatalf("migration changed what cat shows:\nbefore\n%s\nafter\n%s", catBefore, catAfter)
+	}
+	if out, code := cli(t, "copy", "--from", dir, "--to", copied, "old"); code != 0 || !strings.Contains(out, "old: created, 7 events") {
+		t.Errorf("copy of the migrated session (exit %d):\n%s", code, out)
+	} else if catCopy, _ := cli(t, "--dir", copied, "cat", "old"); catCopy != catBefore {
+		t.Errorf("the copy of the migrated session reads otherwise:\n%s", catCopy)
 	}
 	if out, code := cli(t, "--dir", dir, "migrate"); code != 2 {
 		t.Errorf("migrate without ids (exit %d): %s", code, out)
