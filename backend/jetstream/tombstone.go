@@ -113,9 +113,7 @@ func (st *Store) PurgeTombstones(ctx context.Context, olderThan time.Duration, d
 // is subject subj's last message, or 0 if its last message is none (or
 // it holds none).
 func (st *Store) lastTombstone(ctx context.Context, subj string) (uint64, time.Time, error) {
-	rctx, cancel := st.rctx(ctx)
-	defer cancel()
-	m, err := st.stream.GetLastMsgForSubject(rctx, subj)
+	m, err := st.lastMsg(ctx, subj) // (the leader's: a replica may be behind)
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
 		return 0, time.Time{}, nil
 	}

@@ -26,9 +26,17 @@ func TestPurgeTombstones(t *testing.T) {
 	oa := freshOptions()
 	ob := *oa
 	ob.Host = "host-b"
-	a, b := openStore(t, oa), openStore(t, &ob)
+	oc := *oa
+	oc.Host = "host-c"
+	a, b, c := openStore(t, oa), openStore(t, &ob), openStore(t, &oc)
 	for _, id := range []string{"s", "t", "live"} {
 		written(t, a, id)
+	}
+	// c reads s now and looks again only once s is created again: its
+	// view of the old incarnation meets the new one's header, no
+	// tombstone between.
+	if snap, err := c.Stat(ctx, "s"); err != nil || snap.EventCount != 6 {
+		t.Fatalf("Stat on c: %+v, %v", snap, err)
 	}
 	r, err := b.Open(ctx, "s", engine.Read)
 	if err != nil {
@@ -59,7 +67,7 @@ func TestPurgeTombstones(t *testing.T) {
 		t.Errorf("dry run: %+v, %v; want s and t, and nothing purged", rep, err)
 	}
 	// A creator of t holds its lease: its tombstone stays.
-	c, err := a.Create(ctx, enginetest.Meta("t"))
+	ct, err := a.Create(ctx, enginetest.Meta("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +78,10 @@ func TestPurgeTombstones(t *testing.T) {
 	if n, m := subjectMsgs(t, b, "s"), subjectMsgs(t, b, "t"); n != 0 || m != 1 {
 		t.Errorf("the subjects hold %d and %d messages, want 0 (purged) and 1 (the tombstone held)", n, m)
 	}
-	if err := c.Append(ctx, enginetest.OneTurn()[:2]...); err != nil {
+	if err := ct.Append(ctx, enginetest.OneTurn()[:2]...); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Close(); err != nil {
+	if err := ct.Close(); err != nil {
 		t.Fatalf("the creator's flush after the purge: %v", err)
 	}
 	wantDeleted(t, "the deleting host", a, "s")
@@ -101,7 +109,7 @@ func TestPurgeTombstones(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range []*Store{a, b} {
+	for _, st := range []*Store{a, b, c} {
 		snap, err := st.Stat(ctx, "s")
 		if err != nil || snap.EventCount != 3 || revisionUIDOf(snap.Revision) == revisionUIDOf(old.Revision) {
 			t.Errorf("Stat of the session created again: %+v, %v (old revision %s)", snap, err, old.Revision)
