@@ -198,7 +198,8 @@ func (a *appender) placeLocked(batch []*placement) error {
 			total += int(e.Size())
 		}
 	}
-	buf := make([]byte, 0, total)
+	buf := placeBufs.get(total)
+	defer func() { placeBufs.put(buf) }()
 	var chunk []*placement // placements with frames in buf
 	var events uint64
 	var tally frameTally // the frames in buf, for DB.Metrics
@@ -284,6 +285,33 @@ func (a *appender) placeLocked(batch []*placement) error {
 		}
 	}
 	return nil
+}
+
+// placeBufs keeps the buffers placements lay their frames out in: a bulk
+// load places a batch's frames (some 100 KiB) per call, and a fresh buffer
+// each time was garbage for the collector to clear and return.
+var placeBufs bufPool
+
+// bufPool is a pool of byte buffers; one over maxPooledBuf is not kept.
+type bufPool struct{ p sync.Pool }
+
+const maxPooledBuf = 4 << 20
+
+// get returns an empty buffer with room for n bytes.
+func (b *bufPool) get(n int) []byte {
+	if v, ok := b.p.Get().(*[]byte); ok && cap(*v) >= n {
+		return (*v)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// put keeps buf for a later get. Nothing may use buf after.
+func (b *bufPool) put(buf []byte) {
+	if cap(buf) == 0 || cap(buf) > maxPooledBuf {
+		return
+	}
+	buf = buf[:0]
+	b.p.Put(&buf)
 }
 
 // undoDead zeroes what a placer that died mid-write left past the tail
