@@ -211,13 +211,19 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 			start, bytes = i+1, 0
 		}
 	}
-	// small: the batch is one frame stored as is without a dictionary
-	small := len(ends) == 0 && bytes < segment.DefaultMinCompress
-	if len(ends) == 0 || (len(ends) == 1 && start == len(evs)) {
-		// One frame (a flush of a turn, mostly): no fan-out.
+	frames := len(ends)
+	if start < len(evs) {
+		frames++
+	}
+	var out []*segment.Encoded
+	var counts []uint32
+	if frames == 1 {
+		// One frame (a flush of a turn, mostly): no fan-out. A small one
+		// (stored as is without a dictionary) is compressed with a
+		// dictionary within the CPU budget of such frames.
 		var e *segment.Encoded
 		var err error
-		if small && db.dict != nil {
+		if bytes < segment.DefaultMinCompress && len(ends) == 0 && db.dict != nil {
 			e, err = db.dict.encodeSmall(enc, id, evs)
 		} else {
 			e, err = enc.Events(id, evs[0].Seq, evs)
@@ -225,40 +231,24 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 		if err != nil {
 			return nil, nil, err
 		}
-		out := []*segment.Encoded{e}
-		if db.dict != nil {
-			db.dict.observe(out)
-		}
-		return out, []uint32{uint32(len(evs))}, nil
-	}
-	if start < len(evs) {
-		ends = append(ends, len(evs))
-	}
-	out := make([]*segment.Encoded, len(ends))
-	counts := make([]uint32, len(ends))
-	errs := make([]error, len(ends))
-	encode := func(k int) {
-		from := 0
-		if k > 0 {
-			from = ends[k-1]
-		}
-		if small && db.dict != nil {
-			// compressed with a dictionary within the CPU budget of
-			// such frames
-			out[k], errs[k] = db.dict.encodeSmall(enc, id, evs)
-		} else {
-			out[k], errs[k] = enc.Events(id, evs[from].Seq, evs[from:ends[k]])
-		}
-		counts[k] = uint32(ends[k] - from)
-	}
-	if workers := min(runtime.GOMAXPROCS(0), len(ends)); workers <= 1 {
-		for k := range ends {
-			encode(k)
-		}
+		out, counts = []*segment.Encoded{e}, []uint32{uint32(len(evs))}
 	} else {
+		if start < len(evs) {
+			ends = append(ends, len(evs))
+		}
+		out, counts = make([]*segment.Encoded, len(ends)), make([]uint32, len(ends))
+		errs := make([]error, len(ends))
+		encode := func(k int) {
+			from := 0
+			if k > 0 {
+				from = ends[k-1]
+			}
+			out[k], errs[k] = enc.Events(id, evs[from].Seq, evs[from:ends[k]])
+			counts[k] = uint32(ends[k] - from)
+		}
 		var next atomic.Int64
 		var wg sync.WaitGroup
-		for range workers {
+		for range min(runtime.GOMAXPROCS(0), len(ends)) {
 			wg.Go(func() {
 				for k := int(next.Add(1) - 1); k < len(ends); k = int(next.Add(1) - 1) {
 					encode(k)
@@ -266,10 +256,10 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 			})
 		}
 		wg.Wait()
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, nil, err
+		for _, err := range errs {
+			if err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	if db.dict != nil {
