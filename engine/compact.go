@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/seglog/seglog/index"
+	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
 )
 
@@ -95,6 +98,11 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	}
 	defer release()
 	defer func() { db.metrics.compacted(ctx, rep, err) }()
+	if why := db.indexNotKept(); why != "" {
+		if err := db.setIndexAsideAlone(why); err != nil {
+			return nil, err
+		}
+	}
 	db.dead.Store(false) // what is deleted from here on waits for the next run
 	if _, off := splitPosition(db.shared.field(shmTail).Load()); opts.Roll && off > segment.HeaderSize {
 		if err := db.log.rollNow(); err != nil {
@@ -195,6 +203,61 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	return rep, nil
 }
 
+// setIndexAsideAlone, in a compaction without the index (which runs
+// alone: no other process writes the store), moves the store's index file
+// to quarantine/ before any frame moves, as the next write open would set
+// a stale index aside: the next open of the store by a process alone
+// builds a new one from the segments. A change of the layout (that the
+// move is) makes read-only processes reload without it. A layout change
+// that a compaction which died left (its rewrite intent was in that
+// index) ends with it.
+func (db *DB) setIndexAsideAlone(why string) error {
+	db.shared.layoutBegin()
+	err := moveAside(vfs.Default, db.indexFilePath(), db.quarantineDir())
+	db.shared.layoutEnd()
+	if err != nil {
+		return fmt.Errorf("engine: compact: setting aside the index this process does not keep: %w", err)
+	}
+	db.shared.settleLayout()
+	db.opts.Logger.Warn("engine: compacting without the index: it is set aside, and the next open of the store by a process alone rebuilds it", "reason", why, "quarantine", db.quarantineDir())
+	return nil
+}
+
+// indexFilePath is where the store's index file is: Options.IndexPath,
+// or, if none is set (NoIndex), its default place; "" if the store's
+// files are not the operating system's (an index is a file of its).
+func (db *DB) indexFilePath() string {
+	if db.opts.IndexPath != "" {
+		return db.opts.IndexPath
+	}
+	if db.opts.FS != vfs.Default {
+		return ""
+	}
+	return filepath.Join(db.dir, "index.db")
+}
+
+// indexNotKept says why this process keeps no index of a store that has
+// an index file; "" if it keeps it, or the store has none.
+func (db *DB) indexNotKept() string {
+	if db.index != nil {
+		return ""
+	}
+	path := db.indexFilePath()
+	if path == "" {
+		return ""
+	}
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	if db.opts.NoIndex {
+		return "opened with NoIndex"
+	}
+	if db.rec != nil && db.rec.rebuild != "" {
+		return "it found the index unusable at its open: " + db.rec.rebuild
+	}
+	return "it found no index at its open"
+}
+
 // testHookCompactLocked, if set, runs once a compaction holds its locks,
 // before it settles or relayouts (tests only).
 var testHookCompactLocked func()
@@ -269,6 +332,12 @@ func (db *DB) settleCompaction() error {
 // died left: its rewrite intent is finished or cleared (see
 // settleRewriteIntent), then a layout change it began is ended.
 func (db *DB) settleLocked() error {
+	if db.indexNotKept() != "" {
+		// The intent is in the index: a process that keeps it settles.
+		// (Ending the change without applying its moves would let the
+		// others read the rewritten segment at the index's old offsets.)
+		return nil
+	}
 	if err := db.settleRewriteIntent(); err != nil {
 		return err
 	}

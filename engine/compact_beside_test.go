@@ -1,9 +1,16 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -347,4 +354,198 @@ func TestOwnBumpIsNoLayoutChange(t *testing.T) {
 			t.Fatal("a look during the compaction's own bump saw a layout change")
 		}
 	}
+}
+
+// TestJoinWhileAnotherSettlesADeadCompaction: a compaction died after its
+// rewritten segment was renamed into place (its intent, with the moves,
+// in the index; the layout counter odd). A writer that joins finds
+// lockCompact free, but before it can take it to settle, another process
+// takes it (its compaction starting, which settles first). The joiner must
+// wait for that settle, not read the index meanwhile: the index's offsets
+// into the rewritten segment are stale until then, and an open that finds
+// them so runs without the index for its whole life. (One did, and then,
+// left alone, compacted the store without updating the index: the next
+// compaction beside it planned past the end of a rewritten segment, "limit
+// 57648 past the 46864 mapped bytes", in the SIGKILL campaign.)
+func TestJoinWhileAnotherSettlesADeadCompaction(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, besideOpts())
+	w2 := liveOpen(t, dir, besideOpts())
+	hs, want := mixedSessions(t, w1, w2)
+	for _, h := range hs {
+		h.Close()
+	}
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	testHookRewrite = func(uint64) error { return errHook }
+	defer func() { testHookRewrite = nil }()
+	if _, err := w2.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9}); !errors.Is(err, errHook) {
+		t.Fatalf("compaction: %v, want the hook's error", err)
+	}
+	testHookRewrite = nil
+	if w1.shared.layout()%2 != 1 {
+		t.Fatal("the layout counter is even after a rewrite cut short")
+	}
+
+	// The joiner's first try to settle: w1 starts a compaction first, and
+	// holds it (lockCompact taken, nothing settled) until the joiner's open
+	// returned, or for a second.
+	locked, release := make(chan struct{}), make(chan struct{})
+	compacted := make(chan error, 1)
+	var once sync.Once
+	testHookCompactLocked = func() {
+		close(locked)
+		<-release
+	}
+	testHookJoinSettle = func() {
+		once.Do(func() {
+			go func() {
+				_, err := w1.Compact(ctx, CompactOptions{LiveRatio: -1})
+				compacted <- err
+			}()
+			<-locked
+		})
+	}
+	defer func() { testHookCompactLocked, testHookJoinSettle = nil, nil }()
+	type opened struct {
+		db  *DB
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		db, err := Open(dir, besideOpts())
+		ch <- opened{db, err}
+	}()
+	var o opened
+	select {
+	case o = <-ch:
+		close(release)
+	case <-time.After(time.Second):
+		close(release) // (the joiner waits for the settle)
+		o = <-ch
+	}
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	w3 := o.db
+	defer w3.Close()
+	if err := <-compacted; err != nil {
+		t.Fatalf("w1's compaction: %v", err)
+	}
+	testHookCompactLocked, testHookJoinSettle = nil, nil
+	if !w3.joined {
+		t.Fatal("the third writer did not join the others")
+	}
+	if w3.index == nil {
+		t.Fatalf("the joining writer runs without the index: %q", w3.rec.notes)
+	}
+	checkBoth(t, "after the joiner opened", []*DB{w3, w1, w2}, want)
+	// Left alone, it compacts (through the index), and the store reopens
+	// with that index.
+	w1.Close()
+	w2.Close()
+	if _, err := w3.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 1}); err != nil {
+		t.Fatal(err)
+	}
+	w3.Close()
+	var logs bytes.Buffer
+	ro := besideOpts()
+	ro.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	reopenAndCheck(t, dir, ro, want)
+	if strings.Contains(logs.String(), "index") {
+		t.Fatalf("the reopen did not use the index as it was: %s", logs.String())
+	}
+}
+
+// TestCompactWithoutTheIndex: a process that keeps no index of a store
+// that has one (opened with NoIndex) compacts it, alone, and stays open;
+// a writer that joins it then must not read sessions through the index
+// file, whose offsets into the rewritten segments are stale: the
+// compaction set it aside (to quarantine/) first. The joiner reads every
+// segment instead, and the next open of the store by a process alone
+// builds a new index.
+func TestCompactWithoutTheIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, besideOpts())
+	w2 := liveOpen(t, dir, besideOpts())
+	hs, want := mixedSessions(t, w1, w2)
+	for _, h := range hs {
+		h.Close()
+	}
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	w2.Close()
+	w1.Close()
+	no := besideOpts()
+	no.NoIndex = true
+	n := liveOpen(t, dir, no)
+	defer n.Close()
+	rep, err := n.Compact(ctx, CompactOptions{LiveRatio: 1})
+	if err != nil || len(rep.Rewritten) == 0 {
+		t.Fatalf("compaction without the index: %+v, %v; want segments rewritten", rep, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.db")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the index file is still in place after a compaction without it: %v", err)
+	}
+	if q, _ := filepath.Glob(filepath.Join(dir, QuarantineDir, "index.db.*")); len(q) != 1 {
+		t.Fatalf("quarantine holds %q, want the index set aside", q)
+	}
+	j := liveOpen(t, dir, besideOpts())
+	if !j.joined {
+		t.Fatal("the second writer did not join the first")
+	}
+	checkBoth(t, "a writer joining after a compaction without the index", []*DB{j, n}, want)
+	j.Close()
+	n.Close()
+	var logs bytes.Buffer
+	ro := besideOpts()
+	ro.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	reopenAndCheck(t, dir, ro, want)
+	if _, err := os.Stat(filepath.Join(dir, "index.db")); err != nil {
+		t.Fatalf("no index after a reopen alone: %v", err)
+	}
+}
+
+// TestJoinerWithoutTheIndexHoldsCompactionsBack: a writer that joins
+// others and finds no usable index (here: none at the path it was given)
+// reads every segment and keeps its frames' offsets in memory only, so it
+// cannot follow a compaction (which tells only the index where the frames
+// it moves went): no compaction runs while it is open, and it reads every
+// session right. Once it is closed, the others compact.
+func TestJoinerWithoutTheIndexHoldsCompactionsBack(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, besideOpts())
+	w2 := liveOpen(t, dir, besideOpts())
+	hs, want := mixedSessions(t, w1, w2)
+	for _, h := range hs {
+		h.Close()
+	}
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	w2.Close()
+	o := besideOpts()
+	o.IndexPath = filepath.Join(t.TempDir(), "elsewhere.db")
+	j := liveOpen(t, dir, o)
+	defer j.Close()
+	if !j.joined || j.index != nil {
+		t.Fatalf("joined %v, index %v: want a joiner without an index", j.joined, j.index != nil)
+	}
+	if _, err := w1.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 1}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("compaction beside a writer without the index: %v, want ErrLocked", err)
+	}
+	checkBoth(t, "after the refused compaction", []*DB{j, w1}, want)
+	j.Close()
+	rep, err := w1.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 1})
+	if err != nil || len(rep.Rewritten)+len(rep.Dropped) == 0 {
+		t.Fatalf("compaction once the writer without the index closed: %+v, %v", rep, err)
+	}
+	checkBoth(t, "after the compaction", []*DB{w1}, want)
+	w1.Close()
+	reopenAndCheck(t, dir, besideOpts(), want)
 }

@@ -102,6 +102,11 @@ type DB struct {
 	metrics dbMetrics
 }
 
+// testHookJoinSettle, if set, runs in a joining writer's open each time it
+// finds a layout change that a dead compaction left, before it tries to
+// settle it (tests only).
+var testHookJoinSettle func()
+
 // Open opens the store in dir, creating it if needed. Other processes may
 // have it open too (docs/DESIGN.md, Many processes): the first to open it
 // recovers it (it loads the index, re-reads the frames written after the
@@ -192,17 +197,27 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if o.ReadOnly || db.joined {
 		layout = sh.stableLayout()
 	}
-	if db.joined && layout%2 == 1 && !o.NoIndex && sh.tryCompact() {
-		// A compaction died mid-change: finish (or clear) the rewrite
-		// intent it left, and end the change, before reading the index.
-		err := (&indexFile{path: o.IndexPath}).use(true, db.settleRewriteIn)
-		if err == nil {
-			sh.settleLayout()
+	for db.joined && layout%2 == 1 && !o.NoIndex {
+		// A compaction died mid-change (stableLayout found lockCompact
+		// free): finish (or clear) the rewrite intent it left, and end the
+		// change, before reading the index. If another process took
+		// lockCompact first, it settles before anything else (compactLocks,
+		// rebuildLive): wait for it. Never read the index meanwhile: with a
+		// rewrite in place and its moves not applied, this open would find
+		// the index unusable, and run without one for its whole life.
+		if testHookJoinSettle != nil {
+			testHookJoinSettle()
 		}
-		sh.endCompact()
-		if err != nil {
-			db.closeFiles()
-			return nil, fmt.Errorf("engine: open %s: settling a compaction that died: %w", dir, err)
+		if sh.tryCompact() {
+			err := (&indexFile{path: o.IndexPath}).use(true, db.settleRewriteIn)
+			if err == nil {
+				sh.settleLayout()
+			}
+			sh.endCompact()
+			if err != nil {
+				db.closeFiles()
+				return nil, fmt.Errorf("engine: open %s: settling a compaction that died: %w", dir, err)
+			}
 		}
 		layout = sh.stableLayout()
 	}
@@ -221,6 +236,18 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			return nil, errLayoutMoved
 		}
 		return nil, err
+	}
+	if !o.ReadOnly && db.idx == nil && sh.write {
+		// A joining writer that found the index unusable (it leaves the
+		// rebuild to the next first opener), or one without an index: it
+		// cannot follow a compaction, which tells only the index where the
+		// frames it moves went. It holds lockFixed instead of a slot (no
+		// compaction runs while it is open), and never checkpoints.
+		if err := sh.withoutIndex(); err != nil {
+			db.closeFiles()
+			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+		}
+		db.checkpointer.Store(false)
 	}
 	if moved() {
 		db.closeFiles()

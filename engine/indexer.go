@@ -59,7 +59,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 		}
 		sh.index = false
 	}
-	if !sh.index && !wanted {
+	if !sh.index && !wanted && db.index != nil {
 		// Another process checkpoints, unless it is gone: then this one
 		// takes over.
 		ok, err := sh.locks.TryLock(lockIndex, true)

@@ -174,9 +174,11 @@ func join(fsys vfs.FS, dir string, write, follows bool) (*shared, error) {
 			return nil, &vfs.LockError{Path: filepath.Join(dir, locksName), PID: pid}
 		}
 		sh.write = true
-		if sh.index, err = sh.locks.TryLock(lockIndex, true); err != nil {
-			sh.close()
-			return nil, err
+		if follows {
+			if sh.index, err = sh.locks.TryLock(lockIndex, true); err != nil {
+				sh.close()
+				return nil, err
+			}
 		}
 		if err := sh.takeSlot(follows); err != nil {
 			sh.close()
@@ -202,6 +204,29 @@ func (sh *shared) takeSlot(follows bool) error {
 		}
 	}
 	return sh.locks.Lock(lockFixed, false)
+}
+
+// withoutIndex gives up what only a writing process that keeps the index
+// holds: its follow slot, for lockFixed shared (waiting out a compaction
+// in progress, which touches nothing while the slot still holds position
+// 0), and lockIndex.
+func (sh *shared) withoutIndex() error {
+	if sh.slot >= 0 {
+		if err := sh.locks.Lock(lockFixed, false); err != nil {
+			return err
+		}
+		if err := sh.locks.Unlock(lockSlot0 + int64(sh.slot)); err != nil {
+			return err
+		}
+		sh.slot = -1
+	}
+	if sh.index {
+		if err := sh.locks.Unlock(lockIndex); err != nil {
+			return err
+		}
+		sh.index = false
+	}
+	return nil
 }
 
 // tryCompact takes lockCompact, if no process holds it. Within a
