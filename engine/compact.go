@@ -130,6 +130,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	followed := db.follow.pos
 	db.follow.mu.Unlock()
 	horizon := followed
+	var cpos uint64 // the index checkpoint, if any
 	if db.index != nil {
 		// Nor past the index checkpoint: the index must know every
 		// tombstone the plan acts on (it never points into a removed
@@ -141,7 +142,8 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 		if err != nil {
 			return nil, err
 		}
-		horizon = min(db.shared.horizon(followed), position(cp.Segment, cp.Offset))
+		cpos = position(cp.Segment, cp.Offset)
+		horizon = min(db.shared.horizon(followed), cpos)
 	}
 	// Only the segments wholly before it may go or move.
 	hseg, hoff := splitPosition(horizon)
@@ -168,7 +170,11 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 			break
 		}
 		if id == hseg {
-			if _, err := db.planSegment(ctx, p, id, max(hoff, segment.HeaderSize), false); err != nil {
+			limit, err := db.horizonLimit(id, hoff, followed, cpos)
+			if err != nil {
+				return rep, err
+			}
+			if _, err := db.planSegment(ctx, p, id, limit, false); err != nil {
 				return rep, err
 			}
 			break
@@ -371,6 +377,41 @@ func (db *DB) planSegment(ctx context.Context, p *compactPlan, id uint64, limit 
 		return nil, err
 	}
 	return rd, p.scan(rd, limit, movable)
+}
+
+// horizonLimit is how far the plan reads segment id, in which the horizon
+// stands at offset off: there, unless that is past the end of the
+// segment, sealed. Then the horizon is a stale position: a follow slot that
+// a new process has just taken (it stores 0 right after) still showing
+// where a process that died (or closed) stood, in a segment rewritten
+// shorter since. No live process stands in that segment: its rewrite
+// needed every one of them past it, and a process that joined since
+// started past it. The plan reads it up to the lowest of the other
+// bounds, this process's follow position and the index checkpoint (cpos,
+// 0 if none): whole if both are past it.
+func (db *DB) horizonLimit(id uint64, off int64, followed, cpos uint64) (int64, error) {
+	limit := max(off, segment.HeaderSize)
+	if aseg, _ := splitPosition(db.durablePos()); id >= aseg {
+		return limit, nil // (the active segment: positions in it are its frames')
+	}
+	rd, err := db.reader(id)
+	if err != nil {
+		return 0, err
+	}
+	if err := rd.Remap(); err != nil {
+		return 0, err
+	}
+	if limit <= rd.Size() {
+		return limit, nil
+	}
+	bound := followed
+	if cpos != 0 {
+		bound = min(bound, cpos)
+	}
+	if bseg, boff := splitPosition(bound); bseg == id {
+		return max(boff, segment.HeaderSize), nil
+	}
+	return 0, nil
 }
 
 // dropSegment removes a sealed segment that holds nothing to keep. The

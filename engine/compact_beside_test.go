@@ -549,3 +549,59 @@ func TestJoinerWithoutTheIndexHoldsCompactionsBack(t *testing.T) {
 	w1.Close()
 	reopenAndCheck(t, dir, besideOpts(), want)
 }
+
+// TestCompactWithAStaleSlot: the follow slot of a process that died (or
+// closed) still holds where it stood, in a segment a compaction has since
+// rewritten shorter; a new process takes the slot and, until it stores 0
+// right after, a compaction reads the old position as a held slot's. The
+// plan must not read that segment past its end ("limit past the mapped
+// bytes", met once in the SIGKILL campaign): no live process stands in a
+// segment rewritten since, so it reads it whole, and changes nothing at
+// or after it.
+func TestCompactWithAStaleSlot(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, besideOpts())
+	w2 := liveOpen(t, dir, besideOpts())
+	hs, want := mixedSessions(t, w1, w2)
+	checkBoth(t, "before", []*DB{w1, w2}, want)
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := w1.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 1})
+	if err != nil || len(first.Rewritten) == 0 {
+		t.Fatalf("compaction: %+v, %v; want segments rewritten", first, err)
+	}
+	seg := first.Rewritten[0]
+	rd, err := w1.reader(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := rd.Size()
+	// Where a process stood in that segment before the rewrite: past the
+	// rewritten file's end, in w2's slot (held: as if w2 had just taken it).
+	slot := w2.shared.field(shmSlots + 8*w2.shared.slot)
+	real := slot.Load()
+	slot.Store(position(seg, size+1000))
+	writeMore(t, hs, want, false)
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w1.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 1})
+	if err != nil {
+		t.Fatalf("compaction beside a stale slot: %v", err)
+	}
+	for _, id := range append(rep.Dropped, rep.Rewritten...) {
+		if id >= seg {
+			t.Fatalf("the compaction changed segment %d, at or past the stale slot's segment %d: %+v", id, seg, rep)
+		}
+	}
+	slot.Store(real)
+	checkBoth(t, "after", []*DB{w1, w2}, want)
+	for _, h := range hs {
+		h.Close()
+	}
+	w1.Close()
+	w2.Close()
+	reopenAndCheck(t, dir, besideOpts(), want)
+}

@@ -351,7 +351,7 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	if err != nil {
 		return nil, sessionErr(h.ID, "create", ErrSessionExists)
 	}
-	if err := db.catchUpAll(); err != nil {
+	if err := db.catchUpAll(h.ID); err != nil {
 		lease.Release()
 		return nil, err
 	}
@@ -421,7 +421,7 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	}
 	// Under the lease, everything other processes placed: the session
 	// continues after its last event, whoever wrote it.
-	err = db.catchUpAll()
+	err = db.catchUpAll(id)
 	db.mu.Lock()
 	if err == nil && db.mu.closed {
 		err = ErrClosed
@@ -610,7 +610,7 @@ func (db *DB) Delete(ctx context.Context, id string, opts ...DeleteOption) error
 		return sessionErr(id, "delete", ErrAlreadyOwned)
 	}
 	defer lease.Release()
-	if err := db.catchUpAll(); err != nil {
+	if err := db.catchUpAll(id); err != nil {
 		return err
 	}
 	db.mu.Lock()

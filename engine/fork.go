@@ -79,7 +79,7 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header,
 			lease.Release()
 		}
 	}()
-	if err := db.catchUpAll(); err != nil {
+	if err := db.catchUpAll(hdr.ID); err != nil {
 		return nil, err
 	}
 	db.mu.Lock()
@@ -218,7 +218,7 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 			lease.Release()
 		}
 	}()
-	if err := db.catchUpAll(); err != nil {
+	if err := db.catchUpAll(hdr.ID); err != nil {
 		return nil, err
 	}
 	db.mu.Lock()

@@ -112,6 +112,9 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 	if err := db.catchUp(); err != nil {
 		return err
 	}
+	if err := db.endDeadGroups(); err != nil {
+		return err
+	}
 	// (A process that took the checkpointer's place may still hold frames
 	// the last one committed.)
 	db.mu.Lock()

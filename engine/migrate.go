@@ -99,7 +99,7 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 		return Snapshot{}, sessionErr(id, "migrate", ErrAlreadyOwned)
 	}
 	defer lease.Release()
-	if err := db.catchUpAll(); err != nil {
+	if err := db.catchUpAll(id); err != nil {
 		return Snapshot{}, err
 	}
 	if err := db.lockOpen(ctx); err != nil {

@@ -171,11 +171,7 @@ func (f *fold) frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (step
 			if rp.s.uid != uid {
 				return corrupt(fmt.Sprintf("tombstone of session %q inside its unfinished migration", fr.Session))
 			}
-			// An abandoned migration (cut by a crash): the old incarnation
-			// stays.
-			delete(f.replacing, fr.Session)
-			f.end(uid)
-			f.restoreOrphans(rp)
+			f.abandon(rp)
 			return step{ends: uid}, nil
 		}
 		s, ok := f.sessions[fr.Session]
@@ -333,6 +329,14 @@ func (f *fold) finish() error {
 	}
 	f.orphans = nil
 	return nil
+}
+
+// abandon ends rp, a migration (or fork) that a crash cut short, at its
+// tombstone: its new incarnation never was, and the old one stays.
+func (f *fold) abandon(rp *replacement) {
+	delete(f.replacing, rp.s.id)
+	f.end(rp.s.uid)
+	f.restoreOrphans(rp)
 }
 
 // restoreOrphans puts back the orphaned frames a migration that did not

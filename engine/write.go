@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sort"
@@ -63,17 +64,84 @@ func (db *DB) sync() error {
 }
 
 // catchUpAll brings a writing DB up to every frame any process placed,
-// before it takes a session over (a write open, Create, Delete, Migrate,
-// each under the session's lease): frames a process placed and never
+// before it takes session id over (a write open, Create, Delete, Migrate,
+// Fork, each under the session's lease): frames a process placed and never
 // synced (it may have died since) are made durable first, so that the new
-// owner continues after them, never beside them.
-func (db *DB) catchUpAll() error {
+// owner continues after them, never beside them. A group of id that
+// another process began and never finished is then ended (endDeadGroup).
+func (db *DB) catchUpAll(id string) error {
 	if t := db.shared.field(shmTail).Load(); t > db.shared.field(shmDurable).Load() {
 		if err := db.log.sync(t); err != nil {
 			return err
 		}
 	}
-	return db.catchUp()
+	if err := db.catchUp(); err != nil {
+		return err
+	}
+	return db.endDeadGroup(id)
+}
+
+// endDeadGroup, with session id's lease held and every frame any process
+// placed followed (catchUpAll), ends a group of id (a migration, or a
+// fork: a header that counts the events after it) that the fold still
+// waits for: the process that began it held id's lease until the group
+// was whole, so it died (or failed) before that, and the rest never
+// comes. A durable tombstone of the group's incarnation ends it for every
+// process, as the next first opener's recovery would (abandonMigrations);
+// until then, the index checkpoint stops before its header, and the next
+// header, events or tombstone of id would be corruption inside it.
+func (db *DB) endDeadGroup(id string) error {
+	db.mu.Lock()
+	rp := db.fold.replacing[id]
+	db.mu.Unlock()
+	if rp == nil {
+		return nil
+	}
+	e, err := db.encoder().Delete(id, rp.s.uid)
+	if err != nil {
+		return err
+	}
+	// Registered (the fold told) under db.mu as it is placed: this
+	// process's follower skips its own frames.
+	pl := &placement{frames: []*segment.Encoded{e}, register: func([]placed, int) {
+		if db.fold.replacing[id] == rp {
+			db.fold.abandon(rp)
+		}
+	}}
+	if err := db.log.place(pl); err != nil {
+		return fmt.Errorf("engine: ending the unfinished group of session %q: %w", id, err)
+	}
+	if err := db.log.sync(db.log.placedEnd.Load()); err != nil {
+		return fmt.Errorf("engine: ending the unfinished group of session %q: %w", id, err)
+	}
+	what := "a migration"
+	if rp.fork {
+		what = "a fork"
+	}
+	db.opts.Logger.Warn("engine: "+what+" that another process began and never finished is abandoned", "session", id, "segment", rp.start.seg, "offset", rp.start.off)
+	return nil
+}
+
+// endDeadGroups, in the checkpointing process, ends every group whose
+// writer is gone (endDeadGroup, under the session's lease, which a live
+// writer holds): the checkpoint would otherwise stop before its header
+// for as long as the store stays open.
+func (db *DB) endDeadGroups() error {
+	db.mu.Lock()
+	ids := slices.Sorted(maps.Keys(db.fold.replacing))
+	db.mu.Unlock()
+	for _, id := range ids {
+		l, err := db.acquire(id)
+		if err != nil {
+			continue // its writer is at work
+		}
+		err = db.catchUpAll(id)
+		l.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (db *DB) poisonWith(err error) {
