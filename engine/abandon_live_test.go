@@ -11,6 +11,26 @@ import (
 	"github.com/seglog/seglog/store"
 )
 
+// deadForkHeader is what a process that died in the middle of a fork by
+// copy of id leaves in the store in dir: the fork's header (counting 3
+// events) durable, and nothing after it.
+func deadForkHeader(t *testing.T, dir, id string) {
+	t.Helper()
+	dead := liveOpen(t, dir, besideOpts())
+	defer dead.Close()
+	rec := store.HeaderRecord{Header: store.Header{ID: id, CreatedAt: 2}, UID: store.NewIncarnation(), Events: 3}
+	he, err := dead.encoder().Header(id, store.MarshalHeaderRecord(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.log.place(&placement{frames: []*segment.Encoded{he}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDeadForkDoesNotHoldTheCheckpoint: a process dies after the header
 // of a fork by copy (a group: header, copied events, marker) is durable
 // and before the rest is: a roll split the group, and the roll's sync
@@ -25,27 +45,13 @@ func TestDeadForkDoesNotHoldTheCheckpoint(t *testing.T) {
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts())
 	defer w1.Close()
-	dead := liveOpen(t, dir, besideOpts())
 	h, err := w1.Create(ctx, Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
 	appendFlushed(t, h, testgen.Events(0, 8, 300)...)
-
-	// The dead process's part: the fork's header alone, durable.
-	rec := store.HeaderRecord{Header: store.Header{ID: "f", CreatedAt: 2}, UID: store.NewIncarnation(), Events: 3}
-	he, err := dead.encoder().Header("f", store.MarshalHeaderRecord(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.log.place(&placement{frames: []*segment.Encoded{he}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.sync(); err != nil {
-		t.Fatal(err)
-	}
-	dead.Close()
+	deadForkHeader(t, dir, "f")
 
 	if err := w1.checkpoint(); err != nil {
 		t.Fatal(err)
@@ -85,19 +91,7 @@ func TestCreateOverADeadFork(t *testing.T) {
 	defer w1.Close()
 	w3 := liveOpen(t, dir, besideOpts())
 	defer w3.Close()
-	dead := liveOpen(t, dir, besideOpts())
-	rec := store.HeaderRecord{Header: store.Header{ID: "f", CreatedAt: 2}, UID: store.NewIncarnation(), Events: 3}
-	he, err := dead.encoder().Header("f", store.MarshalHeaderRecord(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.log.place(&placement{frames: []*segment.Encoded{he}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.sync(); err != nil {
-		t.Fatal(err)
-	}
-	dead.Close()
+	deadForkHeader(t, dir, "f")
 	if _, err := w3.Stat(ctx, "f"); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("stat of a fork not whole: %v, want ErrSessionNotFound", err)
 	}

@@ -77,6 +77,21 @@ func mixedSessions(t *testing.T, w1, w2 *DB) (map[string]*Handle, map[string][]e
 	return hs, want
 }
 
+// mixedIndexed writes mixedSessions through w1 and w2, closes their
+// handles, and checkpoints the index (through w1); it returns the events
+// of the live sessions.
+func mixedIndexed(t *testing.T, w1, w2 *DB) map[string][]event.Event {
+	t.Helper()
+	hs, want := mixedSessions(t, w1, w2)
+	for _, h := range hs {
+		h.Close()
+	}
+	if err := w1.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
 // checkBoth reads every session in want through both DBs.
 func checkBoth(t *testing.T, label string, dbs []*DB, want map[string][]event.Event) {
 	t.Helper()
@@ -263,13 +278,7 @@ func TestReadWhileItsProcessStartsACompaction(t *testing.T) {
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts())
 	w2 := liveOpen(t, dir, besideOpts())
-	hs, want := mixedSessions(t, w1, w2)
-	for _, h := range hs {
-		h.Close()
-	}
-	if err := w1.checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	want := mixedIndexed(t, w1, w2)
 	w3 := liveOpen(t, dir, besideOpts()) // replays nothing: every frame is indexed
 	for id, evs := range want {
 		h, err := w3.Open(ctx, id, Read)
@@ -372,13 +381,7 @@ func TestJoinWhileAnotherSettlesADeadCompaction(t *testing.T) {
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts())
 	w2 := liveOpen(t, dir, besideOpts())
-	hs, want := mixedSessions(t, w1, w2)
-	for _, h := range hs {
-		h.Close()
-	}
-	if err := w1.checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	want := mixedIndexed(t, w1, w2)
 	testHookRewrite = func(uint64) error { return errHook }
 	defer func() { testHookRewrite = nil }()
 	if _, err := w2.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9}); !errors.Is(err, errHook) {
@@ -471,13 +474,7 @@ func TestCompactWithoutTheIndex(t *testing.T) {
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts())
 	w2 := liveOpen(t, dir, besideOpts())
-	hs, want := mixedSessions(t, w1, w2)
-	for _, h := range hs {
-		h.Close()
-	}
-	if err := w1.checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	want := mixedIndexed(t, w1, w2)
 	w2.Close()
 	w1.Close()
 	no := besideOpts()
@@ -501,10 +498,7 @@ func TestCompactWithoutTheIndex(t *testing.T) {
 	checkBoth(t, "a writer joining after a compaction without the index", []*DB{j, n}, want)
 	j.Close()
 	n.Close()
-	var logs bytes.Buffer
-	ro := besideOpts()
-	ro.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	reopenAndCheck(t, dir, ro, want)
+	reopenAndCheck(t, dir, besideOpts(), want)
 	if _, err := os.Stat(filepath.Join(dir, "index.db")); err != nil {
 		t.Fatalf("no index after a reopen alone: %v", err)
 	}
@@ -521,13 +515,7 @@ func TestJoinerWithoutTheIndexHoldsCompactionsBack(t *testing.T) {
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts())
 	w2 := liveOpen(t, dir, besideOpts())
-	hs, want := mixedSessions(t, w1, w2)
-	for _, h := range hs {
-		h.Close()
-	}
-	if err := w1.checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	want := mixedIndexed(t, w1, w2)
 	w2.Close()
 	o := besideOpts()
 	o.IndexPath = filepath.Join(t.TempDir(), "elsewhere.db")
