@@ -38,6 +38,16 @@
 // leader. The stream must allow direct gets (allow_direct, nats-server
 // 2.11 or later).
 //
+// # Following
+//
+// Handle.Wait sends no request while nothing happens: a store runs one
+// ordered consumer on the session subjects (headers only), made when a
+// Wait first waits and stopped 10 s after the last; each message stored on
+// a subject wakes the store's Waits on it, which then load the session.
+// Until the consumer runs, if it cannot be made (the host may not make
+// consumers), and for a while after it reported an error, Waits poll the
+// stream every 2 to 50 ms (docs/DESIGN.md, Following; watch.go).
+//
 // # Delete and Resume
 //
 // Delete takes the session's leases (engine.ErrAlreadyOwned while a write

@@ -115,6 +115,7 @@ func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
 		w.s.open = append(w.s.open, c)
 		w.s.openBytes += rawSize(&c)
 	}
+	st.watch.notify(w.s.subj, 0) // (a Wait here sees them at once)
 	return w.s.openBytes >= st.opts.FrameBytes, nil
 }
 
@@ -252,11 +253,19 @@ func frameRange(refs []frameRef, off, end uint64) (lo, hi int) {
 
 // Wait waits until the session holds more than n events that a Read
 // through this handle would return (see store.Handle.Wait): events another
-// instance writes count once it published them. It asks the stream for
-// the session's last message every waitMin to waitMax.
+// instance writes count once it published them. It sends no request while
+// nothing happens: the store's consumer on the stream (watch.go) wakes it
+// when a message is stored on the session's subject, and it then loads
+// the session (one request to the stream's leader); events appended
+// through this store wake it at once. Until the consumer runs (or if it
+// cannot be made), it asks the stream for the session's last message
+// every waitMin to waitMax, as it did before the consumer.
 func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 	st := h.st
+	wt := st.watch.add(h.s.subj)
+	defer st.watch.remove(wt)
 	delay := waitMin
+	var t *time.Timer
 	for {
 		if err := h.front.CheckRead(ctx, 0); err != nil {
 			return 0, err
@@ -271,6 +280,7 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		}
 		gone := s.erased || st.sessions[h.s.id] != s
 		count := s.framed + uint64(len(s.open))
+		last := s.lastSubj
 		st.mu.Unlock()
 		if gone {
 			return 0, sessionErr(h.s.id, "wait", engine.ErrSessionNotFound)
@@ -278,19 +288,32 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		if count > n {
 			return count, nil
 		}
-		t := time.NewTimer(delay)
+		// Poll while the consumer does not run, and while it told of a
+		// message the load did not find (a leader that has not applied
+		// it yet); else wait for it, looking every waitIdle.
+		d := waitIdle
+		if live, seen := st.watch.live(wt); !live || seen > last {
+			d, delay = delay, min(2*delay, waitMax)
+		} else {
+			delay = waitMin
+		}
+		if t == nil {
+			t = time.NewTimer(d)
+			defer t.Stop()
+		} else {
+			t.Reset(d)
+		}
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return 0, ctx.Err()
+		case <-wt.ch:
 		case <-t.C:
 		}
-		delay = min(2*delay, waitMax)
 	}
 }
 
-// Wait's polling interval grows from waitMin to waitMax while nothing
-// comes (each poll is one request to the stream).
+// Wait's polling interval, when it polls, grows from waitMin to waitMax
+// while nothing comes (each poll is one request to the stream).
 const (
 	waitMin = 2 * time.Millisecond
 	waitMax = 50 * time.Millisecond
@@ -649,4 +672,5 @@ func (h *Handle) release() {
 	if remote != nil {
 		st.releaseLease(remote)
 	}
+	st.watch.notify(s.subj, 0) // (a Wait through the handle returns)
 }

@@ -166,6 +166,7 @@ type Store struct {
 	enc      segment.Encoder
 	owners   handle.Owners
 	commit   *committer // the group commit of session publishes
+	watch    watcher    // wakes Waits (watch.go)
 
 	createMu sync.Mutex // serializes Create (existence check, then lease)
 
@@ -309,6 +310,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		replies:  replyMux{nc: nc},
 		commit:   &committer{nc: nc, js: js, stream: o.Stream, atomic: stream.CachedInfo().Config.AllowAtomicPublish},
 	}
+	s.watch.st = s
 	s.wg.Add(1)
 	go s.renewLoop()
 	return s, nil
@@ -990,6 +992,7 @@ func (st *Store) Close() error {
 	}
 	close(st.stop)
 	st.replies.close()
+	st.watch.close()
 	st.wg.Wait()
 	st.releaseHost()
 	st.unlockHost()
@@ -1017,6 +1020,7 @@ func (st *Store) abandon() {
 	st.owners.RevokeAll()
 	close(st.stop)
 	st.replies.close()
+	st.watch.close()
 	st.wg.Wait()
 	st.unlockHost() // as the process's death would
 }
