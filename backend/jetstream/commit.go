@@ -53,6 +53,13 @@ type pubReq struct {
 	msg    *nats.Msg
 	msgID  string
 	expect uint64
+	// noExpect: the message carries no expected last subject sequence
+	// (in an atomic batch, a session's messages after its first).
+	noExpect bool
+	// more: the session's messages after this one, which go in the same
+	// atomic batch right after it, expecting nothing (a group, see
+	// publishGroup); each gets its own ack.
+	more []*pubReq
 
 	ack  *natsjs.PubAck
 	err  error
@@ -77,6 +84,27 @@ func (c *committer) publish(ctx context.Context, msg *nats.Msg, msgID string, ex
 	<-r.done
 	return r.ack, r.err
 }
+
+// publishGroup publishes r and r.more, messages of one session, in the
+// next round's atomic batch, one after another; r expects r.expect, the
+// others nothing (noExpect). Each gets its ack, or the error, in its own
+// request. If the stream refused the batch (nothing of it was stored),
+// r.err is errBatchRefused, and the caller publishes the messages again
+// one by one. It needs a stream with atomic batches.
+func (c *committer) publishGroup(r *pubReq) {
+	r.done = make(chan struct{})
+	c.mu.Lock()
+	c.queue = append(c.queue, r)
+	if !c.running {
+		c.running = true
+		go c.run()
+	}
+	c.mu.Unlock()
+	<-r.done
+}
+
+// errBatchRefused: the stream refused the atomic batch a group was in.
+var errBatchRefused = errors.New("jetstream: the stream refused the atomic batch")
 
 // run publishes rounds until the queue is empty.
 func (c *committer) run() {
@@ -103,26 +131,30 @@ func (c *committer) run() {
 
 // round publishes the requests of round and waits for each one's outcome
 // (an acknowledgement, an error, or the end of its context). With atomic
-// batches, those that can go in one go out as one; if the stream refuses
-// the batch (a publish of it that one of them alone would have got
-// refused, a duplicate id), nothing of it was stored, and each is
-// published again on its own, the same message with the same id and
-// expectation, so that a refusal fails only its own session.
+// batches, those that can go in one go out as one, each group (a session's
+// messages, publishGroup) whole and in order; if the stream refuses the
+// batch (a publish of it that one of them alone would have got refused, a
+// duplicate id), nothing of it was stored, and each single publish is sent
+// again on its own, the same message with the same id and expectation, so
+// that a refusal fails only its own session (a group's caller does the
+// same with its messages).
 func (c *committer) round(round []*pubReq) {
 	var live, batch, single []*pubReq
+	msgs := 0 // in batch
 	for _, r := range round {
 		if err := r.ctx.Err(); err != nil {
-			r.err = err // never sent: the caller's context ended while it queued
+			r.setErr(err) // never sent: the caller's context ended while it queued
 			continue
 		}
 		live = append(live, r)
 		if c.atomic && r.msg.Header.Get(natsjs.MsgRollup) == "" {
 			batch = append(batch, r)
+			msgs += 1 + len(r.more)
 		} else {
 			single = append(single, r)
 		}
 	}
-	if len(batch) < 2 {
+	if msgs < 2 {
 		single, batch = live, nil
 	}
 	var refused []*pubReq
@@ -130,7 +162,13 @@ func (c *committer) round(round []*pubReq) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for len(batch) > 0 {
-			n := min(len(batch), maxAtomicBatch)
+			// Whole groups, up to maxAtomicBatch messages (a group is
+			// at most that long).
+			n, size := 1, 1+len(batch[0].more)
+			for n < len(batch) && size+1+len(batch[n].more) <= maxAtomicBatch {
+				size += 1 + len(batch[n].more)
+				n++
+			}
 			part := batch[:n]
 			batch = batch[n:]
 			wg.Go(func() {
@@ -145,12 +183,27 @@ func (c *committer) round(round []*pubReq) {
 		wg.Wait()
 		single = nil
 	}
-	c.publishEach(append(single, refused...))
+	for _, r := range refused {
+		if len(r.more) > 0 {
+			r.err = errBatchRefused
+		} else {
+			single = append(single, r)
+		}
+	}
+	c.publishEach(single)
 	for _, r := range round {
 		if r.ack == nil && r.err == nil {
 			r.err = errors.New("jetstream: publish without an outcome")
 		}
 		close(r.done)
+	}
+}
+
+// setErr sets err as the outcome of r and of its group.
+func (r *pubReq) setErr(err error) {
+	r.err = err
+	for _, m := range r.more {
+		m.err = err
 	}
 }
 
@@ -186,22 +239,28 @@ func (c *committer) publishEach(reqs []*pubReq) {
 	}
 }
 
-// publishBatch publishes reqs as one atomic batch: each message with its
-// id and expected last subject sequence, the last one committing it. It
+// publishBatch publishes units (with their groups) as one atomic batch:
+// each message with its id and expected last subject sequence (none if
+// noExpect), the last one committing it. It
 // reports false, with no outcome set, if the stream refused the batch (an
 // error response: nothing of it was stored). Any other failure (no
 // response in time, a response that does not account for the batch)
 // leaves every message's outcome unknown: each request gets the error.
 // On success the batch's messages are stored one after another, so each
 // one's sequence follows from the last one's.
-func (c *committer) publishBatch(reqs []*pubReq) bool {
-	ctx := reqs[0].ctx
-	for _, r := range reqs[1:] {
+func (c *committer) publishBatch(units []*pubReq) bool {
+	ctx := units[0].ctx
+	for _, r := range units[1:] {
 		if d, ok := r.ctx.Deadline(); ok {
 			if cur, ok := ctx.Deadline(); !ok || d.Before(cur) {
 				ctx = r.ctx
 			}
 		}
+	}
+	var reqs []*pubReq // the messages in order: each unit, then its group's
+	for _, r := range units {
+		reqs = append(reqs, r)
+		reqs = append(reqs, r.more...)
 	}
 	id := nuidLike()
 	fail := func(err error) bool {
@@ -214,7 +273,9 @@ func (c *committer) publishBatch(reqs []*pubReq) bool {
 	for i, r := range reqs {
 		m := copyMsg(r.msg)
 		m.Header.Set(natsjs.MsgIDHeader, r.msgID)
-		m.Header.Set(natsjs.ExpectedLastSubjSeqHeader, strconv.FormatUint(r.expect, 10))
+		if !r.noExpect {
+			m.Header.Set(natsjs.ExpectedLastSubjSeqHeader, strconv.FormatUint(r.expect, 10))
+		}
 		m.Header.Set(hdrBatchID, id)
 		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
 		if i < len(reqs)-1 {

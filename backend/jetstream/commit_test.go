@@ -13,6 +13,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/internal/testgen"
 )
 
 // Group commit: the flushes of many sessions go out as one atomic batch;
@@ -162,6 +163,79 @@ func testGroupCommitBatch(t *testing.T, url string, o *Options) {
 		if len(h.s.frames) != 1 {
 			t.Errorf("s%d: %d batches stored, want 1", i, len(h.s.frames))
 		}
+	}
+}
+
+// TestSessionBatch: a flush of many messages of one session goes out as
+// one atomic batch (its first message expecting the subject's last, the
+// others nothing) and reads back on another host; after another writer
+// appended behind its back, the next such flush fails with
+// ErrOwnershipLost and stores nothing (the batch is refused whole, and its
+// first message alone again).
+func TestSessionBatch(t *testing.T) { onServerAndCluster(t, testSessionBatch) }
+
+func testSessionBatch(t *testing.T, url string, o *Options) {
+	ctx := context.Background()
+	o.FrameBytes = 4 << 10 // many messages per flush
+	st := openStoreAt(t, url, o)
+	if !st.commit.atomic {
+		t.Fatal("the stream was created without atomic publishes")
+	}
+	h, err := st.Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := testgen.Events(0, 200, 300)
+	if err := h.Append(ctx, evs[:100]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.commit.batches.Load(); got != 1 {
+		t.Errorf("%d atomic batches, want 1", got)
+	}
+	if len(h.s.frames) < 5 {
+		t.Fatalf("%d messages: FrameBytes does not cut the batch", len(h.s.frames))
+	}
+	ro := *o
+	ro.Host = "reader"
+	r := openStoreAt(t, url, &ro)
+	rh, err := r.Open(ctx, "s", engine.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rh.Read(ctx, 0, -1)
+	if err != nil || len(got) != 100 {
+		t.Fatalf("read on another host: %d events, %v; want 100", len(got), err)
+	}
+
+	// Another writer appends behind this one's back.
+	js, err := natsjs.New(connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(h.s.subj)
+	m.Header.Set(hdrFence, "intruder")
+	ack, err := js.PublishMsg(ctx, m, natsjs.WithExpectLastSequencePerSubject(h.s.lastSubj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Append(ctx, evs[100:]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); !errors.Is(err, engine.ErrOwnershipLost) {
+		t.Fatalf("flush after another writer's message: %v, want ErrOwnershipLost", err)
+	}
+	if got := st.commit.refused.Load(); got != 1 {
+		t.Errorf("%d batches refused, want 1", got)
+	}
+	last, err := st.lastMsg(ctx, h.s.subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Sequence != ack.Sequence {
+		t.Errorf("the subject ends at %d, after the intruder's message at %d", last.Sequence, ack.Sequence)
 	}
 }
 

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -110,13 +113,18 @@ func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
 	st := w.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	w.s.open = slices.Grow(w.s.open, len(evs))
 	for _, e := range evs {
 		c := e.Clone()
 		w.s.open = append(w.s.open, c)
 		w.s.openBytes += rawSize(&c)
 	}
 	st.watch.notify(w.s.subj, 0) // (a Wait here sees them at once)
-	return w.s.openBytes >= st.opts.FrameBytes, nil
+	cut := st.opts.FrameBytes
+	if st.commit.atomic {
+		cut *= groupFrames
+	}
+	return w.s.openBytes >= cut, nil
 }
 
 func (w *handleWriter) Cut(ctx context.Context) error { return (*Handle)(w).publish(ctx) }
@@ -362,7 +370,9 @@ func (h *Handle) Flush(ctx context.Context) error { return h.front.WriteOut(ctx,
 // another. A message's id is the writer's and the message's: "<writer>:h"
 // for the header, "<writer>:<first seq>" for a batch (the server's
 // deduplication then only ever matches a retry of the same message).
-// Called by the owner, under its Front's lock.
+// Two messages or more go out as atomic batches if the stream allows them
+// (sendGroup), else one after another. Called by the owner, under its
+// Front's lock.
 func (h *Handle) publish(ctx context.Context) error {
 	st := h.st
 	s := h.s
@@ -374,6 +384,7 @@ func (h *Handle) publish(ctx context.Context) error {
 	}
 	pending, batch, first := s.pending, s.open, s.framed
 	st.mu.Unlock()
+	var out []outMsg
 	if pending {
 		e, err := st.enc.Header(h.s.id, store.MarshalHeaderRecord(store.HeaderRecord{Header: s.hdr, UID: s.uid, Inherited: s.inherited}))
 		if err != nil {
@@ -381,15 +392,14 @@ func (h *Handle) publish(ctx context.Context) error {
 		}
 		msg := nats.NewMsg(s.subj)
 		msg.Data = segment.MarshalFrame(e)
-		if err := h.send(ctx, msg, h.writer+":h", frameRef{header: true}); err != nil {
-			return err
-		}
+		out = append(out, outMsg{msg, h.writer + ":h", frameRef{header: true}})
 	}
 	// A message carries about FrameBytes, and never more than the server
 	// takes in one (max_payload): a large event after small ones starts
 	// a message of its own. (Append refused any event that cannot travel
 	// alone.)
 	_, room := st.msgLimits(h.s.id)
+	var cuts [][]event.Event // each message's events
 	for len(batch) > 0 {
 		n, size, bound := 0, 0, 0
 		for n < len(batch) && (n == 0 || size < st.opts.FrameBytes) {
@@ -401,15 +411,143 @@ func (h *Handle) publish(ctx context.Context) error {
 			bound += b
 			n++
 		}
-		e, err := st.enc.Events(h.s.id, first, batch[:n])
+		cuts = append(cuts, batch[:n])
+		batch = batch[n:]
+	}
+	// The messages are encoded on up to GOMAXPROCS goroutines (as the
+	// local engine encodes a large batch's frames).
+	frames := make([][]byte, len(cuts))
+	errs := make([]error, len(cuts))
+	firsts := make([]uint64, len(cuts))
+	for i, evs := range cuts {
+		firsts[i] = first
+		first += uint64(len(evs))
+	}
+	encode := func(i int) {
+		e, err := st.enc.Events(h.s.id, firsts[i], cuts[i])
 		if err != nil {
-			return sessionErr(h.s.id, "flush", err)
+			errs[i] = err
+			return
 		}
-		msg := natsMsg(s.subj, segment.MarshalFrame(e), first, n)
-		if err := h.send(ctx, msg, h.writer+":"+strconv.FormatUint(first, 10), frameRef{first: first, count: uint32(n)}); err != nil {
+		frames[i] = segment.MarshalFrame(e)
+	}
+	if workers := min(runtime.GOMAXPROCS(0), len(cuts)); workers > 1 {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := int(next.Add(1) - 1); i < len(cuts); i = int(next.Add(1) - 1) {
+					encode(i)
+				}
+			})
+		}
+		wg.Wait()
+	} else {
+		for i := range cuts {
+			encode(i)
+		}
+	}
+	for i, evs := range cuts {
+		if errs[i] != nil {
+			return sessionErr(h.s.id, "flush", errs[i])
+		}
+		msg := natsMsg(s.subj, frames[i], firsts[i], len(evs))
+		out = append(out, outMsg{msg, h.writer + ":" + strconv.FormatUint(firsts[i], 10), frameRef{first: firsts[i], count: uint32(len(evs))}})
+	}
+	for len(out) > 0 {
+		n := 1
+		if st.commit.atomic {
+			for size := len(out[0].msg.Data); n < len(out) && n < maxAtomicBatch && size+len(out[n].msg.Data) <= groupBytes; n++ {
+				size += len(out[n].msg.Data)
+			}
+		}
+		var err error
+		if n > 1 {
+			err = h.sendGroup(ctx, out[:n])
+		} else {
+			err = h.send(ctx, out[0].msg, out[0].id, out[0].ref)
+		}
+		if err != nil {
 			return err
 		}
-		batch, first = batch[n:], first+uint64(n)
+		out = out[n:]
+	}
+	return nil
+}
+
+// outMsg is one message of a publish, with its id and what it holds.
+type outMsg struct {
+	msg *nats.Msg
+	id  string
+	ref frameRef
+}
+
+// groupBytes bounds the data of one session's atomic batch.
+const groupBytes = 8 << 20
+
+// groupFrames: on a stream that allows atomic batches, appended events are
+// published once groupFrames times FrameBytes of them wait (else once
+// FrameBytes do), as one atomic batch of messages of about FrameBytes.
+const groupFrames = 16
+
+// sendGroup publishes msgs, two messages or more of the session, in one
+// atomic batch (the group commit's next, with other sessions' publishes):
+// the first expects the last message known on the subject
+// (as a single publish does), the others expect nothing (the server
+// refuses an expectation on a subject already written in the batch), and
+// the stream stores them all, one after another, or none: so none lands
+// unless the first's expectation held, and none lands after another
+// writer's message. A batch the stream refuses stored nothing: its
+// messages go again one by one (send: the same ids, each expecting the
+// one before), which tells a lost session (engine.ErrOwnershipLost) from
+// a refusal of the batch itself. A batch without a response in time
+// poisons the session, as a single publish does.
+func (h *Handle) sendGroup(ctx context.Context, msgs []outMsg) error {
+	st, s := h.st, h.s
+	if st.failPublish.Load() || st.publishHook.Load() != nil {
+		return h.sendEach(ctx, msgs) // (tests: their hooks see every publish)
+	}
+	h.mu.Lock()
+	remote := h.remote
+	h.mu.Unlock()
+	if err := st.check(remote); err != nil {
+		return sessionErr(h.s.id, "flush", err)
+	}
+	rctx, cancel := st.rctx(ctx)
+	defer cancel()
+	st.mu.Lock()
+	expect := s.lastSubj
+	st.mu.Unlock()
+	reqs := make([]*pubReq, len(msgs))
+	for i, m := range msgs {
+		reqs[i] = &pubReq{ctx: rctx, msg: m.msg, msgID: m.id, expect: expect, noExpect: i > 0}
+	}
+	reqs[0].more = reqs[1:]
+	st.commit.publishGroup(reqs[0])
+	if errors.Is(reqs[0].err, errBatchRefused) {
+		return h.sendEach(ctx, msgs)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, r := range reqs {
+		if r.err == nil && r.ack == nil {
+			r.err = errors.New("jetstream: publish without an outcome")
+		}
+		if r.err != nil {
+			s.failed = r.err
+			return sessionErr(h.s.id, "flush", r.err)
+		}
+		h.record(msgs[i].msg, msgs[i].ref, r.ack.Sequence)
+	}
+	return nil
+}
+
+// sendEach publishes msgs one after another.
+func (h *Handle) sendEach(ctx context.Context, msgs []outMsg) error {
+	for _, m := range msgs {
+		if err := h.send(ctx, m.msg, m.id, m.ref); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -443,13 +581,21 @@ func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref fram
 		s.failed = err
 		return sessionErr(h.s.id, "flush", err)
 	}
-	s.lastSubj = ack.Sequence
+	h.record(msg, ref, ack.Sequence)
+	return nil
+}
+
+// record takes the message msg, holding ref, as stored at stream sequence
+// seq. Called with st.mu held.
+func (h *Handle) record(msg *nats.Msg, ref frameRef, seq uint64) {
+	s := h.s
+	s.lastSubj = seq
 	s.size += int64(len(msg.Data))
 	if ref.header {
 		s.pending = false
-		return nil
+		return
 	}
-	ref.seq = ack.Sequence
+	ref.seq = seq
 	s.frames = append(s.frames, ref)
 	s.framed += uint64(ref.count)
 	s.noteBatch(ref.first, s.open[:ref.count])
@@ -457,7 +603,6 @@ func (h *Handle) send(ctx context.Context, msg *nats.Msg, msgID string, ref fram
 		s.openBytes -= rawSize(&s.open[i])
 	}
 	s.open = s.open[ref.count:]
-	return nil
 }
 
 // publishMsg sends msg with message id msgID, expecting the stream sequence

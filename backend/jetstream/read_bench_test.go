@@ -124,11 +124,28 @@ func writeSessions(b *testing.B, nc *nats.Conn, o *Options, sessions, events, pe
 
 // BenchmarkBulk: per op, a session of 20,000 300-byte events appended in
 // batches of 1,000 and flushed once, on the package's embedded server
-// (sync always): events/s.
+// (sync always) and (unless -short) on the shared 3-node cluster with 3
+// replicas: events/s.
 func BenchmarkBulk(b *testing.B) {
+	b.Run("server", func(b *testing.B) { benchBulk(b, srvURL, freshOptions()) })
+	b.Run("cluster-R3", func(b *testing.B) {
+		if testing.Short() {
+			b.Skip("a 3-node cluster")
+		}
+		c, err := startClusterOnce()
+		if err != nil {
+			b.Fatal(err)
+		}
+		o := freshOptions()
+		o.Replicas = 3
+		benchBulk(b, c.URLs(), o)
+	})
+}
+
+func benchBulk(b *testing.B, url string, o *Options) {
 	const events = 20_000
 	ctx := context.Background()
-	st, err := Open(ctx, connect(b, srvURL), freshOptions())
+	st, err := Open(ctx, connect(b, url), o)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -73,9 +73,11 @@ type Options struct {
 	// Timeout bounds each request to the server when the caller's context
 	// has no deadline; default 5 s.
 	Timeout time.Duration
-	// FrameBytes is the raw size at which appended events are published
-	// without waiting for a flush; default 128 KiB (a round trip per
-	// message: larger batches than the local engine's 32 KiB frames). A
+	// FrameBytes is the raw size of the events of one message; default
+	// 128 KiB (larger batches than the local engine's 32 KiB frames: a
+	// message costs a write on the server). Appended events are published
+	// without waiting for a flush once FrameBytes of them wait, or 16
+	// times that on a stream with atomic batches (then as one batch). A
 	// message never passes the server's max_payload: a larger batch is
 	// cut.
 	FrameBytes int
