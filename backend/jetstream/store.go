@@ -310,7 +310,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		handles:  map[*Handle]struct{}{},
 		stop:     make(chan struct{}),
 		replies:  replyMux{nc: nc},
-		commit:   &committer{nc: nc, js: js, stream: o.Stream, atomic: stream.CachedInfo().Config.AllowAtomicPublish},
+		commit:   newCommitter(nc, js, stream.CachedInfo().Config),
 	}
 	s.watch.st = s
 	s.wg.Add(1)
