@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/seglog/seglog/index"
@@ -239,7 +238,7 @@ func (db *DB) indexFilePath() string {
 	if db.opts.FS != vfs.Default {
 		return ""
 	}
-	return filepath.Join(db.dir, "index.db")
+	return defaultIndexPath(db.dir)
 }
 
 // indexNotKept says why this process keeps no index of a store that has

@@ -161,7 +161,7 @@ func (o *Options) withDefaults(dir string) (Options, error) {
 	}
 	if c.IndexPath == "" && !c.NoIndex {
 		if osFS {
-			c.IndexPath = dir + "/index.db"
+			c.IndexPath = defaultIndexPath(dir)
 		} else {
 			c.NoIndex = true
 		}
@@ -199,3 +199,7 @@ func (o *Options) segmentSize(id uint64) int64 {
 func (o *Options) writerOptions(id uint64) segment.WriterOptions {
 	return segment.WriterOptions{Size: o.segmentSize(id), Preallocate: !o.NoPreallocate, PreallocSize: o.PreallocateStart, Uncompressed: o.Uncompressed}
 }
+
+// defaultIndexPath is where a store in dir keeps its index unless
+// Options.IndexPath says otherwise.
+func defaultIndexPath(dir string) string { return dir + "/index.db" }
