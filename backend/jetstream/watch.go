@@ -39,8 +39,7 @@ type watcher struct {
 	st *Store
 
 	mu      sync.Mutex
-	waiters map[string]map[*waiter]struct{} // by subject
-	count   int                             // waiters registered
+	waiters map[string]map[*waiter]struct{} // by subject (none empty: no Wait waits when it is)
 	state   watchState
 	gen     uint64 // counts the consumers started: a late result of an earlier one is dropped
 	cc      natsjs.ConsumeContext
@@ -105,7 +104,6 @@ func (w *watcher) add(subj string) *waiter {
 		w.waiters[subj] = m
 	}
 	m[wt] = struct{}{}
-	w.count++
 	if w.linger != nil {
 		w.linger.Stop()
 		w.linger = nil
@@ -132,8 +130,7 @@ func (w *watcher) remove(wt *waiter) {
 	if len(m) == 0 {
 		delete(w.waiters, wt.subj)
 	}
-	w.count--
-	if w.count == 0 && w.state == watchRunning && w.linger == nil {
+	if len(w.waiters) == 0 && w.state == watchRunning && w.linger == nil {
 		w.armLingerLocked()
 	}
 }
@@ -145,7 +142,7 @@ func (w *watcher) armLingerLocked() {
 	w.linger = time.AfterFunc(watchLinger, func() {
 		w.mu.Lock()
 		var stop func()
-		if w.gen == gen && w.count == 0 && w.state == watchRunning {
+		if w.gen == gen && len(w.waiters) == 0 && w.state == watchRunning {
 			stop = w.stopLocked()
 		}
 		w.mu.Unlock()
@@ -218,7 +215,7 @@ func (w *watcher) start(gen uint64) {
 	}
 	w.state, w.cons, w.cc, w.errAt = watchRunning, cons, cc, time.Time{}
 	w.wakeAllLocked() // (polling Waits now rely on it)
-	if w.count == 0 && w.linger == nil {
+	if len(w.waiters) == 0 && w.linger == nil {
 		w.armLingerLocked()
 	}
 }
