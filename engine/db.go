@@ -97,6 +97,7 @@ type DB struct {
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
 	wg         sync.WaitGroup
+	behind     sync.WaitGroup // write-outs behind appends (CutBehind)
 
 	// metrics are the counters DB.Metrics reports (metrics.go)
 	metrics dbMetrics
@@ -698,6 +699,7 @@ func (db *DB) Close() error {
 	for _, h := range hs {
 		h.front.CloseBuffer()
 	}
+	db.behind.Wait() // an append racing Close may have started one
 	errs = append(errs, db.closeFiles())
 	return errors.Join(errs...)
 }

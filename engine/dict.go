@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -203,7 +204,8 @@ func (d *dictState) observe(es []*segment.Encoded) {
 			d.small += len(raw)
 		}
 		if d.collecting && d.small > 0 { // (a store of large frames only trains none)
-			d.pool = append(d.pool, raw)
+			// A copy: the frame's buffers go back to their pool once placed.
+			d.pool = append(d.pool, bytes.Clone(raw))
 			d.poolN += len(raw)
 			for d.poolN-len(d.pool[0]) >= dictPool {
 				d.poolN -= len(d.pool[0])

@@ -17,6 +17,9 @@ type Handle struct {
 	db    *DB
 	s     *session
 	lease *lease
+	// behind is the write-out CutBehind started, until a later cut waits
+	// for it; set and waited for with the Front's lock held.
+	behind *cutJob
 }
 
 // newHandle is called with db.mu held.
@@ -127,6 +130,7 @@ func (h *Handle) Close() error {
 		errs := []error{drained}
 		if h.Access() == Write {
 			db := h.db
+			h.waitBehind() // its error: the cut below writes the events again
 			db.mu.Lock()
 			delete(db.mu.handles, h)
 			s := h.s

@@ -104,7 +104,7 @@ func TestMetrics(t *testing.T) {
 		}
 		flushes++
 	}
-	flush(hs[0].Flush) // fsync 1, which covers s1's frames too (placed as its Append filled them)
+	flush(db.Flush)    // fsync 1, for every handle's frames
 	flush(hs[1].Flush) // nothing new: no fsync
 	enq := testgen.Events(3, 2, 100)
 	if err := hs[2].Enqueue(enq...); err != nil {

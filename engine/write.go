@@ -201,6 +201,11 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 			}
 		}
 	}})
+	for _, e := range es {
+		// Placed (copied into the segment) or not, they are done with:
+		// what was not placed stays open and is encoded again.
+		e.Release()
+	}
 	if testHookAppended != nil {
 		testHookAppended()
 	}
@@ -377,6 +382,49 @@ func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
 
 func (w *handleWriter) Cut(context.Context) error { return (*Handle)(w).cut() }
 
+// CutBehind is Append's write-out of a full batch: it waits for the
+// previous one (returning its error, the events of which are still
+// open), then encodes and places the open events on another goroutine,
+// so that the caller checks and copies its next batch while they are
+// compressed. Every later cut of the handle, and its Close, waits for it.
+func (w *handleWriter) CutBehind(context.Context) error {
+	h := (*Handle)(w)
+	if err := h.waitBehind(); err != nil {
+		return err
+	}
+	batch, pending := h.takeOpen()
+	if len(batch) == 0 && !pending {
+		return nil
+	}
+	j := &cutJob{done: make(chan struct{})}
+	h.behind = j
+	h.db.behind.Add(1)
+	go func() {
+		defer h.db.behind.Done()
+		defer close(j.done)
+		j.err = h.writeOut(batch, pending)
+	}()
+	return nil
+}
+
+// cutJob is a write-out running behind its handle's appends.
+type cutJob struct {
+	done chan struct{}
+	err  error
+}
+
+// waitBehind waits for the handle's write-out in the background, if one
+// runs, and returns its error. Called with the Front's lock held.
+func (h *Handle) waitBehind() error {
+	j := h.behind
+	if j == nil {
+		return nil
+	}
+	<-j.done
+	h.behind = nil
+	return j.err
+}
+
 // cloneBatch copies events into one allocation for their bytes, so that
 // the store's copy shares nothing with the caller's. It returns the copies
 // and the bytes of their Data and SurfaceOp.
@@ -410,14 +458,30 @@ func cloneBatch(evs []event.Event) ([]event.Event, int) {
 // the header frame first if the session is not yet written). Called with
 // h.mu held by the owner.
 func (h *Handle) cut() error {
-	db := h.db
-	db.mu.Lock()
-	batch, pending := h.s.open, h.s.pending
-	h.s.openBytes = 0
-	db.mu.Unlock()
+	// A failed write-out behind left its events open: they go again now.
+	h.waitBehind()
+	batch, pending := h.takeOpen()
 	if len(batch) == 0 && !pending {
 		return nil
 	}
+	return h.writeOut(batch, pending)
+}
+
+// takeOpen returns the session's open events and whether its header is
+// still to be written, and starts counting a new frame's bytes.
+func (h *Handle) takeOpen() ([]event.Event, bool) {
+	db := h.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	h.s.openBytes = 0
+	return h.s.open, h.s.pending
+}
+
+// writeOut encodes batch (the head of the session's open events) into
+// frames and appends them, after the header frame if pending. The handle's
+// cuts run one at a time.
+func (h *Handle) writeOut(batch []event.Event, pending bool) error {
+	db := h.db
 	var frames []*segment.Encoded
 	var counts []uint32
 	if len(batch) > 0 {

@@ -400,6 +400,53 @@ type Encoded struct {
 	firstSeq uint64
 	count    uint32
 	dict     uint32 // CodecZstdDict: the dictionary's ID
+	// ownRaw, ownStored: raw and stored came from payloadBufs (stored
+	// only when it is not raw), for Release to return
+	ownRaw, ownStored bool
+}
+
+// Release returns e's buffers for the encoding of later frames: a bulk
+// load then reuses a few buffers instead of making garbage of every
+// payload. Neither e nor anything Raw returned may be used after; a
+// caller that keeps neither need not call it.
+func (e *Encoded) Release() {
+	if e.ownStored {
+		payloadBufs.put(e.stored)
+	}
+	if e.ownRaw {
+		payloadBufs.put(e.raw)
+	}
+	e.stored, e.raw, e.ownRaw, e.ownStored = nil, nil, false, false
+}
+
+// payloadBufs keeps the buffers of released payloads.
+var payloadBufs bufPool
+
+// bufPool is a pool of byte buffers; one over maxPooledBuf is not kept.
+type bufPool struct{ p sync.Pool }
+
+const maxPooledBuf = 1 << 20
+
+// get returns an empty buffer with room for n bytes.
+func (b *bufPool) get(n int) []byte {
+	if n <= maxPooledBuf {
+		if v, ok := b.p.Get().(*[]byte); ok {
+			if cap(*v) >= n {
+				return (*v)[:0]
+			}
+			b.p.Put(v)
+		}
+	}
+	return make([]byte, 0, n)
+}
+
+// put keeps buf for a later get. Nothing may use buf after.
+func (b *bufPool) put(buf []byte) {
+	if cap(buf) == 0 || cap(buf) > maxPooledBuf {
+		return
+	}
+	buf = buf[:0]
+	b.p.Put(&buf)
 }
 
 // Size returns the bytes the frame takes on disk.
@@ -519,11 +566,14 @@ func (c Encoder) Events(key string, firstSeq uint64, evs []event.Event) (*Encode
 	if encodedLen(evs) > 2*maxRaw+1<<20 {
 		return nil, fmt.Errorf("%w: batch encodes to more than %d bytes", ErrTooLarge, maxRaw)
 	}
-	raw := appendEvents(make([]byte, 0, encodedLen(evs)), evs)
+	raw := appendEvents(payloadBufs.get(encodedLen(evs)), evs)
 	if len(raw) > maxRaw {
+		payloadBufs.put(raw)
 		return nil, fmt.Errorf("%w: batch encodes to %d bytes, limit %d", ErrTooLarge, len(raw), maxRaw)
 	}
-	return c.encode(KindEvents, codec, key, raw, firstSeq, uint32(len(evs))), nil
+	e := c.encode(KindEvents, codec, key, raw, firstSeq, uint32(len(evs)))
+	e.ownRaw = true
+	return e, nil
 }
 
 // Header encodes a header record of session key: an opaque, non-empty
@@ -552,18 +602,23 @@ func (c Encoder) Delete(key string, uid uint64) (*Encoded, error) {
 func (c Encoder) encode(kind Kind, codec Codec, key string, raw []byte, firstSeq uint64, count uint32) *Encoded {
 	e := &Encoded{kind: kind, codec: CodecNone, key: []byte(key), stored: raw, raw: raw, rawLen: len(raw), firstSeq: firstSeq, count: count}
 	if codec == CodecZstd && c.Dict != nil && kind == KindEvents && len(raw) >= MinDictCompress {
-		if z, err := c.Dict.compress(nil, raw); err == nil && len(z) < len(raw) {
-			e.stored, e.codec, e.dict = z, CodecZstdDict, c.Dict.ID
+		z, err := c.Dict.compress(payloadBufs.get(len(raw)), raw)
+		if err == nil && len(z) < len(raw) {
+			e.stored, e.codec, e.dict, e.ownStored = z, CodecZstdDict, c.Dict.ID, true
 			return e
 		}
+		payloadBufs.put(z)
 	}
 	minc := c.MinCompress
 	if minc == 0 {
 		minc = DefaultMinCompress
 	}
 	if codec == CodecZstd && len(raw) >= minc {
-		if z := compress(nil, raw); len(z) < len(raw) {
-			e.stored, e.codec = z, CodecZstd
+		// (A buffer of len(raw) bytes: zstd grows one its result does not fit.)
+		if z := compress(payloadBufs.get(len(raw)), raw); len(z) < len(raw) {
+			e.stored, e.codec, e.ownStored = z, CodecZstd, true
+		} else {
+			payloadBufs.put(z)
 		}
 	}
 	return e

@@ -75,6 +75,17 @@ type Writer interface {
 	Cut(ctx context.Context) error
 }
 
+// BehindCutter is a Writer that can write its open events out in the
+// background: Append's write-out of a full batch calls CutBehind instead
+// of Cut, and returns while the frames are encoded and written, so that
+// the caller checks and stages its next batch meanwhile. The backend's
+// next Cut, CutBehind and the end of the handle wait for such a write;
+// its error is CutBehind's or Cut's to report (the events stay open, so
+// the next Cut writes them again). The events stay readable throughout.
+type BehindCutter interface {
+	CutBehind(ctx context.Context) error
+}
+
 // FrontConfig is the write-behind configuration of a Front; see
 // handle.WriteBehindConfig.
 type FrontConfig struct {
@@ -294,7 +305,11 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event, enqueued bool)
 		// Flush's) writes them or returns the error. Not this call's
 		// error: the caller (the write-behind buffer, or a host that
 		// retries an Append) would append them again, at seqs taken.
-		if err := f.w.Cut(ctx); err != nil && f.cfg.Logger != nil {
+		cut := f.w.Cut
+		if b, ok := f.w.(BehindCutter); ok {
+			cut = b.CutBehind
+		}
+		if err := cut(ctx); err != nil && f.cfg.Logger != nil {
 			f.cfg.Logger.Warn("seglog: writing a session's frames failed; its next flush writes them again", "session", f.id, "error", err)
 		}
 	}
