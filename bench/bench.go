@@ -76,9 +76,10 @@ type Config struct {
 	// Duration is how long MultiDurable appends; 0: Config.Events events
 	// in all (Events / (Procs*Sessions) per session).
 	Duration time.Duration
-	// Backend is what MultiDurable and AgentHost write: "seglog"
+	// Backend is what MultiDurable, AgentHost and Bulk write: "seglog"
 	// (default, the local engine: MultiDurable's with default options,
-	// AgentHost's as Open opens it) or "jsonl" (the reference model).
+	// AgentHost's and Bulk's as Open opens it) or "jsonl" (the reference
+	// model).
 	Backend string
 	// Interval is the time between two flushes of Follow; default 3ms.
 	Interval time.Duration
@@ -402,6 +403,19 @@ func bulkLoad(ctx context.Context, db Store, c Config, id string) (int64, error)
 	if err != nil {
 		return 0, err
 	}
+	input, err := bulkBatches(c, func(batch []event.Event) error { return h.Append(ctx, batch...) })
+	if err != nil {
+		return input, err
+	}
+	if err := h.Flush(ctx); err != nil {
+		return input, err
+	}
+	return input, h.Close()
+}
+
+// bulkBatches hands c.Events events of c.EventSize bytes to appendBatch in
+// batches of c.Batch and returns their size.
+func bulkBatches(c Config, appendBatch func([]event.Event) error) (int64, error) {
 	pool := testgen.Events(0, 4096, c.EventSize)
 	batch := make([]event.Event, 0, c.Batch)
 	var input int64
@@ -414,20 +428,49 @@ func bulkLoad(ctx context.Context, db Store, c Config, id string) (int64, error)
 			seq++
 		}
 		input += int64(testgen.Size(batch))
-		if err := h.Append(ctx, batch...); err != nil {
+		if err := appendBatch(batch); err != nil {
 			return input, err
 		}
 		if c.Progress != nil {
 			c.Progress(seq)
 		}
 	}
-	if err := h.Flush(ctx); err != nil {
-		return input, err
+	return input, nil
+}
+
+// runBulkJSONL is Bulk on the reference model (Config.Backend "jsonl"):
+// the same batches as JSON lines in one session's file, one fdatasync at
+// the end.
+func runBulkJSONL(c Config) (Result, error) {
+	s, err := createJSONL(c.Dir, "bulk")
+	if err != nil {
+		return Result{}, err
 	}
-	return input, h.Close()
+	defer s.Close()
+	ctx := context.Background()
+	start := time.Now()
+	input, err := bulkBatches(c, func(batch []event.Event) error {
+		s.Append(ctx, batch...)
+		return s.write() // as the JSONL peer does: a write per batch
+	})
+	if err == nil {
+		err = s.Flush(ctx)
+	}
+	r := Result{Workload: Bulk, Backend: "jsonl", Sessions: 1, Events: c.Events, InputBytes: input, Elapsed: time.Since(start)}
+	if err != nil {
+		return r, err
+	}
+	if err := s.Close(); err != nil {
+		return r, err
+	}
+	r.DiskBytes, err = DirSize(c.Dir)
+	return r, err
 }
 
 func runBulk(ctx context.Context, c Config) (Result, error) {
+	if c.Backend == "jsonl" && c.Open == nil {
+		return runBulkJSONL(c)
+	}
 	db, err := openDB(c)
 	if err != nil {
 		return Result{}, err

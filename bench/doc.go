@@ -29,7 +29,8 @@
 // the repository's text as well as with the engine), and AgentRestPerRaw,
 // its store's footprint at rest (preallocated zeros and index included),
 // and AgentVsReference, its events/s over the reference model's on the same
-// turns.
+// turns; and BulkVsJSONL, the bulk load's events/s over the same batches
+// written as JSON lines (Bulk with Config.Backend "jsonl").
 //
 // bench may import engine and everything below it; only commands, the
 // charts (bench/chart) and the peers (bench/peers) import bench. See

@@ -80,13 +80,21 @@ func (s *jsonlSession) Append(_ context.Context, evs ...event.Event) error {
 }
 
 func (s *jsonlSession) Flush(context.Context) error {
+	if err := s.write(); err != nil {
+		return err
+	}
+	return unix.Fdatasync(int(s.f.Fd()))
+}
+
+// write writes the buffered lines, without a sync.
+func (s *jsonlSession) write() error {
 	if len(s.pending) > 0 {
 		if _, err := s.f.Write(s.pending); err != nil {
 			return err
 		}
 		s.pending = s.pending[:0]
 	}
-	return unix.Fdatasync(int(s.f.Fd()))
+	return nil
 }
 
 // Close releases the flock with the file.

@@ -36,6 +36,11 @@ type Ratios struct {
 	// write + fdatasync per flush), run beside it (higher is better). 0 in
 	// a baseline: not tracked.
 	AgentVsReference float64 `json:"agent_vs_reference,omitempty"`
+	// BulkVsJSONL is the bulk load's events/s over the same batches'
+	// written as JSON lines to one file (the reference model, a write per
+	// batch, one fdatasync at the end), run beside it (higher is better).
+	// 0 in a baseline: not tracked.
+	BulkVsJSONL float64 `json:"bulk_vs_jsonl,omitempty"`
 }
 
 // RatioConfig sizes MeasureRatios.
@@ -59,7 +64,7 @@ func MeasureRatios(ctx context.Context, root string, c RatioConfig) (Ratios, err
 			return Ratios{}, err
 		}
 	}
-	var p50, gain, disk, agent, rest, vsRef []float64
+	var p50, gain, disk, agent, rest, vsRef, vsJSONL []float64
 	for i := range max(c.Count, 1) {
 		dir := func(name string) (string, error) {
 			d := filepath.Join(root, fmt.Sprintf("%s-%d", name, i))
@@ -89,6 +94,11 @@ func MeasureRatios(ctx context.Context, root string, c RatioConfig) (Ratios, err
 		if err != nil {
 			return Ratios{}, err
 		}
+		bulkRef, err := run("bulk-jsonl", Config{Workload: Bulk, Backend: "jsonl", Events: c.Bulk})
+		if err != nil {
+			return Ratios{}, err
+		}
+		vsJSONL = append(vsJSONL, bulk.EventsPerSec()/bulkRef.EventsPerSec())
 		p50 = append(p50, float64(one.P50)/float64(raw.P50))
 		gain = append(gain, many.EventsPerSec()/one.EventsPerSec())
 		disk = append(disk, float64(bulk.DiskBytes)/float64(bulk.InputBytes))
@@ -119,7 +129,7 @@ func MeasureRatios(ctx context.Context, root string, c RatioConfig) (Ratios, err
 		}
 		vsRef = append(vsRef, a.EventsPerSec()/ref.EventsPerSec())
 	}
-	r := Ratios{DurableP50VsRaw: median(p50), GroupCommitGain: median(gain), DiskPerInput: median(disk)}
+	r := Ratios{DurableP50VsRaw: median(p50), GroupCommitGain: median(gain), DiskPerInput: median(disk), BulkVsJSONL: median(vsJSONL)}
 	if len(agent) > 0 {
 		r.AgentWrittenPerRaw = median(agent)
 		r.AgentRestPerRaw = median(rest)
@@ -156,6 +166,9 @@ func Regressions(baseline, got Ratios, tolerance float64) []string {
 	}
 	if baseline.AgentVsReference > 0 && got.AgentVsReference < baseline.AgentVsReference*(1-tolerance) {
 		out = append(out, fmt.Sprintf("agent-host events/s vs the JSONL reference: %.2fx, baseline %.2fx", got.AgentVsReference, baseline.AgentVsReference))
+	}
+	if baseline.BulkVsJSONL > 0 && got.BulkVsJSONL < baseline.BulkVsJSONL*(1-tolerance) {
+		out = append(out, fmt.Sprintf("bulk load events/s vs JSON lines: %.2fx, baseline %.2fx", got.BulkVsJSONL, baseline.BulkVsJSONL))
 	}
 	return out
 }

@@ -23,6 +23,9 @@ func TestRatioBounds(t *testing.T) {
 	if r.AgentVsReference <= 0 {
 		t.Errorf("the agent host's events/s against the reference's: %v, want a ratio", r.AgentVsReference)
 	}
+	if r.BulkVsJSONL <= 0 {
+		t.Errorf("the bulk load's events/s against JSON lines': %v, want a ratio", r.BulkVsJSONL)
+	}
 	if r.AgentRestPerRaw <= 0 || r.AgentRestPerRaw > 4 {
 		t.Errorf("the agent-host store takes %.2f bytes at rest per raw JSON byte: preallocation is not growing with the data", r.AgentRestPerRaw)
 	}
@@ -38,15 +41,16 @@ func TestRatioBounds(t *testing.T) {
 }
 
 func TestRegressionsCompares(t *testing.T) {
-	base := Ratios{DurableP50VsRaw: 1.0, GroupCommitGain: 10, DiskPerInput: 0.33, AgentWrittenPerRaw: 0.25, AgentRestPerRaw: 0.5, AgentVsReference: 0.8}
-	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.1, GroupCommitGain: 9, DiskPerInput: 0.35, AgentWrittenPerRaw: 0.28, AgentRestPerRaw: 0.55, AgentVsReference: 0.7}, 0.2); len(got) != 0 {
+	base := Ratios{DurableP50VsRaw: 1.0, GroupCommitGain: 10, DiskPerInput: 0.33, AgentWrittenPerRaw: 0.25, AgentRestPerRaw: 0.5, AgentVsReference: 0.8, BulkVsJSONL: 1.2}
+	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.1, GroupCommitGain: 9, DiskPerInput: 0.35, AgentWrittenPerRaw: 0.28, AgentRestPerRaw: 0.55, AgentVsReference: 0.7, BulkVsJSONL: 1.0}, 0.2); len(got) != 0 {
 		t.Errorf("within tolerance flagged: %v", got)
 	}
-	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.3, GroupCommitGain: 7, DiskPerInput: 0.5, AgentWrittenPerRaw: 0.31, AgentRestPerRaw: 0.7, AgentVsReference: 0.6}, 0.2); len(got) != 6 {
-		t.Errorf("6 regressions, %d flagged: %v", len(got), got)
+	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.3, GroupCommitGain: 7, DiskPerInput: 0.5, AgentWrittenPerRaw: 0.31, AgentRestPerRaw: 0.7, AgentVsReference: 0.6, BulkVsJSONL: 0.9}, 0.2); len(got) != 7 {
+		t.Errorf("7 regressions, %d flagged: %v", len(got), got)
 	}
-	// A baseline from before the agent-host ratio does not compare it.
-	base.AgentWrittenPerRaw, base.AgentVsReference = 0, 0
+	// A baseline from before the agent-host and bulk ratios does not
+	// compare them.
+	base.AgentWrittenPerRaw, base.AgentVsReference, base.BulkVsJSONL = 0, 0, 0
 	if got := Regressions(base, Ratios{DurableP50VsRaw: 1.0, GroupCommitGain: 10, DiskPerInput: 0.33, AgentWrittenPerRaw: 0.9}, 0.2); len(got) != 0 {
 		t.Errorf("an untracked ratio flagged: %v", got)
 	}

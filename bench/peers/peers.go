@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/seglog/seglog/bench"
@@ -89,8 +90,12 @@ type Result struct {
 	InputBytes int64    `json:"input_bytes"`
 	DiskBytes  int64    `json:"disk_bytes"`
 	Seconds    float64  `json:"seconds"`
-	P50us      float64  `json:"p50_us,omitempty"`
-	P99us      float64  `json:"p99_us,omitempty"`
+	// CPUSeconds is the process's CPU time (user and system, every
+	// goroutine: the engine's background work and the collector too)
+	// over the same span as Seconds.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	P50us      float64 `json:"p50_us,omitempty"`
+	P99us      float64 `json:"p99_us,omitempty"`
 	// Latency is the distribution P50us and P99us are two points of
 	// (bench.Distribution), where a latency was measured.
 	Latency []bench.Percentile `json:"latency,omitempty"`
@@ -108,6 +113,25 @@ type Result struct {
 
 // EventsPerSec is the throughput.
 func (r Result) EventsPerSec() float64 { return float64(r.Events) / r.Seconds }
+
+// CPUPerEvent is the CPU time the process spent per event, in µs.
+func (r Result) CPUPerEvent() float64 { return r.CPUSeconds * 1e6 / float64(r.Events) }
+
+// Ceiling is the events/s the run's CPU cost per event allows on cores
+// cores, were they busy with nothing else and never idle: no run of the
+// same work can go faster, so a goal above it is out of reach.
+func (r Result) Ceiling(cores int) float64 {
+	return float64(cores) / (r.CPUSeconds / float64(r.Events))
+}
+
+// cpuTime returns the process's CPU time so far (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // MBPerSec is the input throughput in MB/s.
 func (r Result) MBPerSec() float64 { return float64(r.InputBytes) / r.Seconds / 1e6 }
@@ -176,7 +200,7 @@ func run(ctx context.Context, p Peer, st Store, w Workload, c Config, res *Resul
 	switch w {
 	case S1:
 		ds := make([]time.Duration, 0, c.Durable)
-		start := time.Now()
+		start, cpu := time.Now(), cpuTime()
 		for i := range c.Durable {
 			t := time.Now()
 			if err := st.Append(0, []event.Event{ev(i)}, true); err != nil {
@@ -184,7 +208,7 @@ func run(ctx context.Context, p Peer, st Store, w Workload, c Config, res *Resul
 			}
 			ds = append(ds, time.Since(t))
 		}
-		res.Seconds = time.Since(start).Seconds()
+		res.Seconds, res.CPUSeconds = time.Since(start).Seconds(), (cpuTime() - cpu).Seconds()
 		res.Events, res.InputBytes = c.Durable, size(c.Durable)
 		lat(res, ds)
 	case S2:
@@ -193,7 +217,7 @@ func run(ctx context.Context, p Peer, st Store, w Workload, c Config, res *Resul
 		var all []time.Duration
 		var firstErr error
 		var wg sync.WaitGroup
-		start := time.Now()
+		start, cpu := time.Now(), cpuTime()
 		for s := range c.Sessions {
 			wg.Go(func() {
 				ds := make([]time.Duration, 0, per)
@@ -220,7 +244,7 @@ func run(ctx context.Context, p Peer, st Store, w Workload, c Config, res *Resul
 			})
 		}
 		wg.Wait()
-		res.Seconds = time.Since(start).Seconds()
+		res.Seconds, res.CPUSeconds = time.Since(start).Seconds(), (cpuTime() - cpu).Seconds()
 		res.Events, res.InputBytes = per*c.Sessions, size(per*c.Sessions)
 		lat(res, all)
 		return firstErr
@@ -230,7 +254,7 @@ func run(ctx context.Context, p Peer, st Store, w Workload, c Config, res *Resul
 			n = c.Replay
 		}
 		batch := make([]event.Event, 0, 1000)
-		start := time.Now()
+		start, cpu := time.Now(), cpuTime()
 		for i := 0; i < n; {
 			batch = batch[:0]
 			for j := 0; j < 1000 && i < n; j++ {
@@ -244,10 +268,10 @@ func run(ctx context.Context, p Peer, st Store, w Workload, c Config, res *Resul
 		if err := st.Sync(); err != nil {
 			return err
 		}
-		res.Seconds = time.Since(start).Seconds()
+		res.Seconds, res.CPUSeconds = time.Since(start).Seconds(), (cpuTime() - cpu).Seconds()
 		res.Events, res.InputBytes = n, size(n)
 		if w == S4 {
-			start := time.Now()
+			start, cpu := time.Now(), cpuTime()
 			got, bytes, err := st.Replay(0)
 			if err != nil {
 				return err
@@ -255,7 +279,7 @@ func run(ctx context.Context, p Peer, st Store, w Workload, c Config, res *Resul
 			if got != n {
 				return fmt.Errorf("replay read %d events, wrote %d", got, n)
 			}
-			res.Seconds = time.Since(start).Seconds()
+			res.Seconds, res.CPUSeconds = time.Since(start).Seconds(), (cpuTime() - cpu).Seconds()
 			res.InputBytes = bytes
 		}
 	}

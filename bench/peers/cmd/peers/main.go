@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -131,7 +132,7 @@ func median(rs []peers.Result) peers.Result {
 func print(rs []peers.Result, list []peers.Peer, ws []peers.Workload) {
 	find := func(peer string, w peers.Workload) *peers.Result { return find(rs, peer, w) }
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tpeer\tevents/s\tMB/s\tp50 µs\tp99 µs\tdisk MB\tvs raw\tseglog vs it\t")
+	fmt.Fprintln(tw, "workload\tpeer\tevents/s\tMB/s\tp50 µs\tp99 µs\tdisk MB\tCPU µs/event\tCPU ceiling\tvs raw\tseglog vs it\t")
 	for _, w := range ws {
 		raw, seg := find("raw", w), find("seglog", w)
 		for _, p := range list {
@@ -140,7 +141,7 @@ func print(rs []peers.Result, list []peers.Peer, ws []peers.Workload) {
 				continue
 			}
 			if r.Err != "" {
-				fmt.Fprintf(tw, "%s\t%s\terror: %s\t\t\t\t\t\t\t\n", w, p.Name, r.Err)
+				fmt.Fprintf(tw, "%s\t%s\terror: %s\t\t\t\t\t\t\t\t\t\n", w, p.Name, r.Err)
 				continue
 			}
 			vsRaw, vsSeg := "-", "-"
@@ -150,7 +151,11 @@ func print(rs []peers.Result, list []peers.Peer, ws []peers.Workload) {
 			if seg != nil && seg.Err == "" {
 				vsSeg = fmt.Sprintf("%.2fx", seg.EventsPerSec()/r.EventsPerSec())
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.1f\t%s\t%s\t\n", w, p.Name, r.EventsPerSec(), r.MBPerSec(), r.P50us, r.P99us, float64(r.DiskBytes)/1e6, vsRaw, vsSeg)
+			cpu, ceiling := "-", "-"
+			if r.CPUSeconds > 0 {
+				cpu, ceiling = fmt.Sprintf("%.2f", r.CPUPerEvent()), fmt.Sprintf("%.0f", r.Ceiling(runtime.NumCPU()))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t\n", w, p.Name, r.EventsPerSec(), r.MBPerSec(), r.P50us, r.P99us, float64(r.DiskBytes)/1e6, cpu, ceiling, vsRaw, vsSeg)
 		}
 	}
 	tw.Flush()
