@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seglog/seglog/internal/bufpool"
 	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
 )
@@ -198,8 +199,8 @@ func (a *appender) placeLocked(batch []*placement) error {
 			total += int(e.Size())
 		}
 	}
-	buf := placeBufs.get(total)
-	defer func() { placeBufs.put(buf) }()
+	buf := placeBufs.Get(total)
+	defer func() { placeBufs.Put(buf) }()
 	var chunk []*placement // placements with frames in buf
 	var events uint64
 	var tally frameTally // the frames in buf, for DB.Metrics
@@ -290,29 +291,7 @@ func (a *appender) placeLocked(batch []*placement) error {
 // placeBufs keeps the buffers placements lay their frames out in: a bulk
 // load places a batch's frames (some 100 KiB) per call, and a fresh buffer
 // each time was garbage for the collector to clear and return.
-var placeBufs bufPool
-
-// bufPool is a pool of byte buffers; one over maxPooledBuf is not kept.
-type bufPool struct{ p sync.Pool }
-
-const maxPooledBuf = 4 << 20
-
-// get returns an empty buffer with room for n bytes.
-func (b *bufPool) get(n int) []byte {
-	if v, ok := b.p.Get().(*[]byte); ok && cap(*v) >= n {
-		return (*v)[:0]
-	}
-	return make([]byte, 0, n)
-}
-
-// put keeps buf for a later get. Nothing may use buf after.
-func (b *bufPool) put(buf []byte) {
-	if cap(buf) == 0 || cap(buf) > maxPooledBuf {
-		return
-	}
-	buf = buf[:0]
-	b.p.Put(&buf)
-}
+var placeBufs = bufpool.Pool{Max: 4 << 20}
 
 // undoDead zeroes what a placer that died mid-write left past the tail
 // (seg, off) up to placing, and makes the zeros durable, so that no frame

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/seglog/seglog/event"
@@ -269,7 +266,7 @@ func (db *DB) encoder() segment.Encoder {
 
 // encodeBatch splits evs into frames of about FrameBytes raw bytes. A
 // batch of several frames is encoded (and compressed) on up to GOMAXPROCS
-// goroutines: a bulk append uses every core.
+// goroutines (segment.Encoder.EventsFrames): a bulk append uses every core.
 func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []uint32, error) {
 	if len(evs) == 0 {
 		return nil, nil, nil
@@ -309,30 +306,16 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []u
 		if start < len(evs) {
 			ends = append(ends, len(evs))
 		}
-		out, counts = make([]*segment.Encoded, len(ends)), make([]uint32, len(ends))
-		errs := make([]error, len(ends))
-		encode := func(k int) {
-			from := 0
-			if k > 0 {
-				from = ends[k-1]
-			}
-			out[k], errs[k] = enc.Events(id, evs[from].Seq, evs[from:ends[k]])
-			counts[k] = uint32(ends[k] - from)
+		cuts := make([][]event.Event, len(ends))
+		counts = make([]uint32, len(ends))
+		from := 0
+		for k, end := range ends {
+			cuts[k], counts[k] = evs[from:end], uint32(end-from)
+			from = end
 		}
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range min(runtime.GOMAXPROCS(0), len(ends)) {
-			wg.Go(func() {
-				for k := int(next.Add(1) - 1); k < len(ends); k = int(next.Add(1) - 1) {
-					encode(k)
-				}
-			})
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return nil, nil, err
-			}
+		var err error
+		if out, err = enc.EventsFrames(id, evs[0].Seq, cuts); err != nil {
+			return nil, nil, err
 		}
 	}
 	if db.dict != nil {

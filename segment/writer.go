@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/bufpool"
 	"github.com/seglog/seglog/internal/vfs"
 )
 
@@ -411,43 +412,16 @@ type Encoded struct {
 // caller that keeps neither need not call it.
 func (e *Encoded) Release() {
 	if e.ownStored {
-		payloadBufs.put(e.stored)
+		payloadBufs.Put(e.stored)
 	}
 	if e.ownRaw {
-		payloadBufs.put(e.raw)
+		payloadBufs.Put(e.raw)
 	}
 	e.stored, e.raw, e.ownRaw, e.ownStored = nil, nil, false, false
 }
 
 // payloadBufs keeps the buffers of released payloads.
-var payloadBufs bufPool
-
-// bufPool is a pool of byte buffers; one over maxPooledBuf is not kept.
-type bufPool struct{ p sync.Pool }
-
-const maxPooledBuf = 1 << 20
-
-// get returns an empty buffer with room for n bytes.
-func (b *bufPool) get(n int) []byte {
-	if n <= maxPooledBuf {
-		if v, ok := b.p.Get().(*[]byte); ok {
-			if cap(*v) >= n {
-				return (*v)[:0]
-			}
-			b.p.Put(v)
-		}
-	}
-	return make([]byte, 0, n)
-}
-
-// put keeps buf for a later get. Nothing may use buf after.
-func (b *bufPool) put(buf []byte) {
-	if cap(buf) == 0 || cap(buf) > maxPooledBuf {
-		return
-	}
-	buf = buf[:0]
-	b.p.Put(&buf)
-}
+var payloadBufs = bufpool.Pool{Max: 1 << 20}
 
 // Size returns the bytes the frame takes on disk.
 func (e *Encoded) Size() int64 { return frameSize(len(e.key), len(e.stored)) }
@@ -566,14 +540,56 @@ func (c Encoder) Events(key string, firstSeq uint64, evs []event.Event) (*Encode
 	if encodedLen(evs) > 2*maxRaw+1<<20 {
 		return nil, fmt.Errorf("%w: batch encodes to more than %d bytes", ErrTooLarge, maxRaw)
 	}
-	raw := appendEvents(payloadBufs.get(encodedLen(evs)), evs)
+	raw := appendEvents(payloadBufs.Get(encodedLen(evs)), evs)
 	if len(raw) > maxRaw {
-		payloadBufs.put(raw)
+		payloadBufs.Put(raw)
 		return nil, fmt.Errorf("%w: batch encodes to %d bytes, limit %d", ErrTooLarge, len(raw), maxRaw)
 	}
 	e := c.encode(KindEvents, codec, key, raw, firstSeq, uint32(len(evs)))
 	e.ownRaw = true
 	return e, nil
+}
+
+// EventsFrames encodes each of cuts, consecutive batches of session key's
+// events (the first of seq first), as one frame, as Events does: on up to
+// GOMAXPROCS goroutines, so that a bulk append compresses on every core.
+// It returns the frames in order, or the first cut's error.
+func (c Encoder) EventsFrames(key string, first uint64, cuts [][]event.Event) ([]*Encoded, error) {
+	out := make([]*Encoded, len(cuts))
+	errs := make([]error, len(cuts))
+	firsts := make([]uint64, len(cuts))
+	for i, evs := range cuts {
+		firsts[i] = first
+		first += uint64(len(evs))
+	}
+	encode := func(i int) { out[i], errs[i] = c.Events(key, firsts[i], cuts[i]) }
+	if workers := min(runtime.GOMAXPROCS(0), len(cuts)); workers > 1 {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := int(next.Add(1) - 1); i < len(cuts); i = int(next.Add(1) - 1) {
+					encode(i)
+				}
+			})
+		}
+		wg.Wait()
+	} else {
+		for i := range cuts {
+			encode(i)
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			for _, e := range out {
+				if e != nil {
+					e.Release()
+				}
+			}
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Header encodes a header record of session key: an opaque, non-empty
@@ -602,12 +618,12 @@ func (c Encoder) Delete(key string, uid uint64) (*Encoded, error) {
 func (c Encoder) encode(kind Kind, codec Codec, key string, raw []byte, firstSeq uint64, count uint32) *Encoded {
 	e := &Encoded{kind: kind, codec: CodecNone, key: []byte(key), stored: raw, raw: raw, rawLen: len(raw), firstSeq: firstSeq, count: count}
 	if codec == CodecZstd && c.Dict != nil && kind == KindEvents && len(raw) >= MinDictCompress {
-		z, err := c.Dict.compress(payloadBufs.get(len(raw)), raw)
+		z, err := c.Dict.compress(payloadBufs.Get(len(raw)), raw)
 		if err == nil && len(z) < len(raw) {
 			e.stored, e.codec, e.dict, e.ownStored = z, CodecZstdDict, c.Dict.ID, true
 			return e
 		}
-		payloadBufs.put(z)
+		payloadBufs.Put(z)
 	}
 	minc := c.MinCompress
 	if minc == 0 {
@@ -615,10 +631,10 @@ func (c Encoder) encode(kind Kind, codec Codec, key string, raw []byte, firstSeq
 	}
 	if codec == CodecZstd && len(raw) >= minc {
 		// (A buffer of len(raw) bytes: zstd grows one its result does not fit.)
-		if z := compress(payloadBufs.get(len(raw)), raw); len(z) < len(raw) {
+		if z := compress(payloadBufs.Get(len(raw)), raw); len(z) < len(raw) {
 			e.stored, e.codec, e.ownStored = z, CodecZstd, true
 		} else {
-			payloadBufs.put(z)
+			payloadBufs.Put(z)
 		}
 	}
 	return e

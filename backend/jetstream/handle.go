@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -416,42 +414,18 @@ func (h *Handle) publish(ctx context.Context) error {
 	}
 	// The messages are encoded on up to GOMAXPROCS goroutines (as the
 	// local engine encodes a large batch's frames).
-	frames := make([][]byte, len(cuts))
-	errs := make([]error, len(cuts))
+	encoded, err := st.enc.EventsFrames(h.s.id, first, cuts)
+	if err != nil {
+		return sessionErr(h.s.id, "flush", err)
+	}
 	firsts := make([]uint64, len(cuts))
 	for i, evs := range cuts {
 		firsts[i] = first
 		first += uint64(len(evs))
 	}
-	encode := func(i int) {
-		e, err := st.enc.Events(h.s.id, firsts[i], cuts[i])
-		if err != nil {
-			errs[i] = err
-			return
-		}
-		frames[i] = segment.MarshalFrame(e)
-	}
-	if workers := min(runtime.GOMAXPROCS(0), len(cuts)); workers > 1 {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for i := int(next.Add(1) - 1); i < len(cuts); i = int(next.Add(1) - 1) {
-					encode(i)
-				}
-			})
-		}
-		wg.Wait()
-	} else {
-		for i := range cuts {
-			encode(i)
-		}
-	}
 	for i, evs := range cuts {
-		if errs[i] != nil {
-			return sessionErr(h.s.id, "flush", errs[i])
-		}
-		msg := natsMsg(s.subj, frames[i], firsts[i], len(evs))
+		msg := natsMsg(s.subj, segment.MarshalFrame(encoded[i]), firsts[i], len(evs))
+		encoded[i].Release() // (MarshalFrame copied it)
 		out = append(out, outMsg{msg, h.writer + ":" + strconv.FormatUint(firsts[i], 10), frameRef{first: firsts[i], count: uint32(len(evs))}})
 	}
 	for len(out) > 0 {

@@ -22,6 +22,7 @@ var mustNotDepend = map[string][]string{
 	"event":              {"*"},
 	"internal/base":      {"*"},
 	"internal/vfs":       {"*"},
+	"internal/bufpool":   {"*"},
 	"segment":            {"index", "handle", "engine", "recovery", "plan", "bench", "fuzz"},
 	"index":              {"segment", "handle", "engine", "recovery", "plan", "bench", "fuzz", "internal/vfs"},
 	"handle":             {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "internal/vfs"},

@@ -1,0 +1,33 @@
+package bufpool
+
+import "sync"
+
+// Pool is a pool of byte buffers. A buffer of more than Max bytes is not
+// kept (nor handed out: Get makes a new one for such a size). The zero
+// Pool keeps none. It is safe for concurrent use.
+type Pool struct {
+	Max int
+	p   sync.Pool
+}
+
+// Get returns an empty buffer with room for n bytes.
+func (b *Pool) Get(n int) []byte {
+	if n <= b.Max {
+		if v, ok := b.p.Get().(*[]byte); ok {
+			if cap(*v) >= n {
+				return (*v)[:0]
+			}
+			b.p.Put(v)
+		}
+	}
+	return make([]byte, 0, n)
+}
+
+// Put keeps buf for a later Get. Nothing may use buf after.
+func (b *Pool) Put(buf []byte) {
+	if cap(buf) == 0 || cap(buf) > b.Max {
+		return
+	}
+	buf = buf[:0]
+	b.p.Put(&buf)
+}
