@@ -227,25 +227,29 @@ func BenchmarkReplay(b *testing.B) {
 // BenchmarkRandomRead: Read(off, 100) at random offsets of a 100k-event
 // session (index seek plus one or two frame decodes).
 func BenchmarkRandomRead(b *testing.B) {
-	ctx := context.Background()
-	db := benchDB(b, nil)
-	loadSession(b, db, "s", 100_000)
-	h, err := db.Open(ctx, "s", engine.Read)
-	if err != nil {
-		b.Fatal(err)
+	for _, codec := range []string{"zstd", "none"} {
+		b.Run("codec="+codec, func(b *testing.B) {
+			ctx := context.Background()
+			db := benchDB(b, &engine.Options{Uncompressed: codec == "none"})
+			loadSession(b, db, "s", 100_000)
+			h, err := db.Open(ctx, "s", engine.Read)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var lat []time.Duration
+			off := 0
+			for b.Loop() {
+				off = (off*7919 + 104729) % (100_000 - 100)
+				t := time.Now()
+				evs, err := h.Read(ctx, off, 100)
+				if err != nil || len(evs) != 100 {
+					b.Fatalf("read %d, %v", len(evs), err)
+				}
+				lat = append(lat, time.Since(t))
+			}
+			reportLatency(b, lat)
+		})
 	}
-	var lat []time.Duration
-	off := 0
-	for b.Loop() {
-		off = (off*7919 + 104729) % (100_000 - 100)
-		t := time.Now()
-		evs, err := h.Read(ctx, off, 100)
-		if err != nil || len(evs) != 100 {
-			b.Fatalf("read %d, %v", len(evs), err)
-		}
-		lat = append(lat, time.Since(t))
-	}
-	reportLatency(b, lat)
 }
 
 var openPerSession = flag.Int("open-per-session", 100, "events per session in BenchmarkOpen's store (1000 gives about 1 GB of segments)")
