@@ -699,7 +699,7 @@ func (db *DB) Close() error {
 	for _, h := range hs {
 		h.front.CloseBuffer()
 	}
-	db.behind.Wait() // an append racing Close may have started one
+	db.behind.Wait() // an append racing Close may have started one (none starts now: startBehind)
 	errs = append(errs, db.closeFiles())
 	return errors.Join(errs...)
 }

@@ -379,15 +379,35 @@ func (w *handleWriter) CutBehind(context.Context) error {
 	if len(batch) == 0 && !pending {
 		return nil
 	}
+	if !h.db.startBehind() {
+		return ErrClosed // the events stay open: the handle's Close counts them
+	}
 	j := &cutJob{done: make(chan struct{})}
 	h.behind = j
-	h.db.behind.Add(1)
 	go func() {
 		defer h.db.behind.Done()
 		defer close(j.done)
 		j.err = h.writeOut(batch, pending)
 	}()
 	return nil
+}
+
+// startBehind counts a write-out behind an Append in db.behind, which
+// DB.Close waits for before it closes the files, unless the DB is closing
+// (then it reports false, and nothing may start). Under db.mu, so that
+// every Add happens before Close's Wait: a handle opened during Close is
+// not among those it flushes (and orders itself with), and its Append,
+// which passed its lease check before Close revoked it, could otherwise
+// start a write-out once the Wait had returned, onto closed files (or
+// reuse the WaitGroup while Wait was returning, which panics).
+func (db *DB) startBehind() bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return false
+	}
+	db.behind.Add(1)
+	return true
 }
 
 // cutJob is a write-out running behind its handle's appends.
