@@ -344,6 +344,7 @@ func TestDBCloseRacesBulkAppends(t *testing.T) {
 			}
 			ids := []string{"a", "b"}
 			var appended [2]atomic.Int64
+			var stopped atomic.Bool // an appender returned
 			var wg sync.WaitGroup
 			for i, id := range ids {
 				h, err := db.Create(ctx, enginetest.Meta(id))
@@ -351,6 +352,7 @@ func TestDBCloseRacesBulkAppends(t *testing.T) {
 					t.Fatal(err)
 				}
 				wg.Go(func() {
+					defer stopped.Store(true)
 					for b := 0; ; b++ {
 						if err := h.Append(ctx, testgen.Events(uint64(b*50), 50, behindSize)...); err != nil {
 							return // the DB closed
@@ -360,7 +362,7 @@ func TestDBCloseRacesBulkAppends(t *testing.T) {
 				})
 			}
 			rng := rand.New(rand.NewPCG(uint64(round), 7))
-			for appended[0].Load() < int64(50*(1+rng.IntN(6))) {
+			for goal := int64(50 * (1 + rng.IntN(6))); appended[0].Load() < goal && !stopped.Load(); {
 				// let the load get going
 			}
 			var before [2]int64
