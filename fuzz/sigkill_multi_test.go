@@ -295,16 +295,30 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 		}
 		switch x := r.IntN(100); {
 		case x < 80:
-			evs := make([]event.Event, 1+r.IntN(3))
-			for i := range evs {
-				evs[i] = multiEvent(s.id, s.gen, s.next+uint64(i))
+			// Mostly a turn's few events; now and then a bulk load: two
+			// batches of ~40 KiB, each filling a frame, so that Append
+			// writes them out behind itself and a kill can land there.
+			n, batches := 1+r.IntN(3), 1
+			if r.IntN(25) == 0 {
+				n, batches = 80, 2
 			}
-			if err := s.h.Append(ctx, evs...); err != nil {
-				fail("append", s.id, err)
-				closeH(s)
+			appended := true
+			for range batches {
+				evs := make([]event.Event, n)
+				for i := range evs {
+					evs[i] = multiEvent(s.id, s.gen, s.next+uint64(i))
+				}
+				if err := s.h.Append(ctx, evs...); err != nil {
+					fail("append", s.id, err)
+					closeH(s)
+					appended = false
+					break
+				}
+				s.next += uint64(len(evs))
+			}
+			if !appended {
 				continue
 			}
-			s.next += uint64(len(evs))
 			if err := s.h.Flush(ctx); err != nil {
 				fail("flush", s.id, err)
 				closeH(s)
