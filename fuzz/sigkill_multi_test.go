@@ -1044,7 +1044,7 @@ func multiSlotOf(id string) string {
 // killed, Check finds no problem, a write open finds every acknowledged
 // event, Check again after its Close.
 //
-// 200 rounds (20 with -short; about 100 s and 6 s); SEGLOG_SIGKILL_ROUNDS
+// 200 rounds (20 with -short; about 140 s and 10 s); SEGLOG_SIGKILL_ROUNDS
 // sets another number.
 //
 // It found four engine bugs, each with its own test now: a read-only
