@@ -95,7 +95,6 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header,
 	defer p.Close()
 	c := &session{id: hdr.ID, hdr: &hdr, inherited: n, uid: store.NewIncarnation(), loaded: true}
 	var frames []*segment.Encoded
-	var counts []uint32
 	const chunk = 4096
 	for off := uint64(0); off < n; off += chunk {
 		evs, err := p.Read(ctx, int(off), int(min(chunk, n-off)))
@@ -105,23 +104,23 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header,
 		if uint64(len(evs)) != min(chunk, n-off) {
 			return nil, &ForkRangeError{Parent: parent, N: n, Len: off + uint64(len(evs))}
 		}
-		fs, cs, err := db.encodeBatch(c.id, evs)
+		fs, err := db.encodeBatch(c.id, evs)
 		if err != nil {
 			return nil, sessionErr(c.id, "fork", err)
 		}
-		frames, counts = append(frames, fs...), append(counts, cs...)
+		frames = append(frames, fs...)
 	}
 	me, err := db.encoder().Events(c.id, n, []event.Event{marker})
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
-	frames, counts = append(frames, me), append(counts, 1)
+	frames = append(frames, me)
 	rec := store.HeaderRecord{Header: hdr, UID: c.uid, Inherited: n, Events: n + 1}
 	he, err := db.encoder().Header(c.id, store.MarshalHeaderRecord(rec))
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
-	if err := db.appendWhole(c, he, frames, counts); err != nil {
+	if err := db.appendWhole(c, he, frames); err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
 	if err := db.sync(); err != nil {
@@ -141,7 +140,7 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header,
 
 // appendWhole places a new session's header and frames as one group (see
 // forkCopy) and registers the session once all are placed.
-func (db *DB) appendWhole(c *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
+func (db *DB) appendWhole(c *session, header *segment.Encoded, frames []*segment.Encoded) error {
 	var changed bool
 	pl := &placement{frames: append([]*segment.Encoded{header}, frames...), whole: true, register: func(at []placed, _ int) {
 		if cur := db.mu.sessions[c.id]; cur != nil && !cur.erased {
@@ -156,7 +155,7 @@ func (db *DB) appendWhole(c *session, header *segment.Encoded, frames []*segment
 		db.mu.pend = append(db.mu.pend, pendFrame{s: c, header: true, ref: refs[0], groupEnd: &last})
 		c.size = int64(refs[0].size)
 		for i, ref := range refs[1:] {
-			ref.first, ref.count = c.framed, counts[i]
+			ref.first, ref.count = c.framed, frames[i].Count()
 			db.mu.pend = append(db.mu.pend, c.addFrame(ref))
 		}
 		c.next = c.framed

@@ -152,13 +152,12 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 		return Snapshot{}, sessionErr(id, "migrate", err)
 	}
 	var frames []*segment.Encoded
-	var counts []uint32
 	if len(evs) > 0 {
-		if frames, counts, err = db.encodeBatch(id, evs); err != nil {
+		if frames, err = db.encodeBatch(id, evs); err != nil {
 			return Snapshot{}, sessionErr(id, "migrate", err)
 		}
 	}
-	if err := db.appendMigration(old, ns, he, frames, counts); err != nil {
+	if err := db.appendMigration(old, ns, he, frames); err != nil {
 		return Snapshot{}, sessionErr(id, "migrate", err)
 	}
 	if testHookMigrated != nil {
@@ -179,7 +178,7 @@ var testHookMigrated func()
 // appendMigration appends the new incarnation's header and frames as one
 // contiguous group and switches the session to it. The index takes the
 // group whole (pendFrame.groupEnd).
-func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
+func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames []*segment.Encoded) error {
 	var changed bool
 	p := &placement{frames: append([]*segment.Encoded{header}, frames...), whole: true, register: func(at []placed, _ int) {
 		if db.mu.sessions[old.id] != old || old.erased {
@@ -196,7 +195,7 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 			pendFrame{s: ns, header: true, ref: refs[0], migration: true})
 		ns.size = int64(refs[0].size)
 		for i, ref := range refs[1:] {
-			ref.first, ref.count = ns.framed, counts[i]
+			ref.first, ref.count = ns.framed, frames[i].Count()
 			p := ns.addFrame(ref)
 			p.migration = true
 			db.mu.pend = append(db.mu.pend, p)

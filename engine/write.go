@@ -159,7 +159,7 @@ func (db *DB) poisonErr() error {
 // appendFrames places encoded frames of s (made from the head of s.open)
 // and registers them. What could not be placed stays in s.open for the
 // next cut. Called with no lock held; the caller holds s's lease.
-func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segment.Encoded, counts []uint32) error {
+func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segment.Encoded) error {
 	es := frames
 	if header != nil {
 		es = append([]*segment.Encoded{header}, frames...)
@@ -177,15 +177,16 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 				}
 				k--
 			}
-			evs := s.open[:counts[k]]
-			s.open = s.open[counts[k]:]
+			n := frames[k].Count()
+			evs := s.open[:n]
+			s.open = s.open[n:]
 			if len(s.open) == 0 {
 				// Framed whole: drop the slice, or its backing array
 				// keeps the batch's copies (and their bytes) alive for
 				// as long as the session stays idle.
 				s.open = nil
 			}
-			ref.first, ref.count = s.framed, counts[k]
+			ref.first, ref.count = s.framed, n
 			p := s.addFrame(ref)
 			s.noteFrame(evs, &p)
 			db.mu.pend = append(db.mu.pend, p)
@@ -267,61 +268,47 @@ func (db *DB) encoder() segment.Encoder {
 // encodeBatch splits evs into frames of about FrameBytes raw bytes. A
 // batch of several frames is encoded (and compressed) on up to GOMAXPROCS
 // goroutines (segment.Encoder.EventsFrames): a bulk append uses every core.
-func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, []uint32, error) {
+func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, error) {
 	if len(evs) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
-	var ends []int
+	var cuts [][]event.Event
 	start, bytes := 0, 0
-	enc := db.encoder()
 	for i := range evs {
 		bytes += len(evs[i].Data) + len(evs[i].Type) + 16
-		if bytes >= db.opts.FrameBytes && i+1 > start {
-			ends = append(ends, i+1)
+		if bytes >= db.opts.FrameBytes {
+			cuts = append(cuts, evs[start:i+1])
 			start, bytes = i+1, 0
 		}
 	}
-	frames := len(ends)
 	if start < len(evs) {
-		frames++
+		cuts = append(cuts, evs[start:])
 	}
+	enc := db.encoder()
 	var out []*segment.Encoded
-	var counts []uint32
-	if frames == 1 {
-		// One frame (a flush of a turn, mostly): no fan-out. A small one
-		// (stored as is without a dictionary) is compressed with a
-		// dictionary within the CPU budget of such frames.
+	var err error
+	switch {
+	case len(cuts) > 1:
+		out, err = enc.EventsFrames(id, evs[0].Seq, cuts)
+	case bytes < segment.DefaultMinCompress && start == 0 && db.dict != nil:
+		// One small frame (a flush of a turn, mostly; stored as is
+		// without a dictionary): compressed with a dictionary within the
+		// CPU budget of such frames.
 		var e *segment.Encoded
-		var err error
-		if bytes < segment.DefaultMinCompress && len(ends) == 0 && db.dict != nil {
-			e, err = db.dict.encodeSmall(enc, id, evs)
-		} else {
-			e, err = enc.Events(id, evs[0].Seq, evs)
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		out, counts = []*segment.Encoded{e}, []uint32{uint32(len(evs))}
-	} else {
-		if start < len(evs) {
-			ends = append(ends, len(evs))
-		}
-		cuts := make([][]event.Event, len(ends))
-		counts = make([]uint32, len(ends))
-		from := 0
-		for k, end := range ends {
-			cuts[k], counts[k] = evs[from:end], uint32(end-from)
-			from = end
-		}
-		var err error
-		if out, err = enc.EventsFrames(id, evs[0].Seq, cuts); err != nil {
-			return nil, nil, err
-		}
+		e, err = db.dict.encodeSmall(enc, id, evs)
+		out = []*segment.Encoded{e}
+	default: // one frame: no fan-out
+		var e *segment.Encoded
+		e, err = enc.Events(id, evs[0].Seq, evs)
+		out = []*segment.Encoded{e}
+	}
+	if err != nil {
+		return nil, err
 	}
 	if db.dict != nil {
 		db.dict.observe(out)
 	}
-	return out, counts, nil
+	return out, nil
 }
 
 // handleWriter is a write handle's side of its store.Front: the engine's
@@ -488,10 +475,9 @@ func (h *Handle) takeOpen() ([]event.Event, bool) {
 func (h *Handle) writeOut(batch []event.Event, pending bool) error {
 	db := h.db
 	var frames []*segment.Encoded
-	var counts []uint32
 	if len(batch) > 0 {
 		var err error
-		if frames, counts, err = db.encodeBatch(h.ID(), batch); err != nil {
+		if frames, err = db.encodeBatch(h.ID(), batch); err != nil {
 			return err
 		}
 	}
@@ -502,7 +488,7 @@ func (h *Handle) writeOut(batch []event.Event, pending bool) error {
 			return err
 		}
 	}
-	return db.appendFrames(h.s, hdr, frames, counts)
+	return db.appendFrames(h.s, hdr, frames)
 }
 
 // Flush is the durability barrier: it appends what Enqueue buffered,
