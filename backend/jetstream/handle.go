@@ -418,15 +418,11 @@ func (h *Handle) publish(ctx context.Context) error {
 	if err != nil {
 		return sessionErr(h.s.id, "flush", err)
 	}
-	firsts := make([]uint64, len(cuts))
 	for i, evs := range cuts {
-		firsts[i] = first
-		first += uint64(len(evs))
-	}
-	for i, evs := range cuts {
-		msg := natsMsg(s.subj, segment.MarshalFrame(encoded[i]), firsts[i], len(evs))
+		msg := natsMsg(s.subj, segment.MarshalFrame(encoded[i]), first, len(evs))
 		encoded[i].Release() // (MarshalFrame copied it)
-		out = append(out, outMsg{msg, h.writer + ":" + strconv.FormatUint(firsts[i], 10), frameRef{first: firsts[i], count: uint32(len(evs))}})
+		out = append(out, outMsg{msg, h.writer + ":" + strconv.FormatUint(first, 10), frameRef{first: first, count: uint32(len(evs))}})
+		first += uint64(len(evs))
 	}
 	for len(out) > 0 {
 		n := 1
