@@ -83,12 +83,10 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	case ratio > 1 || ratio != ratio:
 		return nil, fmt.Errorf("%w: live ratio %v is not at most 1", ErrInvalidArgument, opts.LiveRatio)
 	}
-	db.mu.Lock()
-	if db.mu.closed {
-		db.mu.Unlock()
-		return nil, ErrClosed
+	if err := db.enter(); err != nil {
+		return nil, err
 	}
-	db.mu.Unlock()
+	defer db.leave()
 	db.compactMu.Lock()
 	defer db.compactMu.Unlock()
 	release, err := db.compactLocks()
@@ -947,6 +945,8 @@ func (db *DB) compactLoop(ctx context.Context) {
 		}
 		rep, err := db.Compact(ctx, CompactOptions{})
 		switch {
+		case errors.Is(err, ErrClosed):
+			return // (Close began: it cancels ctx next)
 		case err != nil && ctx.Err() == nil && db.poisoned():
 			// Nothing succeeds on a failed store until it is reopened.
 			db.opts.Logger.Warn("engine: background compaction stopped: the store failed", "error", err)
@@ -982,6 +982,10 @@ type SegmentUsage struct {
 // works on a read-only DB. It waits for a compaction in progress, and
 // holds the next one back until it is done.
 func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
 	db.compactMu.Lock()
 	defer db.compactMu.Unlock()
 	if err := db.lockOpen(ctx); err != nil {

@@ -57,7 +57,6 @@ type DB struct {
 		// follower has not passed yet, in increasing order
 		own     []uint64
 		handles map[*Handle]struct{}
-		closed  bool
 		poison  error // sticky write/sync error: nothing is acked after it
 		// list and byUpdated: the sessions in ID order and in
 		// OrderUpdated, for ListPage (see listOrder, updatedOrder)
@@ -91,13 +90,19 @@ type DB struct {
 	checkpointer atomic.Bool
 	idxKick      chan struct{}
 	prepKick     chan struct{} // the active segment is half full: create the next
-	stop         chan struct{}
-	// stopCtx is done once Close stops the goroutines: it cancels a
-	// background compaction in progress
+	// gate counts the operations in progress; Close shuts it at its start
+	// and waits for them (gate.go)
+	gate gate
+	// stop is closed at the start of Close: it stops the goroutines and
+	// wakes the operations that wait (Handle.Wait)
+	stop chan struct{}
+	// stopCtx is done at the same moment: it cancels a background
+	// compaction in progress
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
-	wg         sync.WaitGroup
-	behind     sync.WaitGroup // write-outs behind appends (CutBehind)
+	// closed is closed once Close is over
+	closed chan struct{}
+	wg     sync.WaitGroup
 
 	// metrics are the counters DB.Metrics reports (metrics.go)
 	metrics dbMetrics
@@ -179,8 +184,11 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		dicts:        segment.NewDicts(o.FS, dir),
 		idxKick:      make(chan struct{}, 1),
 		prepKick:     make(chan struct{}, 1),
+		gate:         newGate(),
 		stop:         make(chan struct{}),
+		closed:       make(chan struct{}),
 	}
+	db.stopCtx, db.stopCancel = context.WithCancel(context.Background())
 	db.metrics.start = time.Now()
 	db.checkpointer.Store(sh.index)
 	db.mu.sessions = map[string]*session{}
@@ -313,7 +321,6 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 		}
 	}
-	db.stopCtx, db.stopCancel = context.WithCancel(context.Background())
 	db.wg.Add(2)
 	go db.indexLoop()
 	go db.prepareLoop()
@@ -335,6 +342,10 @@ func (db *DB) segPath(id uint64) string { return filepath.Join(db.dir, segment.N
 // disk no later than its first Flush; closed without an append or a flush,
 // it vanishes. Create writes nothing and reserves nothing on failure.
 func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Handle, error) {
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -352,16 +363,15 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	if err != nil {
 		return nil, sessionErr(h.ID, "create", ErrSessionExists)
 	}
+	if testHookCreateLeased != nil {
+		testHookCreateLeased()
+	}
 	if err := db.catchUpAll(h.ID); err != nil {
 		lease.Release()
 		return nil, err
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.mu.closed {
-		lease.Release()
-		return nil, ErrClosed
-	}
 	if s, ok := db.mu.sessions[h.ID]; ok && !s.erased {
 		lease.Release()
 		return nil, sessionErr(h.ID, "create", ErrSessionExists)
@@ -374,10 +384,18 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	return hd, nil
 }
 
+// testHookCreateLeased, if set, runs in Create once it holds the new
+// session's lease, before it catches up (tests only).
+var testHookCreateLeased func()
+
 // Open returns a handle on an existing session: ErrSessionNotFound if it
 // does not exist, ErrAlreadyOwned for Write while another write handle (or
 // the creator) holds it.
 func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, error) {
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
 	if err := db.lockOpen(ctx); err != nil {
 		return nil, err
 	}
@@ -424,9 +442,6 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	// continues after its last event, whoever wrote it.
 	err = db.catchUpAll(id)
 	db.mu.Lock()
-	if err == nil && db.mu.closed {
-		err = ErrClosed
-	}
 	if err == nil {
 		s, err = db.lookup(id, "open")
 	}
@@ -463,8 +478,8 @@ func (db *DB) checkVersion(id string, h Header) error {
 	return nil
 }
 
-// lockOpen checks ctx and that db is open; on success it returns with
-// db.mu held.
+// lockOpen checks ctx and catches up; on success it returns with db.mu
+// held. Called by an operation in the gate.
 func (db *DB) lockOpen(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -473,10 +488,6 @@ func (db *DB) lockOpen(ctx context.Context) error {
 		return err
 	}
 	db.mu.Lock()
-	if db.mu.closed {
-		db.mu.Unlock()
-		return ErrClosed
-	}
 	return nil
 }
 
@@ -492,6 +503,10 @@ func (db *DB) lookup(id, op string) (*session, error) {
 
 // Stat describes a session; ErrSessionNotFound if it does not exist.
 func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
+	if err := db.enter(); err != nil {
+		return Snapshot{}, err
+	}
+	defer db.leave()
 	if err := db.lockOpen(ctx); err != nil {
 		return Snapshot{}, err
 	}
@@ -537,6 +552,10 @@ func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, strin
 	if err := opts.Check(); err != nil {
 		return nil, "", err
 	}
+	if err := db.enter(); err != nil {
+		return nil, "", err
+	}
+	defer db.leave()
 	if err := db.lockOpen(ctx); err != nil {
 		return nil, "", err
 	}
@@ -598,6 +617,10 @@ func (db *DB) Delete(ctx context.Context, id string, opts ...DeleteOption) error
 	if db.opts.ReadOnly {
 		return ErrReadOnlyStore
 	}
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.leave()
 	if err := db.lockOpen(ctx); err != nil {
 		return err
 	}
@@ -656,21 +679,37 @@ func (db *DB) Delete(ctx context.Context, id string, opts ...DeleteOption) error
 	return nil
 }
 
-// Close flushes what every open handle has buffered, makes all appended
-// events durable, checkpoints the index, revokes every lease (later writes
-// through old handles fail with ErrOwnershipLost) and releases the
-// directory. It is idempotent.
+// Close closes the DB. It marks it closing first: every operation that
+// begins afterwards, on the DB or on its handles, fails with ErrClosed
+// (a write through a handle with ErrOwnershipLost too) and writes nothing,
+// and the operations that wait (Handle.Wait) return ErrClosed. It waits
+// for the operations in progress to end (a handle's Close that began
+// since waits for Close instead), then flushes what every open write
+// handle has buffered, makes all appended events durable, checkpoints the
+// index, revokes every lease and releases the directory. It is
+// idempotent: a call while another runs waits for it and returns nil.
 func (db *DB) Close() error {
 	db.mu.Lock()
-	if db.mu.closed {
+	if db.gate.shutting() {
 		db.mu.Unlock()
+		<-db.closed
 		return nil
 	}
+	db.gate.shut()
+	db.mu.Unlock()
+	defer close(db.closed)
+	close(db.stop) // (wakes the Waits, cancels a background compaction)
+	db.stopCancel()
+	if testHookCloseWaits != nil {
+		testHookCloseWaits()
+	}
+	db.gate.wait() // (and the write-outs behind appends)
 	if db.opts.ReadOnly {
-		db.mu.closed = true
-		db.mu.Unlock()
+		db.wg.Wait()
 		return db.closeFiles()
 	}
+	// Every handle an operation made is here: none is made from now on.
+	db.mu.Lock()
 	hs := db.writeHandles()
 	db.mu.Unlock()
 	var errs []error
@@ -682,12 +721,7 @@ func (db *DB) Close() error {
 	if err := db.sync(); err != nil {
 		errs = append(errs, err)
 	}
-	db.mu.Lock()
-	db.mu.closed = true
-	db.mu.Unlock()
 	db.owners.RevokeAll()
-	close(db.stop)
-	db.stopCancel()
 	db.wg.Wait()
 	if len(errs) == 0 {
 		// The index is a cache: if it cannot take the last frames, the
@@ -699,17 +733,13 @@ func (db *DB) Close() error {
 	for _, h := range hs {
 		h.front.CloseBuffer()
 	}
-	db.behind.Wait() // an append racing Close may have started one (none starts now: startBehind)
 	errs = append(errs, db.closeFiles())
 	return errors.Join(errs...)
 }
 
+// closeFiles closes what the DB holds open: by Close, once no operation
+// is in progress and the goroutines are over, or by a failed open.
 func (db *DB) closeFiles() error {
-	if f := db.follow; f != nil {
-		f.mu.Lock() // a catch-up in progress (a Wait's, say) is over
-		f.closed = true
-		f.mu.Unlock()
-	}
 	var errs []error
 	for _, r := range db.mu.readers {
 		errs = append(errs, r.Close())

@@ -58,8 +58,13 @@
 // background compactor, whose run in progress Close cancels), started in
 // Open and stopped (and waited for) in Close; a handle's
 // write-behind timer (package handle) is stopped by the handle's Close,
-// or DB.Close. A DB and its Handles are safe for concurrent use. Lock
-// order: the handle's lock (store.Front's: one write through a handle at
+// or DB.Close. A DB and its Handles are safe for concurrent use, Close
+// included: every public operation that touches the files, the index or
+// the shared memory enters the DB's gate (gate.go), which Close shuts at
+// its start and waits to empty before it flushes the handles and closes
+// anything; an operation that begins afterwards fails with ErrClosed.
+// Entering never blocks (an operation inside the gate may call another).
+// Lock order: the handle's lock (store.Front's: one write through a handle at
 // a time), then
 // DB.compactMu (one compaction at a time), then DB.idxMu (one index
 // checkpoint or relocation at a time), then DB.appendMu (this process's
@@ -99,7 +104,8 @@
 // segments); migrate.go: v1 and v2 migration; shared.go: the store's processes
 // (LOCK, byte locks, shared memory); follow.go: following the frames the
 // other processes write, and Handle.Wait; metrics.go: DB.Metrics and the
-// counters behind it; contract.go: the store contract's names re-exported.
+// counters behind it; gate.go: the operations in progress, which Close
+// waits for; contract.go: the store contract's names re-exported.
 //
 // # Recovery and failing storage
 //

@@ -26,9 +26,6 @@ type follower struct {
 	// own compactions move it along with the counter (shared.bump), so
 	// only other processes' changes make them differ.
 	layout atomic.Uint64
-	// closed: the DB closes its files (closeFiles); no catch-up may
-	// start, as the shared memory and the readers go away
-	closed bool
 }
 
 // catchUp brings a following DB up to what the writing processes
@@ -41,9 +38,6 @@ func (db *DB) catchUp() error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
-		return ErrClosed
-	}
 	// Read under f.mu: a compaction of this process passes its own
 	// follower (under f.mu) before it rewrites what the follower read.
 	d, ok := db.shared.durable()
@@ -286,9 +280,13 @@ func (db *DB) current(s *session) *session {
 // published its events: every sync moves a word of the shared memory, and
 // one goroutine of the reader's process sleeps on it (a futex) for all of
 // its Waits. Events appended through this DB are seen by polling, every
-// waitMin to waitMax.
+// waitMin to waitMax. The DB's Close wakes it (ErrClosed).
 func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 	db := h.db
+	if err := db.enter(); err != nil {
+		return 0, sessionErr(h.ID(), "wait", err)
+	}
+	defer db.leave()
 	delay := waitMin
 	var t *time.Timer
 	for {
@@ -302,10 +300,6 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 			return 0, sessionErr(h.ID(), "wait", err)
 		}
 		db.mu.Lock()
-		if db.mu.closed {
-			db.mu.Unlock()
-			return 0, ErrClosed
-		}
 		s := db.current(h.s)
 		gone := s.erased || db.mu.sessions[s.id] != s
 		count := s.next
@@ -325,6 +319,8 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
+		case <-db.stop: // Close began: it waits for this Wait to end
+			return 0, sessionErr(h.ID(), "wait", ErrClosed)
 		case <-synced: // (nil, never, if this process cannot watch)
 			delay = waitMin
 		case <-t.C:

@@ -47,12 +47,10 @@ func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header, opts 
 	if err != nil {
 		return nil, err
 	}
-	db.mu.Lock()
-	closed := db.mu.closed
-	db.mu.Unlock()
-	if closed {
-		return nil, ErrClosed // (not a lease the closed DB failed to take)
+	if err := db.enter(); err != nil {
+		return nil, err
 	}
+	defer db.leave()
 	marker := store.ForkOptionsOf(opts).Marker(n)
 	hd, err := db.forkShared(ctx, parent, n, hdr, marker)
 	if !errors.Is(err, errCopyFork) {
@@ -128,9 +126,6 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header,
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.mu.closed {
-		return nil, ErrClosed
-	}
 	c.checked = c.next // (read through a read handle: the catalog and the seed rules checked them)
 	hd := db.newHandle(c, Write, lease)
 	c.owner = hd
@@ -221,10 +216,6 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 		return nil, err
 	}
 	db.mu.Lock()
-	if db.mu.closed {
-		db.mu.Unlock()
-		return nil, ErrClosed
-	}
 	if s, ok := db.mu.sessions[hdr.ID]; ok && !s.erased {
 		db.mu.Unlock()
 		return nil, sessionErr(hdr.ID, "fork", ErrSessionExists)
@@ -296,9 +287,6 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.mu.closed {
-		return nil, ErrClosed
-	}
 	hd := db.newHandle(c, Write, lease)
 	c.owner = hd
 	done = true

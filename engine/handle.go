@@ -75,8 +75,15 @@ func (h *Handle) Access() Access { return h.front.Access() }
 // Append is best-effort: when it returns, the events are ordered and
 // visible to every read started afterwards on this DB; only Flush promises
 // they survive a crash. Events handed to Enqueue before are appended
-// first. An empty batch does nothing.
-func (h *Handle) Append(ctx context.Context, evs ...Event) error { return h.front.Append(ctx, evs...) }
+// first. An empty batch does nothing. Once the DB's Close has begun, it
+// fails with ErrClosed (and ErrOwnershipLost) and stores nothing.
+func (h *Handle) Append(ctx context.Context, evs ...Event) error {
+	if err := h.db.enter(); err != nil {
+		return sessionErr(h.ID(), "append", errClosedLease)
+	}
+	defer h.db.leave()
+	return h.front.Append(ctx, evs...)
+}
 
 // Enqueue hands events to the write-behind buffer without waiting for
 // I/O: the first pending event opens a batching window (Options.
@@ -88,7 +95,13 @@ func (h *Handle) Append(ctx context.Context, evs ...Event) error { return h.fron
 // through the handle first appends what is buffered, so the paths can be
 // mixed and the handle reads its own enqueued events; Len counts them.
 // Enqueue is not durable: only Flush is.
-func (h *Handle) Enqueue(evs ...Event) error { return h.front.Enqueue(evs...) }
+func (h *Handle) Enqueue(evs ...Event) error {
+	if err := h.db.enter(); err != nil {
+		return sessionErr(h.ID(), "enqueue", errClosedLease)
+	}
+	defer h.db.leave()
+	return h.front.Enqueue(evs...)
+}
 
 // checkLog is a write open's validation of the stored log: every event's
 // type against the catalog, and the seed marker rules (docs/EVENTS.md, Seeded sessions).
@@ -124,12 +137,24 @@ func (h *Handle) checkLog(ctx context.Context) error {
 // *DroppedError (ErrOwnershipLost) saying how many. Later calls on the
 // handle fail with ErrHandleClosed. Close is idempotent and returns the
 // first call's error; the lease is released even when draining fails.
+// A write handle's Close that begins while its DB's Close runs waits for
+// that to end (which flushes the handle), then has nothing to write.
 func (h *Handle) Close() error {
+	db := h.db
+	dbClosed := false
+	if h.Access() == Write {
+		if err := db.enter(); err != nil {
+			// (Not in the gate: Close does not wait for this.)
+			<-db.closed
+			dbClosed = true
+		} else {
+			defer db.leave()
+		}
+	}
 	return h.front.Close(func(drained error) error {
-		h.db.metrics.handleClosed(h.Access())
+		db.metrics.handleClosed(h.Access())
 		errs := []error{drained}
 		if h.Access() == Write {
-			db := h.db
 			h.waitBehind() // its error: the cut below writes the events again
 			db.mu.Lock()
 			delete(db.mu.handles, h)
@@ -144,7 +169,6 @@ func (h *Handle) Close() error {
 					delete(db.mu.sessions, s.id)
 				}
 			}
-			dbClosed := db.mu.closed
 			staged := len(s.open)
 			db.mu.Unlock()
 			switch {

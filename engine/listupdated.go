@@ -343,7 +343,7 @@ func (db *DB) sortUpdated(now bool) {
 		u.keys, u.byID = sortByTime(u.keys), false
 		return
 	}
-	if u.sorting || db.mu.closed {
+	if u.sorting {
 		return
 	}
 	u.sorting = true

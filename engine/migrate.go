@@ -89,6 +89,10 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 	if db.opts.ReadOnly {
 		return Snapshot{}, ErrReadOnlyStore
 	}
+	if err := db.enter(); err != nil {
+		return Snapshot{}, err
+	}
+	defer db.leave()
 	if err := ctx.Err(); err != nil {
 		return Snapshot{}, err
 	}

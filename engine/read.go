@@ -49,10 +49,6 @@ func (db *DB) reader(id uint64) (*segment.Reader, error) {
 		r.Close()
 		return old, nil
 	}
-	if db.mu.readers == nil { // closed: closeFiles closed the others
-		r.Close()
-		return nil, ErrClosed
-	}
 	db.mu.readers[id] = r
 	return r, nil
 }
@@ -62,10 +58,14 @@ func (db *DB) reader(id uint64) (*segment.Reader, error) {
 // The events are the caller's: they share no memory with the store or with
 // other reads. Reads started after an Append returned see its events.
 func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, error) {
+	db := h.db
+	if err := db.enter(); err != nil {
+		return nil, sessionErr(h.ID(), "read", err)
+	}
+	defer db.leave()
 	if err := h.front.CheckRead(ctx, offset); err != nil {
 		return nil, err
 	}
-	db := h.db
 	for try := 1; ; try++ {
 		var layout uint64
 		if db.follow != nil {
@@ -265,10 +265,6 @@ func (v *view) len() uint64 { return v.framed + uint64(len(v.open)) }
 // list from the index on first use.
 func (db *DB) snapshot(s *session) (view, error) {
 	db.mu.Lock()
-	if db.mu.closed {
-		db.mu.Unlock()
-		return view{}, ErrClosed
-	}
 	s = db.current(s)
 	if s.erased {
 		db.mu.Unlock()

@@ -132,6 +132,10 @@ func (db *DB) RegisterTypes(ctx context.Context, types ...string) error {
 	if err := CheckTypes(types...); err != nil {
 		return err
 	}
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.leave()
 	if err := ctx.Err(); err != nil {
 		return err
 	}

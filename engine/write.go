@@ -21,13 +21,13 @@ func (db *DB) Flush(ctx context.Context) (err error) {
 	if db.opts.ReadOnly {
 		return ErrReadOnlyStore
 	}
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.leave()
 	start := time.Now()
 	defer func() { db.metrics.flushed(start, err) }()
 	db.mu.Lock()
-	if db.mu.closed {
-		db.mu.Unlock()
-		return ErrClosed
-	}
 	hs := db.writeHandles()
 	db.mu.Unlock()
 	var errs []error
@@ -350,7 +350,17 @@ func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
 	return full, nil
 }
 
-func (w *handleWriter) Cut(context.Context) error { return (*Handle)(w).cut() }
+func (w *handleWriter) Cut(context.Context) error {
+	if testHookCut != nil {
+		testHookCut((*Handle)(w))
+	}
+	return (*Handle)(w).cut()
+}
+
+// testHookCut, if set, runs in a handle's synchronous cut (a flush's, a
+// full Append's without the write-out behind, DB.Close's), with the
+// handle's Front locked, before anything is encoded (tests only).
+var testHookCut func(*Handle)
 
 // CutBehind is Append's write-out of a full batch: it waits for the
 // previous one (returning its error, the events of which are still
@@ -366,37 +376,24 @@ func (w *handleWriter) CutBehind(context.Context) error {
 	if len(batch) == 0 && !pending {
 		return nil
 	}
-	if !h.db.startBehind() {
+	// The write-out is an operation of its own in the DB's gate: Close
+	// waits for it before it flushes the handles.
+	if h.db.enter() != nil {
 		// The DB is closing: nothing failed, and nothing may start. The
-		// events stay open; the handle's Close counts them as dropped.
+		// events stay open, for Close's flush of the handle (an Append
+		// that entered before Close began, or the write-behind buffer's
+		// background write, staged them; past that flush, the handle's
+		// Close counts them as dropped).
 		return nil
 	}
 	j := &cutJob{done: make(chan struct{})}
 	h.behind = j
 	go func() {
-		defer h.db.behind.Done()
+		defer h.db.leave()
 		defer close(j.done)
 		j.err = h.writeOut(batch, pending)
 	}()
 	return nil
-}
-
-// startBehind counts a write-out behind an Append in db.behind, which
-// DB.Close waits for before it closes the files, unless the DB is closing
-// (then it reports false, and nothing may start). Under db.mu, so that
-// every Add happens before Close's Wait: a handle opened during Close is
-// not among those it flushes (and orders itself with), and its Append,
-// which passed its lease check before Close revoked it, could otherwise
-// start a write-out once the Wait had returned, onto closed files (or
-// reuse the WaitGroup while Wait was returning, which panics).
-func (db *DB) startBehind() bool {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.closed {
-		return false
-	}
-	db.behind.Add(1)
-	return true
 }
 
 // cutJob is a write-out running behind its handle's appends.
@@ -496,6 +493,10 @@ func (h *Handle) writeOut(batch []event.Event, pending bool) error {
 // handle appended is on stable storage. Flushes of many sessions at the
 // same time share one fdatasync.
 func (h *Handle) Flush(ctx context.Context) error {
+	if err := h.db.enter(); err != nil {
+		return sessionErr(h.ID(), "flush", errClosedLease)
+	}
+	defer h.db.leave()
 	start := time.Now()
 	err := h.flush(ctx)
 	h.db.metrics.flushed(start, err)
