@@ -57,17 +57,7 @@ func TestNoWriteOutAfterClose(t *testing.T) {
 	if err := h.Close(); !errors.As(err, &dropped) || dropped.Dropped != 60 {
 		t.Fatalf("Close of the handle: %v, want the 60 events dropped", err)
 	}
-	db, err = Open("/db", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	r, err := db.Open(ctx, "s", Read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if got, err := r.Read(ctx, 0, -1); err != nil || len(got) != len(flushed) {
+	if got, err := reopenRead(t, "/db", opts, "s"); err != nil || len(got) != len(flushed) {
 		t.Fatalf("reopened: %d events, %v; want the %d flushed", len(got), err, len(flushed))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/internal/vfs"
 )
@@ -16,6 +17,23 @@ import (
 // background compaction.
 func closeGateOpts(fs vfs.FS) *Options {
 	return &Options{FS: fs, SegmentSize: 1 << 20, FrameBytes: 4 << 10, CompactInterval: -1}
+}
+
+// reopenRead opens the store in dir with opts, reads every event of
+// session id and closes it again: what a later process finds.
+func reopenRead(t *testing.T, dir string, opts *Options, id string) ([]event.Event, error) {
+	t.Helper()
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, err := db.Open(context.Background(), id, Read)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Read(context.Background(), 0, -1)
 }
 
 // closeWhileBlocked runs db.Close on a goroutine and returns once it
@@ -151,17 +169,7 @@ func TestNoHandleOpensDuringClose(t *testing.T) {
 	if err := h0.Close(); err != nil {
 		t.Errorf("Close of a handle Close flushed: %v", err)
 	}
-	db, err = Open("/db", closeGateOpts(mem.CrashClone(vfs.CrashConfig{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	r, err := db.Open(ctx, "a", Read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if got, err := r.Read(ctx, 0, -1); err != nil || len(got) != len(evs) {
+	if got, err := reopenRead(t, "/db", closeGateOpts(mem.CrashClone(vfs.CrashConfig{})), "a"); err != nil || len(got) != len(evs) {
 		t.Errorf("after Close and a power cut: %d events, %v; want the %d Close flushed", len(got), err, len(evs))
 	}
 }
@@ -215,17 +223,7 @@ func TestCloseWaitsForAFlush(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Errorf("Close of the handle: %v", err)
 	}
-	db, err = Open("/db", closeGateOpts(mem.CrashClone(vfs.CrashConfig{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	r, err := db.Open(ctx, "s", Read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if got, err := r.Read(ctx, 0, -1); err != nil || len(got) != len(evs) {
+	if got, err := reopenRead(t, "/db", closeGateOpts(mem.CrashClone(vfs.CrashConfig{})), "s"); err != nil || len(got) != len(evs) {
 		t.Errorf("after Close and a power cut: %d events, %v; want the %d flushed", len(got), err, len(evs))
 	}
 }

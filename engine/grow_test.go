@@ -76,16 +76,7 @@ func TestActiveSegmentGrowsInPlace(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = Open(dir, &Options{Uncompressed: true, CompactInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	r, err := db.Open(ctx, "s", Read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := r.Read(ctx, 0, -1)
+	got, err := reopenRead(t, dir, &Options{Uncompressed: true, CompactInterval: -1}, "s")
 	if err != nil || len(got) != 2400 {
 		t.Fatalf("after the reopen: %d events, %v; want 2400", len(got), err)
 	}
