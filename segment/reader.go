@@ -331,12 +331,7 @@ func OpenReaderDicts(fsys vfs.FS, path string, dicts *Dicts) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	size, err := f.Size()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	m, err := f.Map(size)
+	m, err := mapWhole(f)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -347,6 +342,28 @@ func OpenReaderDicts(fsys vfs.FS, path string, dicts *Dicts) (*Reader, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// mapWhole maps f as long as it is. A segment being written may be
+// trimmed meanwhile (Seal cuts a preallocated tail at a roll): if it is
+// shorter once mapped, or the map failed because it shrank after its size
+// was read, it is mapped again at its new size, so that no mapping reaches
+// past the end of the file (touching that faults).
+func mapWhole(f vfs.File) (*vfs.Mapping, error) {
+	for try := 0; ; try++ {
+		size, err := f.Size()
+		if err != nil {
+			return nil, err
+		}
+		m, err := f.Map(size)
+		now, serr := f.Size()
+		if serr != nil || now >= size || try == 3 {
+			return m, err // (after three shrinks in a row, the last try stands)
+		}
+		if err == nil {
+			m.Close()
+		}
+	}
 }
 
 // Path returns the file name.
@@ -381,8 +398,7 @@ func (r *Reader) Remap() error {
 	}
 	// Shrunk too: Seal trims a preallocated segment's tail, and touching
 	// the mapping past the file's end faults (SIGBUS).
-
-	m, err := r.f.Map(size)
+	m, err := mapWhole(r.f)
 	if err != nil {
 		return err
 	}
