@@ -22,11 +22,13 @@ import (
 // alone compresses larger ones well; a store written only in large
 // frames never trains one), and once more when it has written dictPool
 // bytes (more history, a better choice of content). It keeps the raw
-// payloads it writes (any size) in a pool of at most dictPool bytes only
+// payloads of the small frames it writes in a pool of at most dictPool bytes only
 // until then, and again when its frames compress dictDrift worse than
 // they did with the current dictionary (the pool filled anew, then a new
 // one trained). Training runs on a goroutine of its own, never on the
-// flush path. A dictionary is durable in the store's directory
+// flush path, and a failure of it is logged and leaves the store
+// without a new dictionary (it never takes the process down: see
+// segment.TrainDict). A dictionary is durable in the store's directory
 // (segment.WriteDict) before a frame names it. Its ID is random, so that a
 // dictionary file lost to damage is never replaced by another of the same
 // ID that its frames would be decoded with. Dictionaries are made under
@@ -203,7 +205,10 @@ func (d *dictState) observe(es []*segment.Encoded) {
 		if len(raw) < dictSmall {
 			d.small += len(raw)
 		}
-		if d.collecting && d.small > 0 { // (a store of large frames only trains none)
+		if d.collecting && len(raw) < dictSmall { // (a store of large frames only trains none)
+			// A sample is a small frame's payload, as the frames the
+			// dictionary is for are: a large one (a tool result of
+			// hundreds of KiB) would fill the pool and the history.
 			// A copy: the frame's buffers go back to their pool once placed.
 			d.pool = append(d.pool, bytes.Clone(raw))
 			d.poolN += len(raw)

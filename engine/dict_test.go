@@ -552,3 +552,51 @@ func TestDictSmallBudget(t *testing.T) {
 	}
 	sameEvents(t, "read back", readAll(t, db, "s"), want)
 }
+
+// TestDictLargeEvent: a session flushed an event at a time with one tool
+// result of 350 KB among 400 events of ~500 B (the limit is 16 MiB) trains
+// its dictionary and reads back whole, wherever the large event falls.
+// The trainer's zstd.BuildDict panicked on that payload as a sample (when
+// the spread of the pool took it), on the engine's own goroutine, and
+// took the host's process down: 2 runs of 2 on the old code panicked.
+func TestDictLargeEvent(t *testing.T) {
+	share, burst := dictSmallShare, dictSmallBurst
+	dictSmallShare, dictSmallBurst = 1e6, time.Second // spare CPU: train as soon as due
+	t.Cleanup(func() { dictSmallShare, dictSmallBurst = share, burst })
+	for at := 0; at < 220; at += 14 {
+		t.Run(fmt.Sprint("at=", at), func(t *testing.T) { testDictLargeEvent(t, at) })
+	}
+}
+
+func testDictLargeEvent(t *testing.T, at int) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := Open(dir, &Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := testgen.Events(0, 400, 500)
+	evs[at].Data = []byte(`{"output":"` + strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyz ", 350_000/37) + `"}`)
+	for i := range evs {
+		if err := h.Append(ctx, evs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); db.dict.cur.Load() == nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no dictionary trained")
+		}
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, "read back", readAll(t, db, "s"), evs)
+}

@@ -11,6 +11,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,17 +81,24 @@ type Dict struct {
 // TrainDict builds dictionary id from samples (recent payloads): its
 // content, which frames refer to, is up to size bytes of them chosen by
 // pickHistory; up to trainContents bytes of them, spread evenly, seed the
-// entropy tables.
-func TrainDict(id uint32, created int64, samples [][]byte, size int) (*Dict, error) {
+// entropy tables. A sample longer than MaxTrainSample is used as pieces of
+// that size (zstd.BuildDict encodes each as one block). Any samples are
+// safe: what cannot be trained from is an error, never a panic.
+func TrainDict(id uint32, created int64, samples [][]byte, size int) (d *Dict, err error) {
 	if id == 0 {
 		return nil, errors.New("segment: dictionary ID 0")
 	}
+	samples = cutSamples(samples, MaxTrainSample)
 	history := pickHistory(samples, size)
 	if len(history) < 8 {
 		return nil, fmt.Errorf("segment: training dictionary %08x: %d bytes of samples", id, len(history))
 	}
-	data, err := zstd.BuildDict(zstd.BuildDictOptions{
-		ID: id, History: history, Contents: spread(samples, trainContents),
+	contents := spread(samples, trainContents)
+	if len(contents) == 0 {
+		return nil, fmt.Errorf("segment: training dictionary %08x: no samples", id)
+	}
+	data, err := buildDict(zstd.BuildDictOptions{
+		ID: id, History: history, Contents: contents,
 		Offsets: [3]int{1, 4, 8}, // zstd's initial repeat offsets
 		Level:   zstd.SpeedFastest,
 	})
@@ -101,13 +109,51 @@ func TrainDict(id uint32, created int64, samples [][]byte, size int) (*Dict, err
 	return &Dict{ID: id, Created: created, data: bytes.Clone(data)}, nil
 }
 
+// MaxTrainSample is the longest sample TrainDict gives zstd.BuildDict;
+// longer ones are cut. A dictionary serves small frames, so the pieces of
+// a large payload are as good a sample as the whole; BuildDict itself
+// panicked on a content sample of a few hundred KiB (klauspost/compress
+// v1.20.4: slice bounds out of range in its block encoder).
+const MaxTrainSample = 16 << 10
+
+// cutSamples returns samples with each one longer than n cut into pieces
+// of at most n bytes (the same slices when none is).
+func cutSamples(samples [][]byte, n int) [][]byte {
+	if !slices.ContainsFunc(samples, func(s []byte) bool { return len(s) > n }) {
+		return samples
+	}
+	var out [][]byte
+	for _, s := range samples {
+		for len(s) > n {
+			out = append(out, s[:n])
+			s = s[n:]
+		}
+		if len(s) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// buildDict is zstd.BuildDict with a panic of the library turned into an
+// error: training runs on the engine's background goroutine over whatever
+// the host appended, and no input may take the host's process down.
+func buildDict(o zstd.BuildDictOptions) (data []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			data, err = nil, fmt.Errorf("zstd.BuildDict panicked (%d history bytes, %d samples): %v", len(o.History), len(o.Contents), r)
+		}
+	}()
+	return zstd.BuildDict(o)
+}
+
 // trainContents bounds the samples whose statistics seed a dictionary's
 // entropy tables (zstd.BuildDict compresses each): on real session logs
 // 128 KiB of 480 made the frames 0.182 of their raw size instead of 0.181.
 const trainContents = 128 << 10
 
 // spread returns about n bytes of samples, taken evenly (all if they are
-// fewer).
+// fewer), at least one if there are any.
 func spread(samples [][]byte, n int) [][]byte {
 	total := 0
 	for _, s := range samples {
@@ -117,7 +163,7 @@ func spread(samples [][]byte, n int) [][]byte {
 		return samples
 	}
 	var out [][]byte
-	acc := 0
+	acc := total - n // (the first sample is taken: never none)
 	for _, s := range samples {
 		if acc += n; acc >= total {
 			acc -= total
