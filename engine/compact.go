@@ -577,7 +577,7 @@ func (db *DB) keptLive(seg uint64, moved map[int64]int64) error {
 		for _, f := range s.frames {
 			if _, ok := moved[f.off]; f.seg == seg && !ok {
 				err := &CorruptionError{Path: db.segPath(seg), Reason: fmt.Sprintf("compaction dropped a live frame: session %q: frame of seqs %d+%d at %d was not kept", s.id, f.first, f.count, f.off)}
-				db.poisonWith(err)
+				db.poisonLocked(err)
 				return err
 			}
 		}

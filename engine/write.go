@@ -141,12 +141,19 @@ func (db *DB) endDeadGroups() error {
 	return nil
 }
 
+// poisonWith poisons the store with err (the first error wins): nothing
+// more is acknowledged. Takes db.mu: under it, call poisonLocked.
 func (db *DB) poisonWith(err error) {
 	db.mu.Lock()
+	db.poisonLocked(err)
+	db.mu.Unlock()
+}
+
+// poisonLocked is poisonWith for a caller that holds db.mu.
+func (db *DB) poisonLocked(err error) {
 	if db.mu.poison == nil {
 		db.mu.poison = fmt.Errorf("engine: store failed, nothing more is acknowledged: %w", err)
 	}
-	db.mu.Unlock()
 }
 
 // poisonErr returns the error that poisoned the store, or nil.
