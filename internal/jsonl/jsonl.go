@@ -491,7 +491,7 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 		nl := bytes.IndexByte(rest, '\n')
 		if nl < 0 {
 			if cut == nil {
-				cut = &Cut{Kind: CutIncompleteLine, Reason: "the last line has no newline (a write cut short)", Line: line}
+				cut = &Cut{Kind: CutIncompleteLine, Reason: "the last line has no newline: a write cut short", Line: line}
 			}
 			cut.Rows++
 			cut.Bytes += len(rest)
@@ -533,7 +533,7 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 	if torn != nil {
 		if cut == nil {
 			cut = &Cut{Kind: CutTornFrame, Line: line,
-				Reason: fmt.Sprintf("the last %d bytes of the file, from byte %d, are no whole Zstandard frame (a damaged or incomplete last frame)", torn.bytes, torn.at)}
+				Reason: fmt.Sprintf("the last %d bytes of the file, from byte %d, are no whole Zstandard frame: a damaged or incomplete last frame", torn.bytes, torn.at)}
 		}
 		cut.FrameAt, cut.FrameBytes = torn.at, torn.bytes
 	}

@@ -267,7 +267,7 @@ func TestParseReportsTheCut(t *testing.T) {
 		{"a seq gap", head + row(0) + row(2) + row(3), 1,
 			Cut{Kind: CutBadRow, Reason: "seq 2 skips ahead: 1 events before it, so seq 1 was next", Line: 3, Rows: 2, Bytes: len(row(2) + row(3))}},
 		{"a torn last line", head + row(0) + row(1) + row(2) + row(3) + partial, 4,
-			Cut{Kind: CutIncompleteLine, Reason: "the last line has no newline (a write cut short)", Line: 6, Rows: 1, Bytes: len(partial)}},
+			Cut{Kind: CutIncompleteLine, Reason: "the last line has no newline: a write cut short", Line: 6, Rows: 1, Bytes: len(partial)}},
 		{"a bad row, then a torn last line", head + row(0) + "{}\n" + row(1) + partial, 1,
 			Cut{Kind: CutBadRow, Reason: "type, seq and time are required", Line: 3, Rows: 3, Bytes: len("{}\n" + row(1) + partial)}},
 		{"an empty line", head + row(0) + "\n" + row(1), 1,
