@@ -519,6 +519,9 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 		if next := uint64(len(log.Events)); err == nil && evs[0].Seq != next {
 			err = seqError(evs[0].Seq, next)
 		}
+		if ie := (*event.InvalidError)(nil); errors.As(err, &ie) {
+			ie.Index = len(log.Events) // its place in the log, not in the one-row batch
+		}
 		if err != nil {
 			cut = &Cut{Kind: CutBadRow, Reason: err.Error(), Line: line, Rows: 1, Bytes: nl + 1}
 			continue

@@ -270,6 +270,9 @@ func TestParseReportsTheCut(t *testing.T) {
 			Cut{Kind: CutIncompleteLine, Reason: "the last line has no newline: a write cut short", Line: 6, Rows: 1, Bytes: len(partial)}},
 		{"a bad row, then a torn last line", head + row(0) + "{}\n" + row(1) + partial, 1,
 			Cut{Kind: CutBadRow, Reason: "type, seq and time are required", Line: 3, Rows: 3, Bytes: len("{}\n" + row(1) + partial)}},
+		{"a row whose data is no object", head + row(0) + row(1) + `{"type":"user/message","seq":2,"time":1,"data":[]}` + "\n" + row(3), 2,
+			Cut{Kind: CutBadRow, Reason: `event: invalid event at index 2 (seq 2, type "user/message"): data is not a JSON object`, Line: 4, Rows: 2,
+				Bytes: len(`{"type":"user/message","seq":2,"time":1,"data":[]}`+"\n") + len(row(3))}},
 		{"an empty line", head + row(0) + "\n" + row(1), 1,
 			Cut{Kind: CutBadRow, Reason: "not a JSON object", Line: 3, Rows: 2, Bytes: 1 + len(row(1))}},
 		// A packed row is one line of the file for three events.
