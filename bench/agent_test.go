@@ -214,8 +214,8 @@ func readAgentSession(t *testing.T, backend, dir string, i int) []event.Event {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if log.TornBytes != 0 {
-			t.Errorf("%s: %d torn bytes", p, log.TornBytes)
+		if log.Cut != nil {
+			t.Errorf("%s: cut %+v", p, log.Cut)
 		}
 		return log.Events
 	}

@@ -100,8 +100,8 @@ func storedSessions(t *testing.T, backend, dir string, ids map[string]uint64) ma
 			if err != nil {
 				t.Fatal(err)
 			}
-			if log.TornBytes != 0 || log.Header.ID != id {
-				t.Fatalf("%s: header %+v, %d torn bytes", p, log.Header, log.TornBytes)
+			if log.Cut != nil || log.Header.ID != id {
+				t.Fatalf("%s: header %+v, cut %+v", p, log.Header, log.Cut)
 			}
 			var seqs []uint64
 			for _, e := range log.Events {

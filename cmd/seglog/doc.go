@@ -29,7 +29,7 @@
 //	seglog tail [-n N] [-f] ID         print a session's last events; -f follows new ones
 //	seglog delete ID...                delete sessions (compaction reclaims the bytes)
 //	seglog compact                     drop and rewrite segments of deleted data
-//	seglog import ROOT                 import a reference harness root of JSONL logs (v3; v2, v1, v0's session.jsonl)
+//	seglog import [--strict] ROOT      import a reference harness root of JSONL logs (v3; v2, v1, v0's session.jsonl); lists each log the torn-tail rule cut
 //	seglog export (ID | --all) ROOT    write sessions as reference harness logs
 //	seglog migrate (ID... | --all)     upgrade sessions stored in an older format
 //	seglog types                       list the event types of the default catalog (docs/EVENTS.md)
@@ -48,7 +48,7 @@
 // holds none. copy and retain also reach a NATS JetStream stream
 // (backend/jetstream) by its address.
 //
-// Output. ls, stats, segments, check, copy, retain and bench take --json,
+// Output. ls, stats, segments, check, import, copy, retain and bench take --json,
 // whose field names are stable and listed in README.md (CLI output) and in seglog help
 // COMMAND; ls --json's are id, events, bytes, revision, format,
 // createdAt, updatedAt, and when set title, cwd, parentSession, isSeeded,
@@ -74,7 +74,7 @@
 //	tail      1: no such session, no store, damaged data (an interrupted -f is 0)
 //	delete    1: a session not found or failed; the ones before it are deleted
 //	compact   1: another compaction runs (locked), no store, an I/O error
-//	import    1: some logs refused (listed; the others imported), none readable, the store did not open
+//	import    1: some logs refused (listed; the others imported; --strict: those the torn-tail rule cuts), none readable, the store did not open
 //	export    1: some sessions not exported (listed; the others exported), the one named does not exist
 //	migrate   1: a session not found or failed; the ones before it are migrated
 //	types     1: --dir names a directory without a store, or its recorded types cannot be read

@@ -118,8 +118,21 @@ types, the v3 surface rules); a log that fails is refused and listed with the re
 beyond the default catalog (a host's own: acme/deploy, acme/*), recorded in the store.
 Prints the sessions and events imported, and the rate.
 
+The torn-tail rule (the reference's): a log ends where its first bad row starts, since a
+crash leaves an interrupted write at the end of a log. A last line without a newline is
+dropped; so is a complete row that is no event (garbage, a missing field) or whose seq is
+not the next one (a gap, a repeat), with every row after it, good ones too; in a .zstd log,
+a damaged or incomplete last frame. But a bad row with a turn/end row after it was
+committed: that log is refused as corrupt. import applies the rule and lists every session
+it cut: "cut: <path>: session <id> imported with N events; dropped from line L on: R rows
+(the problem)" (line 1 is the header). --strict refuses a log the rule cuts instead.
+
+--json prints one object: files, sessions, events, cut (an array: path, id, events
+imported, line, rows, bytes, kind (incomplete-line, bad-row, torn-frame), reason, and
+frameAt and frameBytes for a torn .zstd frame) and refused (an array: path, reason).
+
 Progress: on a terminal, a bar of the logs; nothing elsewhere.`,
-		[3]string{"every log imported", "some logs refused (listed; the others imported), no log it reads under <root>, or the store could not be opened", "no <root> or more than one, a bad --register"}},
+		[3]string{"every log imported (those the torn-tail rule cut too: listed)", "some logs refused (listed; the others imported; with --strict, those the torn-tail rule cuts), no log it reads under <root>, or the store could not be opened", "no <root> or more than one, a bad --register"}},
 
 	"export": {`Write session <id>, or with --all every session, as a reference harness log under <root>:
 <root>/<project>/<encodedId>/session.v3.jsonl (--zstd: .jsonl.zstd, a zstd frame per

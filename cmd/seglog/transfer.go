@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,13 +26,13 @@ import (
 )
 
 func newImportCmd(w, stderr io.Writer, dir *string) *cobra.Command {
-	var types []string
+	var o importOptions
 	cmd := &cobra.Command{
 		Use:   "import <root>",
 		Short: "import a reference harness root of JSONL logs (v3; v2, v1, v0) into the store, creating it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			rep, err := runImport(w, newProgress(stderr), *dir, args[0], types...)
+			rep, err := runImport(w, newProgress(stderr), *dir, args[0], o)
 			if err == nil && len(rep.Refused) > 0 {
 				if rep.Sessions == 0 {
 					return partialError{fmt.Sprintf("import: all %d session logs refused (listed above)", len(rep.Refused))}
@@ -42,18 +43,111 @@ func newImportCmd(w, stderr io.Writer, dir *string) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringSliceVar(&types, "register", nil, "event types the logs may hold beyond the default catalog (a host's own: acme/deploy, acme/*), comma-separated or repeated; recorded in the store")
+	cmd.Flags().StringSliceVar(&o.types, "register", nil, "event types the logs may hold beyond the default catalog (a host's own: acme/deploy, acme/*), comma-separated or repeated; recorded in the store")
+	cmd.Flags().BoolVar(&o.strict, "strict", false, "refuse a log the torn-tail rule would cut, instead of importing the rows before the cut")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the outcome as one JSON object (docs: README, CLI output)")
 	return cmd
+}
+
+// importOptions are import's flags.
+type importOptions struct {
+	types  []string // --register
+	strict bool     // --strict: a cut log is refused
+	asJSON bool     // --json
 }
 
 // importReport is what an import did.
 type importReport struct {
 	Files            int // session logs found, those refused by name included
 	Sessions, Events int
-	Bytes            int64 // of the log files read
-	TornTails        int
-	Refused          []string // "path: reason"
+	Bytes            int64       // of the log files read
+	Cut              []importCut // the sessions imported without the tail the torn-tail rule dropped, in file order
+	Refused          []importRefusal
 	Elapsed          time.Duration
+}
+
+// importCut is a session imported without the rows that jsonl.Parse's
+// torn-tail rule dropped from its log.
+type importCut struct {
+	Path, ID string
+	Events   int // imported
+	jsonl.Cut
+}
+
+// importRefusal is a log import did not take, and why.
+type importRefusal struct{ Path, Reason string }
+
+func (r importRefusal) String() string { return r.Path + ": " + r.Reason }
+
+// describeCut says, in a line, what a cut dropped.
+func describeCut(c *jsonl.Cut) string {
+	why := untag(c.Reason)
+	if c.Kind == jsonl.CutBadRow {
+		why = "a bad row: " + why
+	}
+	s := fmt.Sprintf("dropped from line %d on: %s (%s)", c.Line, plural(c.Rows, "row", "rows"), why)
+	if c.FrameBytes > 0 && c.Kind != jsonl.CutTornFrame {
+		s += fmt.Sprintf(", and the torn last Zstandard frame (%d bytes from byte %d)", c.FrameBytes, c.FrameAt)
+	}
+	return s
+}
+
+// importJSON is import --json's output.
+type importJSON struct {
+	Files    int                 `json:"files"`
+	Sessions int                 `json:"sessions"`
+	Events   int                 `json:"events"`
+	Cut      []importCutJSON     `json:"cut"`
+	Refused  []importRefusedJSON `json:"refused"`
+}
+
+type importCutJSON struct {
+	Path       string `json:"path"`
+	ID         string `json:"id"`
+	Events     int    `json:"events"` // imported
+	Line       int    `json:"line"`
+	Rows       int    `json:"rows"`
+	Bytes      int    `json:"bytes"`
+	Kind       string `json:"kind"` // incomplete-line, bad-row, torn-frame
+	Reason     string `json:"reason"`
+	FrameAt    int    `json:"frameAt,omitempty"`
+	FrameBytes int    `json:"frameBytes,omitempty"`
+}
+
+type importRefusedJSON struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// printImport prints rep on w: a line per cut and per refusal, then
+// (with total) the totals; or with asJSON one importJSON object.
+func printImport(w io.Writer, rep *importReport, asJSON, total bool) error {
+	if asJSON {
+		out := importJSON{Files: rep.Files, Sessions: rep.Sessions, Events: rep.Events, Cut: []importCutJSON{}, Refused: []importRefusedJSON{}}
+		for _, c := range rep.Cut {
+			out.Cut = append(out.Cut, importCutJSON{Path: c.Path, ID: c.ID, Events: c.Events, Line: c.Line, Rows: c.Rows, Bytes: c.Bytes,
+				Kind: c.Kind.String(), Reason: untag(c.Reason), FrameAt: c.FrameAt, FrameBytes: c.FrameBytes})
+		}
+		for _, r := range rep.Refused {
+			out.Refused = append(out.Refused, importRefusedJSON{Path: r.Path, Reason: untag(r.Reason)})
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	for _, c := range rep.Cut {
+		fmt.Fprintf(w, "cut: %s: session %q imported with %s; %s\n", c.Path, c.ID, plural(c.Events, "event", "events"), describeCut(&c.Cut))
+	}
+	for _, r := range rep.Refused {
+		fmt.Fprintln(w, "refused:", untag(r.String()))
+	}
+	if !total {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "imported %d sessions, %d events (%d cut, %d refused) in %.2fs: %.0f sessions/s, %.1f MB/s\n",
+		rep.Sessions, rep.Events, len(rep.Cut), len(rep.Refused), rep.Elapsed.Seconds(),
+		float64(rep.Sessions)/rep.Elapsed.Seconds(), float64(rep.Bytes)/rep.Elapsed.Seconds()/1e6)
+	return err
 }
 
 // findLogs returns the log of each session directory under root: the
@@ -64,7 +158,7 @@ type importReport struct {
 // session.v0.jsonl, ...); a directory with a log of a newer version than
 // this build reads is refused whole (its older log is not the session's
 // newest).
-func findLogs(root string) (logs, refused []string, err error) {
+func findLogs(root string) (logs []string, refused []importRefusal, err error) {
 	best := map[string]string{} // session dir -> log
 	for v := jsonl.OldestVersion; v <= jsonl.Version; v++ {
 		for _, compressed := range []bool{true, false} {
@@ -91,14 +185,14 @@ func findLogs(root string) (logs, refused []string, err error) {
 		if v > jsonl.Version {
 			reason = fmt.Sprintf("log format v%d is newer than this build reads (v%d): upgrade seglog", v, jsonl.Version)
 			if old, ok := best[filepath.Dir(path)]; ok {
-				refused = append(refused, old+": the session also has a newer log, "+filepath.Base(path)+", that this build cannot read")
+				refused = append(refused, importRefusal{old, "the session also has a newer log, " + filepath.Base(path) + ", that this build cannot read"})
 				delete(best, filepath.Dir(path))
 			}
 		}
-		refused = append(refused, path+": "+reason)
+		refused = append(refused, importRefusal{path, reason})
 	}
 	logs = slices.Sorted(maps.Values(best))
-	sort.Strings(refused)
+	sort.Slice(refused, func(i, j int) bool { return refused[i].String() < refused[j].String() })
 	if len(logs) == 0 && len(refused) == 0 {
 		if _, err := os.Stat(root); err != nil {
 			return nil, nil, err
@@ -148,17 +242,21 @@ func readableName(name string) (int, bool) {
 // runImport imports the session logs under root into the store in dir,
 // creating it: import is the one command that does. A log it cannot take
 // is refused (rep.Refused) and the others are imported; a root without
-// any log is an error, and creates nothing. prog (may be nil) shows a bar
-// of the logs on a terminal.
-func runImport(w io.Writer, prog *progress, dir, root string, types ...string) (*importReport, error) {
+// any log is an error, and creates nothing. A log jsonl.Parse cuts (its
+// torn-tail rule) is imported without the rows it dropped and listed
+// (rep.Cut), or with o.strict refused. It prints rep (printImport). prog
+// (may be nil) shows a bar of the logs on a terminal.
+func runImport(w io.Writer, prog *progress, dir, root string, o importOptions) (*importReport, error) {
+	types := o.types
 	files, refusedNames, err := findLogs(root)
 	if err != nil {
 		return nil, err
 	}
 	if len(files) == 0 {
 		if len(refusedNames) > 0 {
-			for _, r := range refusedNames {
-				fmt.Fprintln(w, "refused:", r)
+			rep := &importReport{Files: len(refusedNames), Refused: refusedNames}
+			if err := printImport(w, rep, o.asJSON, false); err != nil {
+				return nil, err
 			}
 			return nil, fmt.Errorf("import: no session log under %s that this build reads (%d refused, listed above)", root, len(refusedNames))
 		}
@@ -186,7 +284,7 @@ func runImport(w io.Writer, prog *progress, dir, root string, types ...string) (
 	task := prog.start("import", len(files), "logs", false)
 	defer task.end(true)
 	refuse := func(path, format string, args ...any) {
-		rep.Refused = append(rep.Refused, path+": "+fmt.Sprintf(format, args...))
+		rep.Refused = append(rep.Refused, importRefusal{path, fmt.Sprintf(format, args...)})
 	}
 	for i, path := range files {
 		task.set(i)
@@ -225,6 +323,10 @@ func runImport(w io.Writer, prog *progress, dir, root string, types ...string) (
 			refuse(path, "%v", err)
 			continue
 		}
+		if log.Cut != nil && o.strict {
+			refuse(path, "--strict: the torn-tail rule cuts it: %s", describeCut(log.Cut))
+			continue
+		}
 		h, err := importLog(ctx, db, log)
 		if err != nil {
 			refuse(path, "%v", err)
@@ -239,8 +341,8 @@ func runImport(w io.Writer, prog *progress, dir, root string, types ...string) (
 		}
 		rep.Sessions++
 		rep.Events += len(log.Events)
-		if log.TornBytes > 0 {
-			rep.TornTails++
+		if log.Cut != nil {
+			rep.Cut = append(rep.Cut, importCut{Path: path, ID: log.Header.ID, Events: len(log.Events), Cut: *log.Cut})
 		}
 	}
 	if err := closeGroup(ctx, db, open); err != nil {
@@ -252,13 +354,7 @@ func runImport(w io.Writer, prog *progress, dir, root string, types ...string) (
 	}
 	task.end(false)
 	rep.Elapsed = time.Since(start)
-	for _, r := range rep.Refused {
-		fmt.Fprintln(w, "refused:", untag(r))
-	}
-	fmt.Fprintf(w, "imported %d sessions, %d events (%d torn tails dropped, %d refused) in %.2fs: %.0f sessions/s, %.1f MB/s\n",
-		rep.Sessions, rep.Events, rep.TornTails, len(rep.Refused), rep.Elapsed.Seconds(),
-		float64(rep.Sessions)/rep.Elapsed.Seconds(), float64(rep.Bytes)/rep.Elapsed.Seconds()/1e6)
-	return rep, nil
+	return rep, printImport(w, rep, o.asJSON, true)
 }
 
 // fileVersion is the format version a log's file name identifies.

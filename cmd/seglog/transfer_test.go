@@ -87,11 +87,11 @@ func TestImportExportRoundTrip(t *testing.T) {
 	want := makeRoot(t, root, 30)
 	store := t.TempDir()
 	var out bytes.Buffer
-	rep, err := runImport(&out, nil, store, root)
+	rep, err := runImport(&out, nil, store, root, importOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Sessions != 31 || rep.TornTails != 1 || len(rep.Refused) != 2 {
+	if rep.Sessions != 31 || len(rep.Cut) != 1 || len(rep.Refused) != 2 {
 		t.Fatalf("report %+v\n%s", rep, out.String())
 	}
 	if !strings.Contains(out.String(), "v4") || !strings.Contains(out.String(), "mystery/event") {
@@ -132,7 +132,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 			}
 		}
 		store2 := t.TempDir()
-		if _, err := runImport(&out, nil, store2, exported); err != nil {
+		if _, err := runImport(&out, nil, store2, exported, importOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(want, readAll(t, store2)); diff != "" {
@@ -176,7 +176,7 @@ func BenchmarkImport1000(b *testing.B) {
 		store := b.TempDir()
 		b.StartTimer()
 		var err error
-		if rep, err = runImport(io.Discard, nil, store, root); err != nil {
+		if rep, err = runImport(io.Discard, nil, store, root, importOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -373,27 +373,104 @@ type Log struct {
 	// last session/end-seed {inherited: true}, in v0 and v1 the header's
 	// seedLength.
 	Inherited uint64
-	TornBytes int // bytes of a torn tail that were dropped
+	// Cut is what Parse dropped from the end of the log under the torn-tail
+	// rule (Parse), nil if it dropped nothing: Events are then the rows
+	// before Cut.Line.
+	Cut *Cut
+}
+
+// CutKind is the problem at the start of a Cut.
+type CutKind int
+
+const (
+	// CutIncompleteLine: the log's last line has no newline, as a write
+	// that a crash interrupted leaves it. The cut is that one line.
+	CutIncompleteLine CutKind = iota + 1
+	// CutBadRow: a complete row that is no event (it does not parse, or
+	// breaks the envelope's shape) or whose seq is not the next one (a
+	// gap or a repeat), and no turn/end row after it. The cut is that row
+	// and every row after it, good ones too.
+	CutBadRow
+	// CutTornFrame: in a .zstd log, the bytes after the last whole
+	// Zstandard frame are no whole frame (the last frame is damaged or
+	// incomplete, or the write that was to hold it left other bytes).
+	// The cut is those bytes; the rows they held cannot be counted.
+	CutTornFrame
+)
+
+// String is the kind's name: incomplete-line, bad-row or torn-frame.
+func (k CutKind) String() string {
+	switch k {
+	case CutIncompleteLine:
+		return "incomplete-line"
+	case CutBadRow:
+		return "bad-row"
+	case CutTornFrame:
+		return "torn-frame"
+	}
+	return fmt.Sprintf("CutKind(%d)", int(k))
+}
+
+// Cut is the tail of a log that Parse dropped under the torn-tail rule:
+// everything from the first problem to the end of the file. A log has at
+// most one.
+type Cut struct {
+	// Kind is the problem the cut starts at; Reason says it in words,
+	// for a bad row its error ("not a JSON object", "seq 1 repeats: 2
+	// events before it, so seq 2 was next", ...).
+	Kind   CutKind
+	Reason string
+	// Line is the line of the file where the dropped rows begin: the bad
+	// row, or the incomplete last line (line 1 is the header, the first
+	// event row is line 2); for a torn frame with no row dropped before
+	// it, the line its rows would have begun at. In a .zstd log, lines
+	// count in its decompressed text.
+	Line int
+	// Rows is the number of lines dropped from Line on: the bad row, every
+	// row after it, and an incomplete last line, each one. The rows of a
+	// torn frame are not counted (they cannot be read).
+	Rows int
+	// Bytes is the number of bytes of those lines (decompressed text in a
+	// .zstd log), newlines included.
+	Bytes int
+	// FrameAt and FrameBytes are, in a .zstd log with a torn last frame,
+	// where in the file the bytes it dropped begin and how many there
+	// are (compressed); FrameBytes is 0 otherwise. A torn frame after a
+	// bad row is part of the bad row's cut (Kind is CutBadRow).
+	FrameAt, FrameBytes int
 }
 
 // ErrCorrupt is the kind of a committed record that does not parse.
 var ErrCorrupt = errors.New("jsonl: corrupt log")
 
-// Parse reads a whole log file's bytes. A last line without a newline is a
-// torn tail and is dropped; so is an incomplete last zstd frame's partial
-// line. A bad row followed by a turn/end (so it was committed) is
-// ErrCorrupt; a bad row at the end is dropped with what follows as torn.
+// Parse reads a whole log file's bytes, applying the reference's
+// torn-tail rule: a log ends where the first problem starts, unless the
+// log shows that what follows was committed.
+//
+//   - A last line without a newline (an interrupted write) is dropped.
+//   - A complete row that is no event, or whose seq is not the next one,
+//     is taken for the tail of an interrupted write: it is dropped with
+//     every row after it, but if a row after it is a turn/end the bad
+//     row was committed, and Parse fails with ErrCorrupt, naming its line.
+//   - In a .zstd log, a damaged or incomplete last frame is dropped (its
+//     rows with it); a damaged frame with a whole frame after it is
+//     ErrCorrupt.
+//
+// What was dropped is Log.Cut (nil if nothing): the line it begins at,
+// the rows, and the problem. The reference drops the same rows silently;
+// a caller that imports a log should tell which it lost.
 //
 // In a v0 or v1 log, a packed assistant row ({"type":"text-chunks" (or
 // reasoning-chunks, tool-call-chunks), "seq0", "time0", "data"}: one row
 // for a run of stream deltas) is expanded into the assistant/chunk events
 // it stands for, one per member, at seqs seq0.. and the times time0 plus
-// the gaps in data.dt, as the reference reads it. A seedLength beyond the
-// log's events is ErrCorrupt.
+// the gaps in data.dt, as the reference reads it (it is one row of a
+// Cut). A seedLength beyond the log's events is ErrCorrupt.
 func Parse(b []byte, compressed bool) (*Log, error) {
+	var torn *tornFrame
 	if compressed {
 		var err error
-		if b, err = decodeFrames(b); err != nil {
+		if b, torn, err = decodeFrames(b); err != nil {
 			return nil, err
 		}
 	}
@@ -408,21 +485,27 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 	legacy := h.Version <= 1
 	log := &Log{Header: h, Inherited: seed}
 	rest := b[nl+1:]
-	var issue error
-	issueAt := 0
-	for line := 1; len(rest) > 0; line++ {
+	var cut *Cut
+	line := 2 // of the file: the header is line 1
+	for ; len(rest) > 0; line++ {
 		nl := bytes.IndexByte(rest, '\n')
 		if nl < 0 {
-			log.TornBytes += len(rest)
+			if cut == nil {
+				cut = &Cut{Kind: CutIncompleteLine, Reason: "the last line has no newline: a write cut short", Line: line}
+			}
+			cut.Rows++
+			cut.Bytes += len(rest)
+			line++
 			break
 		}
 		row := rest[:nl]
 		rest = rest[nl+1:]
-		if issue != nil {
+		if cut != nil {
 			if bytes.Contains(row, []byte(`"type":"turn/end"`)) {
-				return nil, fmt.Errorf("%w: unparsable committed event at line %d: %v", ErrCorrupt, issueAt+1, issue)
+				return nil, fmt.Errorf("%w: unparsable committed event at line %d: %s (a turn/end follows, at line %d)", ErrCorrupt, cut.Line, cut.Reason, line)
 			}
-			log.TornBytes += nl + 1
+			cut.Rows++
+			cut.Bytes += nl + 1
 			continue
 		}
 		var evs []event.Event
@@ -433,12 +516,14 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 			e, err = ParseEvent(row)
 			evs = []event.Event{e}
 		}
-		if err == nil && evs[0].Seq != uint64(len(log.Events)) {
-			err = fmt.Errorf("seq gap: %d after %d events", evs[0].Seq, len(log.Events))
+		if next := uint64(len(log.Events)); err == nil && evs[0].Seq != next {
+			err = seqError(evs[0].Seq, next)
+		}
+		if ie := (*event.InvalidError)(nil); errors.As(err, &ie) {
+			ie.Index = len(log.Events) // its place in the log, not in the one-row batch
 		}
 		if err != nil {
-			issue, issueAt = err, line
-			log.TornBytes += nl + 1
+			cut = &Cut{Kind: CutBadRow, Reason: err.Error(), Line: line, Rows: 1, Bytes: nl + 1}
 			continue
 		}
 		for _, e := range evs {
@@ -448,10 +533,26 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 		}
 		log.Events = append(log.Events, evs...)
 	}
+	if torn != nil {
+		if cut == nil {
+			cut = &Cut{Kind: CutTornFrame, Line: line,
+				Reason: fmt.Sprintf("the last %d bytes of the file, from byte %d, are no whole Zstandard frame: a damaged or incomplete last frame", torn.bytes, torn.at)}
+		}
+		cut.FrameAt, cut.FrameBytes = torn.at, torn.bytes
+	}
+	log.Cut = cut
 	if legacy && log.Inherited > uint64(len(log.Events)) {
 		return nil, fmt.Errorf("%w: header seedLength %d exceeds the log's %d events", ErrCorrupt, log.Inherited, len(log.Events))
 	}
 	return log, nil
+}
+
+// seqError says how seq breaks the order of a log whose next seq is next.
+func seqError(seq, next uint64) error {
+	if seq < next {
+		return fmt.Errorf("seq %d repeats: %d events before it, so seq %d was next", seq, next, next)
+	}
+	return fmt.Errorf("seq %d skips ahead: %d events before it, so seq %d was next", seq, next, next)
 }
 
 // packedTypes are the packed assistant rows of v0 and v1 logs, and the
@@ -556,20 +657,24 @@ func isInherited(data json.RawMessage) bool {
 	return json.Unmarshal(data, &d) == nil && d.Inherited
 }
 
+// tornFrame is the end of a .zstd log that is no whole frame: at bytes
+// from byte at of the file.
+type tornFrame struct{ at, bytes int }
+
 // decodeFrames decodes a series of independent zstd frames. If the last
-// frame is incomplete or damaged, the frames before it are kept (their
-// lines end in a newline; the caller counts what is lost as torn). A
-// damaged frame with a good frame after it is no torn tail (the write
-// after it completed): that is ErrCorrupt, naming its offset.
-func decodeFrames(b []byte) ([]byte, error) {
+// frame is incomplete or damaged, the frames before it are kept and torn
+// says where the bytes dropped begin (the caller reports them in its
+// Cut). A damaged frame with a good frame after it is no torn tail (the
+// write after it completed): that is ErrCorrupt, naming its offset.
+func decodeFrames(b []byte) (_ []byte, torn *tornFrame, _ error) {
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer dec.Close()
 	out, err := dec.DecodeAll(b, nil)
 	if err == nil {
-		return out, nil
+		return out, nil, nil
 	}
 	// Find the damaged frame: decode frame by frame, each frame exactly
 	// (its length from its block headers), so that bytes after a complete
@@ -588,23 +693,20 @@ func decodeFrames(b []byte) ([]byte, error) {
 		out, at = append(out, frame...), at+n
 	}
 	if at == len(b) {
-		return out, nil
+		return out, nil, nil
 	}
 	for _, q := range frameStarts(b[at+1:]) {
 		q += at + 1
 		if n, ok := frameLen(b[q:]); ok {
 			if frame, err := dec.DecodeAll(b[q:q+n], nil); err == nil && len(frame) > 0 {
-				return nil, fmt.Errorf("%w: damaged Zstandard frame at byte %d, with complete frames after it (from byte %d)", ErrCorrupt, at, q)
+				return nil, nil, fmt.Errorf("%w: damaged Zstandard frame at byte %d, with complete frames after it (from byte %d)", ErrCorrupt, at, q)
 			}
 		}
 	}
 	if bytes.IndexByte(out, '\n') < 0 {
-		return nil, fmt.Errorf("%w: empty or header-less Zstandard session log", ErrUnsupported)
+		return nil, nil, fmt.Errorf("%w: empty or header-less Zstandard session log", ErrUnsupported)
 	}
-	// Drop the partial line the damaged frame may have left.
-	out = out[:bytes.LastIndexByte(out, '\n')+1]
-	out = append(out, "torn"...) // no newline: Parse counts it as a torn tail
-	return out, nil
+	return out, &tornFrame{at: at, bytes: len(b) - at}, nil
 }
 
 // zstdMagic starts every zstd frame.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testgen"
@@ -95,8 +96,8 @@ func TestRoundTripAndTornTail(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(evs, log.Events); diff != "" || log.Header != h || log.TornBytes != 0 {
-			t.Fatalf("compressed=%v: round trip mismatch %s (torn %d)", compressed, diff, log.TornBytes)
+		if diff := cmp.Diff(evs, log.Events); diff != "" || log.Header != h || log.Cut != nil {
+			t.Fatalf("compressed=%v: round trip mismatch %s (cut %+v)", compressed, diff, log.Cut)
 		}
 		if compressed {
 			b = b[:len(b)-20] // a torn last frame
@@ -104,8 +105,8 @@ func TestRoundTripAndTornTail(t *testing.T) {
 			b = append(b, `{"type":"assistant/chunk","seq":25,"ti`...)
 		}
 		log, err = Parse(b, compressed)
-		if err != nil || log.TornBytes == 0 || len(log.Events) > 25 {
-			t.Fatalf("compressed=%v: torn tail: %d events, torn %d, %v", compressed, len(log.Events), log.TornBytes, err)
+		if err != nil || log.Cut == nil || len(log.Events) > 25 {
+			t.Fatalf("compressed=%v: torn tail: %d events, cut %+v, %v", compressed, len(log.Events), log.Cut, err)
 		}
 	}
 }
@@ -143,8 +144,11 @@ func TestDamagedMiddleFrameIsCorrupt(t *testing.T) {
 	last := bytes.Clone(b)
 	last[starts[3]+len(zstdMagic)+8] ^= 0xff
 	log, err := Parse(last, true)
-	if err != nil || len(log.Events) != 20 || log.TornBytes == 0 {
-		t.Errorf("damaged last frame: %v events, torn %d, %v; want the 20 before it and a torn tail", len(log.Events), log.TornBytes, err)
+	if err != nil {
+		t.Fatalf("damaged last frame: %v, want a torn frame", err)
+	}
+	if len(log.Events) != 20 || log.Cut == nil || log.Cut.Kind != CutTornFrame || log.Cut.FrameAt != starts[3] || log.Cut.FrameBytes != len(b)-starts[3] {
+		t.Errorf("damaged last frame: %v events, cut %+v, %v; want the 20 before it and a torn frame from byte %d", len(log.Events), log.Cut, err, starts[3])
 	}
 }
 
@@ -163,12 +167,12 @@ func TestTornBytesAfterTheLastFrame(t *testing.T) {
 	}
 	for _, tail := range [][]byte{make([]byte, 20), []byte("\x01\x02\x03"), {0x28, 0xB5}} {
 		log, err := Parse(append(bytes.Clone(b), tail...), true)
-		if err != nil || len(log.Events) != 30 || log.TornBytes == 0 {
-			n := -1
+		if err != nil || len(log.Events) != 30 || log.Cut == nil || log.Cut.Kind != CutTornFrame || log.Cut.FrameAt != len(b) || log.Cut.FrameBytes != len(tail) || log.Cut.Rows != 0 || log.Cut.Line != 32 {
+			n, cut := -1, (*Cut)(nil)
 			if log != nil {
-				n = len(log.Events)
+				n, cut = len(log.Events), log.Cut
 			}
-			t.Errorf("tail %x: %d events, %v; want all 30 and a torn tail", tail, n, err)
+			t.Errorf("tail %x: %d events, cut %+v, %v; want all 30 and a torn frame of %d bytes at byte %d, line 32", tail, n, cut, err, len(tail), len(b))
 		}
 	}
 	starts := frameStarts(b)
@@ -234,5 +238,95 @@ func TestFormatV0V1Logs(t *testing.T) {
 `), false)
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "dt length must match") {
 		t.Errorf("bad packed row: %v", err)
+	}
+}
+
+// TestParseReportsTheCut: what the torn-tail rule drops is reported, as
+// Log.Cut: the kind, the line where the dropped rows begin (of the file:
+// the header is line 1), how many rows and bytes, and the problem. The
+// rule itself is the reference's: a bad row drops every row after it,
+// good ones too (no turn/end follows here).
+func TestParseReportsTheCut(t *testing.T) {
+	row := func(seq int) string {
+		return fmt.Sprintf(`{"type":"user/message","seq":%d,"time":1,"data":{"text":"m%d"}}`, seq, seq) + "\n"
+	}
+	head := string(HeaderLine(store.Header{Version: 3, ID: "s", CreatedAt: 1}))
+	v1head := `{"type":"session","version":1,"id":"s","createdAt":5,"delegationDepth":0}` + "\n"
+	packed := `{"type":"text-chunks","seq0":1,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[2,3],"texts":["a","b","c"]}}` + "\n"
+	const partial = `{"type":"user/message","seq":4,"ti`
+	for _, c := range []struct {
+		name string
+		log  string
+		kept int // events
+		want Cut
+	}{
+		{"a garbage line mid-log", head + row(0) + "garbage\n" + row(1) + row(2) + row(3), 1,
+			Cut{Kind: CutBadRow, Reason: "not a JSON object", Line: 3, Rows: 4, Bytes: len("garbage\n") + len(row(1)+row(2)+row(3))}},
+		{"a repeated seq mid-log", head + row(0) + row(1) + row(1) + row(2) + row(3), 2,
+			Cut{Kind: CutBadRow, Reason: "seq 1 repeats: 2 events before it, so seq 2 was next", Line: 4, Rows: 3, Bytes: len(row(1) + row(2) + row(3))}},
+		{"a seq gap", head + row(0) + row(2) + row(3), 1,
+			Cut{Kind: CutBadRow, Reason: "seq 2 skips ahead: 1 events before it, so seq 1 was next", Line: 3, Rows: 2, Bytes: len(row(2) + row(3))}},
+		{"a torn last line", head + row(0) + row(1) + row(2) + row(3) + partial, 4,
+			Cut{Kind: CutIncompleteLine, Reason: "the last line has no newline: a write cut short", Line: 6, Rows: 1, Bytes: len(partial)}},
+		{"a bad row, then a torn last line", head + row(0) + "{}\n" + row(1) + partial, 1,
+			Cut{Kind: CutBadRow, Reason: "type, seq and time are required", Line: 3, Rows: 3, Bytes: len("{}\n" + row(1) + partial)}},
+		{"a row whose data is no object", head + row(0) + row(1) + `{"type":"user/message","seq":2,"time":1,"data":[]}` + "\n" + row(3), 2,
+			Cut{Kind: CutBadRow, Reason: `event: invalid event at index 2 (seq 2, type "user/message"): data is not a JSON object`, Line: 4, Rows: 2,
+				Bytes: len(`{"type":"user/message","seq":2,"time":1,"data":[]}`+"\n") + len(row(3))}},
+		{"an empty line", head + row(0) + "\n" + row(1), 1,
+			Cut{Kind: CutBadRow, Reason: "not a JSON object", Line: 3, Rows: 2, Bytes: 1 + len(row(1))}},
+		// A packed row is one line of the file for three events.
+		{"after a packed v1 row", v1head + row(0) + packed + row(4) + "x\n" + row(5), 5,
+			Cut{Kind: CutBadRow, Reason: "not a JSON object", Line: 5, Rows: 2, Bytes: len("x\n" + row(5))}},
+	} {
+		log, err := Parse([]byte(c.log), false)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if len(log.Events) != c.kept || log.Cut == nil || *log.Cut != c.want {
+			t.Errorf("%s: %d events, cut %+v; want %d events, cut %+v", c.name, len(log.Events), log.Cut, c.kept, c.want)
+		}
+	}
+
+	// The same in a .zstd log (lines of its decompressed text), whose
+	// torn last frame is part of the cut.
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	z := enc.EncodeAll([]byte(head+row(0)), nil)
+	z = enc.EncodeAll([]byte(row(1)+row(1)+row(2)), z)
+	good := len(z)
+	z = enc.EncodeAll([]byte(row(3)), z)
+	z = z[:len(z)-3] // the last frame torn
+	log, err := Parse(z, true)
+	want := Cut{Kind: CutBadRow, Reason: "seq 1 repeats: 2 events before it, so seq 2 was next", Line: 4, Rows: 2, Bytes: len(row(1) + row(2)), FrameAt: good, FrameBytes: len(z) - good}
+	if err != nil {
+		t.Fatalf(".zstd: %v", err)
+	}
+	if len(log.Events) != 2 || log.Cut == nil || *log.Cut != want {
+		t.Errorf(".zstd: %d events, cut %+v; want 2 events, cut %+v", len(log.Events), log.Cut, want)
+	}
+	// A torn last frame alone: the line its rows would have begun at.
+	z = enc.EncodeAll([]byte(head+row(0)+row(1)), nil)
+	good = len(z)
+	z = enc.EncodeAll([]byte(row(2)), z)
+	z = z[:len(z)-3]
+	log, err = Parse(z, true)
+	if err != nil {
+		t.Fatalf(".zstd, torn last frame: %v", err)
+	}
+	if c := log.Cut; len(log.Events) != 2 || c == nil || c.Kind != CutTornFrame || c.Line != 4 || c.Rows != 0 || c.Bytes != 0 ||
+		c.FrameAt != good || c.FrameBytes != len(z)-good || !strings.Contains(c.Reason, fmt.Sprintf("from byte %d", good)) {
+		t.Errorf(".zstd, torn last frame: %d events, cut %+v; want 2, a torn frame at byte %d, line 4", len(log.Events), c, good)
+	}
+
+	// A bad row that a turn/end follows was committed: no cut, an error
+	// naming its line.
+	_, err = Parse([]byte(head+row(0)+"garbage\n"+row(1)+`{"type":"turn/end","seq":2,"time":1,"data":{}}`+"\n"), false)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "line 3: not a JSON object") {
+		t.Errorf("a committed bad row: %v, want ErrCorrupt at line 3", err)
 	}
 }
