@@ -53,10 +53,19 @@ func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header, opts 
 	defer db.leave()
 	marker := store.ForkOptionsOf(opts).Marker(n)
 	hd, err := db.forkShared(ctx, parent, n, hdr, marker)
-	if !errors.Is(err, errCopyFork) {
-		return hd, err
+	if errors.Is(err, errCopyFork) {
+		hd, err = db.forkCopy(ctx, parent, n, hdr, marker)
 	}
-	return db.forkCopy(ctx, parent, n, hdr, marker)
+	if err != nil {
+		return nil, err
+	}
+	// The handle's surface checker (Options.SurfaceRules) learns the
+	// fork's log, as a write open's checkLog would teach it.
+	if err := hd.front.CheckSurfaceLog(ctx, hd.Len(), hd.Read); err != nil {
+		hd.Close()
+		return nil, err
+	}
+	return hd, nil
 }
 
 // forkCopy is Fork by copy: the parent's first n events, read through a

@@ -953,6 +953,50 @@ var contractCases = []contractCase{
 			e.t.Fatal(err)
 		}
 	}},
+	{"surface-rules/fork", func(e *env) {
+		// A fork's handle knows the fork's log (the parent's prefix and
+		// the seed marker): a whole turn appended at Len(), whose user
+		// message replaces the prefix's, keeps the rules. The checker of
+		// the handle Fork returned started from seq 0 and refused it
+		// ("seq is not contiguous: expected 0").
+		e.b.(SurfaceRuler).SetSurfaceRules(true)
+		e.restart(false)
+		p := e.create("p")
+		e.append(p, SurfaceTurn()...)
+		for i, held := range []bool{true, false} {
+			if !held {
+				if err := p.Close(); err != nil {
+					e.t.Fatal(err)
+				}
+			}
+			id := fmt.Sprint("f", i)
+			f, err := e.s.Fork(e.ctx, "p", 6, Meta(id))
+			if err != nil {
+				e.t.Fatalf("fork (parent held %v): %v", held, err)
+			}
+			n := f.Len()
+			user := ev(n+2, "user/message", `{"id":"u2","role":"user","content":[{"type":"text","text":"again"}],"source":{"kind":"user"}}`)
+			user.SurfaceOp, user.SourceEventSeqs = json.RawMessage(`{"op":"replace","startSeq":3,"endSeq":3}`), []uint64{3}
+			turn := []event.Event{
+				ev(n, "turn/start", `{"turn":1}`),
+				ev(n+1, "step/start", `{"turn":1,"step":0}`),
+				user,
+				ev(n+3, "step/end", `{"turn":1,"step":0}`),
+				ev(n+4, "turn/end", `{"turn":1,"reason":{"kind":"completed"}}`),
+			}
+			if err := f.Append(e.ctx, turn...); err != nil {
+				e.t.Errorf("append of a turn to fork %s (parent held %v) at %d: %v", id, held, n, err)
+			}
+			bad := ev(f.Len(), "user/message", `{"id":"u3","role":"user","content":[],"source":{"kind":"user"}}`)
+			bad.SurfaceOp, bad.SourceEventSeqs = json.RawMessage(`{"op":"replace","startSeq":3,"endSeq":3}`), []uint64{3}
+			if err := f.Append(e.ctx, bad); !errors.Is(err, engine.ErrSurface) {
+				e.t.Errorf("fork %s: replace of a node no longer on the surface: %v, want ErrSurface", id, err)
+			}
+			if err := f.Close(); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}},
 	{"C18/ignorable-unknown-is-kept", func(e *env) {
 		h := e.create("s")
 		x := ev(0, "mystery/event", `{"v":1}`)
