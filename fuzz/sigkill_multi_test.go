@@ -3,12 +3,15 @@ package fuzz
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testgen"
 )
 
 // The SIGKILL campaign of several processes on one store (issue 17): three
@@ -68,9 +72,32 @@ func multiOptions() *engine.Options {
 
 func multiID(slot, j int) string { return fmt.Sprintf("w%d-%d", slot, j) }
 
-// multiEvent is event seq of incarnation gen of session id.
+// multiEvent is event seq of incarnation gen of session id. Most are 100
+// B-1 KB; one in six is a few bytes, one in 40 a tool result of 16-64
+// KiB and one in 160 one of 256 KiB-1 MiB (larger than a segment: the
+// store rolls to fit it, and the dictionary trainer sees it in the
+// frames it samples).
 func multiEvent(id string, gen int64, seq uint64) event.Event {
-	return mixEvent(id+"@"+strconv.FormatInt(gen, 10), seq)
+	key := id + "@" + strconv.FormatInt(gen, 10)
+	e := mixEvent(key, seq)
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", key, seq)
+	v := h.Sum64()
+	var size int
+	switch v % 160 {
+	case 0:
+		size = 256<<10 + int(v>>8%(768<<10))
+	case 1, 2, 3, 4:
+		size = 16<<10 + int(v>>8%(48<<10))
+	case 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27:
+		e.Data = json.RawMessage(fmt.Sprintf(`{"s":%q,"turn":%d}`, key, seq))
+		return e
+	default:
+		return e
+	}
+	big := testgen.Event(seq, size)
+	e.Data = json.RawMessage(fmt.Sprintf(`{"session":%q,%s`, key, big.Data[1:]))
+	return e
 }
 
 // multiFork describes a fork the campaign made: its header's
@@ -1255,8 +1282,9 @@ func TestSIGKILLMulti(t *testing.T) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	t.Logf("%d rounds in %v, %d processes started; %d flushes acknowledged; kills: %d right after an ack, %d mid-compaction, %d before the open was done; %d compactions reclaimed segments, %d of them beside other writers; %d index rebuilds beside them; %d forks; at the end %d sessions with %d events, %d deleted; reader's last stats (acks checked, reads, stale): %q; reads that met the known stale-handle bug: %d",
-		rounds, time.Since(start).Round(time.Millisecond), m.starts, m.acks, afterAck, midCompact, early, m.compactions, m.beside, m.repairs, m.forks, sessions, events, deleted, m.stats, m.stale)
+	dicts, _ := filepath.Glob(filepath.Join(m.dir, "*.dict"))
+	t.Logf("%d rounds in %v, %d processes started; %d flushes acknowledged; kills: %d right after an ack, %d mid-compaction, %d before the open was done; %d compactions reclaimed segments, %d of them beside other writers; %d index rebuilds beside them; %d forks; at the end %d sessions with %d events, %d deleted, %d dictionaries; reader's last stats (acks checked, reads, stale): %q; reads that met the known stale-handle bug: %d",
+		rounds, time.Since(start).Round(time.Millisecond), m.starts, m.acks, afterAck, midCompact, early, m.compactions, m.beside, m.repairs, m.forks, sessions, events, deleted, len(dicts), m.stats, m.stale)
 }
 
 // TestStaleReadHandleAfterCompaction is the engine bug the campaign meets
