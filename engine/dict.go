@@ -27,7 +27,8 @@ import (
 // they did with the current dictionary (the pool filled anew, then a new
 // one trained). Training runs on a goroutine of its own, never on the
 // flush path. A dictionary is durable in the store's directory
-// (segment.WriteDict) before a frame names it. Its ID is random, so that a
+// (segment.WriteDict; segment.SyncDict for one another process made)
+// before a frame names it. Its ID is random, so that a
 // dictionary file lost to damage is never replaced by another of the same
 // ID that its frames would be decoded with. Dictionaries are made under
 // lockDict, and a process about to train takes the newest dictionary
@@ -176,6 +177,9 @@ func (d *dictState) load() error {
 	if err != nil {
 		return err
 	}
+	if err := segment.SyncDict(d.db.opts.FS, d.db.dir, id); err != nil {
+		return err // (its maker may have died before its fsyncs)
+	}
 	d.use(nd, true)
 	return nil
 }
@@ -291,6 +295,11 @@ func (d *dictState) renew() error {
 	if cur := d.cur.Load(); newest != 0 && (cur == nil || newest != cur.ID) {
 		nd, err := db.dicts.Get(newest)
 		if err != nil {
+			return err
+		}
+		// Another process made it: durable before a frame names it (its
+		// maker may have died, or failed its fsync, after the rename).
+		if err := segment.SyncDict(db.opts.FS, db.dir, newest); err != nil {
 			return err
 		}
 		d.use(nd, true)

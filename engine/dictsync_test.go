@@ -132,3 +132,84 @@ func TestDictSyncFails(t *testing.T) {
 		})
 	}
 }
+
+// TestDictSyncFailsBesideAnotherProcess: process A's dictionary file is
+// renamed into place, and the fsync of the directory fails (A is
+// poisoned); the entry may not survive a power cut. Process B, asking
+// for a dictionary, finds it the newest (or B opens the store now, and
+// its write open takes it): B must not compress a frame it acknowledges
+// with it unless it is durable. After a power cut every event B
+// acknowledged reads back, and Check finds the store clean.
+func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
+	for _, takes := range []string{"renew", "open"} {
+		t.Run(takes, func(t *testing.T) {
+			dictKnobs(t)
+			ctx := context.Background()
+			mem := vfs.NewMem()
+			ff := vfs.NewFault(mem)
+			opts := func(fs vfs.FS) *Options { return &Options{FS: fs, CompactInterval: -1} }
+			a, err := Open("/db", opts(ff))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			ha, err := a.Create(ctx, Header{ID: "a", CreatedAt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ha.Close()
+			wantA := writeFlushed(t, ha, 0, 100)
+			var b *DB
+			open := func() {
+				if b, err = Open("/db", opts(mem)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if takes == "renew" {
+				open()
+				defer b.Close()
+			}
+			ff.Add(vfs.Rule{Op: vfs.OpSyncDir, Nth: 1})
+			renewInBackground(t, a)
+			if err := a.poisonErr(); !errors.Is(err, segment.ErrSyncFailed) {
+				t.Fatalf("A after its dictionary's directory sync failed: poisoned by %v, want ErrSyncFailed", err)
+			}
+			if takes == "open" {
+				open()
+				defer b.Close()
+			}
+			hb, err := b.Create(ctx, Header{ID: "b", CreatedAt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hb.Close()
+			wantB := writeFlushed(t, hb, 0, 100)
+			if takes == "renew" {
+				renewInBackground(t, b)
+				wantB = append(wantB, writeFlushed(t, hb, 100, 100)...)
+			}
+			if b.dict.cur.Load() == nil {
+				t.Fatal("B took no dictionary")
+			}
+
+			for v, cfg := range []vfs.CrashConfig{{}, {Rand: rand.New(rand.NewPCG(5, 9))}} {
+				label := fmt.Sprintf("power cut %d", v)
+				crashed := mem.CrashClone(cfg)
+				rep, err := Check("/db", opts(crashed))
+				if err != nil {
+					t.Fatalf("%s: check: %v", label, err)
+				}
+				for _, p := range rep.Problems {
+					t.Errorf("%s: check: %v", label, p)
+				}
+				db, err := Open("/db", opts(crashed))
+				if err != nil {
+					t.Fatalf("%s: reopen: %v", label, err)
+				}
+				sameEvents(t, label+": b", readAll(t, db, "b"), wantB)
+				sameEvents(t, label+": a", readAll(t, db, "a"), wantA)
+				db.Close()
+			}
+		})
+	}
+}
