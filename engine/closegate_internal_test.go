@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -276,4 +279,306 @@ func TestCloseWakesWait(t *testing.T) {
 		}
 		r.Close()
 	}
+}
+
+// writesOf sums the operations of ff that change the files or the
+// directory: what an operation that must write nothing may not make.
+func writesOf(ff *vfs.FaultFS) map[vfs.Op]int {
+	m := map[vfs.Op]int{}
+	for _, op := range []vfs.Op{vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpTruncate, vfs.OpRename, vfs.OpRemove, vfs.OpMkdir, vfs.OpSyncDir} {
+		m[op] = ff.Count(op)
+	}
+	return m
+}
+
+// TestNothingBeginsOnceCloseBegan: once DB.Close has begun (its gate is
+// shut; here, before it waits for anything), every operation of the DB
+// and of its handles, read or write, fails with ErrClosed and touches no
+// file: the store a later open finds holds none of what they tried.
+func TestNothingBeginsOnceCloseBegan(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	ff := vfs.NewFault(mem)
+	opts := closeGateOpts(ff)
+	opts.NoPreallocate, opts.NoDict = true, true // (no background write while the hook runs)
+	db, err := Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := func(id string, n int) {
+		h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+		if err == nil {
+			err = h.Append(ctx, testgen.Events(0, n, 300)...)
+		}
+		if err == nil {
+			err = h.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed("p", 10)
+	seed("d", 3)
+	w, err := db.Open(ctx, "p", Write)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.Open(ctx, "p", Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more := testgen.Events(10, 3, 300)
+
+	type op struct {
+		name string
+		run  func() error
+	}
+	ops := []op{
+		{"Create", func() error { _, err := db.Create(ctx, Header{ID: "late", CreatedAt: 1}); return err }},
+		{"Open for read", func() error { _, err := db.Open(ctx, "p", Read); return err }},
+		{"Open for write", func() error { _, err := db.Open(ctx, "d", Write); return err }},
+		{"Resume", func() error { _, _, err := db.Resume(ctx, "d"); return err }},
+		{"Stat", func() error { _, err := db.Stat(ctx, "p"); return err }},
+		{"Inspect", func() error { _, err := db.Inspect(ctx, "p"); return err }},
+		{"List", func() error { _, err := db.List(ctx); return err }},
+		{"ListPage", func() error { _, _, err := db.ListPage(ctx, ListOptions{}); return err }},
+		{"Delete", func() error { return db.Delete(ctx, "d") }},
+		{"Fork", func() error { _, err := db.Fork(ctx, "p", 5, Header{ID: "f", CreatedAt: 1}); return err }},
+		{"Migrate", func() error { _, err := db.Migrate(ctx, "d"); return err }},
+		{"Compact", func() error { _, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 1}); return err }},
+		{"Usage", func() error { _, err := db.Usage(ctx); return err }},
+		{"DB.Flush", func() error { return db.Flush(ctx) }},
+		{"RegisterTypes", func() error { return db.RegisterTypes(ctx, "acme/*") }},
+		{"Append", func() error { return w.Append(ctx, more...) }},
+		{"Enqueue", func() error { return w.Enqueue(more...) }},
+		{"Flush", func() error { return w.Flush(ctx) }},
+		{"Read through the write handle", func() error { _, err := w.Read(ctx, 0, -1); return err }},
+		{"Read", func() error { _, err := r.Read(ctx, 0, -1); return err }},
+		{"Wait", func() error { _, err := r.Wait(ctx, 1000); return err }},
+	}
+	ran := false
+	testHookCloseWaits = func() {
+		ran = true
+		before := writesOf(ff)
+		for _, o := range ops {
+			if err := o.run(); !errors.Is(err, ErrClosed) {
+				t.Errorf("%s once Close began: %v, want ErrClosed", o.name, err)
+			}
+			if after := writesOf(ff); !maps.Equal(after, before) {
+				t.Errorf("%s once Close began wrote: %v, then %v", o.name, before, after)
+				before = after
+			}
+		}
+	}
+	defer func() { testHookCloseWaits = nil }()
+	err = db.Close()
+	testHookCloseWaits = nil
+	if err != nil {
+		t.Fatalf("DB.Close: %v", err)
+	}
+	if !ran {
+		t.Fatal("the hook never ran")
+	}
+	w.Close()
+	r.Close()
+
+	db, err = Open("/db", closeGateOpts(mem.CrashClone(vfs.CrashConfig{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for id, n := range map[string]int{"p": 10, "d": 3} {
+		h, err := db.Open(ctx, id, Read)
+		if err != nil {
+			t.Fatalf("%s after the reopen: %v", id, err)
+		}
+		if got, err := h.Read(ctx, 0, -1); err != nil || len(got) != n {
+			t.Errorf("%s after the reopen: %d events, %v; want the %d written before Close", id, len(got), err, n)
+		}
+		h.Close()
+	}
+	for _, id := range []string{"late", "f"} {
+		if _, err := db.Stat(ctx, id); !errors.Is(err, ErrSessionNotFound) {
+			t.Errorf("%s, made once Close began: %v, want ErrSessionNotFound", id, err)
+		}
+	}
+	if types, err := readTypes(mem, "/db"); err != nil || slices.Contains(types, "acme/*") {
+		t.Errorf("types recorded once Close began: %v, %v", types, err)
+	}
+}
+
+// blockFS blocks the first Open of a segment file once armed, until
+// released: an operation that reads a segment it has not opened yet is
+// held inside.
+type blockFS struct {
+	vfs.FS
+	armed   atomic.Bool
+	started chan struct{} // closed when an Open is held
+	release chan struct{} // closed to let it go on
+}
+
+func newBlockFS(fs vfs.FS) *blockFS {
+	return &blockFS{FS: fs, started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (b *blockFS) Open(name string) (vfs.File, error) {
+	if strings.HasSuffix(name, ".seg") && b.armed.CompareAndSwap(true, false) {
+		close(b.started)
+		<-b.release
+	}
+	return b.FS.Open(name)
+}
+
+// closeDuring calls DB.Close while an operation is held inside it
+// (started is closed), and reports whether Close returned before the
+// operation was let go (release): within 50 ms it would have, had it not
+// waited. If it did not, it lets the operation go on and returns Close's
+// result channel; if it did, the operation stays held (letting it run
+// on files Close closed could crash the test binary).
+func closeDuring(t *testing.T, db *DB, what string, started <-chan struct{}, release chan struct{}) (closed chan error, ok bool) {
+	t.Helper()
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the %s was never held", what)
+	}
+	closed = closeWhileBlocked(t, db)
+	select {
+	case err := <-closed:
+		t.Errorf("DB.Close returned (%v) while a %s was in progress", err, what)
+		return nil, false
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	return closed, true
+}
+
+// TestCloseWaitsForARead: a Read in progress (opening the segment it
+// reads) when DB.Close begins ends before Close closes anything, and
+// returns every event; Close returns after it.
+func TestCloseWaitsForARead(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	bfs := newBlockFS(mem)
+	h0, err := Open("/db", closeGateOpts(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := testgen.Events(0, 20, 300)
+	h, err := h0.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	if err == nil {
+		err = h.Append(ctx, evs...)
+	}
+	if err == nil {
+		err = h.Close()
+	}
+	if err == nil {
+		err = h0.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open("/db", closeGateOpts(bfs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.Open(ctx, "s", Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.mu.Lock()
+	for _, rd := range db.mu.readers { // (the recovery's: the Read opens its segment again)
+		rd.Close()
+	}
+	clear(db.mu.readers)
+	db.mu.Unlock()
+	bfs.armed.Store(true)
+	type result struct {
+		evs []event.Event
+		err error
+	}
+	read := make(chan result, 1)
+	go func() {
+		got, err := r.Read(ctx, 0, -1)
+		read <- result{got, err}
+	}()
+	closed, ok := closeDuring(t, db, "Read", bfs.started, bfs.release)
+	if !ok {
+		return
+	}
+	res := <-read
+	if err := <-closed; err != nil {
+		t.Fatalf("DB.Close: %v", err)
+	}
+	if res.err != nil {
+		t.Errorf("Read that began before Close: %v", res.err)
+	} else {
+		sameEvents(t, "Read that began before Close", res.evs, evs)
+	}
+	if _, err := r.Read(ctx, 0, -1); !errors.Is(err, ErrClosed) {
+		t.Errorf("Read after Close: %v, want ErrClosed", err)
+	}
+	r.Close()
+}
+
+// TestCloseWaitsForAFork: a Fork in progress (about to place its header
+// and marker) when DB.Close begins ends before Close closes anything: it
+// returns its handle, and the fork is durable (a power cut right after
+// Close keeps it, with the parent's events it shares).
+func TestCloseWaitsForAFork(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	db, err := Open("/db", closeGateOpts(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := testgen.Events(0, 20, 300)
+	h, err := db.Create(ctx, Header{ID: "p", CreatedAt: 1})
+	if err == nil {
+		err = h.Append(ctx, evs...)
+	}
+	if err == nil {
+		err = h.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	testHookForkPlacing = func() {
+		if once.CompareAndSwap(false, true) {
+			close(started)
+			<-release
+		}
+	}
+	defer func() { testHookForkPlacing = nil }()
+	type result struct {
+		h   *Handle
+		err error
+	}
+	forked := make(chan result, 1)
+	go func() {
+		f, err := db.Fork(ctx, "p", 10, Header{ID: "f", CreatedAt: 1})
+		forked <- result{f, err}
+	}()
+	closed, ok := closeDuring(t, db, "Fork", started, release)
+	if !ok {
+		return
+	}
+	res := <-forked
+	if err := <-closed; err != nil {
+		t.Fatalf("DB.Close: %v", err)
+	}
+	if res.err != nil {
+		t.Fatalf("Fork that began before Close: %v", res.err)
+	}
+	if err := res.h.Append(ctx, testgen.Events(11, 1, 300)...); !errors.Is(err, ErrClosed) {
+		t.Errorf("Append to the fork after Close: %v, want ErrClosed", err)
+	}
+	res.h.Close()
+	got, err := reopenRead(t, "/db", closeGateOpts(mem.CrashClone(vfs.CrashConfig{})), "f")
+	if err != nil || len(got) != 11 {
+		t.Fatalf("the fork after Close and a power cut: %d events, %v; want the parent's 10 and the marker", len(got), err)
+	}
+	sameEvents(t, "the fork's shared events after a power cut", got[:10], evs[:10])
 }

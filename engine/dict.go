@@ -29,7 +29,8 @@ import (
 // flush path, and a failure of it is logged and leaves the store
 // without a new dictionary (it never takes the process down: see
 // segment.TrainDict). A dictionary is durable in the store's directory
-// (segment.WriteDict) before a frame names it. Its ID is random, so that a
+// (segment.WriteDict; segment.SyncDict for one another process made)
+// before a frame names it. Its ID is random, so that a
 // dictionary file lost to damage is never replaced by another of the same
 // ID that its frames would be decoded with. Dictionaries are made under
 // lockDict, and a process about to train takes the newest dictionary
@@ -178,6 +179,9 @@ func (d *dictState) load() error {
 	if err != nil {
 		return err
 	}
+	if err := segment.SyncDict(d.db.opts.FS, d.db.dir, id); err != nil {
+		return err // (its maker may have died before its fsyncs)
+	}
 	d.use(nd, true)
 	return nil
 }
@@ -296,6 +300,11 @@ func (d *dictState) renew() error {
 	if cur := d.cur.Load(); newest != 0 && (cur == nil || newest != cur.ID) {
 		nd, err := db.dicts.Get(newest)
 		if err != nil {
+			return err
+		}
+		// Another process made it: durable before a frame names it (its
+		// maker may have died, or failed its fsync, after the rename).
+		if err := segment.SyncDict(db.opts.FS, db.dir, newest); err != nil {
 			return err
 		}
 		d.use(nd, true)

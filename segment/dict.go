@@ -506,6 +506,29 @@ func WriteDict(fsys vfs.FS, dir string, d *Dict) error {
 	return nil
 }
 
+// SyncDict makes dictionary id, which another process wrote into dir,
+// durable before this one names it in a frame: that process may have
+// died, or failed its fsync, between the rename (WriteDict) and the
+// directory's fsync, leaving a file a power cut may take away. It
+// fsyncs the file and the directory; a failure wraps ErrSyncFailed.
+func SyncDict(fsys vfs.FS, dir string, id uint32) error {
+	fsys = orDefault(fsys)
+	path := filepath.Join(dir, DictName(id))
+	f, err := fsys.Open(path)
+	if err != nil {
+		return fmt.Errorf("segment: sync dictionary %s: %w", path, err)
+	}
+	err = f.Sync()
+	f.Close()
+	if err == nil {
+		err = fsys.SyncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("segment: sync dictionary %s: %w: %w", path, ErrSyncFailed, err)
+	}
+	return nil
+}
+
 // ListDicts returns the IDs of the dictionary files in dir, in increasing
 // order. Other files are ignored.
 func ListDicts(fsys vfs.FS, dir string) ([]uint32, error) {
