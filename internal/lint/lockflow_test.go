@@ -87,6 +87,7 @@ type lockSite struct {
 // callSite is a static call of a function of the analysed packages.
 type callSite struct {
 	callee string // its full name (types.Func.FullName)
+	via    string // the interface it is called through, if it is
 	pos    token.Pos
 	ok     bool // excused by a //lint:lockok on its line: not followed
 	state  lockState
@@ -144,6 +145,12 @@ type lockAnalysis struct {
 	problems []string
 	// pendingLits: literals to analyse on their own
 	pendingLits []*funcInfo
+	// analysed: the packages analysed, by path; named: their named
+	// types but interfaces; impls: the implementations of an interface's
+	// method, by "pkg.Iface.Method"
+	analysed map[string]bool
+	named    []*types.Named
+	impls    map[string][]*funcInfo
 	// what the checks found (analyseModule runs both at once)
 	reentryMsgs, orderMsgs []string
 	recvs                  map[*srcPkg]map[string]types.Type
@@ -354,6 +361,51 @@ func (a *lockAnalysis) mutexOp(info *types.Info, call *ast.CallExpr) (op string,
 	return op, key, ok
 }
 
+// implementations returns the methods a call through an interface of the
+// analysed packages (store.Writer) may run: those of every type of the
+// analysed packages that implements it. Interfaces of other packages (an
+// io.Writer, an error) are not followed.
+func (a *lockAnalysis) implementations(info *types.Info, call *ast.CallExpr) (string, []*funcInfo) {
+	sel, ok := stripParen(call.Fun).(*ast.SelectorExpr)
+	if !ok {
+		return "", nil
+	}
+	s := info.Selections[sel]
+	if s == nil || s.Kind() != types.MethodVal || !types.IsInterface(s.Recv()) {
+		return "", nil
+	}
+	n, ok := types.Unalias(s.Recv()).(*types.Named)
+	if !ok || n.Obj().Pkg() == nil || !a.analysed[n.Obj().Pkg().Path()] {
+		return "", nil
+	}
+	iface := n.Underlying().(*types.Interface)
+	m := s.Obj().(*types.Func)
+	key := typeName(n.Obj()) + "." + m.Name()
+	if impls, ok := a.impls[key]; ok {
+		return typeName(n.Obj()), impls
+	}
+	var impls []*funcInfo
+	for _, t := range a.named {
+		var recv types.Type
+		switch {
+		case types.Implements(t, iface):
+			recv = t
+		case types.Implements(types.NewPointer(t), iface):
+			recv = types.NewPointer(t)
+		default:
+			continue
+		}
+		obj, _, _ := types.LookupFieldOrMethod(recv, false, m.Pkg(), m.Name())
+		if f, ok := obj.(*types.Func); ok {
+			if g := a.funcs[f.Origin().FullName()]; g != nil {
+				impls = append(impls, g)
+			}
+		}
+	}
+	a.impls[key] = impls
+	return typeName(n.Obj()), impls
+}
+
 // calleeOf returns the function a call calls, if it is static: a
 // function, or a method of a concrete type (not through an interface).
 func calleeOf(info *types.Info, call *ast.CallExpr) *types.Func {
@@ -400,7 +452,7 @@ func stripParen(e ast.Expr) ast.Expr {
 // caller that holds db.mu". A name is a receiver's or a parameter's
 // field path, or a field of the receiver. "Called with no lock held"
 // names none.
-var heldDoc = regexp.MustCompile(`(?i)(?:called (?:and returns )?with|caller (?:that )?holds|callers hold) ((?:[a-z_][\w.]*)(?:(?:,| and|,? or) [a-z_][\w.]*)*)('s)?`)
+var heldDoc = regexp.MustCompile(`(?i)(?:called (?:and returns )?with|caller (?:that )?holds|callers hold) ((?:[a-z_][\w.]*)(?:(?:,| and|,? or) [a-z_][\w.]*)*)('s)?(?: held)?`)
 
 func (a *lockAnalysis) preOf(p *srcPkg, fd *ast.FuncDecl) lockState {
 	if fd.Doc == nil {
@@ -1067,6 +1119,13 @@ func (w *walker) call(call *ast.CallExpr, s lockState) {
 				w.effects(g, c, s)
 			}
 		}()
+	}
+	if fn == nil {
+		// Through an interface of the module: each implementation.
+		iface, impls := w.a.implementations(w.info, call)
+		for _, g := range impls {
+			w.fn.calls = append(w.fn.calls, &callSite{callee: g.name, via: iface, pos: call.Pos(), state: s.clone(), fn: w.fn, ok: w.a.excused(call.Pos())})
+		}
 	}
 	for i, arg := range call.Args {
 		arg = stripParen(arg)

@@ -25,7 +25,18 @@ import (
 // every function and method they declare, and the function literals in
 // them.
 func newLockAnalysis(fset *token.FileSet, root string, pkgs []*srcPkg) *lockAnalysis {
-	a := &lockAnalysis{fset: fset, root: root, funcs: map[string]*funcInfo{}, okLines: map[string]map[int]okNote{}, used: map[string]map[int]bool{}}
+	a := &lockAnalysis{fset: fset, root: root, funcs: map[string]*funcInfo{}, okLines: map[string]map[int]okNote{}, used: map[string]map[int]bool{},
+		analysed: map[string]bool{}, impls: map[string][]*funcInfo{}}
+	for _, p := range pkgs {
+		a.analysed[p.path] = true
+		for _, name := range p.types.Scope().Names() {
+			if tn, ok := p.types.Scope().Lookup(name).(*types.TypeName); ok && !tn.IsAlias() {
+				if n, ok := tn.Type().(*types.Named); ok && !types.IsInterface(n) && n.TypeParams() == nil {
+					a.named = append(a.named, n)
+				}
+			}
+		}
+	}
 	type decl struct {
 		fn *funcInfo
 		fd *ast.FuncDecl
@@ -204,10 +215,18 @@ func (a *lockAnalysis) chain(fn *funcInfo, k lockKey) string {
 			fmt.Fprintf(&b, "%s %ss it at %s", shortFunc(cur.name), st.lock.how, a.where(st.lock.pos))
 			break
 		}
-		fmt.Fprintf(&b, "%s calls %s at %s; ", shortFunc(cur.name), shortFunc(st.callee.name), a.where(st.call.pos))
+		fmt.Fprintf(&b, "%s calls %s%s at %s; ", shortFunc(cur.name), shortFunc(st.callee.name), through(st.call), a.where(st.call.pos))
 		cur = st.callee
 	}
 	return b.String()
+}
+
+// through says which interface a call goes through, if one.
+func through(c *callSite) string {
+	if c.via == "" {
+		return ""
+	}
+	return " (through " + c.via + ")"
 }
 
 func (a *lockAnalysis) heldAt(h held) string {
@@ -239,7 +258,7 @@ func (a *lockAnalysis) reentries() []string {
 				if !ok {
 					continue
 				}
-				out = append(out, fmt.Sprintf("%s: %s calls %s holding %s (%s), and it takes %s again: %s: a self-deadlock", a.where(c.pos), shortFunc(fn.name), shortFunc(g.name), k, a.heldAt(h), k, a.chain(g, k)))
+				out = append(out, fmt.Sprintf("%s: %s calls %s%s holding %s (%s), and it takes %s again: %s: a self-deadlock", a.where(c.pos), shortFunc(fn.name), shortFunc(g.name), through(c), k, a.heldAt(h), k, a.chain(g, k)))
 			}
 		}
 	}
@@ -290,7 +309,7 @@ func (a *lockAnalysis) lockOrder() map[[2]lockKey]orderEdge {
 				h := c.state[k]
 				for _, t := range sortedKeys(g.takes) {
 					add(k, t, func() string {
-						return fmt.Sprintf("%s: %s calls %s holding %s (%s), and it takes %s: %s", a.where(c.pos), shortFunc(fn.name), shortFunc(g.name), k, a.heldAt(h), t, a.chain(g, t))
+						return fmt.Sprintf("%s: %s calls %s%s holding %s (%s), and it takes %s: %s", a.where(c.pos), shortFunc(fn.name), shortFunc(g.name), through(c), k, a.heldAt(h), t, a.chain(g, t))
 					})
 				}
 			}
@@ -475,6 +494,42 @@ func TestLockOrder(t *testing.T) {
 	for _, m := range a.orderMsgs {
 		t.Error(m)
 	}
+	if len(a.orderMsgs) == 0 {
+		// An order the code keeps, as one list (go test -v).
+		t.Log("lock order: " + joinKeys(orderList(a.lockOrder())))
+	}
+}
+
+// orderList puts the mutexes taken under another, or with another
+// under them, in an order every edge keeps (a topological sort; ties by
+// name). There is one when orderCycles finds no cycle.
+func orderList(edges map[[2]lockKey]orderEdge) []lockKey {
+	in := map[lockKey]int{}
+	succ := map[lockKey][]lockKey{}
+	nodes := map[lockKey]bool{}
+	for k := range edges {
+		succ[k[0]] = append(succ[k[0]], k[1])
+		in[k[1]]++
+		nodes[k[0]], nodes[k[1]] = true, true
+	}
+	var ready, order []lockKey
+	for n := range nodes {
+		if in[n] == 0 {
+			ready = append(ready, n)
+		}
+	}
+	for len(ready) > 0 {
+		slices.Sort(ready)
+		n := ready[0]
+		ready = ready[1:]
+		order = append(order, n)
+		for _, m := range succ[n] {
+			if in[m]--; in[m] == 0 {
+				ready = append(ready, m)
+			}
+		}
+	}
+	return order
 }
 
 // TestLockChecksFixture runs the checks on testdata/lockcheck, whose

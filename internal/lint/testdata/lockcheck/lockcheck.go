@@ -327,6 +327,25 @@ func (e *Embedded) twice() {
 	e.inc() // want: holding lockcheck.Embedded.Mutex
 }
 
+// Writer is called under a lock through an interface, as store.Front
+// calls its store.Writer.
+type Writer interface{ Next() int }
+
+type Front struct {
+	mu sync.Mutex
+	w  Writer
+}
+
+func (f *Front) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.w.Next() // want: calls (*lockcheck.writer).Next (through lockcheck.Writer) holding lockcheck.Front.mu
+}
+
+type writer struct{ f *Front }
+
+func (w *writer) Next() int { return w.f.Len() }
+
 // orderAB and orderBA take two mutexes in both orders.
 func (db *DB) orderAB() {
 	db.idxMu.Lock()
