@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -143,14 +144,14 @@ type lockAnalysis struct {
 	// problems the analysis met in the source itself (an annotation
 	// without a reason, a doc naming a lock that does not resolve)
 	problems []string
-	// pendingLits: literals to analyse on their own
-	pendingLits []*funcInfo
 	// analysed: the packages analysed, by path; named: their named
 	// types but interfaces; impls: the implementations of an interface's
 	// method, by "pkg.Iface.Method"
 	analysed map[string]bool
 	named    []*types.Named
 	impls    map[string][]*funcInfo
+	// fieldImpls: the functions stored in each struct field of func type
+	fieldImpls map[*types.Var][]*funcInfo
 	// what the checks found (analyseModule runs both at once)
 	reentryMsgs, orderMsgs []string
 	recvs                  map[*srcPkg]map[string]types.Type
@@ -1121,8 +1122,12 @@ func (w *walker) call(call *ast.CallExpr, s lockState) {
 		}()
 	}
 	if fn == nil {
-		// Through an interface of the module: each implementation.
+		// Through an interface of the module: each implementation; through
+		// a field of func type: each function stored in it.
 		iface, impls := w.a.implementations(w.info, call)
+		if impls == nil {
+			iface, impls = w.a.fieldCallees(w.info, call)
+		}
 		for _, g := range impls {
 			w.fn.calls = append(w.fn.calls, &callSite{callee: g.name, via: iface, pos: call.Pos(), state: s.clone(), fn: w.fn, ok: w.a.excused(call.Pos())})
 		}
@@ -1224,13 +1229,102 @@ func (w *walker) inline(lit *ast.FuncLit, s lockState) {
 
 // alone records a literal that runs elsewhere (go func, a stored
 // callback), to be analysed on its own from no lock held.
-func (a *lockAnalysis) alone(p *srcPkg, lit *ast.FuncLit) {
+func (a *lockAnalysis) alone(p *srcPkg, lit *ast.FuncLit) *funcInfo {
 	name := "func@" + a.where(lit.Pos())
-	if _, ok := a.funcs[name]; ok {
-		return
+	if fn, ok := a.funcs[name]; ok {
+		return fn
 	}
 	fn := &funcInfo{name: name, pkg: p, lit: lit}
 	a.funcs[name] = fn
 	a.order = append(a.order, fn)
-	a.pendingLits = append(a.pendingLits, fn)
+	return fn
+}
+
+// funcFields records the functions stored in struct fields of func type
+// (placement{register: func...}, cfg.AfterFunc = ...): a call of the
+// field calls one of them.
+func (a *lockAnalysis) funcFields(p *srcPkg, f *ast.File) {
+	store := func(field *types.Var, v ast.Expr) {
+		if _, ok := field.Type().Underlying().(*types.Signature); !ok {
+			return
+		}
+		var fn *funcInfo
+		switch x := stripParen(v).(type) {
+		case *ast.FuncLit:
+			fn = a.alone(p, x)
+		case *ast.Ident, *ast.SelectorExpr:
+			var obj types.Object
+			if id, ok := x.(*ast.Ident); ok {
+				obj = p.info.Uses[id]
+			} else {
+				obj = p.info.Uses[x.(*ast.SelectorExpr).Sel]
+			}
+			if f, ok := obj.(*types.Func); ok {
+				fn = a.funcs[f.Origin().FullName()]
+			}
+		}
+		if fn != nil && !slices.Contains(a.fieldImpls[field], fn) {
+			a.fieldImpls[field] = append(a.fieldImpls[field], fn)
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch x := n.(type) {
+		case *ast.CompositeLit:
+			tv, ok := p.info.Types[x]
+			if !ok {
+				return true
+			}
+			st, ok := deref(tv.Type).Underlying().(*types.Struct)
+			if !ok {
+				return true
+			}
+			for i, e := range x.Elts {
+				if kv, ok := e.(*ast.KeyValueExpr); ok {
+					if id, ok := kv.Key.(*ast.Ident); ok {
+						for j := range st.NumFields() {
+							if st.Field(j).Name() == id.Name {
+								store(st.Field(j), kv.Value)
+							}
+						}
+					}
+				} else if i < st.NumFields() {
+					store(st.Field(i), e)
+				}
+			}
+		case *ast.AssignStmt:
+			if len(x.Lhs) != len(x.Rhs) {
+				return true
+			}
+			for i, l := range x.Lhs {
+				if sel, ok := stripParen(l).(*ast.SelectorExpr); ok {
+					if s := p.info.Selections[sel]; s != nil && s.Kind() == types.FieldVal {
+						store(s.Obj().(*types.Var), x.Rhs[i])
+					}
+				}
+			}
+		}
+		return true
+	})
+}
+
+// fieldCallees returns the functions a call of a struct field of func
+// type may call: those stored in it.
+func (a *lockAnalysis) fieldCallees(info *types.Info, call *ast.CallExpr) (string, []*funcInfo) {
+	sel, ok := stripParen(call.Fun).(*ast.SelectorExpr)
+	if !ok {
+		return "", nil
+	}
+	s := info.Selections[sel]
+	if s == nil || s.Kind() != types.FieldVal {
+		return "", nil
+	}
+	field := s.Obj().(*types.Var)
+	st := walkFields(s.Recv(), s.Index())
+	owner := "?"
+	if len(st) > 0 {
+		if n, ok := types.Unalias(st[len(st)-1].owner).(*types.Named); ok {
+			owner = typeName(n.Obj())
+		}
+	}
+	return "the func field " + owner + "." + field.Name(), a.fieldImpls[field]
 }

@@ -26,7 +26,7 @@ import (
 // them.
 func newLockAnalysis(fset *token.FileSet, root string, pkgs []*srcPkg) *lockAnalysis {
 	a := &lockAnalysis{fset: fset, root: root, funcs: map[string]*funcInfo{}, okLines: map[string]map[int]okNote{}, used: map[string]map[int]bool{},
-		analysed: map[string]bool{}, impls: map[string][]*funcInfo{}}
+		analysed: map[string]bool{}, impls: map[string][]*funcInfo{}, fieldImpls: map[*types.Var][]*funcInfo{}}
 	for _, p := range pkgs {
 		a.analysed[p.path] = true
 		for _, name := range p.types.Scope().Names() {
@@ -60,6 +60,11 @@ func newLockAnalysis(fset *token.FileSet, root string, pkgs []*srcPkg) *lockAnal
 				a.order = append(a.order, fn)
 				decls = append(decls, decl{fn, fd})
 			}
+		}
+	}
+	for _, p := range pkgs {
+		for _, f := range p.files {
+			a.funcFields(p, f)
 		}
 	}
 	// Walk every function; again while what a function returns holding
@@ -240,10 +245,24 @@ func (a *lockAnalysis) heldAt(h held) string {
 // already hold: a Lock of it, or a call of a function that takes it.
 func (a *lockAnalysis) reentries() []string {
 	var out []string
+	// A literal walked in place at two calls of its variable, or also on
+	// its own, is reported once per place and mutex.
+	type at struct {
+		pos token.Pos
+		key lockKey
+	}
+	seen := map[at]bool{}
+	once := func(p token.Pos, k lockKey) bool {
+		if seen[at{p, k}] {
+			return false
+		}
+		seen[at{p, k}] = true
+		return true
+	}
 	for _, fn := range a.order {
 		for _, l := range fn.locks {
 			h, ok := l.state[l.key]
-			if !ok || l.try || l.ok {
+			if !ok || l.try || l.ok || !once(l.pos, l.key) {
 				continue
 			}
 			out = append(out, fmt.Sprintf("%s: %s: %s of %s, which it already holds (%s): a self-deadlock", a.where(l.pos), shortFunc(fn.name), l.how, l.key, a.heldAt(h)))
@@ -255,7 +274,7 @@ func (a *lockAnalysis) reentries() []string {
 			g := a.funcs[c.callee]
 			for _, k := range sortedKeys(g.takes) {
 				h, ok := c.state[k]
-				if !ok {
+				if !ok || !once(c.pos, k) {
 					continue
 				}
 				out = append(out, fmt.Sprintf("%s: %s calls %s%s holding %s (%s), and it takes %s again: %s: a self-deadlock", a.where(c.pos), shortFunc(fn.name), shortFunc(g.name), through(c), k, a.heldAt(h), k, a.chain(g, k)))

@@ -346,6 +346,24 @@ type writer struct{ f *Front }
 
 func (w *writer) Next() int { return w.f.Len() }
 
+// placement carries a callback the placer runs under db.mu, as the
+// engine's placement.register.
+type placement struct {
+	register func()
+}
+
+func (db *DB) place(p *placement) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	p.register() // want: (through the func field lockcheck.placement.register) holding lockcheck.DB.mu
+}
+
+func (db *DB) appendFrames() {
+	db.place(&placement{register: func() {
+		db.poisonWith(nil)
+	}})
+}
+
 // orderAB and orderBA take two mutexes in both orders.
 func (db *DB) orderAB() {
 	db.idxMu.Lock()
