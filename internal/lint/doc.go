@@ -41,13 +41,17 @@
 // or bound to a variable and called, or passed to a function that calls
 // it (with what that function holds where it calls it: indexFile.use
 // runs fn under its mutex, store.Front.Close runs finish under its
-// lock). A helper that returns holding a mutex (lockOpen) leaves its
+// lock), and calls of a struct field of func type to every function
+// stored in one in the module (placeLocked runs placement.register under
+// db.mu). A helper that returns holding a mutex (lockOpen) leaves its
 // caller holding it.
 //
 // Its limits: it cannot tell two instances of a type apart (another
 // DB's mu is db's to it); it is path-insensitive (a branch taken only for
-// a read handle is still walked); calls through func values and through
-// interfaces of other packages are not followed; a literal started by go
+// a read handle is still walked); calls through other func values
+// (a variable, a parameter passed on to an unknown function, a method
+// value) and through interfaces of other packages are not followed; a
+// literal started by go
 // or handed to something that runs it later is analysed on its own, from
 // nothing held; a deferred call is checked against what is held where it
 // is deferred; waits that are not mutexes (a channel, a sync.Cond, a
