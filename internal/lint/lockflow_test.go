@@ -620,10 +620,8 @@ type walker struct {
 	// lits: local variables bound once to a function literal (f :=
 	// func() {...}), which a call f() walks in place
 	lits map[types.Object]*ast.FuncLit
-	// inlined: the literals walked in place (the others are analysed on
-	// their own); inlining: those being walked now (a literal calling
-	// itself)
-	inlined  map[*ast.FuncLit]bool
+	// inlining: the literals being walked in place now (a literal that
+	// calls itself is walked once)
 	inlining map[*ast.FuncLit]bool
 	// exit: the states at its returns
 	exit lockState
@@ -642,10 +640,8 @@ type target struct {
 }
 
 // analyseFunc walks fn's body from entry.
-func (a *lockAnalysis) analyseFunc(fn *funcInfo, body *ast.BlockStmt, entry lockState, w *walker) {
-	if w == nil {
-		w = &walker{a: a, fn: fn, info: fn.pkg.info, lits: map[types.Object]*ast.FuncLit{}, inlined: map[*ast.FuncLit]bool{}, inlining: map[*ast.FuncLit]bool{}}
-	}
+func (a *lockAnalysis) analyseFunc(fn *funcInfo, body *ast.BlockStmt, entry lockState) {
+	w := &walker{a: a, fn: fn, info: fn.pkg.info, lits: map[types.Object]*ast.FuncLit{}, inlining: map[*ast.FuncLit]bool{}}
 	w.gotos = map[string]lockState{}
 	w.deferred = a.deferredUnlocks(w.info, body)
 	w.params = map[types.Object]int{}
@@ -1218,7 +1214,6 @@ func (w *walker) inline(lit *ast.FuncLit, s lockState) {
 		return
 	}
 	w.inlining[lit] = true
-	w.inlined[lit] = true
 	saveT, saveH, saveExit, saveD := w.targets, w.hooks, w.exit, w.deferred
 	w.targets, w.hooks, w.exit = nil, nil, nil // (its returns are its own)
 	w.deferred = w.a.deferredUnlocks(w.info, lit.Body)

@@ -88,11 +88,11 @@ func newLockAnalysis(fset *token.FileSet, root string, pkgs []*srcPkg) *lockAnal
 			if entry == nil {
 				entry = lockState{} // reachable, nothing held
 			}
-			a.analyseFunc(d.fn, d.fd.Body, entry, nil)
+			a.analyseFunc(d.fn, d.fd.Body, entry)
 		}
 		for i := 0; i < len(a.order); i++ { // (grows as literals are found)
 			if fn := a.order[i]; fn.lit != nil {
-				a.analyseFunc(fn, fn.lit.Body, lockState{}, nil)
+				a.analyseFunc(fn, fn.lit.Body, lockState{})
 			}
 		}
 		same := pass > 0 // (the first pass saw no callee's results)
@@ -234,10 +234,8 @@ func through(c *callSite) string {
 	return " (through " + c.via + ")"
 }
 
+// heldAt says where a mutex held was taken.
 func (a *lockAnalysis) heldAt(h held) string {
-	if strings.HasPrefix(h.how, "held by") {
-		return h.how + " at " + a.where(h.pos)
-	}
 	return h.how + " at " + a.where(h.pos)
 }
 
