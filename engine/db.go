@@ -420,7 +420,7 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 			err := h.settleMigratedInherited(ctx)
 			db.mu.Lock()
 			if err != nil {
-				h.Close()
+				h.Close() //lint:lockok h is a read handle: only a write handle's Close takes db.mu
 				return nil, err
 			}
 		}
@@ -461,7 +461,7 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 		if s.owner == h {
 			s.owner = nil
 		}
-		h.front.MarkClosed()
+		h.front.MarkClosed() //lint:lockok h is new and never returned: no other goroutine takes its Front's lock
 		db.metrics.handleClosed(Write)
 		lease.Release()
 		return nil, err

@@ -85,7 +85,12 @@
 // compaction) before lockInit (held by an open until it is done), then
 // lockAppend (a placement), lockPrepare (creating a segment), and the
 // leases (lease.go), each taken without waiting; lockIndex is held by the
-// checkpointing process until it closes.
+// checkpointing process until it closes. internal/lint's TestLockReentry
+// and TestLockOrder check the mutexes statically: no function takes one it
+// may hold already (a function whose doc says "Called with db.mu held" is
+// walked holding it), and no two are taken in both orders; a call the
+// check cannot tell apart by instance (another DB's, a new handle's) carries
+// a //lint:lockok comment saying why (internal/lint/doc.go).
 //
 // # Files
 //

@@ -223,12 +223,12 @@ func (db *DB) durablePos() uint64 {
 // layoutMu keeps the readers they use open until they are done.
 func (db *DB) reload() error {
 	o := db.opts
-	nd, err := open(db.dir, &o, false)
+	nd, err := open(db.dir, &o, false) //lint:lockok the locks it takes are the new DB's, not db's
 	if err != nil {
 		return err
 	}
 	if nd.follow == nil { // cannot happen while this DB shares LOCK: no first opener resets shm
-		nd.Close()
+		nd.Close() //lint:lockok nd is a new DB of this goroutine's, not db: none of its mutexes is db's
 		return fmt.Errorf("engine: %s: the writer's published state is gone", db.dir)
 	}
 	db.layoutMu.Lock()

@@ -410,7 +410,8 @@ type cutJob struct {
 }
 
 // waitBehind waits for the handle's write-out in the background, if one
-// runs, and returns its error. Called with the Front's lock held.
+// runs, and returns its error. Called with h.front.mu (the Front's lock)
+// held.
 func (h *Handle) waitBehind() error {
 	j := h.behind
 	if j == nil {
@@ -452,7 +453,7 @@ func cloneBatch(evs []event.Event) ([]event.Event, int) {
 
 // cut encodes the session's open events into frames and appends them (with
 // the header frame first if the session is not yet written). Called with
-// h.mu held by the owner.
+// h.front.mu (the Front's lock) held by the owner.
 func (h *Handle) cut() error {
 	// A failed write-out behind left its events open: they go again now.
 	h.waitBehind()

@@ -3,4 +3,64 @@
 // packages do no I/O) and the module boundaries of docs/DESIGN.md#modules
 // (the core module depends on five modules only; go.work, the README's
 // test command and .ci/run name every module). It has no non-test code.
+//
+// # Locks
+//
+// locks_test.go checks the mutexes (sync.Mutex, sync.RWMutex) of the core
+// module's packages statically, with go/parser and go/types alone
+// (golang.org/x/tools is not a dependency of the core module), in a few
+// seconds:
+//
+//   - TestLockReentry: no function takes a mutex it may already hold, by
+//     a Lock of its own or through a call (issue 35: keptLive held db.mu
+//     and called poisonWith, which takes it: Go's mutexes are not
+//     re-entrant, and the store hung). A read lock taken twice counts
+//     too: a writer waiting between them blocks both.
+//   - TestLockOrder: no two mutexes are taken in both orders (one held
+//     while the other is taken, somewhere, and the other way round
+//     elsewhere), nor in a longer cycle. With -v it logs an order every
+//     pair taken together keeps.
+//
+// A mutex is named by where it is declared: the field of a named type
+// (engine.DB.mu for pebble's mu struct{ sync.Mutex; ... }; a mutex
+// embedded in a type, store.Front.Mutex), or a variable. Each function
+// is walked in statement order with the set of mutexes it may hold: a
+// Lock adds, an Unlock removes, branches join (an if that unlocks and
+// returns leaves the rest holding), loops and gotos go round to a
+// fixpoint, a deferred Unlock holds to the end; if mu.TryLock() holds in
+// its branch. A function holds on entry what its doc says its callers
+// hold: "Called with db.mu held", "Called and returns with qmu held",
+// "for a caller that holds db.mu" (a name is a parameter's or the
+// receiver's field path, as the package's methods name their receivers;
+// a doc naming something that is not a mutex of it fails the test, a
+// byte lock constant such as lockSync is skipped). What a function may
+// take is what it locks (but what it holds on entry) and what the
+// functions it calls take: static calls of functions and methods of the
+// module, calls through an interface of the module (store.Writer) to
+// every implementation in the module, a function literal called at once
+// or bound to a variable and called, or passed to a function that calls
+// it (with what that function holds where it calls it: indexFile.use
+// runs fn under its mutex, store.Front.Close runs finish under its
+// lock), and calls of a struct field of func type to every function
+// stored in one in the module (placeLocked runs placement.register under
+// db.mu). A helper that returns holding a mutex (lockOpen) leaves its
+// caller holding it.
+//
+// Its limits: it cannot tell two instances of a type apart (another
+// DB's mu is db's to it); it is path-insensitive (a branch taken only for
+// a read handle is still walked); calls through other func values
+// (a variable, a parameter passed on to an unknown function, a method
+// value) and through interfaces of other packages are not followed; a
+// literal started by go
+// or handed to something that runs it later is analysed on its own, from
+// nothing held; a deferred call is checked against what is held where it
+// is deferred; waits that are not mutexes (a channel, a sync.Cond, a
+// WaitGroup held across a Lock) are not seen. Where it is wrong, a
+// comment "//lint:lockok reason" on the line of the call or Lock (or on
+// the line before) makes it skip that call: it is neither reported nor
+// counted in what its function takes. An annotation without a reason,
+// or on a line with no call or Lock the check follows, fails the test.
+// testdata/
+// lockcheck holds the patterns and what each must report
+// (TestLockChecksFixture).
 package lint
