@@ -26,7 +26,7 @@ func waitOneSleeper(t *testing.T, db *engine.DB, waited <-chan error) {
 	for i := 0; engine.SyncWaiters(db) == 0; i++ {
 		select {
 		case err := <-waited:
-			t.Fatalf("the Wait returned before anything was flushed: %v", err)
+			t.Fatalf("the Wait ended (%v) before a sleeper counted on the notify word, and before anything was flushed", err)
 		default:
 		}
 		if i == 100000 {
@@ -85,7 +85,7 @@ func TestWaitWokenAcrossDBs(t *testing.T) {
 	}
 	defer r.Close()
 	for round := uint64(1); round <= 3; round++ {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // (only a lost wake-up meets it)
+		wctx, cancel := context.WithTimeout(ctx, engine.NoPollFor/2) // (only a lost wake-up meets it)
 		waited := make(chan error, 1)
 		var got uint64
 		go func() {
@@ -132,7 +132,7 @@ func TestWaitWokenAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // (only a lost wake-up meets it)
+	wctx, cancel := context.WithTimeout(ctx, engine.NoPollFor/2) // (only a lost wake-up meets it)
 	defer cancel()
 	waited := make(chan error, 1)
 	var got uint64
