@@ -330,8 +330,9 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 }
 
 // Wait's polling interval grows from waitMin to waitMax while nothing
-// comes.
-const (
+// comes. (Variables: a test turns the polls off, so that only a wake-up
+// ends a Wait.)
+var (
 	waitMin = 500 * time.Microsecond
 	waitMax = 5 * time.Millisecond
 )

@@ -131,7 +131,7 @@ func (db *DB) refreshMetaOnce(ctx context.Context, s *session) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f, err := db.readFrame(s.id, ref, ref.first < v.shared)
+		f, err := db.readFrame(s.id, ref, ref.first < v.shared, v.owner(s.id, ref.first))
 		if err != nil {
 			return err
 		}

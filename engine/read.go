@@ -167,7 +167,7 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 		return nil, sessionErr(h.ID(), "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: %s", h.ID(), reason)})
 	}
 	out := make([]event.Event, end-off)
-	if err := db.decodeFrames(ctx, h.s.id, v.shared, refs[lo:hi], off, end, out); err != nil {
+	if err := db.decodeFrames(ctx, h.s.id, &v, refs[lo:hi], off, end, out); err != nil {
 		return nil, sessionErr(h.ID(), "read", err)
 	}
 	for seq := max(off, v.framed); seq < end; seq++ {
@@ -205,16 +205,16 @@ func coverage(refs []frameRef, off, end, framed uint64) string {
 // several cores.
 const parallelFrames = 16
 
-// decodeFrames decodes refs (consecutive frames of session id, which
-// shares the frames of its seqs before shared with the sessions it forks)
-// and puts the events in [off, end) at out[seq-off]. Large reads fan out
-// over GOMAXPROCS goroutines, each taking every n-th frame.
-func (db *DB) decodeFrames(ctx context.Context, id string, shared uint64, refs []frameRef, off, end uint64, out []event.Event) error {
+// decodeFrames decodes refs (consecutive frames of session id, whose view
+// v says which of its seqs it shares with the sessions it forks) and puts
+// the events in [off, end) at out[seq-off]. Large reads fan out over
+// GOMAXPROCS goroutines, each taking every n-th frame.
+func (db *DB) decodeFrames(ctx context.Context, id string, v *view, refs []frameRef, off, end uint64, out []event.Event) error {
 	one := func(ref frameRef) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f, err := db.readFrame(id, ref, ref.first < shared)
+		f, err := db.readFrame(id, ref, ref.first < v.shared, v.owner(id, ref.first))
 		if err != nil {
 			return err
 		}
@@ -253,13 +253,30 @@ func (db *DB) decodeFrames(ctx context.Context, id string, shared uint64, refs [
 // view is a consistent view of a session's events: its frames and the
 // events not yet framed.
 type view struct {
-	refs   []frameRef    // frames covering [0, framed)
-	shared uint64        // the refs before it are another session's frames (a fork's)
-	framed uint64        //
-	open   []event.Event // events [framed, framed+len(open)), not yet framed
+	refs   []frameRef       // frames covering [0, framed)
+	shared uint64           // the refs before it are another session's frames (a fork's)
+	fork   []store.ForkLink // whose: the fork's chain, nearest first (see owner)
+	framed uint64           //
+	open   []event.Event    // events [framed, framed+len(open)), not yet framed
 }
 
 func (v *view) len() uint64 { return v.framed + uint64(len(v.open)) }
+
+// owner returns the session whose key the frame holding seq of session id
+// carries: id's own past the seqs it shares, else the link of its fork
+// chain whose part holds seq (from the next link's cut, 0 for the last,
+// to its own: as index.SharedFrames takes them).
+func (v *view) owner(id string, seq uint64) string {
+	if seq >= v.shared {
+		return id
+	}
+	for i := len(v.fork) - 1; i >= 0; i-- {
+		if seq < v.fork[i].Cut {
+			return v.fork[i].ID
+		}
+	}
+	return id // (no link holds it: the check fails at the frame)
+}
 
 // snapshot returns a consistent view of s's events, loading the frame
 // list from the index on first use.
@@ -319,7 +336,7 @@ func (db *DB) snapshot(s *session) (view, error) {
 	}
 	v := view{refs: s.frames, framed: s.framed, open: s.open}
 	if s.fork != nil {
-		v.shared = s.inherited
+		v.shared, v.fork = s.inherited, s.fork
 	}
 	db.mu.Unlock()
 	return v, nil
@@ -395,11 +412,12 @@ func withIndexFrames(s *session, fromIdx []frameRef) []frameRef {
 	return append(all, s.frames...)
 }
 
-// readFrame reads the frame at ref: placed frames are in the file (the
-// page cache) from their registration on, synced or not. A shared frame
-// (a fork's, of its parent's events) carries another session's key, and
-// may hold more events than the fork takes of it.
-func (db *DB) readFrame(id string, ref frameRef, shared bool) (*segment.Frame, error) {
+// readFrame reads the frame at ref, of session id's events, which must
+// carry the key of session owner (view.owner): id, or for a shared frame
+// (a fork's, of an ancestor's events) that ancestor's; a shared frame may
+// hold more events than the fork takes of it. Placed frames are in the
+// file (the page cache) from their registration on, synced or not.
+func (db *DB) readFrame(id string, ref frameRef, shared bool, owner string) (*segment.Frame, error) {
 	r, err := db.reader(ref.seg)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Reads hold the layout lock: a compaction removes only segments
@@ -414,8 +432,12 @@ func (db *DB) readFrame(id string, ref frameRef, shared bool) (*segment.Frame, e
 	if err != nil {
 		return nil, err
 	}
-	if f.Kind != segment.KindEvents || f.FirstSeq != ref.first || len(f.Events) < int(ref.count) || (!shared && (f.Session != id || len(f.Events) != int(ref.count))) {
-		return nil, &CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d of session %q", ref.first, ref.first+uint64(ref.count), id)}
+	if f.Kind != segment.KindEvents || f.FirstSeq != ref.first || len(f.Events) < int(ref.count) || f.Session != owner || (!shared && len(f.Events) != int(ref.count)) {
+		what := fmt.Sprintf("session %q", id)
+		if owner != id {
+			what += fmt.Sprintf(" (shared with session %q)", owner)
+		}
+		return nil, &CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d of %s", ref.first, ref.first+uint64(ref.count), what)}
 	}
 	return f, nil
 }

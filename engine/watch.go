@@ -22,7 +22,9 @@ type durableWatch struct {
 
 // watchPoll bounds one sleep of the watching goroutine: a notify it missed
 // (its notifier died between its move and its wake-up call) is seen then.
-const watchPoll = 50 * time.Millisecond
+// (A variable: a test turns the poll off, so that only a wake-up ends
+// the sleep.)
+var watchPoll = 50 * time.Millisecond
 
 // changed returns a channel closed once a sync of any process published
 // after the call (or lockSync was released), and nil if this process

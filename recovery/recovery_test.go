@@ -119,6 +119,16 @@ func TestInterruptedTurnClosers(t *testing.T) {
 			[]closerShape{{Type: TypeTurnEnd}}},
 		{"second turn after a balanced first", newLog().turnStart(0).turnEnd(0).turnStart(1).stepStart(1, 0),
 			[]closerShape{{Type: TypeStepEnd}, {Type: TypeTurnEnd}}},
+		// A turn/start with no turn/end before it (the host restarted
+		// without resuming): it opens a new turn, the earlier one's step
+		// and calls are gone; only the last turn is closed
+		// (engine's TestResumeTurnStartWithoutTurnEnd checks the turn
+		// numbers and the surface rules).
+		{"turn/start after a turn that never ended", newLog().turnStart(0).stepStart(0, 0).assistant(0, 0, "c0").toolCall(0, 0, "c0").
+			turnStart(1).stepStart(1, 0).assistant(1, 0, "c1"),
+			[]closerShape{{Type: TypeToolResult, Code: CodeToolNotStarted, CallID: "c1"}, {Type: TypeStepEnd}, {Type: TypeTurnEnd}}},
+		{"turn/start after a step that never ended, no step since", newLog().turnStart(0).stepStart(0, 0).assistant(0, 0, "c0").turnStart(1),
+			[]closerShape{{Type: TypeTurnEnd}}},
 		// The inherited marker is no boundary of the scan: the parent's open
 		// turn carries into the child, which closes it itself (fork closers)
 		// or gets closers for it.
