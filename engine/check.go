@@ -350,9 +350,9 @@ func checkAgreement(opened, all *DB, problem func(path string, off int64, sessio
 			continue
 		}
 		for i, f := range v.refs {
-			if g := s.frames[i]; g.seg != f.seg || g.off != f.off || g.first != f.first || g.count != f.count {
-				problem(idxPath, -1, id, "indexed frame (segment %d @%d, seqs %d+%d) does not match the segments (segment %d @%d, seqs %d+%d); --repair rebuilds the index",
-					f.seg, f.off, f.first, f.count, g.seg, g.off, g.first, g.count)
+			if g := s.frames[i]; g.seg != f.seg || g.off != f.off || g.first != f.first || g.count != f.count || (f.size != 0 && g.size != f.size) {
+				problem(idxPath, -1, id, "indexed frame (segment %d @%d, %d bytes, seqs %d+%d) does not match the segments (segment %d @%d, %d bytes, seqs %d+%d); --repair rebuilds the index",
+					f.seg, f.off, f.size, f.first, f.count, g.seg, g.off, g.size, g.first, g.count)
 				break
 			}
 		}
