@@ -151,7 +151,7 @@ func join(fsys vfs.FS, dir string, write, follows bool) (*shared, error) {
 		}
 		return nil, err
 	}
-	if sh.shm, err = fsys.MapShared(filepath.Join(dir, shmName), shmSize); err != nil {
+	if sh.shm, err = fsys.MapShared(filepath.Join(dir, shmName), shmSize, true); err != nil {
 		sh.close()
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func join(fsys vfs.FS, dir string, write, follows bool) (*shared, error) {
 		// Whatever it holds is from a time no process had the store open
 		// (before a power cut, or a restore of older files): nothing in it
 		// is known.
-		clear(sh.shm.Bytes())
+		sh.shm.Clear()
 	}
 	if write {
 		ok, err := sh.locks.TryLock(lockBuild, false)
@@ -346,7 +346,7 @@ func (sh *shared) setUp(seg uint64, off int64, frames uint32) {
 }
 
 // field returns the shared field at off.
-func (sh *shared) field(off int) *atomic.Uint64 { return sh.shm.Uint64(off) }
+func (sh *shared) field(off int) vfs.Word64 { return sh.shm.Uint64(off) }
 
 // publish raises durable to p: everything before it is fdatasynced.
 func (sh *shared) publish(p uint64) {
@@ -377,8 +377,14 @@ func (sh *shared) waitSync(seq uint32, d time.Duration) {
 	w.Add(^uint32(0))
 }
 
+// word is a 64-bit word for raise: a field of shm, or an atomic.Uint64.
+type word interface {
+	Load() uint64
+	CompareAndSwap(old, new uint64) bool
+}
+
 // raise moves f up to p (compare-and-swap: it never goes down).
-func raise(f *atomic.Uint64, p uint64) {
+func raise(f word, p uint64) {
 	for {
 		old := f.Load()
 		if old >= p || f.CompareAndSwap(old, p) {
