@@ -187,7 +187,13 @@ func (a *appender) placeLocked(batch []*placement) error {
 	}
 	defer a.sh.locks.Unlock(lockAppend)
 	seg, off := splitPosition(a.sh.field(shmTail).Load())
-	if placing := a.sh.field(shmPlacing).Load(); placing > position(seg, off) {
+	placing := a.sh.field(shmPlacing).Load()
+	// Only from a whole shm: a cut one reads as zeros (one fstat per
+	// placement, under the lock it takes anyway).
+	if err := a.sh.verify(true); err != nil {
+		return err
+	}
+	if placing > position(seg, off) {
 		if err := a.undoDead(seg, off, placing); err != nil {
 			return err
 		}
@@ -376,7 +382,11 @@ func (a *appender) rollNow() error {
 	}
 	defer a.sh.locks.Unlock(lockAppend)
 	seg, off := splitPosition(a.sh.field(shmTail).Load())
-	if placing := a.sh.field(shmPlacing).Load(); placing > position(seg, off) {
+	placing := a.sh.field(shmPlacing).Load()
+	if err := a.sh.verify(true); err != nil {
+		return err
+	}
+	if placing > position(seg, off) {
 		if err := a.undoDead(seg, off, placing); err != nil {
 			return err
 		}
@@ -703,6 +713,9 @@ func (a *appender) syncOnce(target uint64, yield bool) error {
 		if a.sh.field(shmDurable).Load() >= target {
 			return nil
 		}
+		if err := a.sh.lost(); err != nil {
+			return err // (a lost shm's Wait returns at once)
+		}
 		a.sh.waitSync(seq, syncWaitMax)
 	}
 	// From here this process's placers leave their frames to this sync
@@ -731,7 +744,13 @@ func (a *appender) syncTail(locked bool) error {
 	}
 	a.drain()
 	t := a.sh.field(shmTail).Load()
-	if a.sh.field(shmDurable).Load() >= t {
+	d := a.sh.field(shmDurable).Load()
+	// A cut shm reads as zeros, which would pass for everything synced
+	// (one fstat per sync, beside its fdatasync).
+	if err := a.sh.verify(true); err != nil {
+		return err
+	}
+	if d >= t {
 		return nil // another process's sync covered everything placed
 	}
 	seg, _ := splitPosition(t)
