@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -60,13 +61,16 @@ type coordFixture struct {
 // another process).
 const coordEventSize = 2 << 10
 
-func newCoordFixture(t *testing.T, fsys vfs.FS, dir string) *coordFixture {
+func newCoordFixture(t *testing.T, fsys vfs.FS, dir string, tune ...func(*Options)) *coordFixture {
 	t.Helper()
 	f := &coordFixture{
 		fsys: fsys,
 		dir:  dir,
 		opts: &Options{FS: fsys, SegmentSize: 1 << 16, IndexInterval: 5 * time.Millisecond},
 		ids:  [2]string{"a", "b"},
+	}
+	for _, tune := range tune {
+		tune(f.opts)
 	}
 	ctx := context.Background()
 	for i := range f.dbs {
@@ -302,55 +306,116 @@ func TestJoinAfterShmReplacedByACopy(t *testing.T) {
 	})
 }
 
+// cutShm truncates the store's shm to size, as a user's truncate(1) or
+// shell redirection does.
+func (f *coordFixture) cutShm(t *testing.T, size int64) {
+	t.Helper()
+	shm, err := f.fsys.OpenReadWrite(filepath.Join(f.dir, shmName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shm.Close()
+	if err := shm.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestShmCutUnderLiveProcesses: shm truncated while two processes write
 // and one waits for the other's session. Cut to nothing, every touch of
 // the mapping used to end the process (SIGBUS, issue 35); cut to a byte,
 // its fields read as zeros (on the OS; a MemFS mapping is lost at any
 // cut). Each DB's next write, read and wait fails with
 // ErrCoordinationLost, newcomers are refused, and once the DBs close the
-// store opens with every acknowledged event.
+// store opens with every acknowledged event. In the "newcomer" runs a
+// newcomer tries to open right after the cut, before the live processes
+// touch shm (no checkpoint tick): it must not grow the file back (the
+// live ones would then read zeros from a file of the right size).
 func TestShmCutUnderLiveProcesses(t *testing.T) {
+	for _, size := range []int64{0, 1} {
+		for _, newcomer := range []bool{false, true} {
+			name := fmt.Sprint(size)
+			if newcomer {
+				name += "-newcomer"
+			}
+			t.Run(name, func(t *testing.T) {
+				coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+					testShmCut(t, fsys, dir, size, newcomer)
+				})
+			})
+		}
+	}
+}
+
+func testShmCut(t *testing.T, fsys vfs.FS, dir string, size int64, newcomer bool) {
+	ctx := context.Background()
+	f := newCoordFixture(t, fsys, dir, func(o *Options) {
+		if newcomer {
+			o.IndexInterval = time.Hour
+		}
+	})
+	r, err := f.dbs[1].Open(ctx, f.ids[0], Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	waited := make(chan error, 1)
+	if !newcomer {
+		go func() {
+			_, err := r.Wait(ctx, uint64(len(f.acked[0])+1000))
+			waited <- err
+		}()
+	}
+	f.cutShm(t, size)
+	if newcomer {
+		f.refused(t, shmName)
+	} else {
+		time.Sleep(20 * time.Millisecond) // (checkpoint ticks touch shm meanwhile)
+	}
+	for i := range f.dbs {
+		if err := f.flush(i, 10); !errors.Is(err, ErrCoordinationLost) {
+			t.Fatalf("db %d flushing after shm was cut to %d bytes: %v, want ErrCoordinationLost", i, size, err)
+		}
+		if _, err := f.dbs[i].Stat(ctx, f.ids[1-i]); !errors.Is(err, ErrCoordinationLost) {
+			t.Fatalf("db %d reading after shm was cut to %d bytes: %v, want ErrCoordinationLost", i, size, err)
+		}
+	}
+	if !newcomer {
+		select {
+		case err := <-waited:
+			if !errors.Is(err, ErrCoordinationLost) {
+				t.Fatalf("a Wait when shm was cut: %v, want ErrCoordinationLost", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a Wait still waits 10 s after shm was cut")
+		}
+	}
+	f.refused(t, shmName)
+	f.reopen(t)
+}
+
+// TestShmCutBetweenPlacementAndSync: shm cut after a flush placed its
+// frames and before it synced them. The sync reads the tail and durable
+// as zeros, which pass for everything synced: it must fail with
+// ErrCoordinationLost, neither acknowledge the flush nor spin.
+func TestShmCutBetweenPlacementAndSync(t *testing.T) {
 	for _, size := range []int64{0, 1} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
-				ctx := context.Background()
-				f := newCoordFixture(t, fsys, dir)
-				r, err := f.dbs[1].Open(ctx, f.ids[0], Read)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer r.Close()
-				waited := make(chan error, 1)
-				go func() {
-					_, err := r.Wait(ctx, uint64(len(f.acked[0])+1000))
-					waited <- err
-				}()
-				shm, err := fsys.OpenReadWrite(filepath.Join(f.dir, shmName))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := shm.Truncate(size); err != nil {
-					t.Fatal(err)
-				}
-				shm.Close()
-				time.Sleep(20 * time.Millisecond) // (checkpoint ticks touch shm meanwhile)
-				for i := range f.dbs {
-					if err := f.flush(i, 10); !errors.Is(err, ErrCoordinationLost) {
-						t.Fatalf("db %d flushing after shm was cut to %d bytes: %v, want ErrCoordinationLost", i, size, err)
-					}
-					if _, err := f.dbs[i].Stat(ctx, f.ids[1-i]); !errors.Is(err, ErrCoordinationLost) {
-						t.Fatalf("db %d reading after shm was cut to %d bytes: %v, want ErrCoordinationLost", i, size, err)
-					}
-				}
+				f := newCoordFixture(t, fsys, dir, func(o *Options) { o.IndexInterval = time.Hour })
+				var once sync.Once
+				testHookSync = func() { once.Do(func() { f.cutShm(t, size) }) }
+				defer func() { testHookSync = nil }()
+				flushed := make(chan error, 1)
+				go func() { flushed <- f.flush(0, 10) }()
 				select {
-				case err := <-waited:
+				case err := <-flushed:
 					if !errors.Is(err, ErrCoordinationLost) {
-						t.Fatalf("a Wait when shm was cut: %v, want ErrCoordinationLost", err)
+						t.Fatalf("a flush whose shm was cut before its sync: %v, want ErrCoordinationLost", err)
 					}
 				case <-time.After(10 * time.Second):
-					t.Fatal("a Wait still waits 10 s after shm was cut")
+					t.Fatal("a flush whose shm was cut before its sync still runs after 10 s")
 				}
-				f.refused(t, shmName)
+				testHookSync = nil
 				f.reopen(t)
 			})
 		})

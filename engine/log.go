@@ -644,6 +644,9 @@ func (a *appender) file(seg uint64) (vfs.File, error) {
 // fdatasyncs the active segment (for every frame any process placed before
 // it read the tail) and raises durable, unless another sync did.
 func (a *appender) sync(target uint64) error {
+	if testHookSync != nil {
+		testHookSync()
+	}
 	for {
 		if err := a.db.poisonErr(); err != nil {
 			return err
@@ -677,6 +680,10 @@ func (a *appender) sync(target uint64) error {
 		}
 	}
 }
+
+// testHookSync, if set, runs at the start of every sync, after the
+// placements it is to cover (tests only).
+var testHookSync func()
 
 // syncWaitMax bounds a wait for another process's sync: its notify wakes
 // the waiter at once, unless it died before it could (or is of an older
