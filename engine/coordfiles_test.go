@@ -211,6 +211,9 @@ func TestJoinAfterShmRemoved(t *testing.T) {
 		f := newCoordFixture(t, fsys, dir)
 		f.remove(t, shmName)
 		f.refused(t, shmName)
+		if _, err := fsys.Open(filepath.Join(dir, shmName)); err == nil {
+			t.Fatal("a refused open made shm")
+		}
 		f.goesOn(t)
 		f.refused(t, shmName)
 		f.reopen(t)
@@ -320,6 +323,21 @@ func (f *coordFixture) cutShm(t *testing.T, size int64) {
 	}
 }
 
+// shmSize returns the size of the store's shm file.
+func (f *coordFixture) shmSize(t *testing.T) int64 {
+	t.Helper()
+	shm, err := f.fsys.Open(filepath.Join(f.dir, shmName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shm.Close()
+	n, err := shm.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestShmCutUnderLiveProcesses: shm truncated while two processes write
 // and one waits for the other's session. Cut to nothing, every touch of
 // the mapping used to end the process (SIGBUS, issue 35); cut to a byte,
@@ -328,28 +346,34 @@ func (f *coordFixture) cutShm(t *testing.T, size int64) {
 // ErrCoordinationLost, newcomers are refused, and once the DBs close the
 // store opens with every acknowledged event. In the "newcomer" runs a
 // newcomer tries to open right after the cut, before the live processes
-// touch shm (no checkpoint tick): it must not grow the file back (the
-// live ones would then read zeros from a file of the right size).
+// touch shm (no checkpoint tick): it must not grow the file back. In the
+// "regrown" run the file is grown back to its size at once (truncate -s0
+// then -s4k, or a newcomer of an older build): no fault, no short size,
+// only zeros, which the live processes must not take for their state.
 func TestShmCutUnderLiveProcesses(t *testing.T) {
-	for _, size := range []int64{0, 1} {
-		for _, newcomer := range []bool{false, true} {
-			name := fmt.Sprint(size)
-			if newcomer {
-				name += "-newcomer"
-			}
-			t.Run(name, func(t *testing.T) {
-				coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
-					testShmCut(t, fsys, dir, size, newcomer)
-				})
-			})
+	for _, c := range []struct {
+		size              int64
+		newcomer, regrown bool
+	}{{0, false, false}, {1, false, false}, {0, true, false}, {1, true, false}, {0, false, true}} {
+		name := fmt.Sprint(c.size)
+		if c.newcomer {
+			name += "-newcomer"
 		}
+		if c.regrown {
+			name += "-regrown"
+		}
+		t.Run(name, func(t *testing.T) {
+			coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+				testShmCut(t, fsys, dir, c.size, c.newcomer, c.regrown)
+			})
+		})
 	}
 }
 
-func testShmCut(t *testing.T, fsys vfs.FS, dir string, size int64, newcomer bool) {
+func testShmCut(t *testing.T, fsys vfs.FS, dir string, size int64, newcomer, regrown bool) {
 	ctx := context.Background()
 	f := newCoordFixture(t, fsys, dir, func(o *Options) {
-		if newcomer {
+		if newcomer || regrown {
 			o.IndexInterval = time.Hour
 		}
 	})
@@ -366,8 +390,14 @@ func testShmCut(t *testing.T, fsys vfs.FS, dir string, size int64, newcomer bool
 		}()
 	}
 	f.cutShm(t, size)
+	if regrown {
+		f.cutShm(t, shmSize)
+	}
 	if newcomer {
 		f.refused(t, shmName)
+		if n := f.shmSize(t); n != size {
+			t.Fatalf("a refused open left shm %d bytes long, not the %d it was cut to", n, size)
+		}
 	} else {
 		time.Sleep(20 * time.Millisecond) // (checkpoint ticks touch shm meanwhile)
 	}

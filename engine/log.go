@@ -189,9 +189,13 @@ func (a *appender) placeLocked(batch []*placement) error {
 	seg, off := splitPosition(a.sh.field(shmTail).Load())
 	placing := a.sh.field(shmPlacing).Load()
 	// Only from a whole shm: a cut one reads as zeros (one fstat per
-	// placement, under the lock it takes anyway).
+	// placement, under the lock it takes anyway), and so does one grown
+	// back or written over (no segment is 0).
 	if err := a.sh.verify(true); err != nil {
 		return err
+	}
+	if seg == 0 {
+		return a.sh.wiped()
 	}
 	if placing > position(seg, off) {
 		if err := a.undoDead(seg, off, placing); err != nil {
@@ -385,6 +389,9 @@ func (a *appender) rollNow() error {
 	placing := a.sh.field(shmPlacing).Load()
 	if err := a.sh.verify(true); err != nil {
 		return err
+	}
+	if seg == 0 {
+		return a.sh.wiped()
 	}
 	if placing > position(seg, off) {
 		if err := a.undoDead(seg, off, placing); err != nil {
@@ -753,9 +760,13 @@ func (a *appender) syncTail(locked bool) error {
 	t := a.sh.field(shmTail).Load()
 	d := a.sh.field(shmDurable).Load()
 	// A cut shm reads as zeros, which would pass for everything synced
-	// (one fstat per sync, beside its fdatasync).
+	// (one fstat per sync, beside its fdatasync); so does one grown back
+	// or written over (no segment is 0).
 	if err := a.sh.verify(true); err != nil {
 		return err
+	}
+	if seg, _ := splitPosition(t); seg == 0 {
+		return a.sh.wiped()
 	}
 	if d >= t {
 		return nil // another process's sync covered everything placed

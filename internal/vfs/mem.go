@@ -762,11 +762,32 @@ func (f *memFile) Truncate(size int64) error {
 		// size hides from Reader.Remap.)
 		clear(f.node.data[size:])
 		f.node.setData(f.node.data[:size])
+		f.node.cutShared(size)
 	} else {
 		f.node.setData(resize(f.node.data, size))
 	}
 	f.node.pending = append(f.node.pending, fileOp{truncate: true, size: size})
 	return nil
+}
+
+// cutShared zeroes the node's shared mapping from size on, as the OS
+// zeroes the rest of a mapped file's page past a cut and drops the pages
+// after it (which read as zeros if the file grows again). Word by word,
+// atomically: other goroutines may be reading them.
+func (n *memNode) cutShared(size int64) {
+	for off := size &^ 7; off+8 <= int64(len(n.shared)); off += 8 {
+		w := (*atomic.Uint64)(unsafe.Pointer(&n.shared[off]))
+		keep := uint64(0)
+		if off < size {
+			keep = 1<<(8*(size-off)) - 1 // (little-endian: the low bytes are before the cut)
+		}
+		for {
+			v := w.Load()
+			if w.CompareAndSwap(v, v&keep) {
+				break
+			}
+		}
+	}
 }
 
 func (f *memFile) Sync() error {

@@ -210,6 +210,32 @@ func TestSharedSurvivesACut(t *testing.T) {
 			}
 		})
 	}
+	// Cut and grown again before any access: no fault, and what was past
+	// the cut reads as zeros (the OS zeroed or dropped the page), on the
+	// MemFS as on the OS.
+	for name, tc := range lockFS(t) {
+		for _, size := range []int64{0, 1} {
+			t.Run(fmt.Sprintf("%s-regrown-%d", name, size), func(t *testing.T) {
+				path := filepath.Join(tc.dir, fmt.Sprint("shm", size))
+				a, err := tc.fs.MapShared(path, 4096, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.Close()
+				a.Uint64(24).Store(7)
+				a.Uint64(0).Store(0x0807060504030201)
+				cut(t, tc.fs, path, size)
+				cut(t, tc.fs, path, 4096)
+				want := uint64(0)
+				if size == 1 {
+					want = 0x01 // the byte before the cut
+				}
+				if v, w := a.Uint64(24).Load(), a.Uint64(0).Load(); v != 0 || w != want || a.Lost() {
+					t.Fatalf("a mapping of a file cut to %d and grown again: fields %#x and %d, lost %v; want %#x, 0, not lost", size, w, v, a.Lost(), want)
+				}
+			})
+		}
+	}
 	t.Run("os-partial", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "shm")
 		a, err := Default.MapShared(path, 4096, true)
