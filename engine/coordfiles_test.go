@@ -428,12 +428,26 @@ func testShmCut(t *testing.T, fsys vfs.FS, dir string, size int64, newcomer, reg
 // as zeros, which pass for everything synced: it must fail with
 // ErrCoordinationLost, neither acknowledge the flush nor spin.
 func TestShmCutBetweenPlacementAndSync(t *testing.T) {
-	for _, size := range []int64{0, 1} {
-		t.Run(fmt.Sprint(size), func(t *testing.T) {
+	for _, c := range []struct {
+		size    int64
+		regrown bool
+	}{{0, false}, {1, false}, {0, true}} {
+		name := fmt.Sprint(c.size)
+		if c.regrown {
+			name += "-regrown" // (no fault, no short size: only zeros)
+		}
+		t.Run(name, func(t *testing.T) {
 			coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 				f := newCoordFixture(t, fsys, dir, func(o *Options) { o.IndexInterval = time.Hour })
 				var once sync.Once
-				testHookSync = func() { once.Do(func() { f.cutShm(t, size) }) }
+				testHookSync = func() {
+					once.Do(func() {
+						f.cutShm(t, c.size)
+						if c.regrown {
+							f.cutShm(t, shmSize)
+						}
+					})
+				}
 				defer func() { testHookSync = nil }()
 				flushed := make(chan error, 1)
 				go func() { flushed <- f.flush(0, 10) }()
@@ -526,4 +540,35 @@ func TestJoinWithoutADirectoryLock(t *testing.T) {
 	f.refused(t, shmName)
 	f.goesOn(t)
 	f.reopen(t)
+}
+
+// TestRaiseGivesUpOnALostWord: raise on a field of a shm cut under the
+// mapping (whose swaps never succeed) returns instead of spinning: the
+// caller's next look at shm finds it lost.
+func TestRaiseGivesUpOnALostWord(t *testing.T) {
+	m := vfs.NewMem()
+	shm, err := m.MapShared("/shm", shmSize, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shm.Close()
+	f, err := m.OpenReadWrite("/shm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(0)
+	f.Close()
+	done := make(chan struct{})
+	go func() {
+		raise(shm.Uint64(shmDurable), 5)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("raise on a lost word still runs after 10 s")
+	}
+	if !shm.Lost() {
+		t.Fatal("the word is not lost")
+	}
 }
