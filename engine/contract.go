@@ -108,6 +108,7 @@ var (
 	ErrNoStore           = store.ErrNoStore
 	ErrCorrupt           = store.ErrCorrupt
 	ErrFormat            = store.ErrFormat
+	ErrCoordinationLost  = store.ErrCoordinationLost
 	// ErrSurface is the kind of a *SurfaceError (Options.SurfaceRules).
 	ErrSurface = recovery.ErrSurface
 )
@@ -121,6 +122,7 @@ type (
 	SessionError          = store.SessionError
 	SeqError              = store.SeqError
 	DroppedError          = store.DroppedError
+	CoordinationError     = store.CoordinationError
 	// SurfaceError names the event that breaks a v3 surface rule
 	// (Options.SurfaceRules), by seq; see recovery.SurfaceError.
 	SurfaceError = recovery.SurfaceError

@@ -106,6 +106,8 @@ type DB struct {
 
 	// metrics are the counters DB.Metrics reports (metrics.go)
 	metrics dbMetrics
+	// lostLogged: the checkpoint tick logged that shm was cut
+	lostLogged atomic.Bool
 }
 
 // testHookJoinSettle, if set, runs in a joining writer's open each time it

@@ -28,7 +28,11 @@
 // Several processes may have one store open, writing and reading
 // (docs/DESIGN.md, Many processes): they append to one shared log, a
 // session's lease holds across processes (and dies with its process), and
-// every process sees what any other flushed.
+// every process sees what any other flushed. The files they coordinate
+// through (LOCK, locks, shm) removed, replaced or cut under them corrupt
+// nothing: a newcomer is refused and a process whose shm was cut is
+// poisoned, both with ErrCoordinationLost (DESIGN.md, "When the
+// coordination files are removed or cut").
 // Delete writes a tombstone; Compact (and a background compactor) removes
 // sealed segments with nothing alive and rewrites mostly dead ones under
 // the same ID, crash-safe at every step. docs/DESIGN.md has the format and
@@ -107,7 +111,8 @@
 // processes; compact.go: compaction (its plan is
 // pure over what the fold attributes; its execution drops and rewrites
 // segments); migrate.go: v1 and v2 migration; shared.go: the store's processes
-// (LOCK, byte locks, shared memory); follow.go: following the frames the
+// (the directory's lock, LOCK, byte locks, shared memory and its stamp);
+// follow.go: following the frames the
 // other processes write, and Handle.Wait; metrics.go: DB.Metrics and the
 // counters behind it; gate.go: the operations in progress, which Close
 // waits for; contract.go: the store contract's names re-exported.

@@ -41,6 +41,9 @@ func (db *DB) catchUp() error {
 	// Read under f.mu: a compaction of this process passes its own
 	// follower (under f.mu) before it rewrites what the follower read.
 	d, ok := db.shared.durable()
+	if err := db.shared.followable(d, ok); err != nil {
+		return err
+	}
 	if !ok {
 		return nil
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"time"
 
@@ -30,6 +31,13 @@ func (db *DB) indexLoop() {
 // pending for the next one).
 func (db *DB) indexLoopOnce() {
 	if err := db.checkpoint(); err != nil {
+		if errors.Is(err, ErrCoordinationLost) {
+			// Every later tick fails alike: said once.
+			if db.lostLogged.CompareAndSwap(false, true) {
+				db.opts.Logger.Error("engine: the store's shared memory was cut under this process: it writes and reads nothing more; close it", "error", err)
+			}
+			return
+		}
 		db.opts.Logger.Warn("engine: index checkpoint failed; the next open re-reads more of the segments", "error", err)
 	}
 }
@@ -50,6 +58,11 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 		}
 	}()
 	sh := db.shared
+	// (One fstat per tick: a cut of shm that faults nothing is found
+	// here if no placement or sync found it first.)
+	if err := sh.verify(true); err != nil {
+		return err
+	}
 	wanted := sh.indexWanted()
 	if sh.index && wanted {
 		// A rebuild of the index (check --repair) in another process

@@ -308,7 +308,7 @@ func TestReaderBeforeAnyWriter(t *testing.T) {
 func TestFirstOpenerClearsShm(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
-	sh, err := vfs.Default.MapShared(dir+"/"+shmName, shmSize)
+	sh, err := vfs.Default.MapShared(dir+"/"+shmName, shmSize, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,7 +187,17 @@ func (a *appender) placeLocked(batch []*placement) error {
 	}
 	defer a.sh.locks.Unlock(lockAppend)
 	seg, off := splitPosition(a.sh.field(shmTail).Load())
-	if placing := a.sh.field(shmPlacing).Load(); placing > position(seg, off) {
+	placing := a.sh.field(shmPlacing).Load()
+	// Only from a whole shm: a cut one reads as zeros (one fstat per
+	// placement, under the lock it takes anyway), and so does one grown
+	// back or written over (no segment is 0).
+	if err := a.sh.verify(true); err != nil {
+		return err
+	}
+	if seg == 0 {
+		return a.sh.wiped()
+	}
+	if placing > position(seg, off) {
 		if err := a.undoDead(seg, off, placing); err != nil {
 			return err
 		}
@@ -376,7 +386,14 @@ func (a *appender) rollNow() error {
 	}
 	defer a.sh.locks.Unlock(lockAppend)
 	seg, off := splitPosition(a.sh.field(shmTail).Load())
-	if placing := a.sh.field(shmPlacing).Load(); placing > position(seg, off) {
+	placing := a.sh.field(shmPlacing).Load()
+	if err := a.sh.verify(true); err != nil {
+		return err
+	}
+	if seg == 0 {
+		return a.sh.wiped()
+	}
+	if placing > position(seg, off) {
 		if err := a.undoDead(seg, off, placing); err != nil {
 			return err
 		}
@@ -634,6 +651,9 @@ func (a *appender) file(seg uint64) (vfs.File, error) {
 // fdatasyncs the active segment (for every frame any process placed before
 // it read the tail) and raises durable, unless another sync did.
 func (a *appender) sync(target uint64) error {
+	if testHookSync != nil {
+		testHookSync()
+	}
 	for {
 		if err := a.db.poisonErr(); err != nil {
 			return err
@@ -667,6 +687,10 @@ func (a *appender) sync(target uint64) error {
 		}
 	}
 }
+
+// testHookSync, if set, runs at the start of every sync, after the
+// placements it is to cover (tests only).
+var testHookSync func()
 
 // syncWaitMax bounds a wait for another process's sync: its notify wakes
 // the waiter at once, unless it died before it could (or is of an older
@@ -703,6 +727,9 @@ func (a *appender) syncOnce(target uint64, yield bool) error {
 		if a.sh.field(shmDurable).Load() >= target {
 			return nil
 		}
+		if err := a.sh.lost(); err != nil {
+			return err // (a lost shm's Wait returns at once)
+		}
 		a.sh.waitSync(seq, syncWaitMax)
 	}
 	// From here this process's placers leave their frames to this sync
@@ -731,7 +758,17 @@ func (a *appender) syncTail(locked bool) error {
 	}
 	a.drain()
 	t := a.sh.field(shmTail).Load()
-	if a.sh.field(shmDurable).Load() >= t {
+	d := a.sh.field(shmDurable).Load()
+	// A cut shm reads as zeros, which would pass for everything synced
+	// (one fstat per sync, beside its fdatasync); so does one grown back
+	// or written over (no segment is 0).
+	if err := a.sh.verify(true); err != nil {
+		return err
+	}
+	if seg, _ := splitPosition(t); seg == 0 {
+		return a.sh.wiped()
+	}
+	if d >= t {
 		return nil // another process's sync covered everything placed
 	}
 	seg, _ := splitPosition(t)

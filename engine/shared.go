@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,6 +39,12 @@ const (
 	// publisher makes the wake-up call only when someone waits
 	shmSyncSeq     = 88
 	shmSyncWaiters = 92
+	// The stamp: shmStampValue, then the identities (device, inode: 16
+	// bytes each) of the LOCK, locks and shm files the process that set
+	// shm up held. A process that joins others compares them with the
+	// files it opened.
+	shmStamp      = 96
+	shmStampFiles = 104
 	// shmSlots + 8*i: the follow position of the writing process holding
 	// slot i (lockSlot0 + i), 0 while it opens; a compaction leaves alone
 	// what one of them has not followed yet
@@ -62,7 +69,10 @@ const (
 	leaseBase = 1 << 32
 )
 
-var shmMagicValue = binary.LittleEndian.Uint64([]byte("seglogsh"))
+var (
+	shmMagicValue = binary.LittleEndian.Uint64([]byte("seglogsh"))
+	shmStampValue = binary.LittleEndian.Uint64([]byte("seglogid"))
+)
 
 // shmVersionValue 2: several writing processes (tail, placing, frames).
 // Version 1 (one writer) was never published beside a writer of this build:
@@ -83,11 +93,26 @@ type shared struct {
 	// mu orders the release of leases with close
 	mu     sync.Mutex
 	closed bool
-	flock  vfs.FileLock
-	locks  vfs.Locks
-	shm    *vfs.Shared
+	dir    string
+	// dirLock: the flock on the store directory itself, held shared by
+	// every process of this build that has the store open (exclusive by
+	// one that found none, until its open is done: solo); nil where the
+	// file system cannot lock a directory (LOCK alone tells then)
+	dirLock vfs.FileLock
+	flock   vfs.FileLock
+	locks   vfs.Locks
+	shm     *vfs.Shared
+	// solo: no other process of this build had the store open when this
+	// one opened it (it took dirLock exclusive)
+	solo bool
 	// first: no other process had the store open when this one opened it
 	first bool
+	// lostErr: shm was found cut (or its fields wiped) under this
+	// process: nothing it says is trusted any more
+	lostErr atomic.Pointer[CoordinationError]
+	// sawLive: this process saw the log set up in shm (which only a first
+	// opener, with no other process left, ever undoes)
+	sawLive atomic.Bool
 	// write: this process writes the store (it holds lockBuild and
 	// lockWriters shared)
 	write bool
@@ -112,13 +137,22 @@ type shared struct {
 // join takes this process's place among those that have the store in dir
 // open: for a write open lockWriters (shared: waiting out a compaction
 // without an index, which runs alone) and lockBuild; then lockInit
-// (released by opened, once the recovery is done) and LOCK (exclusive if
-// no process has the store open: the first opener; else shared; an older
-// build holds it exclusive); then, for a write open, a slot if it follows
-// compactions (follows: it has an index to reload frame offsets from),
-// else lockFixed shared (waiting out a compaction in progress).
+// (released by opened, once the recovery is done), the directory's lock
+// and LOCK (exclusive if no process has the store open: the first opener;
+// else shared; an older build holds LOCK exclusive); then, for a write
+// open, a slot if it follows compactions (follows: it has an index to
+// reload frame offsets from), else lockFixed shared (waiting out a
+// compaction in progress).
+//
+// A process that joins others of this build (their lock on the directory
+// says they are there) proves that it opened the files they hold: shm
+// must exist whole (it is never created or grown beside them) and carry
+// the stamp of its first opener, naming the LOCK, locks and shm it
+// opened. Else the open fails with a *CoordinationError
+// (ErrCoordinationLost) and changes nothing (docs/DESIGN.md, Many
+// processes, "When the coordination files are removed or cut").
 func join(fsys vfs.FS, dir string, write, follows bool) (*shared, error) {
-	sh := &shared{slot: -1}
+	sh := &shared{slot: -1, dir: dir}
 	sh.watch.sh = sh
 	var err error
 	if sh.locks, err = fsys.OpenLocks(filepath.Join(dir, locksName)); err != nil {
@@ -137,9 +171,19 @@ func join(fsys vfs.FS, dir string, write, follows bool) (*shared, error) {
 		sh.close()
 		return nil, err
 	}
+	if err := sh.lockDir(fsys); err != nil {
+		sh.close()
+		return nil, err
+	}
 	lock := filepath.Join(dir, lockName)
 	if sh.flock, err = fsys.Lock(lock); err == nil {
-		sh.first = true
+		if sh.dirLock != nil && !sh.solo {
+			// Others of this build have the store open, yet no process
+			// holds this LOCK: it is not theirs.
+			sh.close()
+			return nil, sh.lostFile(lockName)
+		}
+		sh.first, sh.solo = true, true
 	} else if !errors.Is(err, vfs.ErrLocked) {
 		sh.close()
 		return nil, err
@@ -151,15 +195,35 @@ func join(fsys vfs.FS, dir string, write, follows bool) (*shared, error) {
 		}
 		return nil, err
 	}
-	if sh.shm, err = fsys.MapShared(filepath.Join(dir, shmName), shmSize); err != nil {
+	// Beside others of this build, shm is theirs or nothing: never
+	// created, never grown.
+	if sh.shm, err = fsys.MapShared(filepath.Join(dir, shmName), shmSize, sh.solo); err != nil {
 		sh.close()
+		if !sh.solo && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, vfs.ErrShortFile)) {
+			return nil, sh.lostFile(shmName)
+		}
 		return nil, err
 	}
-	if sh.first {
+	switch {
+	case sh.first:
 		// Whatever it holds is from a time no process had the store open
 		// (before a power cut, or a restore of older files): nothing in it
 		// is known.
-		clear(sh.shm.Bytes())
+		sh.shm.Clear()
+		fallthrough
+	case sh.solo:
+		// (Beside processes of an older build only, which hold LOCK but
+		// not the directory, and stamp nothing: this process's files are
+		// theirs as far as it can tell.)
+		if err := sh.stamp(); err != nil {
+			sh.close()
+			return nil, err
+		}
+	default:
+		if err := sh.checkStamp(); err != nil {
+			sh.close()
+			return nil, err
+		}
 	}
 	if write {
 		ok, err := sh.locks.TryLock(lockBuild, false)
@@ -186,6 +250,135 @@ func join(fsys vfs.FS, dir string, write, follows bool) (*shared, error) {
 		}
 	}
 	return sh, nil
+}
+
+// lockDir takes the lock on the store directory: exclusive if no other
+// process of this build has the store open (solo), else shared. One that
+// holds it exclusive while this process holds lockInit cannot share the
+// locks file with it: that open passed a lockInit of another file. A
+// file system that cannot lock a directory (flock on a directory fails
+// otherwise than by a conflict: NFS, say) leaves dirLock nil: LOCK alone
+// tells then, as in the builds before the directory's lock, and a LOCK
+// removed beside live processes goes unnoticed.
+func (sh *shared) lockDir(fsys vfs.FS) error {
+	var err error
+	if sh.dirLock, err = fsys.LockDir(sh.dir, true); err == nil {
+		sh.solo = true
+		return nil
+	}
+	if !errors.Is(err, vfs.ErrLocked) {
+		return nil
+	}
+	if sh.dirLock, err = fsys.LockDir(sh.dir, false); errors.Is(err, vfs.ErrLocked) {
+		return sh.lostFile(locksName)
+	}
+	return err
+}
+
+// lostFile is the error of an open that found the coordination file name
+// not to be the one the processes that have the store open hold.
+func (sh *shared) lostFile(name string) error {
+	return &CoordinationError{
+		Path:   filepath.Join(sh.dir, name),
+		Reason: "is not the file the processes that have the store open hold: it was removed or replaced while they had it open",
+	}
+}
+
+// stamp records in shm the identities of the files this process holds.
+// Called with lockInit and the directory's lock held exclusive.
+func (sh *shared) stamp() error {
+	ids, err := sh.fileIDs()
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		sh.field(shmStampFiles + 16*i).Store(id.Dev)
+		sh.field(shmStampFiles + 16*i + 8).Store(id.Ino)
+	}
+	sh.field(shmStamp).Store(shmStampValue)
+	return nil
+}
+
+// checkStamp fails with a *CoordinationError unless shm carries a stamp
+// that names the files this process opened.
+func (sh *shared) checkStamp() error {
+	if sh.field(shmStamp).Load() != shmStampValue {
+		return sh.lostFile(shmName)
+	}
+	ids, err := sh.fileIDs()
+	if err != nil {
+		return err
+	}
+	// shm first: a copy of it carries the stamp, not the file's identity.
+	for _, i := range []int{2, 1, 0} {
+		if sh.field(shmStampFiles+16*i).Load() != ids[i].Dev || sh.field(shmStampFiles+16*i+8).Load() != ids[i].Ino {
+			return sh.lostFile([]string{lockName, locksName, shmName}[i])
+		}
+	}
+	return nil
+}
+
+// fileIDs returns the identities of the LOCK, locks and shm this process
+// holds.
+func (sh *shared) fileIDs() ([3]vfs.FileID, error) {
+	var ids [3]vfs.FileID
+	var err error
+	if ids[0], err = sh.flock.ID(); err != nil {
+		return ids, err
+	}
+	if ids[1], err = sh.locks.ID(); err != nil {
+		return ids, err
+	}
+	ids[2] = sh.shm.ID()
+	return ids, nil
+}
+
+// lost returns the *CoordinationError of a shm found cut (or wiped) under
+// this process, nil while it is whole as far as it knows. No system call:
+// an access that faulted tells, and what verify found before.
+func (sh *shared) lost() error {
+	if e := sh.lostErr.Load(); e != nil {
+		return e
+	}
+	if sh.shm != nil && sh.shm.Lost() {
+		return sh.lose("was cut short under the processes that have the store open (an access to it faulted)")
+	}
+	return nil
+}
+
+// verify returns lost, and with stat, first asks the file's size (one
+// fstat): a cut that leaves part of its first page faults nothing, and
+// the fields past the cut read as zeros. Callers read the fields they act
+// on, then verify, then act: a cut after the fstat came after those
+// reads (the OS sets the new size before it zeroes the page).
+func (sh *shared) verify(stat bool) error {
+	if sh.shm == nil {
+		return nil
+	}
+	if err := sh.lost(); err != nil || !stat {
+		return err
+	}
+	if n, err := sh.shm.Size(); err == nil && n < shmSize {
+		return sh.lose(fmt.Sprintf("was cut to %d bytes under the processes that have the store open", n))
+	}
+	return sh.lost()
+}
+
+// wiped is verify for a process that read fields of shm that cannot hold
+// what they do (the magic gone, durable in segment 0): cut, or written
+// over.
+func (sh *shared) wiped() error {
+	if err := sh.verify(true); err != nil {
+		return err
+	}
+	return sh.lose("lost the state the processes that have the store open keep in it (its fields were written over)")
+}
+
+// lose records why shm can no longer be trusted (the first reason stays)
+// and returns it.
+func (sh *shared) lose(reason string) error {
+	sh.lostErr.CompareAndSwap(nil, &CoordinationError{Path: filepath.Join(sh.dir, shmName), Reason: reason})
+	return sh.lostErr.Load()
 }
 
 // takeSlot takes a free follow slot (publishing position 0 until the open
@@ -311,11 +504,17 @@ func (sh *shared) alone() bool {
 	return true
 }
 
-// opened ends the open: the first opener lets others share LOCK, and
-// lockInit lets the next opener in.
+// opened ends the open: the first opener lets others share LOCK (and
+// one that was solo, the directory), and lockInit lets the next opener
+// in.
 func (sh *shared) opened() error {
 	if sh.locks == nil {
 		return nil
+	}
+	if sh.solo && sh.dirLock != nil {
+		if err := sh.dirLock.Share(); err != nil {
+			return err
+		}
 	}
 	if sh.first {
 		if err := sh.flock.Share(); err != nil {
@@ -328,8 +527,12 @@ func (sh *shared) opened() error {
 // live reports whether a writing process has set the shared log up since
 // the store was first opened: tail and durable are known.
 func (sh *shared) live() bool {
-	return sh.shm != nil && sh.shm.Uint64(shmMagic).Load() == shmMagicValue &&
-		sh.shm.Uint64(shmVersion).Load() == shmVersionValue
+	if sh.shm != nil && sh.shm.Uint64(shmMagic).Load() == shmMagicValue &&
+		sh.shm.Uint64(shmVersion).Load() == shmVersionValue {
+		sh.sawLive.Store(true)
+		return true
+	}
+	return false
 }
 
 // setUp publishes the shared log as a writing process's recovery left it:
@@ -346,7 +549,7 @@ func (sh *shared) setUp(seg uint64, off int64, frames uint32) {
 }
 
 // field returns the shared field at off.
-func (sh *shared) field(off int) *atomic.Uint64 { return sh.shm.Uint64(off) }
+func (sh *shared) field(off int) vfs.Word64 { return sh.shm.Uint64(off) }
 
 // publish raises durable to p: everything before it is fdatasynced.
 func (sh *shared) publish(p uint64) {
@@ -377,11 +580,20 @@ func (sh *shared) waitSync(seq uint32, d time.Duration) {
 	w.Add(^uint32(0))
 }
 
-// raise moves f up to p (compare-and-swap: it never goes down).
-func raise(f *atomic.Uint64, p uint64) {
+// word is a 64-bit word for raise: a field of shm, or an atomic.Uint64.
+type word interface {
+	Load() uint64
+	CompareAndSwap(old, new uint64) bool
+}
+
+// raise moves f up to p (compare-and-swap: it never goes down). A swap
+// that fails while f still holds what it read (f only grows, so it never
+// went and came back) is one of a lost shm, which never swaps: raise gives
+// up (its caller's next look at shm finds it lost).
+func raise(f word, p uint64) {
 	for {
 		old := f.Load()
-		if old >= p || f.CompareAndSwap(old, p) {
+		if old >= p || f.CompareAndSwap(old, p) || f.Load() == old {
 			return
 		}
 	}
@@ -394,6 +606,21 @@ func (sh *shared) durable() (uint64, bool) {
 		return 0, false
 	}
 	return sh.field(shmDurable).Load(), true
+}
+
+// followable returns an error if durable (d, ok: as durable returned it)
+// cannot be what the writing processes published: shm was cut under this
+// process. No system call: the log, once set up, stays so while any
+// process has the store open, and durable is never in segment 0; a cut
+// reads as zeros.
+func (sh *shared) followable(d uint64, ok bool) error {
+	if err := sh.lost(); err != nil {
+		return err
+	}
+	if seg, _ := splitPosition(d); ok && seg != 0 || !ok && !sh.sawLive.Load() {
+		return nil
+	}
+	return sh.wiped()
 }
 
 // The layout counter works as a seqlock: compaction makes it odd before
@@ -499,6 +726,10 @@ func (sh *shared) close() error {
 	if sh.flock != nil {
 		errs = append(errs, sh.flock.Close())
 		sh.flock = nil
+	}
+	if sh.dirLock != nil {
+		errs = append(errs, sh.dirLock.Close())
+		sh.dirLock = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("engine: releasing the store's locks: %w", err)

@@ -32,7 +32,7 @@ var watchPoll = 50 * time.Millisecond
 func (w *durableWatch) changed() <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || w.sh == nil || w.sh.shm == nil {
+	if w.closed || w.sh == nil || w.sh.shm == nil || w.sh.shm.Lost() {
 		return nil
 	}
 	s := w.sh.syncSeq()
@@ -63,7 +63,9 @@ func (w *durableWatch) run(done chan struct{}) {
 		w.mu.Unlock()
 		w.sh.waitSync(s, watchPoll)
 		w.mu.Lock()
-		if w.ch != nil && w.sh.syncSeq() != w.seq {
+		if w.ch != nil && (w.sh.syncSeq() != w.seq || w.sh.shm.Lost()) {
+			// (A lost shm's Wait returns at once: its waiters learn of it
+			// from their catch-up.)
 			close(w.ch)
 			w.ch = nil
 		}

@@ -156,11 +156,16 @@ func (db *DB) poisonLocked(err error) {
 	}
 }
 
-// poisonErr returns the error that poisoned the store, or nil.
+// poisonErr returns the error that poisoned the store, or nil: a failure
+// of its own, or shm found cut under it (a *CoordinationError).
 func (db *DB) poisonErr() error {
 	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.mu.poison
+	err := db.mu.poison
+	db.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return db.shared.lost()
 }
 
 // appendFrames places encoded frames of s (made from the head of s.open)

@@ -141,6 +141,32 @@ func (e *SeqError) Error() string {
 // Is reports whether target is ErrSeqMismatch.
 func (e *SeqError) Is(target error) bool { return target == ErrSeqMismatch }
 
+// ErrCoordinationLost: a file the processes that share a local store
+// coordinate through (LOCK, locks, shm) was removed, replaced or cut
+// short while processes had the store open (docs/DESIGN.md, Many
+// processes, "When the coordination files are removed or cut"). An open
+// beside those processes fails with it and changes nothing; they go on
+// (they still hold the files they share), and once every one of them has
+// closed the store, it opens as usual. A DB whose shm was cut under it
+// fails every later write, flush, read and wait with it, as a poisoned
+// one does: close it. See *CoordinationError, which names the file.
+var ErrCoordinationLost = errors.New("the store's coordination files changed under the processes that have it open")
+
+// CoordinationError names the coordination file that was removed,
+// replaced or cut, and what was found. errors.Is(err, ErrCoordinationLost)
+// holds.
+type CoordinationError struct {
+	Path   string // the file (DIR/LOCK, DIR/locks or DIR/shm)
+	Reason string // what happened to it, as far as this process can tell
+}
+
+func (e *CoordinationError) Error() string {
+	return fmt.Sprintf("engine: coordination file %s %s; close every process that has the store open, then open it again", e.Path, e.Reason)
+}
+
+// Is reports whether target is ErrCoordinationLost.
+func (e *CoordinationError) Is(target error) bool { return target == ErrCoordinationLost }
+
 // ErrReadOnlyStore: a write (Create, Open for write, Resume, Flush) on a
 // DB opened with Options.ReadOnly.
 var ErrReadOnlyStore = errors.New("engine: store opened read-only")

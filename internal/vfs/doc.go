@@ -1,15 +1,17 @@
 // Package vfs is the small file-system seam every storage layer of seglog
 // goes through: create, open, read-at, write-at, sync, truncate, rename,
 // remove, list, lock, sync-dir and mmap, and what processes sharing a
-// store coordinate with: whole-file locks (exclusive or shared), byte-range
-// locks that die with their process ([Locks]), and shared memory
-// ([Shared]).
+// store coordinate with: whole-file locks (exclusive or shared, on a file
+// or on a directory itself), byte-range locks that die with their process
+// ([Locks]), shared memory ([Shared]: its operations survive the file
+// being cut short under the mapping, a SIGBUS otherwise), and the identity
+// of the files they are on ([FileID]: device and inode).
 //
 // Three implementations:
 //
 //   - [Default], the operating system: Sync is fdatasync(2), SyncDir opens
-//     the directory and fsyncs it, Lock and LockShared are non-blocking
-//     flock(2), Locks are open-file-description locks (fcntl F_OFD_SETLK,
+//     the directory and fsyncs it, Lock, LockShared and LockDir are
+//     non-blocking flock(2), Locks are open-file-description locks (fcntl F_OFD_SETLK,
 //     Linux), Map is mmap(2) and MapShared a read-write MAP_SHARED mmap
 //     (golang.org/x/sys/unix).
 //   - [MemFS], an in-memory file system that remembers which bytes and which
@@ -17,8 +19,9 @@
 //     would leave ([MemFS.CrashClone]): synced bytes kept, each unsynced write
 //     kept in part or lost, the last one possibly garbled, unsynced directory
 //     operations possibly undone. Several stores opened on one MemFS are
-//     several processes: locks and shared mappings are per MemFS, and a
-//     crash clone has none.
+//     several processes: locks and shared mappings are per MemFS and per
+//     file (a file created in place of a removed one has none of them, as
+//     on the OS), and a crash clone has none.
 //   - [FaultFS], a wrapper that fails chosen operations: the Nth write, sync
 //     or rename, short writes, ENOSPC, from some point on.
 //

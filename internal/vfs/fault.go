@@ -250,9 +250,17 @@ func (f *FaultFS) OpenLocks(name string) (Locks, error) {
 	return f.inner.OpenLocks(name)
 }
 
+// LockDir implements FS.
+func (f *FaultFS) LockDir(dir string, exclusive bool) (FileLock, error) {
+	if err := f.fail(OpLock, dir); err != nil {
+		return nil, err
+	}
+	return f.inner.LockDir(dir, exclusive)
+}
+
 // MapShared implements FS (never failed: it holds nothing durable).
-func (f *FaultFS) MapShared(name string, size int) (*Shared, error) {
-	return f.inner.MapShared(name, size)
+func (f *FaultFS) MapShared(name string, size int, create bool) (*Shared, error) {
+	return f.inner.MapShared(name, size, create)
 }
 
 // SyncDir implements FS.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -34,12 +35,9 @@ type MemFS struct {
 	nodes map[string]*memNode // current namespace, clean absolute-ish paths
 	base  map[string]*memNode // namespace at creation (or at the crash it was cloned from)
 	ops   []*dirOp            // namespace operations since base, in order
-	locks map[string]*memFlock
-	// ranges and shared are the byte-range locks and the shared mappings;
-	// a crash clone starts without either.
-	ranges map[string]map[int64]*memRange
-	shared map[string][]byte
-	cond   *sync.Cond // on mu: a byte-range lock was released
+	// inos numbers the nodes (FileID.Ino)
+	inos uint64
+	cond *sync.Cond // on mu: a byte-range lock was released
 }
 
 // memFlock is a whole-file lock: one exclusive holder or shared ones.
@@ -56,9 +54,32 @@ type memRange struct {
 
 type memNode struct {
 	dir     bool
+	ino     uint64
 	data    []byte   // current contents
 	synced  []byte   // contents as of the last Sync
 	pending []fileOp // writes and truncates since the last Sync, in order
+	// size is len(data), for the shared mappings of the file, which read
+	// it without the lock
+	size atomic.Int64
+	// The locks and the shared mapping are the file's, not its name's: a
+	// file created in place of a removed one starts without them, as on
+	// the OS. A crash clone starts without any.
+	flock  *memFlock
+	ranges map[int64]*memRange
+	shared []byte
+}
+
+// newNode returns a new node, numbered. Called with m.mu held (or before
+// m is shared).
+func (m *MemFS) newNode(dir bool) *memNode {
+	m.inos++
+	return &memNode{dir: dir, ino: m.inos}
+}
+
+// setData replaces the node's contents.
+func (n *memNode) setData(b []byte) {
+	n.data = b
+	n.size.Store(int64(len(b)))
 }
 
 type fileOp struct {
@@ -87,12 +108,11 @@ type dirOp struct {
 
 // NewMem returns an empty in-memory file system whose root directory exists.
 func NewMem() *MemFS {
-	root := &memNode{dir: true}
-	return &MemFS{
-		nodes: map[string]*memNode{"/": root},
-		base:  map[string]*memNode{"/": root},
-		locks: map[string]*memFlock{},
-	}
+	m := &MemFS{}
+	root := m.newNode(true)
+	m.nodes = map[string]*memNode{"/": root}
+	m.base = map[string]*memNode{"/": root}
+	return m
 }
 
 func clean(name string) string {
@@ -125,7 +145,7 @@ func (m *MemFS) Create(name string) (File, error) {
 	if m.nodes[p] != nil {
 		return nil, &os.PathError{Op: "create", Path: name, Err: fs.ErrExist}
 	}
-	n := &memNode{}
+	n := m.newNode(false)
 	m.nodes[p] = n
 	m.record(&dirOp{kind: opCreate, name: p, node: n})
 	return &memFile{fs: m, node: n, name: name}, nil
@@ -210,7 +230,7 @@ func (m *MemFS) MkdirAll(dir string, _ os.FileMode) error {
 		missing = append(missing, q)
 	}
 	for _, q := range slices.Backward(missing) {
-		n := &memNode{dir: true}
+		n := m.newNode(true)
 		m.nodes[q] = n
 		m.record(&dirOp{kind: opMkdir, name: q, node: n})
 	}
@@ -263,18 +283,35 @@ func (m *MemFS) flock(name string, exclusive bool) (FileLock, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := clean(name)
-	l := m.locks[p]
-	if l != nil && (l.exclusive || exclusive) {
-		return nil, &LockError{Path: name, PID: os.Getpid()}
-	}
 	if err := m.ensureFile(p, "lock", name); err != nil {
 		return nil, err
 	}
+	return m.flockNode(m.nodes[p], name, exclusive, os.Getpid())
+}
+
+// LockDir implements FS.
+func (m *MemFS) LockDir(dir string, exclusive bool) (FileLock, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nodes[clean(dir)]
+	if n == nil || !n.dir {
+		return nil, &os.PathError{Op: "flock", Path: dir, Err: fs.ErrNotExist}
+	}
+	return m.flockNode(n, dir, exclusive, 0)
+}
+
+// flockNode takes node n's whole-file lock for a holder; a conflict is a
+// *LockError naming pid. Called with m.mu held.
+func (m *MemFS) flockNode(n *memNode, name string, exclusive bool, pid int) (FileLock, error) {
+	l := n.flock
+	if l != nil && (l.exclusive || exclusive) {
+		return nil, &LockError{Path: name, PID: pid}
+	}
 	if l == nil {
 		l = &memFlock{}
-		m.locks[p] = l
+		n.flock = l
 	}
-	h := &memFlockHolder{m: m, p: p, l: l, exclusive: exclusive}
+	h := &memFlockHolder{m: m, n: n, l: l, exclusive: exclusive}
 	if exclusive {
 		l.exclusive = true
 	} else {
@@ -285,7 +322,7 @@ func (m *MemFS) flock(name string, exclusive bool) (FileLock, error) {
 
 type memFlockHolder struct {
 	m         *MemFS
-	p         string
+	n         *memNode
 	l         *memFlock
 	exclusive bool
 	closed    bool
@@ -301,6 +338,8 @@ func (h *memFlockHolder) Share() error {
 	return nil
 }
 
+func (h *memFlockHolder) ID() (FileID, error) { return FileID{Ino: h.n.ino}, nil }
+
 func (h *memFlockHolder) Close() error {
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()
@@ -313,8 +352,8 @@ func (h *memFlockHolder) Close() error {
 	} else {
 		h.l.shared--
 	}
-	if !h.l.exclusive && h.l.shared == 0 && h.m.locks[h.p] == h.l {
-		delete(h.m.locks, h.p)
+	if !h.l.exclusive && h.l.shared == 0 && h.n.flock == h.l {
+		h.n.flock = nil
 	}
 	return nil
 }
@@ -328,23 +367,24 @@ func (m *MemFS) OpenLocks(name string) (Locks, error) {
 	if err := m.ensureFile(p, "open", name); err != nil {
 		return nil, err
 	}
-	if m.ranges == nil {
-		m.ranges = map[string]map[int64]*memRange{}
-	}
-	if m.ranges[p] == nil {
-		m.ranges[p] = map[int64]*memRange{}
+	n := m.nodes[p]
+	if n.ranges == nil {
+		n.ranges = map[int64]*memRange{}
 	}
 	if m.cond == nil {
 		m.cond = sync.NewCond(&m.mu)
 	}
-	return &memLocks{m: m, bytes: m.ranges[p]}, nil
+	return &memLocks{m: m, n: n, bytes: n.ranges}, nil
 }
 
 // memLocks is one holder of byte-range locks in a MemFS.
 type memLocks struct {
 	m     *MemFS
+	n     *memNode
 	bytes map[int64]*memRange
 }
+
+func (l *memLocks) ID() (FileID, error) { return FileID{Ino: l.n.ino}, nil }
 
 // take takes byte off if no other holder conflicts; called with m.mu held.
 func (l *memLocks) take(off int64, exclusive bool) bool {
@@ -411,30 +451,48 @@ func (l *memLocks) Close() error {
 	return nil
 }
 
-// MapShared implements FS: every mapping of a name in this MemFS shares
-// one buffer (the file's own contents are not involved). A crash clone
-// starts with none.
-func (m *MemFS) MapShared(name string, size int) (*Shared, error) {
+// MapShared implements FS: every mapping of a file in this MemFS shares
+// one buffer (the file's own contents are not involved: only its size,
+// which create grows to size, as on the OS). An access through it once
+// the file is shorter than the accessed field is lost, as one past the
+// end of a real file faults. A crash clone starts with none.
+func (m *MemFS) MapShared(name string, size int, create bool) (*Shared, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := clean(name)
-	if err := m.ensureFile(p, "open", name); err != nil {
-		return nil, err
+	if create {
+		if err := m.ensureFile(p, "open", name); err != nil {
+			return nil, err
+		}
 	}
-	if m.shared == nil {
-		m.shared = map[string][]byte{}
+	n := m.nodes[p]
+	switch {
+	case n == nil:
+		return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	case n.dir:
+		return nil, &os.PathError{Op: "mmap", Path: name, Err: fmt.Errorf("is a directory")}
+	case len(n.data) < size && !create:
+		return nil, &os.PathError{Op: "mmap", Path: name, Err: fmt.Errorf("%w: %d bytes, not %d", ErrShortFile, len(n.data), size)}
+	case len(n.data) < size:
+		n.setData(resize(n.data, int64(size)))
+		n.pending = append(n.pending, fileOp{truncate: true, size: int64(size)})
 	}
-	b := m.shared[p]
+	b := n.shared
 	switch {
 	case b == nil:
 		// 8-byte aligned, as a page is, for atomic access to its fields.
 		words := make([]uint64, (size+7)/8)
 		b = unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)
-		m.shared[p] = b
+		n.shared = b
 	case len(b) < size:
 		return nil, errors.New("vfs: MapShared: a MemFS mapping cannot grow")
 	}
-	return &Shared{data: b[:size]}, nil
+	return &Shared{
+		data:  b[:size],
+		size:  func() (int64, error) { return n.size.Load(), nil },
+		id:    FileID{Ino: n.ino},
+		limit: &n.size,
+	}, nil
 }
 
 // ensureFile creates the empty file p (named name in errors, for op) if
@@ -446,7 +504,7 @@ func (m *MemFS) ensureFile(p, op, name string) error {
 	if !m.parentExists(p) {
 		return &os.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 	}
-	n := &memNode{}
+	n := m.newNode(false)
 	m.nodes[p] = n
 	m.record(&dirOp{kind: opCreate, name: p, node: n})
 	return nil
@@ -526,13 +584,13 @@ func (m *MemFS) CrashClone(cfg CrashConfig) *MemFS {
 	}
 
 	clones := map[*memNode]*memNode{}
-	out := &MemFS{nodes: map[string]*memNode{}, base: map[string]*memNode{}, locks: map[string]*memFlock{}}
+	out := &MemFS{nodes: map[string]*memNode{}, base: map[string]*memNode{}}
 	for p, n := range ns {
 		c := clones[n]
 		if c == nil {
-			c = &memNode{dir: n.dir}
+			c = out.newNode(n.dir)
 			if !n.dir {
-				c.data = crashContents(n, cfg)
+				c.setData(crashContents(n, cfg))
 				c.synced = slices.Clone(c.data)
 			}
 			clones[n] = c
@@ -682,7 +740,7 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &os.PathError{Op: "write", Path: f.name, Err: fmt.Errorf("negative offset")}
 	}
-	f.node.data = writeAt(f.node.data, p, off)
+	f.node.setData(writeAt(f.node.data, p, off))
 	f.node.pending = append(f.node.pending, fileOp{off: off, data: slices.Clone(p)})
 	return len(p), nil
 }
@@ -703,12 +761,33 @@ func (f *memFile) Truncate(size int64) error {
 		// leave earlier Mappings on stale bytes that a regrowth to their
 		// size hides from Reader.Remap.)
 		clear(f.node.data[size:])
-		f.node.data = f.node.data[:size]
+		f.node.setData(f.node.data[:size])
+		f.node.cutShared(size)
 	} else {
-		f.node.data = resize(f.node.data, size)
+		f.node.setData(resize(f.node.data, size))
 	}
 	f.node.pending = append(f.node.pending, fileOp{truncate: true, size: size})
 	return nil
+}
+
+// cutShared zeroes the node's shared mapping from size on, as the OS
+// zeroes the rest of a mapped file's page past a cut and drops the pages
+// after it (which read as zeros if the file grows again). Word by word,
+// atomically: other goroutines may be reading them.
+func (n *memNode) cutShared(size int64) {
+	for off := size &^ 7; off+8 <= int64(len(n.shared)); off += 8 {
+		w := (*atomic.Uint64)(unsafe.Pointer(&n.shared[off]))
+		keep := uint64(0)
+		if off < size {
+			keep = 1<<(8*(size-off)) - 1 // (little-endian: the low bytes are before the cut)
+		}
+		for {
+			v := w.Load()
+			if w.CompareAndSwap(v, v&keep) {
+				break
+			}
+		}
+	}
 }
 
 func (f *memFile) Sync() error {

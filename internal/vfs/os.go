@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -131,6 +132,41 @@ func (l *osFlock) Share() error {
 
 func (l *osFlock) Close() error { return l.f.Close() }
 
+func (l *osFlock) ID() (FileID, error) { return fileID(l.f) }
+
+func (osFS) LockDir(dir string, exclusive bool) (FileLock, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	how := unix.LOCK_SH
+	if exclusive {
+		how = unix.LOCK_EX
+	}
+	l := &osFlock{f: f}
+	if err := l.flock(how | unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, &LockError{Path: dir}
+		}
+		return nil, &os.PathError{Op: "flock", Path: dir, Err: err}
+	}
+	return l, nil
+}
+
+// fileID returns the device and inode numbers of the open file f.
+func fileID(f *os.File) (FileID, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return FileID{}, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return FileID{}, fmt.Errorf("vfs: %s: no device and inode numbers", f.Name())
+	}
+	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, nil
+}
+
 func (osFS) OpenLocks(name string) (Locks, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -198,20 +234,37 @@ func (l *osLocks) Unlock(off int64) error {
 
 func (l *osLocks) Close() error { return l.f.Close() }
 
-func (osFS) MapShared(name string, size int) (*Shared, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+func (l *osLocks) ID() (FileID, error) { return fileID(l.f) }
+
+func (osFS) MapShared(name string, size int, create bool) (s *Shared, err error) {
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(name, flags, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close() // the mapping outlives the descriptor
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	if fi.Size() < int64(size) {
+		if !create {
+			return nil, &os.PathError{Op: "mmap", Path: name, Err: fmt.Errorf("%w: %d bytes, not %d", ErrShortFile, fi.Size(), size)}
+		}
 		if err := f.Truncate(int64(size)); err != nil {
 			return nil, err
 		}
+	}
+	id, err := fileID(f)
+	if err != nil {
+		return nil, err
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -227,7 +280,16 @@ func (osFS) MapShared(name string, size int) (*Shared, error) {
 	if merr != nil {
 		return nil, &os.PathError{Op: "mmap", Path: name, Err: merr}
 	}
-	return &Shared{data: data, unmap: unix.Munmap}, nil
+	// The descriptor stays open, for Size (a mapping alone keeps the
+	// file, not a way to ask its size).
+	size64 := func() (int64, error) {
+		fi, err := f.Stat()
+		if err != nil {
+			return 0, err
+		}
+		return fi.Size(), nil
+	}
+	return &Shared{data: data, unmap: unix.Munmap, size: size64, release: f.Close, id: id}, nil
 }
 
 func fsync(f *os.File) error {

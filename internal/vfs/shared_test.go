@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,12 +131,12 @@ func TestMapShared(t *testing.T) {
 	for name, tc := range lockFS(t) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(tc.dir, "shm")
-			a, err := tc.fs.MapShared(path, 4096)
+			a, err := tc.fs.MapShared(path, 4096, true)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer a.Close()
-			b, err := tc.fs.MapShared(path, 4096)
+			b, err := tc.fs.MapShared(path, 4096, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,9 +145,268 @@ func TestMapShared(t *testing.T) {
 			if !b.Uint64(24).CompareAndSwap(7, 9) || a.Uint64(24).Load() != 9 {
 				t.Fatalf("the two mappings do not share the field: %d", a.Uint64(24).Load())
 			}
-			copy(a.Bytes(), "seglogsh")
-			if string(b.Bytes()[:8]) != "seglogsh" {
-				t.Fatalf("the two mappings do not share bytes: %q", b.Bytes()[:8])
+			a.Clear()
+			if v := b.Uint64(24).Load(); v != 0 {
+				t.Fatalf("Clear through one mapping: the other reads %d", v)
+			}
+			if a.ID() != b.ID() {
+				t.Fatalf("two mappings of one file: IDs %v and %v", a.ID(), b.ID())
+			}
+		})
+	}
+}
+
+// cut truncates the file at path to size, as a user's truncate(1) or
+// shell redirection does.
+func cut(t *testing.T, fsys FS, path string, size int64) {
+	t.Helper()
+	f, err := fsys.OpenReadWrite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSharedSurvivesACut: a file cut to nothing under a mapping (on the OS
+// a touch of the mapping would SIGBUS the process) makes every operation
+// a no-op and Lost true, in every mapping of it; Size tells the cut. A
+// cut that keeps part of the first page faults nothing on the OS (the
+// rest of the page reads as zeros): Size alone tells it.
+func TestSharedSurvivesACut(t *testing.T) {
+	for name, tc := range lockFS(t) {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(tc.dir, "shm")
+			a, err := tc.fs.MapShared(path, 4096, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := tc.fs.MapShared(path, 4096, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			a.Uint64(24).Store(7)
+			a.Uint32(88).Store(3)
+			cut(t, tc.fs, path, 0)
+			if n, err := a.Size(); n != 0 || err != nil {
+				t.Fatalf("Size after the cut: %d, %v", n, err)
+			}
+			if v := a.Uint64(24).Load(); v != 0 || !a.Lost() {
+				t.Fatalf("Load after the cut: %d, lost %v; want 0, lost", v, a.Lost())
+			}
+			b.Uint64(24).Store(5)
+			if b.Uint64(24).CompareAndSwap(0, 1) || b.Uint64(24).Add(1) != 0 || b.Uint32(88).Add(1) != 0 || b.Uint32(88).Load() != 0 {
+				t.Fatal("operations on a lost mapping did something")
+			}
+			b.Wait(88, 0, time.Hour) // returns at once
+			b.Wake(88)
+			b.Clear()
+			if !b.Lost() {
+				t.Fatal("the other mapping is not lost")
+			}
+		})
+	}
+	// Cut and grown again before any access: no fault, and what was past
+	// the cut reads as zeros (the OS zeroed or dropped the page), on the
+	// MemFS as on the OS.
+	for name, tc := range lockFS(t) {
+		for _, size := range []int64{0, 1} {
+			t.Run(fmt.Sprintf("%s-regrown-%d", name, size), func(t *testing.T) {
+				path := filepath.Join(tc.dir, fmt.Sprint("shm", size))
+				a, err := tc.fs.MapShared(path, 4096, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.Close()
+				a.Uint64(24).Store(7)
+				a.Uint64(0).Store(0x0807060504030201)
+				cut(t, tc.fs, path, size)
+				cut(t, tc.fs, path, 4096)
+				want := uint64(0)
+				if size == 1 {
+					want = 0x01 // the byte before the cut
+				}
+				if v, w := a.Uint64(24).Load(), a.Uint64(0).Load(); v != 0 || w != want || a.Lost() {
+					t.Fatalf("a mapping of a file cut to %d and grown again: fields %#x and %d, lost %v; want %#x, 0, not lost", size, w, v, a.Lost(), want)
+				}
+			})
+		}
+	}
+	t.Run("os-partial", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "shm")
+		a, err := Default.MapShared(path, 4096, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		a.Uint64(24).Store(7)
+		cut(t, Default, path, 1)
+		if v := a.Uint64(24).Load(); v != 0 || a.Lost() {
+			t.Fatalf("a cut within the page: Load %d, lost %v; want 0 and no fault", v, a.Lost())
+		}
+		if n, err := a.Size(); n != 1 || err != nil {
+			t.Fatalf("Size after the cut: %d, %v", n, err)
+		}
+	})
+}
+
+// TestMapSharedWithoutCreate: without create MapShared neither creates
+// the file nor grows it, and fails on a missing or short one.
+func TestMapSharedWithoutCreate(t *testing.T) {
+	for name, tc := range lockFS(t) {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(tc.dir, "shm")
+			if _, err := tc.fs.MapShared(path, 4096, false); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("MapShared of a missing file without create: %v, want ErrNotExist", err)
+			}
+			if names, _ := tc.fs.List(tc.dir); len(names) != 0 {
+				t.Fatalf("MapShared without create made %v", names)
+			}
+			f, err := tc.fs.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt([]byte("x"), 0)
+			f.Close()
+			if _, err := tc.fs.MapShared(path, 4096, false); !errors.Is(err, ErrShortFile) {
+				t.Fatalf("MapShared of a 1-byte file without create: %v, want ErrShortFile", err)
+			}
+			if f, _ := tc.fs.Open(path); f != nil {
+				if n, _ := f.Size(); n != 1 {
+					t.Fatalf("the file is %d bytes now", n)
+				}
+				f.Close()
+			}
+			s, err := tc.fs.MapShared(path, 4096, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			s, err = tc.fs.MapShared(path, 4096, false)
+			if err != nil {
+				t.Fatalf("MapShared of a whole file without create: %v", err)
+			}
+			s.Close()
+		})
+	}
+}
+
+// TestLockDir: a directory's lock is exclusive or shared like a file's,
+// and removing a file in it changes nothing about it.
+func TestLockDir(t *testing.T) {
+	for name, tc := range lockFS(t) {
+		t.Run(name, func(t *testing.T) {
+			ex, err := tc.fs.LockDir(tc.dir, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tc.fs.LockDir(tc.dir, false); !errors.Is(err, ErrLocked) {
+				t.Fatalf("shared under an exclusive holder: %v, want ErrLocked", err)
+			}
+			if err := ex.Share(); err != nil {
+				t.Fatal(err)
+			}
+			sh, err := tc.fs.LockDir(tc.dir, false)
+			if err != nil {
+				t.Fatalf("shared beside a shared holder: %v", err)
+			}
+			defer sh.Close()
+			ex.Close()
+			if _, err := tc.fs.LockDir(tc.dir, true); !errors.Is(err, ErrLocked) {
+				t.Fatalf("exclusive under a shared holder: %v, want ErrLocked", err)
+			}
+			if f, err := tc.fs.Create(filepath.Join(tc.dir, "LOCK")); err == nil {
+				f.Close()
+			}
+			if err := tc.fs.Remove(filepath.Join(tc.dir, "LOCK")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tc.fs.LockDir(tc.dir, true); !errors.Is(err, ErrLocked) {
+				t.Fatalf("exclusive under a shared holder, after a removal in the directory: %v, want ErrLocked", err)
+			}
+		})
+	}
+}
+
+// TestLocksOfAFileInPlaceOfAnother: the locks and the shared mapping of a
+// file are the file's: a file created in place of a removed one has
+// another ID and none of its locks (on the MemFS as on the OS).
+func TestLocksOfAFileInPlaceOfAnother(t *testing.T) {
+	for name, tc := range lockFS(t) {
+		t.Run(name, func(t *testing.T) {
+			locks := filepath.Join(tc.dir, "locks")
+			a, err := tc.fs.OpenLocks(locks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			if ok, err := a.TryLock(1, true); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			b, err := tc.fs.OpenLocks(locks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			aid, _ := a.ID()
+			if bid, _ := b.ID(); aid != bid {
+				t.Fatalf("two opens of one file: IDs %v and %v", aid, bid)
+			}
+			if err := tc.fs.Remove(locks); err != nil {
+				t.Fatal(err)
+			}
+			c, err := tc.fs.OpenLocks(locks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if cid, _ := c.ID(); cid == aid {
+				t.Fatalf("a file in place of a removed one (still held) has its ID %v", cid)
+			}
+			if ok, err := c.TryLock(1, true); !ok || err != nil {
+				t.Fatalf("the new file's byte: %v, %v; want free", ok, err)
+			}
+
+			lock := filepath.Join(tc.dir, "LOCK")
+			l, err := tc.fs.Lock(lock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if err := tc.fs.Remove(lock); err != nil {
+				t.Fatal(err)
+			}
+			l2, err := tc.fs.Lock(lock)
+			if err != nil {
+				t.Fatalf("Lock of a file in place of a removed one: %v", err)
+			}
+			defer l2.Close()
+			lid, _ := l.ID()
+			if l2id, _ := l2.ID(); lid == l2id {
+				t.Fatalf("LOCK in place of a removed one has its ID %v", lid)
+			}
+
+			shm := filepath.Join(tc.dir, "shm")
+			s, err := tc.fs.MapShared(shm, 4096, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.Uint64(8).Store(1)
+			if err := tc.fs.Remove(shm); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := tc.fs.MapShared(shm, 4096, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			if s2.Uint64(8).Load() != 0 || s2.ID() == s.ID() {
+				t.Fatalf("shm in place of a removed one: field %d, ID %v (old %v)", s2.Uint64(8).Load(), s2.ID(), s.ID())
 			}
 		})
 	}
@@ -186,7 +446,7 @@ func helper(spec string) {
 			os.Exit(1)
 		}
 	case "shm":
-		s, err := Default.MapShared(path, 4096)
+		s, err := Default.MapShared(path, 4096, true)
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
@@ -261,7 +521,7 @@ func TestLocksAcrossProcesses(t *testing.T) {
 	sh.Close()
 
 	shm := filepath.Join(dir, "shm")
-	s, err := Default.MapShared(shm, 4096)
+	s, err := Default.MapShared(shm, 4096, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,12 +540,12 @@ func TestSharedWaitWake(t *testing.T) {
 	for name, tc := range lockFS(t) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(tc.dir, "shm")
-			a, err := tc.fs.MapShared(path, 4096)
+			a, err := tc.fs.MapShared(path, 4096, true)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer a.Close()
-			b, err := tc.fs.MapShared(path, 4096)
+			b, err := tc.fs.MapShared(path, 4096, true)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,12 +35,23 @@ type FS interface {
 	// an exclusive one holds it (a *LockError naming the pid that holder
 	// recorded).
 	LockShared(name string) (FileLock, error)
+	// LockDir takes a non-blocking lock on the directory dir itself,
+	// exclusive or shared (flock on the OS), with the semantics of Lock
+	// and LockShared (a *LockError, without a pid, if a conflicting holder
+	// has it). A directory that holds files cannot be removed: unlike a
+	// lock file, nothing a removal of a file does takes the lock from its
+	// holders or lets a newcomer take it beside them.
+	LockDir(dir string, exclusive bool) (FileLock, error)
 	// OpenLocks opens name (created if missing) for byte-range locks; see
 	// Locks.
 	OpenLocks(name string) (Locks, error)
-	// MapShared maps the first size bytes of name (created if missing,
-	// grown with zeros to size) read-write and shared; see Shared.
-	MapShared(name string, size int) (*Shared, error)
+	// MapShared maps the first size bytes of name read-write and shared;
+	// see Shared. With create, name is created if missing and grown with
+	// zeros to size; without, it must exist (else an error satisfying
+	// errors.Is(err, fs.ErrNotExist)) and hold at least size bytes (else
+	// an error satisfying errors.Is(err, ErrShortFile)): nothing is
+	// created or changed.
+	MapShared(name string, size int, create bool) (*Shared, error)
 	// SyncDir makes the directory entries of dir durable (fsync on the
 	// directory).
 	SyncDir(dir string) error
@@ -86,6 +97,17 @@ func (m *Mapping) Close() error {
 	}
 	return f(d)
 }
+
+// FileID identifies a file (on the OS: its device and inode numbers).
+// Every open of one file has its FileID; a file created in place of a
+// removed (or renamed-over) one has another, as long as something still
+// holds the first open (the OS reuses an inode number only once the file
+// is freed).
+type FileID struct{ Dev, Ino uint64 }
+
+// ErrShortFile: MapShared without create of a file shorter than the
+// mapping.
+var ErrShortFile = errors.New("vfs: file shorter than the mapping")
 
 // ErrLocked is the kind of *LockError.
 var ErrLocked = errors.New("vfs: locked by another process")
