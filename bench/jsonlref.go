@@ -9,12 +9,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/jsonl"
+	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/store"
 )
 
 // The reference model of the multi-process workloads: the reference
-// harness's layout (internal/jsonl: <root>/<project>/<id>/session.v3.jsonl,
+// harness's layout (jsonl: <root>/<project>/<id>/session.v3.jsonl,
 // a header line, a JSON line per event), one file per session, an
 // exclusive flock on it held as the session's write lease for as long as
 // the session is open, and a write + fdatasync of its file per flush, as

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/internal/jsonl"
+	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/store"
 )
 

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
 )
 
 // deadForkHeader is what a process that died in the middle of a fork by

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // TestNoWriteOutAfterClose: an Append of a handle that DB.Close did not

@@ -22,8 +22,8 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // behindSize is the size of the events of these tests: a batch of 60

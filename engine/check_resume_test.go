@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/index"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestCheckResumesForwardWithinTheBound: Check of a store another process

@@ -16,8 +16,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
 )
 
 // crashCopy copies the files of the store in dir (not its lock) to a new

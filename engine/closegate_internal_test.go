@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // closeGateOpts are the options of these tests: frames of 4 KiB, no

@@ -17,8 +17,8 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // TestDBCloseRacesOperations: goroutines create sessions and append to

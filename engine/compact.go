@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/index"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 // CompactOptions configures Compact.

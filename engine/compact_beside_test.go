@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // Compaction beside other writing processes (docs/DESIGN.md, Many

@@ -15,10 +15,10 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // crashVariants is what a power cut may keep of unsynced state: nothing,

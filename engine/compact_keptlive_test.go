@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestKeptLiveReportsDroppedFrame: compaction's own check that a rewrite

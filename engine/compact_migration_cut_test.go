@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestCompactionCutAfterDroppingAReplacedHeader: a migrated v2 session's

@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestCompactAfterACompactionCutShort: a compaction killed after it removed

@@ -17,8 +17,8 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestCompactRacingDeleteCreateMigrate: between a compaction's plan and

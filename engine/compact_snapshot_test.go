@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // snapFS copies dir into a new directory under base at each operation

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // dictKnobs makes dictionaries small and trained only when a test says

@@ -17,8 +17,8 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
 )
 
 // dictFramesByVersion returns, per segment of the store in dir, its

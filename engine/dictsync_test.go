@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // renewInBackground has the DB's dictionary goroutine (loop) make a

@@ -20,8 +20,8 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // TestWriteErrorKeepsEvents: session b's flush hits ENOSPC on its write

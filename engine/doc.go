@@ -56,7 +56,7 @@
 //
 // # Layering and concurrency
 //
-// engine composes segment, index, handle and internal/vfs; it must not
+// engine composes segment, index, handle and vfs; it must not
 // import bench, fuzz or cmd (docs/DESIGN.md#layering). It owns the store's
 // goroutines (the index checkpointer, the segment preparer and the
 // background compactor, whose run in progress Close cancels), started in

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 func TestSmoke(t *testing.T) {

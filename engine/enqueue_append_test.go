@@ -7,7 +7,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/handle"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // spinSink is where the rounds' busy waits count (kept, so that the loop stays).

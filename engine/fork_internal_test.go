@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/vfs"
 )
 
 // TestForkWithoutItsMarker: a crash that kept a fork's header but not its

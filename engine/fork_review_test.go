@@ -19,7 +19,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // A review of DB.Fork: tests that try to break it. The model of a store

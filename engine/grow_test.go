@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
 )
 
 // segFileSize is the size of segment id's file in dir.

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
 )
 
 // Create refuses a session ID that is not valid UTF-8 or holds a control

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // A failing index checkpoint (here: the index's file is gone from under

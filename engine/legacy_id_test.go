@@ -5,7 +5,7 @@ import (
 	"github.com/seglog/seglog/store"
 	"testing"
 
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // createAsOldBuild is Create as builds before the session ID rule ran it:

@@ -7,7 +7,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // titled is testgen's events first..first+n-1 with a session/title at

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestReaderBoundRisesToTheCheckpoint: a reader that read the writer's

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // mapHookFS is the OS file system, calling onMap(path) after each Map of a

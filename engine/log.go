@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/internal/bufpool"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 // appender is a writing process's side of the shared log (docs/DESIGN.md,

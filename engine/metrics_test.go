@@ -11,8 +11,8 @@ import (
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // payloadBytes is what Metrics.BytesAppended counts of evs.

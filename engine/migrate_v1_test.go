@@ -9,8 +9,8 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/testgen"
 )
 
 // v1Events is a v1 log of n turns from seq `from` (turn numbers from

@@ -8,15 +8,15 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Options configures Open. A nil *Options means every default. Open copies
 // the value; changing it afterwards has no effect.
 type Options struct {
-	// FS is the file system of the segments; default the OS. Tests pass a
-	// crashable in-memory FS.
+	// FS is the file system of the store; default the OS (vfs.Default).
+	// Tests pass vfs.MemFS (crashable: MemFS.CrashClone) or vfs.FaultFS.
 	FS vfs.FS
 	// SegmentSize is the size at which a segment is sealed and the next one
 	// started; default 64 MiB. The store's first segments are smaller (see

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestCoverage: the frames a read uses must hold each event it returns

@@ -16,8 +16,8 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
 )
 
 // foreignStore makes, in a new store, sessions whose logs are two frames

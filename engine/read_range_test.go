@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
 )
 
 // ReadRange never overflows: any offset and limit a caller can pass give a

@@ -9,8 +9,8 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 func TestReadOnly(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/index"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 // rebuildWait bounds how long a rebuild of a live store's index waits for

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/index"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
 )
 
 // openRecovery is what an open found that needs doing before the store takes

@@ -11,9 +11,9 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/plan"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/vfs"
 )
 
 func rawEv(seq uint64, typ, data string) event.Event {

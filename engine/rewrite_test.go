@@ -12,8 +12,8 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
 )
 
 // interleavedStore writes 8 sessions round-robin (so that every segment

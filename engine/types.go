@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // The store's recorded event types (docs/DESIGN.md, Files): a host's own

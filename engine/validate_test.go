@@ -11,7 +11,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // Append refuses an event time the store cannot keep, naming the seq and

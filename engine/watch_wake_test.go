@@ -16,7 +16,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // waitOneSleeper waits until db's store counts exactly one sleeper on

@@ -16,8 +16,8 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testclock"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // model is what the engine must hold for one session.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestSIGKILLLiveReader: this process holds the store open read-only for

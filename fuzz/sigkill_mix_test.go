@@ -24,8 +24,8 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/testgen"
 )
 
 // The SIGKILL campaign with the persistent index on and the full mix of

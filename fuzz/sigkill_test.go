@@ -17,7 +17,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 const childEnv = "SEGLOG_SIGKILL_CHILD_DIR"

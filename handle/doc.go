@@ -6,7 +6,7 @@
 // composes them with its flush barrier.
 //
 // handle imports nothing from seglog's storage: it must not import segment,
-// index, engine, recovery or internal/vfs. It talks to the storage through
+// index, engine, recovery or vfs. It talks to the storage through
 // the Write function it is given. See docs/DESIGN.md#layering.
 //
 // Everything here is safe for concurrent use. A WriteBehind owns at most

@@ -7,7 +7,7 @@
 // The decisions are pure functions of the folded log and the pending
 // selection; the only I/O is through the [Log] a host passes in (an
 // engine write handle), and time is a parameter. plan imports event only:
-// never segment, index, engine or internal/vfs (docs/DESIGN.md#layering).
+// never segment, index, engine or vfs (docs/DESIGN.md#layering).
 //
 // A host wires it into its agent loop like this:
 //

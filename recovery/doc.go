@@ -17,7 +17,7 @@
 //
 // recovery is pure: no I/O and no clock (time is a parameter). It imports
 // event and internal/base only, never segment, index, handle, engine or
-// internal/vfs, and no I/O package of the standard library. Torn-tail
+// vfs, and no I/O package of the standard library. Torn-tail
 // truncation of segment files is storage work and lives in segment and
 // engine. See docs/DESIGN.md#layering.
 package recovery

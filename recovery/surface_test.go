@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // sv is a compact event for the surface tables: typ, data, surfaceOp

@@ -19,7 +19,7 @@
 // zstd dictionaries (dict.go: TrainDict, WriteDict, Dicts) sit beside its
 // segments, one file per ID, named by the frames compressed with them.
 //
-// segment imports only event, internal/base and internal/vfs: it knows
+// segment imports only event, internal/base and vfs: it knows
 // nothing of the index, handles, recovery, plan or the engine, and starts no
 // goroutines.
 //

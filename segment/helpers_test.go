@@ -8,8 +8,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
 )
 
 // makeEvents returns n deterministic events from seq first, each about

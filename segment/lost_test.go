@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // TestLostWriteKeepsItsCause: every Sync whose frames a failed write took

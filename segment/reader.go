@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // ScanOptions configures Scan.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // fixture writes four frames. With separateWrites every frame is synced on

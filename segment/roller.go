@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Name returns the file name of segment id: 16 hex digits and ".seg", so

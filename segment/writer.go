@@ -16,7 +16,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/bufpool"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // WriterOptions configures a Writer. The zero value is valid: 64 MiB

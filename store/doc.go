@@ -15,7 +15,7 @@
 //
 // store holds no storage; a Front's write-behind runs a timer goroutine
 // while events wait (package handle), stopped by Close. It may import
-// event, internal/base, handle (leases and write-behind) and internal/vfs
+// event, internal/base, handle (leases and write-behind) and vfs
 // (the lock error); segment, index, engine and the backends import it
 // (docs/DESIGN.md#layering). package engine re-exports its types and
 // errors under the names a host has always used.

@@ -7,7 +7,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/internal/base"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Errors returned by DB and Handle methods. Test with errors.Is; the

@@ -16,8 +16,8 @@ import (
 	"github.com/seglog/seglog/backend/jetstream/embedded"
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestClusterLeaderKilled: on a 3-node cluster with 3 replicas, the

@@ -13,7 +13,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // Group commit: the flushes of many sessions go out as one atomic batch;

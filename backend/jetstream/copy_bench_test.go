@@ -7,8 +7,8 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
 )
 
 // BenchmarkCopy: store.Copy of 16 sessions of 2,000 events of ~300 bytes

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine/enginetest"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // BenchmarkFlush: 1 and 64 sessions on the package's embedded server

@@ -15,7 +15,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/internal/vfs"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Write leases live in the lease bucket in two kinds of key:

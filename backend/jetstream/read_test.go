@@ -12,8 +12,8 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
 )
 
 // writeShort writes session id through st: msgs flushes of 3 events each

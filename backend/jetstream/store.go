@@ -23,9 +23,9 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
-	"github.com/seglog/seglog/internal/vfs"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/vfs"
 )
 
 // Options configures a Store. The zero value works against a NATS server

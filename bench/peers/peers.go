@@ -19,7 +19,7 @@ import (
 
 	"github.com/seglog/seglog/bench"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // Store is one engine under test. Sessions are numbered from 0.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/seglog/seglog/backend/jetstream/embedded"
 	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // decodeStrict decodes out into v with exactly v's fields.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/jsonl"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/jsonl"
+	"github.com/seglog/seglog/testgen"
 )
 
 // importCutOut is import --json's output, with the documented fields.

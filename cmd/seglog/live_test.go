@@ -12,8 +12,8 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestReadCommandsOnALiveStore: while a host has the store open and

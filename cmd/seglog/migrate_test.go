@@ -11,7 +11,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/jsonl"
+	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/recovery"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // cliGuarded runs the CLI but gives up (failing the test) if it does not

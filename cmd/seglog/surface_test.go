@@ -9,7 +9,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // import refuses a log that breaks the v3 surface rules, naming the event,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/testgen"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.

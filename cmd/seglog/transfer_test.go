@@ -14,8 +14,8 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/jsonl"
-	"github.com/seglog/seglog/internal/testgen"
+	"github.com/seglog/seglog/jsonl"
+	"github.com/seglog/seglog/testgen"
 )
 
 // makeRoot writes a reference root of n sessions: every fourth one

@@ -9,8 +9,8 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
 )
 
 // RunCopy runs the cases of store.Copy from stores newSource makes to

@@ -171,3 +171,42 @@ func TestModulesListed(t *testing.T) {
 		t.Errorf(".ci/run does not run the README's test command %q as a line of its own", command)
 	}
 }
+
+// No other module imports a package under the core module's internal/
+// (Go allows it, the paths sharing the module's prefix, but it would be
+// an API between modules that no version guards): what they share is
+// exported (vfs, jsonl, testgen). docs/DESIGN.md#modules.
+func TestNestedModulesImportNoCoreInternal(t *testing.T) {
+	internal := `"` + mod + `/internal/`
+	for _, dir := range moduleDirs(t) {
+		if dir == "." {
+			continue
+		}
+		root := filepath.Join("../..", filepath.FromSlash(dir))
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && p != root && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(p, ".go") {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for i, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, internal) {
+					rel, _ := filepath.Rel("../..", p)
+					t.Errorf("%s:%d: module %s imports the core's %s", filepath.ToSlash(rel), i+1, dir, strings.TrimSpace(line))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

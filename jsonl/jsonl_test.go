@@ -12,8 +12,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/internal/testgen"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
 )
 
 func TestEncodeID(t *testing.T) {
