@@ -128,17 +128,6 @@ type (
 	SurfaceError = recovery.SurfaceError
 )
 
-// SurfaceRulesChecker is the store.FrontConfig.Surface of a DB (and of
-// another backend of the contract, such as backend/jetstream) whose
-// SurfaceRules option is on (nil when off): it makes a
-// recovery.SurfaceChecker that knows catalog c's types.
-func SurfaceRulesChecker(on bool, c *event.Catalog) func() store.SurfaceChecker {
-	if !on {
-		return nil
-	}
-	return func() store.SurfaceChecker { return recovery.NewSurfaceChecker(c) }
-}
-
 func sessionErr(id, op string, err error) error { return &SessionError{ID: id, Op: op, Err: err} }
 
 // marshalHeader encodes s's header record; called with db.mu held (or by

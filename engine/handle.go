@@ -7,6 +7,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/storekit"
 )
 
 // Handle is one open channel onto a session: a read handle, or the single
@@ -32,7 +33,7 @@ func (db *DB) newHandle(s *session, access Access, lease *lease) *Handle {
 	}
 	h.front.Init(s.id, *s.hdr, s.inherited, access, w, store.FrontConfig{
 		Catalog: db.opts.Catalog, Reload: db.loadTypes, Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,
-		Surface: SurfaceRulesChecker(db.opts.SurfaceRules, db.opts.Catalog),
+		Surface: storekit.SurfaceRulesChecker(db.opts.SurfaceRules, db.opts.Catalog),
 		Stats:   &db.metrics.writeBehind,
 	})
 	db.metrics.handleOpened(access)

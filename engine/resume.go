@@ -5,8 +5,7 @@ import (
 	"errors"
 
 	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/recovery"
-	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/storekit"
 )
 
 // Resume opens session id for write and closes a turn that a crash left
@@ -20,37 +19,11 @@ func (db *DB) Resume(ctx context.Context, id string) (*Handle, []event.Event, er
 	if err != nil {
 		return nil, nil, err
 	}
-	closers, err := ResumeHandle(ctx, h)
+	closers, err := storekit.ResumeHandle(ctx, h)
 	if err != nil {
 		return nil, nil, errors.Join(err, h.Close())
 	}
 	return h, closers, nil
-}
-
-// ResumeHandle is Resume through a write handle of any backend (package
-// backend/jetstream resumes so): it reads the log whole, appends the
-// closers of recovery.InterruptedTurnClosers as one batch and flushes, and
-// returns them (nil if the log was balanced). The caller closes the
-// handle if it fails.
-func ResumeHandle(ctx context.Context, h store.Handle) ([]event.Event, error) {
-	evs, err := h.Read(ctx, 0, -1)
-	if err != nil {
-		return nil, err
-	}
-	closers, err := recovery.InterruptedTurnClosers(evs)
-	if err != nil {
-		return nil, sessionErr(h.ID(), "resume", err)
-	}
-	if len(closers) == 0 {
-		return nil, nil
-	}
-	if err := h.Append(ctx, closers...); err != nil {
-		return nil, err
-	}
-	if err := h.Flush(ctx); err != nil {
-		return nil, err
-	}
-	return closers, nil
 }
 
 // Inspect returns session id's log and the closers Resume would append to
@@ -64,19 +37,5 @@ func (db *DB) Inspect(ctx context.Context, id string) (Inspection, error) {
 		return Inspection{}, err
 	}
 	defer h.Close()
-	return InspectHandle(ctx, h)
-}
-
-// InspectHandle is Inspect through an open handle of any backend: the
-// log, read whole, and its closers.
-func InspectHandle(ctx context.Context, h store.Handle) (Inspection, error) {
-	evs, err := h.Read(ctx, 0, -1)
-	if err != nil {
-		return Inspection{}, err
-	}
-	closers, err := recovery.InterruptedTurnClosers(evs)
-	if err != nil {
-		return Inspection{}, sessionErr(h.ID(), "inspect", err)
-	}
-	return Inspection{Header: h.Header(), Events: evs, Closers: closers}, nil
+	return storekit.InspectHandle(ctx, h)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/storekit"
 )
 
 // Delete removes session id for every host; see store.Store.Delete. It
@@ -110,7 +111,7 @@ func (st *Store) freeSubject(ctx context.Context, subj string) (uint64, error) {
 }
 
 // Resume opens session id for write and appends the closers of a turn a
-// crash left open (engine.ResumeHandle: recovery.InterruptedTurnClosers,
+// crash left open (storekit.ResumeHandle: recovery.InterruptedTurnClosers,
 // the same as the local engine's); see store.Store.Resume. It fails as
 // Open(id, engine.Write) does, writing nothing.
 func (st *Store) Resume(ctx context.Context, id string) (*Handle, []event.Event, error) {
@@ -118,7 +119,7 @@ func (st *Store) Resume(ctx context.Context, id string) (*Handle, []event.Event,
 	if err != nil {
 		return nil, nil, err
 	}
-	closers, err := engine.ResumeHandle(ctx, h)
+	closers, err := storekit.ResumeHandle(ctx, h)
 	if err != nil {
 		return nil, nil, errors.Join(err, h.Close())
 	}

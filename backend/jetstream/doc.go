@@ -64,7 +64,7 @@
 // session deleted; only its lease of the id lives on until it expires. The
 // stream must allow rollups (allow_rollup_hdrs; see Provisioning). With
 // engine.IfRevision, Delete deletes only the revision named, as read
-// under the leases. Resume is a write open and engine.ResumeHandle: the
+// under the leases. Resume is a write open and storekit.ResumeHandle: the
 // closers of recovery.InterruptedTurnClosers, the same as the local
 // engine's.
 //

@@ -20,6 +20,7 @@ import (
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/storekit"
 )
 
 // Handle is a read or write handle on one session, as engine.Handle.
@@ -46,7 +47,7 @@ func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease
 	}
 	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
 		Catalog: st.opts.Catalog, Window: st.opts.WriteBehindWindow, Logger: st.opts.Logger, AfterFunc: st.opts.AfterFunc,
-		Surface: engine.SurfaceRulesChecker(st.opts.SurfaceRules, st.opts.Catalog),
+		Surface: storekit.SurfaceRulesChecker(st.opts.SurfaceRules, st.opts.Catalog),
 	})
 	st.handles[h] = struct{}{}
 	return h

@@ -25,6 +25,7 @@ import (
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/storekit"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -770,7 +771,7 @@ func (st *Store) Inspect(ctx context.Context, id string) (engine.Inspection, err
 		return engine.Inspection{}, err
 	}
 	defer h.Close()
-	return engine.InspectHandle(ctx, h)
+	return storekit.InspectHandle(ctx, h)
 }
 
 // Fork creates session h.ID as a fork of session parent at n events (see

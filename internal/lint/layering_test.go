@@ -34,6 +34,7 @@ var mustNotDepend = map[string][]string{
 	// session rules; no storage.
 	"store":             {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
 	"jsonl":             {"segment", "index", "engine", "bench", "fuzz", "cmd/seglog", "backend"},
+	"storekit":          {"segment", "index", "engine", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
 	"engine":            {"bench", "fuzz", "cmd/seglog", "backend"},
 	"bench":             {"bench/chart", "fuzz", "cmd/seglog", "backend"},
 	"bench/chart":       {"fuzz", "cmd/seglog", "backend"},
