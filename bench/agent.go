@@ -15,6 +15,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/jsonl"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -57,7 +58,7 @@ type HostSession interface {
 type storeHost struct{ st Store }
 
 func (s storeHost) Create(ctx context.Context, i int) (HostSession, error) {
-	return s.st.Create(ctx, engine.Header{ID: AgentSessionID(i), CreatedAt: 1_750_000_000_000, Cwd: "/work/seglog"})
+	return s.st.Create(ctx, store.Header{ID: AgentSessionID(i), CreatedAt: 1_750_000_000_000, Cwd: "/work/seglog"})
 }
 
 // Written is the bytes of the sessions' frames (Snapshot.SizeBytes): what

@@ -11,6 +11,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 )
 
 func testCorpus(t testing.TB) *Corpus {
@@ -224,7 +225,7 @@ func readAgentSession(t *testing.T, backend, dir string, i int) []event.Event {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Open(context.Background(), id, engine.Read)
+	h, err := db.Open(context.Background(), id, store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -347,7 +347,7 @@ func runDurable(ctx context.Context, c Config) (Result, error) {
 	pool := testgen.Events(0, 256, c.EventSize)
 	hs := make([]Session, c.Sessions)
 	for i := range hs {
-		if hs[i], err = db.Create(ctx, engine.Header{ID: fmt.Sprintf("durable-%d", i), CreatedAt: 1}); err != nil {
+		if hs[i], err = db.Create(ctx, store.Header{ID: fmt.Sprintf("durable-%d", i), CreatedAt: 1}); err != nil {
 			return Result{}, err
 		}
 	}
@@ -399,7 +399,7 @@ func runDurable(ctx context.Context, c Config) (Result, error) {
 }
 
 func bulkLoad(ctx context.Context, db Store, c Config, id string) (int64, error) {
-	h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 	if err != nil {
 		return 0, err
 	}
@@ -512,7 +512,7 @@ func runReplay(ctx context.Context, c Config) (Result, error) {
 	start := time.Now()
 	for _, id := range ids {
 		// The open counts: it is where a backend indexes the session.
-		h, err := db.Open(ctx, id, engine.Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			return r, err
 		}
@@ -563,7 +563,7 @@ func smallLoad(ctx context.Context, db Store, c Config) ([]string, error) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			errs[i] = func() error {
-				h, err := db.Create(ctx, engine.Header{ID: ids[i], CreatedAt: 1})
+				h, err := db.Create(ctx, store.Header{ID: ids[i], CreatedAt: 1})
 				if err != nil {
 					return err
 				}

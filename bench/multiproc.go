@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -103,7 +104,7 @@ func serveWorker(specJSON string, in *bufio.Reader, out io.Writer) error {
 		if db == nil {
 			return createJSONL(s.Dir, id)
 		}
-		return db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		return db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 	}
 	var hs []appender
 	defer func() {
@@ -415,7 +416,7 @@ func runFollow(ctx context.Context, c Config) (Result, error) {
 		return kill(err)
 	}
 	defer db.Close()
-	h, err := db.Open(ctx, followID, engine.Read)
+	h, err := db.Open(ctx, followID, store.Read)
 	if err != nil {
 		return kill(err)
 	}

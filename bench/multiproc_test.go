@@ -121,7 +121,7 @@ func storedSessions(t *testing.T, backend, dir string, ids map[string]uint64) ma
 		t.Fatal(err)
 	}
 	for _, s := range snaps {
-		h, err := db.Open(ctx, s.Header.ID, engine.Read)
+		h, err := db.Open(ctx, s.Header.ID, store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // realLogsEnv names a checkout of the reference harness (the public
@@ -34,7 +35,7 @@ var realLogPath = regexp.MustCompile(`^(apps/web/tests/snapshots/[^/]+|examples/
 // realLog is one session log, as the engine gets it: the header, then
 // the events in batches, each batch one flush.
 type realLog struct {
-	header  engine.Header
+	header  store.Header
 	batches [][]event.Event
 	raw     int64 // bytes of the log's JSON lines taken (header and events), newlines included
 }
@@ -61,7 +62,7 @@ func loadRealLog(path, id string) (*realLog, error) {
 	if !filepath.IsAbs(cwd) {
 		cwd = ""
 	}
-	l := &realLog{header: engine.Header{ID: id, CreatedAt: hdr.CreatedAt, Cwd: cwd}, raw: int64(len(lines[0]) + 1)}
+	l := &realLog{header: store.Header{ID: id, CreatedAt: hdr.CreatedAt, Cwd: cwd}, raw: int64(len(lines[0]) + 1)}
 	var cur []event.Event
 	for i, line := range lines[1:] {
 		var e struct {

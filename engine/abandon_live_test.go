@@ -45,7 +45,7 @@ func TestDeadForkDoesNotHoldTheCheckpoint(t *testing.T) {
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts())
 	defer w1.Close()
-	h, err := w1.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, err := w1.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,10 +92,10 @@ func TestCreateOverADeadFork(t *testing.T) {
 	w3 := liveOpen(t, dir, besideOpts())
 	defer w3.Close()
 	deadForkHeader(t, dir, "f")
-	if _, err := w3.Stat(ctx, "f"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := w3.Stat(ctx, "f"); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Fatalf("stat of a fork not whole: %v, want ErrSessionNotFound", err)
 	}
-	h, err := w1.Create(ctx, Header{ID: "f", CreatedAt: 5})
+	h, err := w1.Create(ctx, store.Header{ID: "f", CreatedAt: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestCreateOverADeadFork(t *testing.T) {
 	appendFlushed(t, h, evs...)
 	h.Close()
 	for n, db := range []*DB{w3, w1} {
-		r, err := db.Open(ctx, "f", Read)
+		r, err := db.Open(ctx, "f", store.Read)
 		if err != nil {
 			t.Fatalf("writer %d: open f: %v", n, err)
 		}

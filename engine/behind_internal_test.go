@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -25,7 +26,7 @@ func TestNoWriteOutAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestNoWriteOutAfterClose(t *testing.T) {
 		// (nil: nothing failed, so the Front logs no failed write-out.)
 		t.Fatalf("CutBehind after DB.Close: %v, a write-out started: %v; want nil and none", err, started)
 	}
-	var dropped *DroppedError
+	var dropped *store.DroppedError
 	if err := h.Close(); !errors.As(err, &dropped) || dropped.Dropped != 60 {
 		t.Fatalf("Close of the handle: %v, want the 60 events dropped", err)
 	}

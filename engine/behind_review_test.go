@@ -22,6 +22,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -69,7 +70,7 @@ func TestAppendBehindConcurrentReadsFlushesForks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.Open(ctx, "bulk", engine.Read)
+	r, err := db.Open(ctx, "bulk", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestAppendBehindConcurrentReadsFlushesForks(t *testing.T) {
 	}
 	checkLogs(t, db2, want)
 	for id, n := range forks {
-		c, err := db2.Open(ctx, id, engine.Read)
+		c, err := db2.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatalf("fork %s after a power cut: %v", id, err)
 		}
@@ -479,8 +480,8 @@ func TestPowerCutDuringBulkAppends(t *testing.T) {
 func readBehindLog(t *testing.T, db *engine.DB, id string) []event.Event {
 	t.Helper()
 	ctx := context.Background()
-	h, err := db.Open(ctx, id, engine.Read)
-	if errors.Is(err, engine.ErrSessionNotFound) {
+	h, err := db.Open(ctx, id, store.Read)
+	if errors.Is(err, store.ErrSessionNotFound) {
 		return nil
 	}
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -36,11 +37,11 @@ func TestAppendWritesBehindReadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, engine.Header{ID: "bulk", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "bulk", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.Open(ctx, "bulk", engine.Read)
+	r, err := db.Open(ctx, "bulk", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestAppendWritesBehindOnAFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -89,7 +90,7 @@ func BenchmarkFlush(b *testing.B) {
 			db := benchDB(b, v.opts)
 			hs := make([]*engine.Handle, n)
 			for i := range hs {
-				h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s-%d", i), CreatedAt: 1})
+				h, err := db.Create(ctx, store.Header{ID: fmt.Sprintf("s-%d", i), CreatedAt: 1})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -143,7 +144,7 @@ func BenchmarkAppend(b *testing.B) {
 		for _, codec := range []string{"zstd", "none"} {
 			b.Run(fmt.Sprintf("batch=%d/codec=%s", batch, codec), func(b *testing.B) {
 				db := benchDB(b, &engine.Options{Uncompressed: codec == "none"})
-				h, err := db.Create(ctx, engine.Header{ID: "bulk", CreatedAt: 1})
+				h, err := db.Create(ctx, store.Header{ID: "bulk", CreatedAt: 1})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -178,7 +179,7 @@ func BenchmarkAppend(b *testing.B) {
 func loadSession(b *testing.B, db *engine.DB, id string, n int) {
 	b.Helper()
 	ctx := context.Background()
-	h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func BenchmarkReplay(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Open(ctx, "s", engine.Read)
+	h, err := db.Open(ctx, "s", store.Read)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func BenchmarkRandomRead(b *testing.B) {
 			ctx := context.Background()
 			db := benchDB(b, &engine.Options{Uncompressed: codec == "none"})
 			loadSession(b, db, "s", 100_000)
-			h, err := db.Open(ctx, "s", engine.Read)
+			h, err := db.Open(ctx, "s", store.Read)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -266,7 +267,7 @@ func BenchmarkOpen(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := range sessions {
-		h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s-%05d", i), CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: fmt.Sprintf("s-%05d", i), CreatedAt: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -359,7 +360,7 @@ func BenchmarkIdleHandle(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		for range n {
-			h, err := db.Open(ctx, "s", engine.Read)
+			h, err := db.Open(ctx, "s", store.Read)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -391,7 +392,7 @@ func BenchmarkIdleSession(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		for j := range n {
-			h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s-%d-%d", i, j), CreatedAt: 1})
+			h, err := db.Create(ctx, store.Header{ID: fmt.Sprintf("s-%d-%d", i, j), CreatedAt: 1})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -421,7 +422,7 @@ func BenchmarkFollow(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer w.Close()
-	h, _ := w.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, _ := w.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	defer h.Close()
 	h.Append(ctx, testgen.Event(0, 300))
 	h.Flush(ctx)
@@ -430,7 +431,7 @@ func BenchmarkFollow(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	rh, err := r.Open(ctx, "s", engine.Read)
+	rh, err := r.Open(ctx, "s", store.Read)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -480,7 +481,7 @@ func BenchmarkFirstRead(b *testing.B) {
 	}
 	const sessions = 2000
 	for i := range sessions {
-		h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s-%05d", i), CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: fmt.Sprintf("s-%05d", i), CreatedAt: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -501,7 +502,7 @@ func BenchmarkFirstRead(b *testing.B) {
 			b.StartTimer()
 		}
 		t := time.Now()
-		h, err := db.Open(ctx, fmt.Sprintf("s-%05d", i), engine.Read)
+		h, err := db.Open(ctx, fmt.Sprintf("s-%05d", i), store.Read)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // Problem is one inconsistency Check found, with its location.
@@ -94,8 +95,8 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 		rep.Problems = append(rep.Problems, Problem{Path: path, Offset: off, Session: session, What: fmt.Sprintf(format, args...)})
 	}
 	problemErr := func(prefix string, err error) {
-		var ce *CorruptionError
-		var fe *FormatError
+		var ce *store.CorruptionError
+		var fe *store.FormatError
 		if errors.As(err, &ce) {
 			problem(ce.Path, ce.Offset, "", "%s%s", prefix, ce.Reason)
 		} else if errors.As(err, &fe) {
@@ -109,7 +110,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	ro := o
 	ro.ReadOnly, ro.Logger = true, slog.New(slog.DiscardHandler)
 	opened, err := Open(dir, &ro)
-	if errors.Is(err, ErrLocked) || errors.Is(err, index.ErrLocked) {
+	if errors.Is(err, store.ErrLocked) || errors.Is(err, index.ErrLocked) {
 		return nil, false, err
 	}
 	var skip map[uint64]bool // segments the recovery sets aside or removes
@@ -211,7 +212,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 						return nil
 					}
 				}
-				var ce *CorruptionError
+				var ce *store.CorruptionError
 				if errors.As(err, &ce) {
 					problem(path, fi.Offset, string(fi.Key), "%s", ce.Reason)
 				} else {
@@ -231,7 +232,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 				so.Durable = max(so.Durable, boff) // published durable: damage below it is no torn tail
 			}
 			_, err = r.Scan(so, visit)
-			var ce *CorruptionError
+			var ce *store.CorruptionError
 			if err == nil || !errors.As(err, &ce) {
 				break
 			}
@@ -263,7 +264,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	for _, id := range slices.Sorted(maps.Keys(bad)) {
 		b := bad[id]
 		path, off, what := dicts.Path(id), int64(-1), b.err.Error()
-		var ce *CorruptionError
+		var ce *store.CorruptionError
 		if errors.As(b.err, &ce) {
 			path, off, what = ce.Path, ce.Offset, ce.Reason
 		}
@@ -396,17 +397,17 @@ func RebuildIndex(dir string, opts *Options) error {
 		return errors.New("engine: the store has no index to rebuild")
 	}
 	if o.ReadOnly {
-		return ErrReadOnlyStore
+		return store.ErrReadOnlyStore
 	}
 	ids, err := segment.List(o.FS, dir)
 	if err != nil {
 		return fmt.Errorf("engine: rebuild the index of %s: %w", dir, err)
 	}
 	if _, serr := os.Stat(o.IndexPath); len(ids) == 0 && serr != nil {
-		return fmt.Errorf("engine: rebuild the index of %s: %w", dir, ErrNoStore)
+		return fmt.Errorf("engine: rebuild the index of %s: %w", dir, store.ErrNoStore)
 	}
 	db, err := open(dir, &o, true)
-	if errors.Is(err, ErrLocked) && errors.Is(err, errOthersOpen) {
+	if errors.Is(err, store.ErrLocked) && errors.Is(err, errOthersOpen) {
 		return rebuildLive(dir, &o)
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -27,7 +28,7 @@ func TestCheckResumesForwardWithinTheBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, err := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -86,7 +87,7 @@ func checkCrashed(t *testing.T, label, dir string, acked map[string][]event.Even
 		t.Fatalf("%s: the reopen set files aside: %v", label, q)
 	}
 	for id, want := range acked {
-		h, err := db.Open(ctx, id, Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatalf("%s: acknowledged session %s: %v", label, id, err)
 		}
@@ -115,7 +116,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, Header{Version: 2, ID: "m", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{Version: 2, ID: "m", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	a, err := db.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	a, err := db.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 	// so that a checkpoint before the group has something to store.
 	aevs := []event.Event{testgen.Event(0, 100), testgen.Event(1, 100)}
 	before := func(db *DB) {
-		a, err := db.Open(ctx, "a", Write)
+		a, err := db.Open(ctx, "a", store.Write)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +231,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 				atRoll = crashCopy(t, dir)
 			}
 			defer func() { testHookAppended = nil }()
-			b, err := db.Create(ctx, Header{ID: "b", CreatedAt: 1})
+			b, err := db.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

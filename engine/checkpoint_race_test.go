@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -90,7 +91,7 @@ func TestCheckpointDuringAppend(t *testing.T) {
 	}
 	defer db.Close()
 	// An indexed session first, so that the index has a checkpoint.
-	a, err := db.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	a, err := db.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestCheckpointDuringAppend(t *testing.T) {
 	}
 	// A flushed frame of a that the index has not taken yet: the next
 	// checkpoint has something to store, and stores the durable offset.
-	a, err = db.Open(ctx, "a", Write)
+	a, err = db.Open(ctx, "a", store.Write)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestCheckpointDuringAppend(t *testing.T) {
 	}
 	defer func() { testHookAppended = nil }()
 
-	b, err := db.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	b, err := db.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestCheckpointDuringAppend(t *testing.T) {
 		t.Fatalf("reopen after crash: %v", err)
 	}
 	defer db2.Close()
-	h, err := db2.Open(ctx, "b", Read)
+	h, err := db2.Open(ctx, "b", store.Read)
 	if err != nil {
 		t.Fatalf("acknowledged session lost: %v", err)
 	}
@@ -215,7 +216,7 @@ func TestCheckpointDuringMigration(t *testing.T) {
 	// A v2 session large enough that its migration spills the write
 	// buffer (1 MiB) twice: the header is synced before the last part.
 	old := testgen.Events(0, 8000, 1000) // ~2.7 MB compressed; v2-valid (no step/start: no head)
-	h, err := db.Create(ctx, Header{Version: 2, ID: "m", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{Version: 2, ID: "m", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func TestCheckpointDuringDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "d"} {
-		h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -31,7 +32,7 @@ func reopenRead(t *testing.T, dir string, opts *Options, id string) ([]event.Eve
 		t.Fatal(err)
 	}
 	defer db.Close()
-	r, err := db.Open(context.Background(), id, Read)
+	r, err := db.Open(context.Background(), id, store.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -84,12 +85,12 @@ func TestCreateRacesClose(t *testing.T) {
 		}
 	}
 	defer func() { testHookCreateLeased = nil }()
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatalf("Create that began before Close: %v", err)
 	}
 	err = h.Append(ctx, testgen.Events(0, 3, 300)...)
-	if !errors.Is(err, ErrClosed) || !errors.Is(err, ErrOwnershipLost) {
+	if !errors.Is(err, store.ErrClosed) || !errors.Is(err, store.ErrOwnershipLost) {
 		t.Errorf("Append once Close began: %v, want ErrClosed (and ErrOwnershipLost)", err)
 	}
 	if err := <-closed; err != nil {
@@ -103,7 +104,7 @@ func TestCreateRacesClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Stat(ctx, "s"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := db.Stat(ctx, "s"); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("Stat of the session created and never written: %v, want ErrSessionNotFound", err)
 	}
 }
@@ -121,7 +122,7 @@ func TestNoHandleOpensDuringClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h0, err := db.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h0, err := db.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestNoHandleOpensDuringClose(t *testing.T) {
 		if !once.CompareAndSwap(false, true) {
 			return
 		}
-		late, createErr = db.Create(ctx, Header{ID: "late", CreatedAt: 1})
+		late, createErr = db.Create(ctx, store.Header{ID: "late", CreatedAt: 1})
 		if createErr != nil {
 			return
 		}
@@ -166,7 +167,7 @@ func TestNoHandleOpensDuringClose(t *testing.T) {
 		err := <-flushed
 		t.Errorf("a Create during Close made a handle; its Flush: %v", err)
 		late.Close()
-	} else if !errors.Is(createErr, ErrClosed) {
+	} else if !errors.Is(createErr, store.ErrClosed) {
 		t.Errorf("Create during Close: %v, want ErrClosed", createErr)
 	}
 	if err := h0.Close(); err != nil {
@@ -187,7 +188,7 @@ func TestCloseWaitsForAFlush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestCloseWaitsForAFlush(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatalf("DB.Close: %v", err)
 	}
-	if err := h.Flush(ctx); !errors.Is(err, ErrClosed) {
+	if err := h.Flush(ctx); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Flush after Close: %v, want ErrClosed", err)
 	}
 	if err := h.Close(); err != nil {
@@ -241,7 +242,7 @@ func TestCloseWakesWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 		if err == nil {
 			err = h.Flush(ctx) // (a creator closed unwritten vanishes)
 		}
@@ -261,7 +262,7 @@ func TestCloseWakesWait(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		r, err := db.Open(ctx, "s", Read)
+		r, err := db.Open(ctx, "s", store.Read)
 		if err != nil {
 			t.Fatalf("read-only %v: %v", ro, err)
 		}
@@ -274,7 +275,7 @@ func TestCloseWakesWait(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-waited; !errors.Is(err, ErrClosed) {
+		if err := <-waited; !errors.Is(err, store.ErrClosed) {
 			t.Errorf("read-only %v: Wait across Close: %v, want ErrClosed", ro, err)
 		}
 		r.Close()
@@ -306,7 +307,7 @@ func TestNothingBeginsOnceCloseBegan(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed := func(id string, n int) {
-		h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err == nil {
 			err = h.Append(ctx, testgen.Events(0, n, 300)...)
 		}
@@ -319,11 +320,11 @@ func TestNothingBeginsOnceCloseBegan(t *testing.T) {
 	}
 	seed("p", 10)
 	seed("d", 3)
-	w, err := db.Open(ctx, "p", Write)
+	w, err := db.Open(ctx, "p", store.Write)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.Open(ctx, "p", Read)
+	r, err := db.Open(ctx, "p", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,16 +335,16 @@ func TestNothingBeginsOnceCloseBegan(t *testing.T) {
 		run  func() error
 	}
 	ops := []op{
-		{"Create", func() error { _, err := db.Create(ctx, Header{ID: "late", CreatedAt: 1}); return err }},
-		{"Open for read", func() error { _, err := db.Open(ctx, "p", Read); return err }},
-		{"Open for write", func() error { _, err := db.Open(ctx, "d", Write); return err }},
+		{"Create", func() error { _, err := db.Create(ctx, store.Header{ID: "late", CreatedAt: 1}); return err }},
+		{"Open for read", func() error { _, err := db.Open(ctx, "p", store.Read); return err }},
+		{"Open for write", func() error { _, err := db.Open(ctx, "d", store.Write); return err }},
 		{"Resume", func() error { _, _, err := db.Resume(ctx, "d"); return err }},
 		{"Stat", func() error { _, err := db.Stat(ctx, "p"); return err }},
 		{"Inspect", func() error { _, err := db.Inspect(ctx, "p"); return err }},
 		{"List", func() error { _, err := db.List(ctx); return err }},
-		{"ListPage", func() error { _, _, err := db.ListPage(ctx, ListOptions{}); return err }},
+		{"ListPage", func() error { _, _, err := db.ListPage(ctx, store.ListOptions{}); return err }},
 		{"Delete", func() error { return db.Delete(ctx, "d") }},
-		{"Fork", func() error { _, err := db.Fork(ctx, "p", 5, Header{ID: "f", CreatedAt: 1}); return err }},
+		{"Fork", func() error { _, err := db.Fork(ctx, "p", 5, store.Header{ID: "f", CreatedAt: 1}); return err }},
 		{"Migrate", func() error { _, err := db.Migrate(ctx, "d"); return err }},
 		{"Compact", func() error { _, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 1}); return err }},
 		{"Usage", func() error { _, err := db.Usage(ctx); return err }},
@@ -361,7 +362,7 @@ func TestNothingBeginsOnceCloseBegan(t *testing.T) {
 		ran = true
 		before := writesOf(ff)
 		for _, o := range ops {
-			if err := o.run(); !errors.Is(err, ErrClosed) {
+			if err := o.run(); !errors.Is(err, store.ErrClosed) {
 				t.Errorf("%s once Close began: %v, want ErrClosed", o.name, err)
 			}
 			if after := writesOf(ff); !maps.Equal(after, before) {
@@ -388,7 +389,7 @@ func TestNothingBeginsOnceCloseBegan(t *testing.T) {
 	}
 	defer db.Close()
 	for id, n := range map[string]int{"p": 10, "d": 3} {
-		h, err := db.Open(ctx, id, Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatalf("%s after the reopen: %v", id, err)
 		}
@@ -398,7 +399,7 @@ func TestNothingBeginsOnceCloseBegan(t *testing.T) {
 		h.Close()
 	}
 	for _, id := range []string{"late", "f"} {
-		if _, err := db.Stat(ctx, id); !errors.Is(err, ErrSessionNotFound) {
+		if _, err := db.Stat(ctx, id); !errors.Is(err, store.ErrSessionNotFound) {
 			t.Errorf("%s, made once Close began: %v, want ErrSessionNotFound", id, err)
 		}
 	}
@@ -465,7 +466,7 @@ func TestCloseWaitsForARead(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := testgen.Events(0, 20, 300)
-	h, err := h0.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := h0.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err == nil {
 		err = h.Append(ctx, evs...)
 	}
@@ -482,7 +483,7 @@ func TestCloseWaitsForARead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.Open(ctx, "s", Read)
+	r, err := db.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +516,7 @@ func TestCloseWaitsForARead(t *testing.T) {
 	} else {
 		sameEvents(t, "Read that began before Close", res.evs, evs)
 	}
-	if _, err := r.Read(ctx, 0, -1); !errors.Is(err, ErrClosed) {
+	if _, err := r.Read(ctx, 0, -1); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Read after Close: %v, want ErrClosed", err)
 	}
 	r.Close()
@@ -533,7 +534,7 @@ func TestCloseWaitsForAFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := testgen.Events(0, 20, 300)
-	h, err := db.Create(ctx, Header{ID: "p", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "p", CreatedAt: 1})
 	if err == nil {
 		err = h.Append(ctx, evs...)
 	}
@@ -558,7 +559,7 @@ func TestCloseWaitsForAFork(t *testing.T) {
 	}
 	forked := make(chan result, 1)
 	go func() {
-		f, err := db.Fork(ctx, "p", 10, Header{ID: "f", CreatedAt: 1})
+		f, err := db.Fork(ctx, "p", 10, store.Header{ID: "f", CreatedAt: 1})
 		forked <- result{f, err}
 	}()
 	closed, ok := closeDuring(t, db, "Fork", started, release)
@@ -572,7 +573,7 @@ func TestCloseWaitsForAFork(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("Fork that began before Close: %v", res.err)
 	}
-	if err := res.h.Append(ctx, testgen.Events(11, 1, 300)...); !errors.Is(err, ErrClosed) {
+	if err := res.h.Append(ctx, testgen.Events(11, 1, 300)...); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Append to the fork after Close: %v, want ErrClosed", err)
 	}
 	res.h.Close()

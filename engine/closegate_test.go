@@ -17,6 +17,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -57,7 +58,7 @@ func (r *closeRace) ok(op string, err error) bool {
 	if err == nil {
 		return true
 	}
-	if !errors.Is(err, engine.ErrClosed) && !errors.Is(err, engine.ErrHandleClosed) {
+	if !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrHandleClosed) {
 		r.fail(fmt.Errorf("%s: %w", op, err))
 	}
 	return false
@@ -110,11 +111,11 @@ func closeRaceRound(t *testing.T, round int) {
 	}
 	seed("w0", 10)
 	seed("w1", 10)
-	w0, err := db.Open(ctx, "w0", engine.Write)
+	w0, err := db.Open(ctx, "w0", store.Write)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait, err := db.Open(ctx, "p", engine.Read)
+	wait, err := db.Open(ctx, "p", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func closeRaceRound(t *testing.T, round int) {
 	// Write opens: each checks the log, appends and closes.
 	wg.Go(func() {
 		for n := 10; ; n += 3 {
-			h, err := db.Open(ctx, "w1", engine.Write)
+			h, err := db.Open(ctx, "w1", store.Write)
 			if !r.ok("open w1", err) {
 				return
 			}
@@ -204,7 +205,7 @@ func closeRaceRound(t *testing.T, round int) {
 	// Readers: read opens, Read, List, Stat, Usage; and RegisterTypes.
 	wg.Go(func() {
 		for {
-			h, err := db.Open(ctx, "p", engine.Read)
+			h, err := db.Open(ctx, "p", store.Read)
 			if !r.ok("open p", err) {
 				return
 			}
@@ -299,7 +300,7 @@ func closeRaceRound(t *testing.T, round int) {
 		}
 	}
 	// A call after Close fails with ErrClosed.
-	if _, err := db.Create(ctx, enginetest.Meta("late")); !errors.Is(err, engine.ErrClosed) {
+	if _, err := db.Create(ctx, enginetest.Meta("late")); !errors.Is(err, store.ErrClosed) {
 		r.fail(fmt.Errorf("create after Close: %v", err))
 	}
 	for _, err := range r.errs {

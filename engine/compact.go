@@ -9,6 +9,7 @@ import (
 
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -74,14 +75,14 @@ var testHookRewrite func(seg uint64) error
 // segment is switched in.
 func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactReport, err error) {
 	if db.opts.ReadOnly {
-		return nil, ErrReadOnlyStore
+		return nil, store.ErrReadOnlyStore
 	}
 	ratio := opts.LiveRatio
 	switch {
 	case ratio == 0:
 		ratio = DefaultLiveRatio
 	case ratio > 1 || ratio != ratio:
-		return nil, fmt.Errorf("%w: live ratio %v is not at most 1", ErrInvalidArgument, opts.LiveRatio)
+		return nil, fmt.Errorf("%w: live ratio %v is not at most 1", store.ErrInvalidArgument, opts.LiveRatio)
 	}
 	if err := db.enter(); err != nil {
 		return nil, err
@@ -276,7 +277,7 @@ var testHookCompactLocked func()
 func (db *DB) compactLocks() (release func(), err error) {
 	locks := db.shared.locks
 	if !db.shared.tryCompact() {
-		return nil, fmt.Errorf("engine: compact: %w: another process is compacting the store", ErrLocked)
+		return nil, fmt.Errorf("engine: compact: %w: another process is compacting the store", store.ErrLocked)
 	}
 	other, why := int64(lockFixed), "a process that cannot follow a compaction (more than 64 writing processes, or one without an index) writes the store"
 	if db.index == nil {
@@ -285,7 +286,7 @@ func (db *DB) compactLocks() (release func(), err error) {
 	if ok, err := locks.TryLock(other, true); err != nil || !ok {
 		db.shared.endCompact()
 		if err == nil {
-			err = fmt.Errorf("engine: compact: %w: %s", ErrLocked, why)
+			err = fmt.Errorf("engine: compact: %w: %s", store.ErrLocked, why)
 		}
 		return nil, err
 	}
@@ -576,7 +577,7 @@ func (db *DB) keptLive(seg uint64, moved map[int64]int64) error {
 	for _, s := range db.mu.sessions {
 		for _, f := range s.frames {
 			if _, ok := moved[f.off]; f.seg == seg && !ok {
-				err := &CorruptionError{Path: db.segPath(seg), Reason: fmt.Sprintf("compaction dropped a live frame: session %q: frame of seqs %d+%d at %d was not kept", s.id, f.first, f.count, f.off)}
+				err := &store.CorruptionError{Path: db.segPath(seg), Reason: fmt.Sprintf("compaction dropped a live frame: session %q: frame of seqs %d+%d at %d was not kept", s.id, f.first, f.count, f.off)}
 				db.poisonLocked(err)
 				return err
 			}
@@ -787,7 +788,7 @@ func (p *compactPlan) scan(rd *segment.Reader, limit int64, movable bool) error 
 		return err
 	}
 	if !res.Sealed && movable {
-		return &CorruptionError{Path: rd.Path(), Offset: res.End, Reason: "segment before the active one is not sealed"}
+		return &store.CorruptionError{Path: rd.Path(), Offset: res.End, Reason: "segment before the active one is not sealed"}
 	}
 	p.segs = append(p.segs, si)
 	return nil
@@ -945,13 +946,13 @@ func (db *DB) compactLoop(ctx context.Context) {
 		}
 		rep, err := db.Compact(ctx, CompactOptions{})
 		switch {
-		case errors.Is(err, ErrClosed):
+		case errors.Is(err, store.ErrClosed):
 			return // (Close began: it cancels ctx next)
 		case err != nil && ctx.Err() == nil && db.poisoned():
 			// Nothing succeeds on a failed store until it is reopened.
 			db.opts.Logger.Warn("engine: background compaction stopped: the store failed", "error", err)
 			return
-		case errors.Is(err, ErrLocked):
+		case errors.Is(err, store.ErrLocked):
 			db.dead.Store(true) // other processes write the store: next time
 		case err != nil && ctx.Err() == nil:
 			db.dead.Store(true) // try again next time

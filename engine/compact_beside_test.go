@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -43,7 +44,7 @@ func mixedSessions(t *testing.T, w1, w2 *DB) (map[string]*Handle, map[string][]e
 			prefix string
 		}{{w1, "p"}, {w2, "q"}} {
 			id := fmt.Sprintf("%s%d", c.prefix, i)
-			h, err := c.db.Create(ctx, Header{ID: id, CreatedAt: 1})
+			h, err := c.db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +99,7 @@ func checkBoth(t *testing.T, label string, dbs []*DB, want map[string][]event.Ev
 	ctx := context.Background()
 	for n, db := range dbs {
 		for id, evs := range want {
-			h, err := db.Open(ctx, id, Read)
+			h, err := db.Open(ctx, id, store.Read)
 			if err != nil {
 				t.Fatalf("%s: writer %d: open %s: %v", label, n+1, id, err)
 			}
@@ -281,7 +282,7 @@ func TestReadWhileItsProcessStartsACompaction(t *testing.T) {
 	want := mixedIndexed(t, w1, w2)
 	w3 := liveOpen(t, dir, besideOpts()) // replays nothing: every frame is indexed
 	for id, evs := range want {
-		h, err := w3.Open(ctx, id, Read)
+		h, err := w3.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +302,7 @@ func TestReadWhileItsProcessStartsACompaction(t *testing.T) {
 		}
 		fired = true
 		for id, evs := range want {
-			h, err := w3.Open(ctx, id, Read)
+			h, err := w3.Open(ctx, id, store.Read)
 			if err != nil {
 				t.Errorf("open %s: %v", id, err)
 				continue
@@ -524,7 +525,7 @@ func TestJoinerWithoutTheIndexHoldsCompactionsBack(t *testing.T) {
 	if !j.joined || j.index != nil {
 		t.Fatalf("joined %v, index %v: want a joiner without an index", j.joined, j.index != nil)
 	}
-	if _, err := w1.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 1}); !errors.Is(err, ErrLocked) {
+	if _, err := w1.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 1}); !errors.Is(err, store.ErrLocked) {
 		t.Fatalf("compaction beside a writer without the index: %v, want ErrLocked", err)
 	}
 	checkBoth(t, "after the refused compaction", []*DB{j, w1}, want)

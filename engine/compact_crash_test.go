@@ -17,6 +17,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -122,11 +123,11 @@ func migrationStore(t *testing.T, dir string, opts *engine.Options) map[string][
 	hs := map[string]*engine.Handle{}
 	for i := range 4 {
 		id := fmt.Sprintf("a%d", i)
-		if hs[id], err = db.Create(ctx, engine.Header{ID: id, CreatedAt: 1}); err != nil {
+		if hs[id], err = db.Create(ctx, store.Header{ID: id, CreatedAt: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	m, err := db.Create(ctx, engine.Header{Version: 2, ID: "m", CreatedAt: 1})
+	m, err := db.Create(ctx, store.Header{Version: 2, ID: "m", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestCompactAfterCutMigration(t *testing.T) {
 			return 0, false
 		}
 		defer db.Close()
-		h, err := db.Create(ctx, engine.Header{ID: "side", CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: "side", CreatedAt: 1})
 		if err != nil {
 			return 0, false
 		}
@@ -218,7 +219,7 @@ func TestCompactAfterCutMigration(t *testing.T) {
 		t.Fatal("the run without faults failed")
 	}
 	points := 0
-	outcomes := map[engine.FormatStatus]int{}
+	outcomes := map[store.FormatStatus]int{}
 	abandoned := 0
 	for _, cut := range []struct {
 		op    vfs.Op
@@ -229,7 +230,7 @@ func TestCompactAfterCutMigration(t *testing.T) {
 			acked, migrated := run(vfs.NewFault(mem, vfs.Rule{Op: cut.op, Nth: k, Sticky: true, Short: cut.short}))
 			for variant, cfg := range crashVariants(k) {
 				label := fmt.Sprintf("cut at %v #%d (short %d) variant %d", cut.op, k, cut.short, variant)
-				var status engine.FormatStatus
+				var status store.FormatStatus
 				var sideLen = -1
 				first := true
 				check := func(label string, db *engine.DB) {
@@ -241,7 +242,7 @@ func TestCompactAfterCutMigration(t *testing.T) {
 					if first {
 						status = snap.FormatStatus
 						outcomes[status]++
-						if migrated && status != engine.FormatCurrent {
+						if migrated && status != store.FormatCurrent {
 							t.Fatalf("%s: Migrate returned but m reopened unmigrated", label)
 						}
 					} else if snap.FormatStatus != status {
@@ -287,7 +288,7 @@ func TestCompactAfterCutMigration(t *testing.T) {
 	if abandoned == 0 {
 		t.Error("no cut left a migration cut short: an abandoned migration (whose old incarnation stays live) was never compacted")
 	}
-	if outcomes[engine.FormatCurrent] == 0 || outcomes[engine.FormatMigrationRequired] == 0 {
+	if outcomes[store.FormatCurrent] == 0 || outcomes[store.FormatMigrationRequired] == 0 {
 		t.Errorf("the sweep never saw one of the outcomes: %v", outcomes)
 	}
 }

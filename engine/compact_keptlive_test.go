@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -20,7 +21,7 @@ func TestKeptLiveReportsDroppedFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	// (no deferred Close: after a deadlock on db.mu it would hang the test)
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestKeptLiveReportsDroppedFrame(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("keptLive did not return (deadlock on db.mu)")
 	}
-	var ce *CorruptionError
+	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || ce.Path != db.segPath(f.seg) {
 		t.Fatalf("keptLive of a rewrite without the session's frame: %v, want a *CorruptionError at %s", err, db.segPath(f.seg))
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -27,7 +28,7 @@ func TestCompactionCutAfterDroppingAReplacedHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	live, err := db.Create(ctx, Header{ID: "live", CreatedAt: 1})
+	live, err := db.Create(ctx, store.Header{ID: "live", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestCompactionCutAfterDroppingAReplacedHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := testgen.V2Turns("", 2)
-	s, err := db.Create(ctx, Header{Version: 2, ID: "s", CreatedAt: 1})
+	s, err := db.Create(ctx, store.Header{Version: 2, ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestCompactionCutAfterDroppingAReplacedHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"d1", "d2", "d3"} { // the rest of segment 2 dies
-		h, _ := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+		h, _ := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		h.Append(ctx, testgen.Events(0, 30, 300)...)
 		h.Close()
 	}
@@ -96,7 +97,7 @@ func TestCompactionCutAfterDroppingAReplacedHeader(t *testing.T) {
 			t.Fatalf("open (no index %v) after a compaction cut short: %v", noIndex, err)
 		}
 		for id, want := range map[string]int{"live": len(liveEvs), "s": len(wantS)} {
-			h, err := db2.Open(ctx, id, Read)
+			h, err := db2.Open(ctx, id, store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -25,7 +26,7 @@ func TestCompactAfterACompactionCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	for inc := range 2 {
-		h, err := db.Create(ctx, Header{ID: "x", CreatedAt: int64(1 + inc)})
+		h, err := db.Create(ctx, store.Header{ID: "x", CreatedAt: int64(1 + inc)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +40,7 @@ func TestCompactAfterACompactionCutShort(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	keep, err := db.Create(ctx, Header{ID: "keep", CreatedAt: 1})
+	keep, err := db.Create(ctx, store.Header{ID: "keep", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestCompactAfterACompactionCutShort(t *testing.T) {
 		}
 		t.Fatalf("after compaction the segments hold %d bytes for %d live: the deleted session's frames stayed", files, live)
 	}
-	h, err := db.Open(ctx, "keep", Read)
+	h, err := db.Open(ctx, "keep", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -38,7 +39,7 @@ func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 	}
 	defer func() { db.Close() }()
 	src := testgen.V2Turns("", 30)
-	h, err := db.Create(ctx, Header{Version: 2, ID: "m", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{Version: 2, ID: "m", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 		if err := db.Delete(ctx, "s3"); err != nil {
 			return err
 		}
-		h, err := db.Create(ctx, Header{ID: "s3", CreatedAt: 2})
+		h, err := db.Create(ctx, store.Header{ID: "s3", CreatedAt: 2})
 		if err != nil {
 			return err
 		}
@@ -144,7 +145,7 @@ func TestUsageWhileCompactionDrops(t *testing.T) {
 			calls++
 		}
 	}()
-	keep, err := db.Create(ctx, Header{ID: "keep", CreatedAt: 1})
+	keep, err := db.Create(ctx, store.Header{ID: "keep", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestUsageWhileCompactionDrops(t *testing.T) {
 	dropped := 0
 	for round := range 30 {
 		id := fmt.Sprintf("gone%d", round)
-		h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +442,7 @@ func stressWriter(ctx context.Context, db *DB, w, ops int, model map[string][]ev
 		switch {
 		case !exists && r.IntN(4) == 0: // a v2 session, migrated at once
 			src := testgen.V2Turns("", 1+r.IntN(8))
-			h, err := db.Create(ctx, Header{Version: 2, ID: id, CreatedAt: 1})
+			h, err := db.Create(ctx, store.Header{Version: 2, ID: id, CreatedAt: 1})
 			if err != nil {
 				return fmt.Errorf("op %d: create v2 %s: %w", op, id, err)
 			}
@@ -458,7 +459,7 @@ func stressWriter(ctx context.Context, db *DB, w, ops int, model map[string][]ev
 				return fmt.Errorf("op %d: migrate %s: %w", op, id, err)
 			}
 		case !exists:
-			h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+			h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 			if err != nil {
 				return fmt.Errorf("op %d: create %s: %w", op, id, err)
 			}
@@ -476,7 +477,7 @@ func stressWriter(ctx context.Context, db *DB, w, ops int, model map[string][]ev
 			}
 			delete(model, id)
 		default:
-			h, err := db.Open(ctx, id, Write)
+			h, err := db.Open(ctx, id, store.Write)
 			if err != nil {
 				return fmt.Errorf("op %d: open %s: %w", op, id, err)
 			}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -185,7 +186,7 @@ func TestCompactAfterCutCompactionWithIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	createV2(t, db, "m", v2Events(3))
-	g, err := db.Create(ctx, engine.Header{ID: "gone", CreatedAt: 1})
+	g, err := db.Create(ctx, store.Header{ID: "gone", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func TestCompactAfterCutCompactionWithIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	want["m"] = readAllOf(t, db, "m")
-	h, err := db.Create(ctx, engine.Header{ID: "s001", CreatedAt: 2})
+	h, err := db.Create(ctx, store.Header{ID: "s001", CreatedAt: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestCompactAfterCutMigrationWithIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	side := testgen.Events(0, 10, 300)
-	sh, err := db.Create(ctx, engine.Header{ID: "side", CreatedAt: 1})
+	sh, err := db.Create(ctx, store.Header{ID: "side", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,9 +279,9 @@ func TestCompactAfterCutMigrationWithIndex(t *testing.T) {
 	if sfs.err != nil {
 		t.Fatal(sfs.err)
 	}
-	outcomes := map[engine.FormatStatus]int{}
+	outcomes := map[store.FormatStatus]int{}
 	for i, snap := range sfs.snaps {
-		var status engine.FormatStatus
+		var status store.FormatStatus
 		sideLen := -2
 		check := func(label string, db *engine.DB) {
 			t.Helper()
@@ -291,7 +292,7 @@ func TestCompactAfterCutMigrationWithIndex(t *testing.T) {
 			if sideLen == -2 {
 				status = snap.FormatStatus
 				outcomes[status]++
-				if i >= migratedAt && status != engine.FormatCurrent {
+				if i >= migratedAt && status != store.FormatCurrent {
 					t.Fatalf("%s: Migrate returned but m reopened unmigrated", label)
 				}
 			} else if snap.FormatStatus != status {
@@ -322,7 +323,7 @@ func TestCompactAfterCutMigrationWithIndex(t *testing.T) {
 		reopenCompactReopenOS(t, fmt.Sprintf("state %d", i), snap, check)
 	}
 	t.Logf("checked %d states: %v", len(sfs.snaps), outcomes)
-	if outcomes[engine.FormatCurrent] == 0 || outcomes[engine.FormatMigrationRequired] == 0 {
+	if outcomes[store.FormatCurrent] == 0 || outcomes[store.FormatMigrationRequired] == 0 {
 		t.Errorf("the sweep never saw one of the outcomes: %v", outcomes)
 	}
 }

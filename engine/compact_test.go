@@ -10,6 +10,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -38,7 +39,7 @@ func compactStore(t *testing.T, fsys vfs.FS, keep map[int]bool) *engine.DB {
 		t.Fatal(err)
 	}
 	for i := range 12 {
-		h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +109,7 @@ func TestCompactCrashAtEveryStep(t *testing.T) {
 				t.Fatalf("cut %d variant %d: %d sessions, want %d", k, variant, len(snaps), len(keep))
 			}
 			for i := range keep {
-				r, err := db2.Open(ctx, fmt.Sprintf("s%d", i), engine.Read)
+				r, err := db2.Open(ctx, fmt.Sprintf("s%d", i), store.Read)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -139,7 +140,7 @@ func TestCompactWithIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	write := func(i int) {
-		h, _ := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
+		h, _ := db.Create(ctx, store.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
 		h.Append(ctx, testgen.Events(0, 60, 300)...)
 		h.Close()
 	}
@@ -169,7 +170,7 @@ func TestCompactWithIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	r, _ := db.Open(ctx, "s5", engine.Read)
+	r, _ := db.Open(ctx, "s5", store.Read)
 	if evs, err := r.Read(ctx, 0, -1); err != nil || len(evs) != 60 {
 		t.Fatalf("s5 after compaction: %d events, %v", len(evs), err)
 	}
@@ -188,7 +189,7 @@ func TestBackgroundCompaction(t *testing.T) {
 	}
 	defer db.Close()
 	for i := range 12 {
-		h, err := db.Create(ctx, engine.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +221,7 @@ func TestBackgroundCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	live, err := db.Create(ctx, engine.Header{ID: "live", CreatedAt: 1})
+	live, err := db.Create(ctx, store.Header{ID: "live", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func mixedStore(t *testing.T, fsys vfs.FS) (*engine.DB, map[string][]event.Event
 	want := map[string][]event.Event{}
 	createV2(t, db, "m", v2Events(3))
 	// gone fills segments of its own: they are removed whole.
-	g, err := db.Create(ctx, engine.Header{ID: "gone", CreatedAt: 1})
+	g, err := db.Create(ctx, store.Header{ID: "gone", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func mixedStore(t *testing.T, fsys vfs.FS) (*engine.DB, map[string][]event.Event
 	hs := map[string]*engine.Handle{}
 	for i := range 6 {
 		id := fmt.Sprintf("s%d", i)
-		if hs[id], err = db.Create(ctx, engine.Header{ID: id, CreatedAt: 1}); err != nil {
+		if hs[id], err = db.Create(ctx, store.Header{ID: id, CreatedAt: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -326,7 +327,7 @@ func mixedStore(t *testing.T, fsys vfs.FS) (*engine.DB, map[string][]event.Event
 	}
 	want["m"] = readAllOf(t, db, "m")
 	// s1 again: a new incarnation after the deleted one.
-	h, err := db.Create(ctx, engine.Header{ID: "s1", CreatedAt: 2})
+	h, err := db.Create(ctx, store.Header{ID: "s1", CreatedAt: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +406,7 @@ func interleaved(tb testing.TB, db *engine.DB, n, rounds, keep int) map[string][
 	want := map[string][]event.Event{}
 	for i := range n {
 		var err error
-		if hs[i], err = db.Create(ctx, engine.Header{ID: fmt.Sprintf("s%03d", i), CreatedAt: 1}); err != nil {
+		if hs[i], err = db.Create(ctx, store.Header{ID: fmt.Sprintf("s%03d", i), CreatedAt: 1}); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -80,7 +81,7 @@ func newCoordFixture(t *testing.T, fsys vfs.FS, dir string, tune ...func(*Option
 		}
 		f.dbs[i] = db
 		t.Cleanup(func() { db.Close() })
-		if f.hs[i], err = db.Create(ctx, Header{ID: f.ids[i], CreatedAt: 1}); err != nil {
+		if f.hs[i], err = db.Create(ctx, store.Header{ID: f.ids[i], CreatedAt: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +122,7 @@ func (f *coordFixture) readsBoth(t *testing.T) {
 	ctx := context.Background()
 	for d, db := range f.dbs {
 		for i, id := range f.ids {
-			h, err := db.Open(ctx, id, Read)
+			h, err := db.Open(ctx, id, store.Read)
 			if err != nil {
 				t.Fatalf("db %d opening %s: %v", d, id, err)
 			}
@@ -141,8 +142,8 @@ func (f *coordFixture) refused(t *testing.T, name string) {
 			db.Close()
 			t.Fatalf("open (read-only %v) beside the live processes after %s changed: no error, want ErrCoordinationLost", opts.ReadOnly, name)
 		}
-		var ce *CoordinationError
-		if !errors.Is(err, ErrCoordinationLost) || !errors.As(err, &ce) || ce.Path != filepath.Join(f.dir, name) {
+		var ce *store.CoordinationError
+		if !errors.Is(err, store.ErrCoordinationLost) || !errors.As(err, &ce) || ce.Path != filepath.Join(f.dir, name) {
 			t.Fatalf("open (read-only %v) after %s changed: %v, want a *CoordinationError on %s (ErrCoordinationLost)", opts.ReadOnly, name, err, name)
 		}
 	}
@@ -190,7 +191,7 @@ func (f *coordFixture) reopen(t *testing.T) {
 		}
 		sameEvents(t, id+" after the reopen", got[:len(f.acked[i])], f.acked[i])
 		sameEvents(t, id+" after the reopen, past the acknowledged", got[len(f.acked[i]):], f.tried[i][:len(got)-len(f.acked[i])])
-		h, err := db.Open(ctx, id, Write)
+		h, err := db.Open(ctx, id, store.Write)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +264,7 @@ func TestJoinAfterAllCoordinationFilesRemoved(t *testing.T) {
 			db.Close()
 			t.Fatal("open beside the live processes after LOCK, locks and shm were removed: no error")
 		}
-		if !errors.Is(err, ErrCoordinationLost) {
+		if !errors.Is(err, store.ErrCoordinationLost) {
 			t.Fatalf("open after LOCK, locks and shm were removed: %v, want ErrCoordinationLost", err)
 		}
 		f.goesOn(t)
@@ -377,7 +378,7 @@ func testShmCut(t *testing.T, fsys vfs.FS, dir string, size int64, newcomer, reg
 			o.IndexInterval = time.Hour
 		}
 	})
-	r, err := f.dbs[1].Open(ctx, f.ids[0], Read)
+	r, err := f.dbs[1].Open(ctx, f.ids[0], store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,17 +403,17 @@ func testShmCut(t *testing.T, fsys vfs.FS, dir string, size int64, newcomer, reg
 		time.Sleep(20 * time.Millisecond) // (checkpoint ticks touch shm meanwhile)
 	}
 	for i := range f.dbs {
-		if err := f.flush(i, 10); !errors.Is(err, ErrCoordinationLost) {
+		if err := f.flush(i, 10); !errors.Is(err, store.ErrCoordinationLost) {
 			t.Fatalf("db %d flushing after shm was cut to %d bytes: %v, want ErrCoordinationLost", i, size, err)
 		}
-		if _, err := f.dbs[i].Stat(ctx, f.ids[1-i]); !errors.Is(err, ErrCoordinationLost) {
+		if _, err := f.dbs[i].Stat(ctx, f.ids[1-i]); !errors.Is(err, store.ErrCoordinationLost) {
 			t.Fatalf("db %d reading after shm was cut to %d bytes: %v, want ErrCoordinationLost", i, size, err)
 		}
 	}
 	if !newcomer {
 		select {
 		case err := <-waited:
-			if !errors.Is(err, ErrCoordinationLost) {
+			if !errors.Is(err, store.ErrCoordinationLost) {
 				t.Fatalf("a Wait when shm was cut: %v, want ErrCoordinationLost", err)
 			}
 		case <-time.After(10 * time.Second):
@@ -453,7 +454,7 @@ func TestShmCutBetweenPlacementAndSync(t *testing.T) {
 				go func() { flushed <- f.flush(0, 10) }()
 				select {
 				case err := <-flushed:
-					if !errors.Is(err, ErrCoordinationLost) {
+					if !errors.Is(err, store.ErrCoordinationLost) {
 						t.Fatalf("a flush whose shm was cut before its sync: %v, want ErrCoordinationLost", err)
 					}
 				case <-time.After(10 * time.Second):
@@ -475,7 +476,7 @@ func TestJoinBesideAnOlderBuild(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	a := liveOpen(t, dir, nil)
-	h, err := a.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, err := a.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +504,7 @@ func TestJoinBesideAnOlderBuild(t *testing.T) {
 	if b.shared.first || !b.joined {
 		t.Fatalf("beside an older build's process: first %v, joined %v; want a joining writer", b.shared.first, b.joined)
 	}
-	hb, err := b.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	hb, err := b.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

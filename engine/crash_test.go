@@ -13,6 +13,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -60,7 +61,7 @@ func crashWorkloadN(fsys vfs.FS, seed uint64, steps int, indexPath string, write
 		id, db := ids[k], dbs[k/3]
 		h := hs[id]
 		if h == nil {
-			if h, err = db.Create(ctx, engine.Header{ID: id, CreatedAt: 1}); err != nil {
+			if h, err = db.Create(ctx, store.Header{ID: id, CreatedAt: 1}); err != nil {
 				return appended, acked, fmt.Errorf("step %d: create: %w", step, err)
 			}
 			hs[id] = h
@@ -123,7 +124,7 @@ func checkAfterCrash(t *testing.T, crashed *vfs.MemFS, appended map[string][]eve
 	}
 	defer db.Close()
 	for id, want := range appended {
-		h, err := db.Open(ctx, id, engine.Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			if acked[id] == 0 {
 				continue // never flushed: may vanish
@@ -143,7 +144,7 @@ func checkAfterCrash(t *testing.T, crashed *vfs.MemFS, appended map[string][]eve
 			}
 		}
 		// The store takes appends after recovery.
-		w, err := db.Open(ctx, id, engine.Write)
+		w, err := db.Open(ctx, id, store.Write)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -176,7 +176,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if rebuildIndex && !sh.first {
 		// Replacing the index needs the store to itself.
 		sh.close()
-		return nil, fmt.Errorf("engine: rebuild the index of %s: %w: %w", dir, ErrLocked, errOthersOpen)
+		return nil, fmt.Errorf("engine: rebuild the index of %s: %w: %w", dir, store.ErrLocked, errOthersOpen)
 	}
 	db := &DB{
 		dir:          dir,
@@ -343,7 +343,7 @@ func (db *DB) segPath(id uint64) string { return filepath.Join(db.dir, segment.N
 // is visible to Stat, List and Open of this DB at once, and is written to
 // disk no later than its first Flush; closed without an append or a flush,
 // it vanishes. Create writes nothing and reserves nothing on failure.
-func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Handle, error) {
+func (db *DB) Create(ctx context.Context, h store.Header, opts ...store.CreateOption) (*Handle, error) {
 	if err := db.enter(); err != nil {
 		return nil, err
 	}
@@ -356,14 +356,14 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 		return nil, err
 	}
 	if db.opts.ReadOnly {
-		return nil, ErrReadOnlyStore
+		return nil, store.ErrReadOnlyStore
 	}
 	// The lease first, across processes: of two creating the same ID, one
 	// gets it; then everything any process placed, so that an ID another
 	// process created is seen.
 	lease, err := db.acquire(h.ID)
 	if err != nil {
-		return nil, sessionErr(h.ID, "create", ErrSessionExists)
+		return nil, sessionErr(h.ID, "create", store.ErrSessionExists)
 	}
 	if testHookCreateLeased != nil {
 		testHookCreateLeased()
@@ -376,12 +376,12 @@ func (db *DB) Create(ctx context.Context, h Header, opts ...CreateOption) (*Hand
 	defer db.mu.Unlock()
 	if s, ok := db.mu.sessions[h.ID]; ok && !s.erased {
 		lease.Release()
-		return nil, sessionErr(h.ID, "create", ErrSessionExists)
+		return nil, sessionErr(h.ID, "create", store.ErrSessionExists)
 	}
 	s := &session{id: h.ID, hdr: &h, inherited: inherited, pending: true, loaded: true, uid: store.NewIncarnation()}
 	db.mu.sessions[h.ID] = s
 	db.relist(s, true)
-	hd := db.newHandle(s, Write, lease)
+	hd := db.newHandle(s, store.Write, lease)
 	s.owner = hd
 	return hd, nil
 }
@@ -393,7 +393,7 @@ var testHookCreateLeased func()
 // Open returns a handle on an existing session: ErrSessionNotFound if it
 // does not exist, ErrAlreadyOwned for Write while another write handle (or
 // the creator) holds it.
-func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, error) {
+func (db *DB) Open(ctx context.Context, id string, access store.Access) (*Handle, error) {
 	if err := db.enter(); err != nil {
 		return nil, err
 	}
@@ -413,9 +413,9 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 	if err := db.checkVersion(id, hdr); err != nil {
 		return nil, err
 	}
-	if access != Write {
-		h := db.newHandle(s, Read, nil)
-		if hdr.Version < FormatVersion && s.inherited > 0 {
+	if access != store.Write {
+		h := db.newHandle(s, store.Read, nil)
+		if hdr.Version < store.FormatVersion && s.inherited > 0 {
 			// Read migrated: its marker may sit elsewhere, and the count
 			// follows it.
 			db.mu.Unlock()
@@ -428,17 +428,17 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 		}
 		return h, nil
 	}
-	if hdr.Version < FormatVersion {
-		return nil, sessionErr(id, "open", ErrMigrationRequired)
+	if hdr.Version < store.FormatVersion {
+		return nil, sessionErr(id, "open", store.ErrMigrationRequired)
 	}
 	if db.opts.ReadOnly {
-		return nil, sessionErr(id, "open", ErrReadOnlyStore)
+		return nil, sessionErr(id, "open", store.ErrReadOnlyStore)
 	}
 	db.mu.Unlock()
 	lease, err := db.acquire(id)
 	if err != nil {
 		db.mu.Lock()
-		return nil, sessionErr(id, "open", ErrAlreadyOwned)
+		return nil, sessionErr(id, "open", store.ErrAlreadyOwned)
 	}
 	// Under the lease, everything other processes placed: the session
 	// continues after its last event, whoever wrote it.
@@ -451,7 +451,7 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 		lease.Release()
 		return nil, err
 	}
-	h := db.newHandle(s, Write, lease)
+	h := db.newHandle(s, store.Write, lease)
 	s.owner = h
 	db.mu.Unlock()
 	err = h.checkLog(ctx)
@@ -464,7 +464,7 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 			s.owner = nil
 		}
 		h.front.MarkClosed() //lint:lockok h is new and never returned: no other goroutine takes its Front's lock
-		db.metrics.handleClosed(Write)
+		db.metrics.handleClosed(store.Write)
 		lease.Release()
 		return nil, err
 	}
@@ -473,9 +473,9 @@ func (db *DB) Open(ctx context.Context, id string, access Access) (*Handle, erro
 
 // checkVersion refuses a session written in a format this build does not
 // read (a newer build's, or one older than OldestFormatVersion).
-func (db *DB) checkVersion(id string, h Header) error {
-	if h.Version > FormatVersion || h.Version < OldestFormatVersion {
-		return &FormatError{Path: db.dir + "#" + id, What: "session", Version: h.Version, Supported: FormatVersion, Oldest: OldestFormatVersion}
+func (db *DB) checkVersion(id string, h store.Header) error {
+	if h.Version > store.FormatVersion || h.Version < store.OldestFormatVersion {
+		return &store.FormatError{Path: db.dir + "#" + id, What: "session", Version: h.Version, Supported: store.FormatVersion, Oldest: store.OldestFormatVersion}
 	}
 	return nil
 }
@@ -498,32 +498,32 @@ func (db *DB) lockOpen(ctx context.Context) error {
 func (db *DB) lookup(id, op string) (*session, error) {
 	s, ok := db.mu.sessions[id]
 	if !ok || s.erased {
-		return nil, sessionErr(id, op, ErrSessionNotFound)
+		return nil, sessionErr(id, op, store.ErrSessionNotFound)
 	}
 	return s, nil
 }
 
 // Stat describes a session; ErrSessionNotFound if it does not exist.
-func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
+func (db *DB) Stat(ctx context.Context, id string) (store.Snapshot, error) {
 	if err := db.enter(); err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	defer db.leave()
 	if err := db.lockOpen(ctx); err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	defer db.mu.Unlock()
 	for try := 1; ; try++ {
 		s, err := db.lookup(id, "stat")
 		if err != nil {
-			return Snapshot{}, err
+			return store.Snapshot{}, err
 		}
 		snap, err := db.snapshotOf(s)
 		if err != nil {
-			return Snapshot{}, err
+			return store.Snapshot{}, err
 		}
 		if err := db.checkVersion(id, snap.Header); err != nil {
-			return Snapshot{}, err
+			return store.Snapshot{}, err
 		}
 		if !s.stale() || s.pending || try > 2 {
 			// (A listing behind again after it was brought up to date,
@@ -531,14 +531,14 @@ func (db *DB) Stat(ctx context.Context, id string) (Snapshot, error) {
 			return snap, nil
 		}
 		if err := db.freshListings(ctx, []*session{s}); err != nil {
-			return Snapshot{}, err
+			return store.Snapshot{}, err
 		}
 	}
 }
 
 // List describes every session, sorted by ID.
-func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
-	snaps, _, err := db.ListPage(ctx, ListOptions{})
+func (db *DB) List(ctx context.Context) ([]store.Snapshot, error) {
+	snaps, _, err := db.ListPage(ctx, store.ListOptions{})
 	return snaps, err
 }
 
@@ -550,7 +550,7 @@ func (db *DB) List(ctx context.Context) ([]Snapshot, error) {
 // those of the sessions whose listing moved since the last page in that
 // order (the order is kept between pages: listupdated.go). It fails with
 // ErrInvalidArgument for bad options.
-func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error) {
+func (db *DB) ListPage(ctx context.Context, opts store.ListOptions) ([]store.Snapshot, string, error) {
 	if err := opts.Check(); err != nil {
 		return nil, "", err
 	}
@@ -566,7 +566,7 @@ func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, strin
 		var keep []*session
 		var err error
 		visit := func(s *session) bool {
-			var hdr Header
+			var hdr store.Header
 			if hdr, err = db.header(s); err != nil {
 				return false
 			}
@@ -577,7 +577,7 @@ func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, strin
 			// (One past the page: there is a next one.)
 			return opts.Limit <= 0 || len(keep) <= opts.Limit
 		}
-		if opts.OrderBy == OrderUpdated {
+		if opts.OrderBy == store.OrderUpdated {
 			// (The walk brings listings up to date before it orders them.)
 			if werr := db.walkUpdated(ctx, opts, visit); werr != nil {
 				return nil, "", werr
@@ -588,12 +588,12 @@ func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, strin
 		if err != nil {
 			return nil, "", err
 		}
-		if opts.OrderBy == OrderID {
+		if opts.OrderBy == store.OrderID {
 			if err := db.freshListings(ctx, keep); err != nil {
 				return nil, "", err
 			}
 		}
-		snaps := make([]Snapshot, 0, len(keep))
+		snaps := make([]store.Snapshot, 0, len(keep))
 		for _, s := range keep {
 			if db.mu.sessions[s.id] != s {
 				break // (deleted or replaced while the listings were read)
@@ -615,9 +615,9 @@ func (db *DB) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, strin
 // session's revisions never repeat the old one's. With IfRevision(rev) it
 // deletes only if the session's revision is still rev under the lease,
 // else fails with ErrRevisionMismatch.
-func (db *DB) Delete(ctx context.Context, id string, opts ...DeleteOption) error {
+func (db *DB) Delete(ctx context.Context, id string, opts ...store.DeleteOption) error {
 	if db.opts.ReadOnly {
-		return ErrReadOnlyStore
+		return store.ErrReadOnlyStore
 	}
 	if err := db.enter(); err != nil {
 		return err
@@ -633,7 +633,7 @@ func (db *DB) Delete(ctx context.Context, id string, opts ...DeleteOption) error
 	db.mu.Unlock()
 	lease, err := db.acquire(id)
 	if err != nil {
-		return sessionErr(id, "delete", ErrAlreadyOwned)
+		return sessionErr(id, "delete", store.ErrAlreadyOwned)
 	}
 	defer lease.Release()
 	if err := db.catchUpAll(id); err != nil {
@@ -716,7 +716,7 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	var errs []error
 	for _, h := range hs {
-		if err := h.closeFlush(); err != nil && !errors.Is(err, ErrHandleClosed) {
+		if err := h.closeFlush(); err != nil && !errors.Is(err, store.ErrHandleClosed) {
 			errs = append(errs, sessionErr(h.s.id, "close", err))
 		}
 	}

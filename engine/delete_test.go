@@ -9,6 +9,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -42,26 +43,26 @@ func TestDelete(t *testing.T) {
 			}
 			h, _ := db.Create(ctx, enginetest.Meta("s"))
 			h.Append(ctx, enginetest.OneTurn()...)
-			if err := db.Delete(ctx, "s"); !errors.Is(err, engine.ErrAlreadyOwned) {
+			if err := db.Delete(ctx, "s"); !errors.Is(err, store.ErrAlreadyOwned) {
 				t.Fatalf("Delete while owned = %v", err)
 			}
 			h.Close()
 			old, _ := db.Stat(ctx, "s")
-			r, _ := db.Open(ctx, "s", engine.Read)
+			r, _ := db.Open(ctx, "s", store.Read)
 			if err := db.Delete(ctx, "s"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Stat(ctx, "s"); !errors.Is(err, engine.ErrSessionNotFound) {
+			if _, err := db.Stat(ctx, "s"); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Errorf("Stat after Delete = %v", err)
 			}
-			if _, err := r.Read(ctx, 0, -1); !errors.Is(err, engine.ErrSessionNotFound) {
+			if _, err := r.Read(ctx, 0, -1); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Errorf("read through an earlier handle = %v", err)
 			}
-			if err := db.Delete(ctx, "s"); !errors.Is(err, engine.ErrSessionNotFound) {
+			if err := db.Delete(ctx, "s"); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Errorf("second Delete = %v", err)
 			}
 			db = reopen(db) // the tombstone was synced: the delete survives a cut
-			if _, err := db.Stat(ctx, "s"); !errors.Is(err, engine.ErrSessionNotFound) {
+			if _, err := db.Stat(ctx, "s"); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Fatalf("after reopen Stat = %v", err)
 			}
 			// The id can be created again, with new revisions.
@@ -77,7 +78,7 @@ func TestDelete(t *testing.T) {
 			}
 			db = reopen(db)
 			defer db.Close()
-			r, err = db.Open(ctx, "s", engine.Read)
+			r, err = db.Open(ctx, "s", store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +89,7 @@ func TestDelete(t *testing.T) {
 			// A created, never written session just vanishes.
 			p, _ := db.Create(ctx, enginetest.Meta("pending"))
 			p.Close()
-			if err := db.Delete(ctx, "pending"); !errors.Is(err, engine.ErrSessionNotFound) {
+			if err := db.Delete(ctx, "pending"); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Errorf("Delete of an erased creator = %v", err)
 			}
 			db.Close()

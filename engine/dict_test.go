@@ -16,6 +16,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -78,7 +79,7 @@ func frameCodecs(t *testing.T, fsys vfs.FS, dir string) (map[segment.Codec]int, 
 
 func readAll(t *testing.T, db *DB, id string) []event.Event {
 	t.Helper()
-	h, err := db.Open(context.Background(), id, Read)
+	h, err := db.Open(context.Background(), id, store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func dictStore(t *testing.T, dir string) ([]event.Event, string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(context.Background(), Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(context.Background(), store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestDictOtherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	ha, err := a.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	ha, err := a.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestDictOtherProcess(t *testing.T) {
 	wantA = append(wantA, writeFlushed(t, ha, 100, 100)...)
 	sameEvents(t, "a read by b", readAll(t, b, "a"), wantA)
 
-	hb, err := b.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	hb, err := b.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,13 +242,13 @@ func TestDictDamaged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := db.Open(context.Background(), "s", Read)
+			h, err := db.Open(context.Background(), "s", store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, err = h.Read(context.Background(), 0, -1)
-			var ce *CorruptionError
-			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || !strings.HasSuffix(ce.Path, ".seg") || !strings.Contains(err.Error(), dpath) {
+			var ce *store.CorruptionError
+			if !errors.Is(err, store.ErrCorrupt) || !errors.As(err, &ce) || !strings.HasSuffix(ce.Path, ".seg") || !strings.Contains(err.Error(), dpath) {
 				t.Fatalf("read: %v; want corruption at a frame naming %s", err, dpath)
 			}
 			db.Close()
@@ -261,7 +262,7 @@ func TestDictDamaged(t *testing.T) {
 				db.Close()
 				return
 			}
-			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), dpath) {
+			if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), dpath) {
 				t.Fatalf("write open: %v; want corruption at %s", err, dpath)
 			}
 		})
@@ -288,7 +289,7 @@ func TestDictOlderSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(context.Background(), Header{ID: "new", CreatedAt: 1})
+	h, err := db.Create(context.Background(), store.Header{ID: "new", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +340,7 @@ func dictCrashWorkload(fsys vfs.FS) (map[string][]event.Event, map[string]int, e
 		id := []string{"x", "y"}[r.IntN(2)]
 		h := hs[id]
 		if h == nil {
-			if h, err = db.Create(ctx, Header{ID: id, CreatedAt: 1}); err != nil {
+			if h, err = db.Create(ctx, store.Header{ID: id, CreatedAt: 1}); err != nil {
 				return appended, acked, err
 			}
 			hs[id] = h
@@ -454,7 +455,7 @@ func testDictTraining(t *testing.T, spare bool) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +529,7 @@ func TestDictSmallBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +577,7 @@ func testDictLargeEvent(t *testing.T, at int) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -120,7 +121,7 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 	if v := db.log.version(2); v != 1 {
 		t.Fatalf("the golden store's active segment is of version %d, want 1", v)
 	}
-	h, err := db.Create(ctx, Header{ID: "new", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "new", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestDictSegmentRewriteKeepsItsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	dead, err := db.Create(ctx, Header{ID: "dead", CreatedAt: 1})
+	dead, err := db.Create(ctx, store.Header{ID: "dead", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestDictSegmentRewriteKeepsItsVersion(t *testing.T) {
 	if err := db.dict.renew(); err != nil {
 		t.Fatal(err)
 	}
-	live, err := db.Create(ctx, Header{ID: "live", CreatedAt: 1})
+	live, err := db.Create(ctx, store.Header{ID: "live", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -64,7 +65,7 @@ func TestDictSyncFails(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+			h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +114,7 @@ func TestDictSyncFails(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: reopen: %v", label, err)
 				}
-				r, err := db2.Open(ctx, "s", Read)
+				r, err := db2.Open(ctx, "s", store.Read)
 				if err != nil {
 					t.Fatalf("%s: %v", label, err)
 				}
@@ -153,7 +154,7 @@ func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer a.Close()
-			ha, err := a.Create(ctx, Header{ID: "a", CreatedAt: 1})
+			ha, err := a.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,7 @@ func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
 				open()
 				defer b.Close()
 			}
-			hb, err := b.Create(ctx, Header{ID: "b", CreatedAt: 1})
+			hb, err := b.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

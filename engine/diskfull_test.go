@@ -20,6 +20,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -50,11 +51,11 @@ func TestWriteErrorKeepsEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := map[string][]event.Event{}
-			a, err := db.Create(ctx, engine.Header{ID: "a", CreatedAt: 1})
+			a, err := db.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := db.Create(ctx, engine.Header{ID: "b", CreatedAt: 1})
+			b, err := db.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +76,7 @@ func TestWriteErrorKeepsEvents(t *testing.T) {
 			}
 			ff.Add(tc.rule)
 			err = b.Flush(ctx)
-			if !errors.Is(err, syscall.ENOSPC) || errors.Is(err, engine.ErrWriteLost) {
+			if !errors.Is(err, syscall.ENOSPC) || errors.Is(err, store.ErrWriteLost) {
 				t.Fatalf("flush on a full disk: %v, want ENOSPC (and nothing lost)", err)
 			}
 			if snap, err := db.Stat(ctx, "b"); err != nil || snap.EventCount != 7 {
@@ -145,7 +146,7 @@ func TestPoisonedStoreReopensInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _ := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, _ := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	want := testgen.Events(0, 4, 200)
 	h.Append(ctx, want...)
 	if err := h.Flush(ctx); err != nil {
@@ -165,7 +166,7 @@ func TestPoisonedStoreReopensInPlace(t *testing.T) {
 		t.Fatalf("reopen in the same process: %v", err)
 	}
 	defer db.Close()
-	r, err := db.Open(ctx, "s", engine.Read)
+	r, err := db.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,10 +206,10 @@ func smallerThanASegment(t *testing.T) {
 	}
 	defer syscall.Unmount(dir, syscall.MNT_DETACH)
 	ctx := context.Background()
-	store := filepath.Join(dir, "store")
+	storeDir := filepath.Join(dir, "store")
 	want := map[string][]event.Event{}
 	for round := range 3 {
-		db, err := engine.Open(store, &engine.Options{CompactInterval: -1})
+		db, err := engine.Open(storeDir, &engine.Options{CompactInterval: -1})
 		if err != nil {
 			t.Fatalf("open %d on a small file system: %v", round, err)
 		}
@@ -231,10 +232,10 @@ func fullTmpfs(t *testing.T, noPrealloc bool) {
 	}
 	defer syscall.Unmount(dir, syscall.MNT_DETACH)
 	ctx := context.Background()
-	store := filepath.Join(dir, "store")
+	storeDir := filepath.Join(dir, "store")
 	filler := filepath.Join(dir, "filler")
 	var log logBuffer
-	db, err := engine.Open(store, &engine.Options{SegmentSize: 256 << 10, NoPreallocate: noPrealloc, IndexInterval: 1 << 40, CompactInterval: -1, Logger: log.logger()})
+	db, err := engine.Open(storeDir, &engine.Options{SegmentSize: 256 << 10, NoPreallocate: noPrealloc, IndexInterval: 1 << 40, CompactInterval: -1, Logger: log.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func fullTmpfs(t *testing.T, noPrealloc bool) {
 	if err := os.WriteFile(filler, make([]byte, free-64<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func fullTmpfs(t *testing.T, noPrealloc bool) {
 	if n := strings.Count(log.String(), "preparing the next segment failed"); n > 2 {
 		t.Errorf("%d warnings about the same failure", n)
 	}
-	names, _ := os.ReadDir(store)
+	names, _ := os.ReadDir(storeDir)
 	for _, n := range names {
 		if strings.Contains(n.Name(), ".create") {
 			t.Errorf("a partial segment was left: %s", n.Name())
@@ -303,7 +304,7 @@ func fullTmpfs(t *testing.T, noPrealloc bool) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = engine.Open(store, &engine.Options{CompactInterval: -1})
+	db, err = engine.Open(storeDir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestFullDiskUnderWriteBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

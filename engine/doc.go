@@ -2,7 +2,7 @@
 // open sessions through handles, append events, and flush them durably.
 //
 //	db, err := engine.Open(dir, nil) // nil options = defaults
-//	h, err := db.Create(ctx, engine.Header{ID: "s-1", CreatedAt: nowMs})
+//	h, err := db.Create(ctx, store.Header{ID: "s-1", CreatedAt: nowMs})
 //	err = h.Append(ctx, evs...)      // best-effort: ordered and visible at once
 //	err = h.Flush(ctx)               // the durability barrier
 //	evs, err := h.Read(ctx, 0, -1)   // the caller's copies
@@ -49,10 +49,9 @@
 //
 // # Errors
 //
-// Every error is typed or wraps a sentinel (package store, re-exported in
-// contract.go): test with
-// errors.Is and errors.As. Corruption is a *CorruptionError with its file
-// and offset; a newer format is a *FormatError.
+// Every error is typed or wraps a sentinel of package store: test with
+// errors.Is and errors.As. Corruption is a *store.CorruptionError with its
+// file and offset; a newer format is a *store.FormatError.
 //
 // # Layering and concurrency
 //
@@ -115,7 +114,7 @@
 // follow.go: following the frames the
 // other processes write, and Handle.Wait; metrics.go: DB.Metrics and the
 // counters behind it; gate.go: the operations in progress, which Close
-// waits for; contract.go: the store contract's names re-exported.
+// waits for; contract.go: the engine's session errors.
 //
 // # Recovery and failing storage
 //

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -15,7 +16,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, Header{ID: "s-1", CreatedAt: 1000})
+	h, err := db.Create(ctx, store.Header{ID: "s-1", CreatedAt: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil || snap2.Revision != snap.Revision || snap2.EventCount != 500 {
 		t.Fatalf("Stat after reopen = %+v, %v (before %+v)", snap2, err, snap)
 	}
-	r, err := db.Open(ctx, "s-1", Read)
+	r, err := db.Open(ctx, "s-1", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

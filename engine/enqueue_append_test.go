@@ -7,6 +7,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -38,7 +39,7 @@ func TestAppendAfterEnqueueAsTheWindowCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestAppendAfterEnqueueAsTheWindowCloses(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.Open(ctx, "s", engine.Read)
+	r, err := db.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

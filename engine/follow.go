@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // follower is how a DB keeps up with the other processes that write its
@@ -141,7 +142,7 @@ func (db *DB) follow1(f *follower, d uint64) error {
 			return err
 		}
 		if len(ids) == 0 || ids[0] > dseg {
-			return &CorruptionError{Path: db.segPath(dseg), Offset: doff, Reason: "the writer published it durable, but no segment is there"}
+			return &store.CorruptionError{Path: db.segPath(dseg), Offset: doff, Reason: "the writer published it durable, but no segment is there"}
 		}
 		seg, off = ids[0], 0
 	}
@@ -189,13 +190,13 @@ func (db *DB) follow1(f *follower, d uint64) error {
 		}
 		if seg == dseg {
 			if res.End != doff {
-				return &CorruptionError{Path: r.Path(), Offset: res.End, Reason: fmt.Sprintf("the log ends before the durable offset %d", doff)}
+				return &store.CorruptionError{Path: r.Path(), Offset: res.End, Reason: fmt.Sprintf("the log ends before the durable offset %d", doff)}
 			}
 			f.pos = d
 			return nil
 		}
 		if !res.Sealed {
-			return &CorruptionError{Path: r.Path(), Offset: res.End, Reason: "segment before the durable one is not sealed"}
+			return &store.CorruptionError{Path: r.Path(), Offset: res.End, Reason: "segment before the durable one is not sealed"}
 		}
 		f.pos = position(seg, res.End)
 		ids, err := segment.List(db.opts.FS, db.dir)
@@ -204,7 +205,7 @@ func (db *DB) follow1(f *follower, d uint64) error {
 		}
 		i, _ := slices.BinarySearch(ids, seg+1)
 		if i == len(ids) || ids[i] > dseg {
-			return &CorruptionError{Path: db.segPath(dseg), Offset: doff, Reason: fmt.Sprintf("the writer published it durable, but no segment follows %d", seg)}
+			return &store.CorruptionError{Path: db.segPath(dseg), Offset: doff, Reason: fmt.Sprintf("the writer published it durable, but no segment follows %d", seg)}
 		}
 		seg, off = ids[i], 0
 	}
@@ -308,7 +309,7 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		count := s.next
 		db.mu.Unlock()
 		if gone {
-			return 0, sessionErr(h.ID(), "wait", ErrSessionNotFound)
+			return 0, sessionErr(h.ID(), "wait", store.ErrSessionNotFound)
 		}
 		if count > n {
 			return count, nil
@@ -323,7 +324,7 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-db.stop: // Close began: it waits for this Wait to end
-			return 0, sessionErr(h.ID(), "wait", ErrClosed)
+			return 0, sessionErr(h.ID(), "wait", store.ErrClosed)
 		case <-synced: // (nil, never, if this process cannot watch)
 			delay = waitMin
 		case <-t.C:

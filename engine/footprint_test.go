@@ -9,6 +9,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 )
 
 // storeBytes is the disk the files of dir take (allocated blocks, as du
@@ -119,7 +120,7 @@ func TestSmallStoreFootprint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	r, err := db.Open(ctx, "s", engine.Read)
+	r, err := db.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

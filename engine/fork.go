@@ -36,9 +36,9 @@ import (
 // frames (forkCopy), which reads the same; the copy is written as one
 // group, never seen (nor left by a crash) in part. MarkerTime stamps
 // the marker with a given time (default: now).
-func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header, opts ...ForkOption) (*Handle, error) {
+func (db *DB) Fork(ctx context.Context, parent string, n uint64, h store.Header, opts ...store.ForkOption) (*Handle, error) {
 	if db.opts.ReadOnly {
-		return nil, ErrReadOnlyStore
+		return nil, store.ErrReadOnlyStore
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -75,10 +75,10 @@ func (db *DB) Fork(ctx context.Context, parent string, n uint64, h Header, opts 
 // like a migration, a replay takes the fork only once all of it is
 // there, and the next write open ends one that a crash cut short. No
 // other handle or process sees the fork before it is whole.
-func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header, marker event.Event) (*Handle, error) {
+func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr store.Header, marker event.Event) (*Handle, error) {
 	lease, err := db.acquire(hdr.ID)
 	if err != nil {
-		return nil, sessionErr(hdr.ID, "fork", ErrSessionExists)
+		return nil, sessionErr(hdr.ID, "fork", store.ErrSessionExists)
 	}
 	done := false
 	defer func() {
@@ -92,10 +92,10 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header,
 	db.mu.Lock()
 	if s, ok := db.mu.sessions[hdr.ID]; ok && !s.erased {
 		db.mu.Unlock()
-		return nil, sessionErr(hdr.ID, "fork", ErrSessionExists)
+		return nil, sessionErr(hdr.ID, "fork", store.ErrSessionExists)
 	}
 	db.mu.Unlock()
-	p, err := db.Open(ctx, parent, Read)
+	p, err := db.Open(ctx, parent, store.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header,
 			return nil, err
 		}
 		if uint64(len(evs)) != min(chunk, n-off) {
-			return nil, &ForkRangeError{Parent: parent, N: n, Len: off + uint64(len(evs))}
+			return nil, &store.ForkRangeError{Parent: parent, N: n, Len: off + uint64(len(evs))}
 		}
 		fs, err := db.encodeBatch(c.id, evs)
 		if err != nil {
@@ -136,7 +136,7 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr Header,
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	c.checked = c.next // (read through a read handle: the catalog and the seed rules checked them)
-	hd := db.newHandle(c, Write, lease)
+	hd := db.newHandle(c, store.Write, lease)
 	c.owner = hd
 	done = true
 	return hd, nil
@@ -187,7 +187,7 @@ func (db *DB) appendWhole(c *session, header *segment.Encoded, frames []*segment
 var errCopyFork = errors.New("engine: fork by copy")
 
 // forkShared is Fork by shared frames, or errCopyFork.
-func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Header, marker event.Event) (*Handle, error) {
+func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr store.Header, marker event.Event) (*Handle, error) {
 	// Events of the parent appended here, not yet in frames (nor, maybe,
 	// its header in the log, for the fork's to name): the write handle of
 	// this DB that holds the parent cuts them into frames (as DB.Flush
@@ -202,7 +202,7 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	}
 	db.mu.Unlock()
 	if owner != nil {
-		if err := owner.prepareFlush(ctx); err != nil && !errors.Is(err, ErrHandleClosed) {
+		if err := owner.prepareFlush(ctx); err != nil && !errors.Is(err, store.ErrHandleClosed) {
 			return nil, errCopyFork
 		}
 	}
@@ -213,7 +213,7 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	defer release()
 	lease, err := db.acquire(hdr.ID)
 	if err != nil {
-		return nil, sessionErr(hdr.ID, "fork", ErrSessionExists)
+		return nil, sessionErr(hdr.ID, "fork", store.ErrSessionExists)
 	}
 	done := false
 	defer func() {
@@ -227,7 +227,7 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	db.mu.Lock()
 	if s, ok := db.mu.sessions[hdr.ID]; ok && !s.erased {
 		db.mu.Unlock()
-		return nil, sessionErr(hdr.ID, "fork", ErrSessionExists)
+		return nil, sessionErr(hdr.ID, "fork", store.ErrSessionExists)
 	}
 	p, err := db.lookup(parent, "fork")
 	if err != nil {
@@ -247,7 +247,7 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	if err != nil {
 		return nil, err
 	}
-	if phdr.Version < FormatVersion {
+	if phdr.Version < store.FormatVersion {
 		return nil, errCopyFork // read migrated: its events are not its frames'
 	}
 	v, err := db.snapshot(p)
@@ -255,7 +255,7 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 		return nil, sessionErr(parent, "fork", err)
 	}
 	if n > v.len() {
-		return nil, &ForkRangeError{Parent: parent, N: n, Len: v.len()}
+		return nil, &store.ForkRangeError{Parent: parent, N: n, Len: v.len()}
 	}
 	if n > v.framed {
 		return nil, errCopyFork // (appended meanwhile by another goroutine, unframed)
@@ -296,7 +296,7 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr Heade
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	hd := db.newHandle(c, Write, lease)
+	hd := db.newHandle(c, store.Write, lease)
 	c.owner = hd
 	done = true
 	return hd, nil

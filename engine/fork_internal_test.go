@@ -27,7 +27,7 @@ func TestForkWithoutItsMarker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := db.Create(ctx, Header{ID: "p", CreatedAt: 1})
+	p, err := db.Create(ctx, store.Header{ID: "p", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestForkWithoutItsMarker(t *testing.T) {
 	db.mu.Lock()
 	puid := db.mu.sessions["p"].uid
 	db.mu.Unlock()
-	hdr, err := store.PrepareForkHeader(Header{ID: "c", CreatedAt: 2}, "p", 1)
+	hdr, err := store.PrepareForkHeader(store.Header{ID: "c", CreatedAt: 2}, "p", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestForkWithoutItsMarker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ro.Stat(ctx, "c"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := ro.Stat(ctx, "c"); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("read-only open: the fork without its marker is %v, want not found", err)
 	}
 	ro.Close()
@@ -70,10 +70,10 @@ func TestForkWithoutItsMarker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Stat(ctx, "c"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := db.Stat(ctx, "c"); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("write open: the fork without its marker is %v, want not found", err)
 	}
-	c, err := db.Fork(ctx, "p", 1, Header{ID: "c", CreatedAt: 3})
+	c, err := db.Fork(ctx, "p", 1, store.Header{ID: "c", CreatedAt: 3})
 	if err != nil {
 		t.Fatalf("fork again onto the abandoned id: %v", err)
 	}
@@ -103,11 +103,11 @@ func TestForkBesideACompaction(t *testing.T) {
 	}
 	defer db.Close()
 	// Interleaved, so that dropping "dead" moves every frame of "p".
-	p, err := db.Create(ctx, Header{ID: "p", CreatedAt: 1})
+	p, err := db.Create(ctx, store.Header{ID: "p", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := db.Create(ctx, Header{ID: "dead", CreatedAt: 1})
+	d, err := db.Create(ctx, store.Header{ID: "dead", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestForkBesideACompaction(t *testing.T) {
 		moved = err == nil && len(rep.Rewritten) > 0
 	}
 	defer func() { testHookForkPlacing = nil }()
-	c, err := db.Fork(ctx, "p", 50, Header{ID: "c", CreatedAt: 2})
+	c, err := db.Fork(ctx, "p", 50, store.Header{ID: "c", CreatedAt: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

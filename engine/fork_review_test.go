@@ -19,6 +19,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -115,7 +116,7 @@ func verifyModel(t *testing.T, label string, db *engine.DB, model reviewModel) {
 	var got []string
 	for _, s := range ss {
 		got = append(got, s.Header.ID)
-		if want := uint64(len(model[s.Header.ID])); s.EventCount != want && s.FormatStatus == engine.FormatCurrent { // (a v2 session counts its stored events)
+		if want := uint64(len(model[s.Header.ID])); s.EventCount != want && s.FormatStatus == store.FormatCurrent { // (a v2 session counts its stored events)
 			t.Errorf("%s: List says %s has %d events, want %d", label, s.Header.ID, s.EventCount, want)
 		}
 	}
@@ -125,7 +126,7 @@ func verifyModel(t *testing.T, label string, db *engine.DB, model reviewModel) {
 		t.Errorf("%s: List = %v, want %v", label, got, want)
 	}
 	for _, id := range want {
-		h, err := db.Open(ctx, id, engine.Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Errorf("%s: open %s: %v", label, id, err)
 			continue
@@ -141,7 +142,7 @@ func verifyModel(t *testing.T, label string, db *engine.DB, model reviewModel) {
 		}
 		// A range read inside the shared part, across the cut.
 		if len(evs) > 3 {
-			h, err := db.Open(ctx, id, engine.Read)
+			h, err := db.Open(ctx, id, store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +171,7 @@ func reviewFork(t *testing.T, db *engine.DB, model reviewModel, parent string, n
 	if err != nil {
 		t.Fatalf("read the fork %s: %v", id, err)
 	}
-	if uint64(len(got)) != n+1 || !engine.IsInheritedMarker(&got[n]) || got[n].Seq != n {
+	if uint64(len(got)) != n+1 || !store.IsInheritedMarker(&got[n]) || got[n].Seq != n {
 		t.Fatalf("fork %s of %s at %d: %d events, last %+v", id, parent, n, len(got), got[len(got)-1])
 	}
 	if diff := cmp.Diff(model[parent][:n], got[:n], cmpopts.EquateEmpty()); diff != "" {
@@ -269,7 +270,7 @@ func TestReviewForkChains(t *testing.T) {
 				}
 				// The forks left go on.
 				for _, id := range slices.Sorted(maps.Keys(model)) {
-					h, err := s.db.Open(ctx, id, engine.Write)
+					h, err := s.db.Open(ctx, id, store.Write)
 					if err != nil {
 						t.Fatalf("write open %s: %v", id, err)
 					}
@@ -309,7 +310,7 @@ func TestReviewForkChains(t *testing.T) {
 // inherited marker at n, and returns what it read.
 func reviewForkReads(db *engine.DB, id string, parent []event.Event, n int) error {
 	ctx := context.Background()
-	h, err := db.Open(ctx, id, engine.Read)
+	h, err := db.Open(ctx, id, store.Read)
 	if err != nil {
 		return err
 	}
@@ -318,7 +319,7 @@ func reviewForkReads(db *engine.DB, id string, parent []event.Event, n int) erro
 	if err != nil {
 		return err
 	}
-	if len(got) != n+1 || !engine.IsInheritedMarker(&got[n]) {
+	if len(got) != n+1 || !store.IsInheritedMarker(&got[n]) {
 		return fmt.Errorf("%s: %d events, want %d and the marker", id, len(got), n+1)
 	}
 	if diff := cmp.Diff(parent[:n], got[:n]); diff != "" {
@@ -426,12 +427,12 @@ func reviewForkPowerCut(t *testing.T, path string) {
 					continue
 				}
 				_, serr := db.Stat(ctx, "c")
-				if !errors.Is(serr, engine.ErrSessionNotFound) || a.fork {
+				if !errors.Is(serr, store.ErrSessionNotFound) || a.fork {
 					if err := reviewForkReads(db, "c", parent, n); err != nil {
 						t.Errorf("%s: the fork (acknowledged: %v): %v", label, a.fork, err)
 					}
 				}
-				if _, err := db.Stat(ctx, parentID); a.del && !errors.Is(err, engine.ErrSessionNotFound) || err != nil && !errors.Is(err, engine.ErrSessionNotFound) {
+				if _, err := db.Stat(ctx, parentID); a.del && !errors.Is(err, store.ErrSessionNotFound) || err != nil && !errors.Is(err, store.ErrSessionNotFound) {
 					t.Errorf("%s: Stat of the parent: %v", label, err)
 				}
 				db.Close()
@@ -621,7 +622,7 @@ func TestReviewForkBesideWriters(t *testing.T) {
 		id := fmt.Sprintf("a%d", i)
 		n := 10 + i*15
 		h, err := a.Fork(ctx, "p", uint64(n), enginetest.Meta(id))
-		var re *engine.ForkRangeError
+		var re *store.ForkRangeError
 		if errors.As(err, &re) {
 			continue // not that far yet
 		}
@@ -678,9 +679,9 @@ func TestReviewForkBesideWriters(t *testing.T) {
 				id := fmt.Sprintf("q%d-%d", g, i)
 				n := 5 + i*13 + g
 				h, err := a.Fork(ctx, "q", uint64(n), enginetest.Meta(id))
-				var re *engine.ForkRangeError
+				var re *store.ForkRangeError
 				switch {
-				case errors.As(err, &re), errors.Is(err, engine.ErrSessionNotFound):
+				case errors.As(err, &re), errors.Is(err, store.ErrSessionNotFound):
 					continue
 				case err != nil:
 					t.Errorf("fork %s: %v", id, err)
@@ -703,7 +704,7 @@ func TestReviewForkBesideWriters(t *testing.T) {
 			if err == nil {
 				return
 			}
-			if !errors.Is(err, engine.ErrAlreadyOwned) { // a fork holds it
+			if !errors.Is(err, store.ErrAlreadyOwned) { // a fork holds it
 				t.Errorf("delete q: %v", err)
 				return
 			}
@@ -755,7 +756,7 @@ func TestReviewForkBesideWriters(t *testing.T) {
 		}
 	})
 	for _, co := range []engine.CompactOptions{{Roll: true, LiveRatio: 0.99}, {LiveRatio: -1}, {Roll: true, LiveRatio: 0.99}} {
-		if _, err := b.Compact(ctx, co); err != nil && !errors.Is(err, engine.ErrLocked) {
+		if _, err := b.Compact(ctx, co); err != nil && !errors.Is(err, store.ErrLocked) {
 			t.Fatalf("compact: %v", err)
 		}
 		check("after a compaction in the other process", a, b)
@@ -817,7 +818,7 @@ func TestReviewForkBadInput(t *testing.T) {
 			model["old"] = readAllOf(t, s.db, "old")
 			seeded := enginetest.Meta("seeded")
 			seeded.IsSeeded = true
-			sh, err := s.db.Create(ctx, seeded, engine.Inherited(3))
+			sh, err := s.db.Create(ctx, seeded, store.Inherited(3))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -829,7 +830,7 @@ func TestReviewForkBadInput(t *testing.T) {
 			sh.Close()
 			model["seeded"] = readAllOf(t, s.db, "seeded")
 
-			hdr := func(id string, edit func(*engine.Header)) engine.Header {
+			hdr := func(id string, edit func(*store.Header)) store.Header {
 				h := enginetest.Meta(id)
 				if edit != nil {
 					edit(&h)
@@ -840,18 +841,18 @@ func TestReviewForkBadInput(t *testing.T) {
 				name   string
 				parent string
 				n      uint64
-				h      engine.Header
+				h      store.Header
 				want   error
 			}{
-				{"past the end", "p", 41, hdr("x", nil), engine.ErrInvalidArgument},
-				{"far past the end", "p", 1 << 62, hdr("x", nil), engine.ErrInvalidArgument},
-				{"parent missing", "nobody", 0, hdr("x", nil), engine.ErrSessionNotFound},
-				{"child exists", "p", 3, hdr("old", nil), engine.ErrSessionExists},
-				{"child is the parent", "p", 3, hdr("p", nil), engine.ErrInvalidHeader},
-				{"empty ID", "p", 3, hdr("", nil), engine.ErrInvalidHeader},
-				{"control character in ID", "p", 3, hdr("x\n", nil), engine.ErrInvalidHeader},
-				{"another parent named", "p", 3, hdr("x", func(h *engine.Header) { h.ParentSession = "q" }), engine.ErrInvalidHeader},
-				{"past the end of a v2 parent", "old", uint64(len(model["old"]) + 1), hdr("x", nil), engine.ErrInvalidArgument},
+				{"past the end", "p", 41, hdr("x", nil), store.ErrInvalidArgument},
+				{"far past the end", "p", 1 << 62, hdr("x", nil), store.ErrInvalidArgument},
+				{"parent missing", "nobody", 0, hdr("x", nil), store.ErrSessionNotFound},
+				{"child exists", "p", 3, hdr("old", nil), store.ErrSessionExists},
+				{"child is the parent", "p", 3, hdr("p", nil), store.ErrInvalidHeader},
+				{"empty ID", "p", 3, hdr("", nil), store.ErrInvalidHeader},
+				{"control character in ID", "p", 3, hdr("x\n", nil), store.ErrInvalidHeader},
+				{"another parent named", "p", 3, hdr("x", func(h *store.Header) { h.ParentSession = "q" }), store.ErrInvalidHeader},
+				{"past the end of a v2 parent", "old", uint64(len(model["old"]) + 1), hdr("x", nil), store.ErrInvalidArgument},
 			} {
 				_, err := s.db.Fork(ctx, c.parent, c.n, c.h)
 				if !errors.Is(err, c.want) {
@@ -890,13 +891,13 @@ func TestReviewForkBadInput(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := ro.Fork(ctx, "at0", 1, hdr("x", nil)); !errors.Is(err, engine.ErrReadOnlyStore) {
+				if _, err := ro.Fork(ctx, "at0", 1, hdr("x", nil)); !errors.Is(err, store.ErrReadOnlyStore) {
 					t.Errorf("Fork on a read-only DB = %v", err)
 				}
 				ro.Close()
 			}
 			s.db.Close()
-			if _, err := s.db.Fork(ctx, "atend", 1, hdr("x", nil)); !errors.Is(err, engine.ErrClosed) {
+			if _, err := s.db.Fork(ctx, "atend", 1, hdr("x", nil)); !errors.Is(err, store.ErrClosed) {
 				t.Errorf("Fork on a closed DB = %v", err)
 			}
 			s.reopen("at the end")
@@ -972,8 +973,8 @@ func TestReviewForkOlderFormatHeader(t *testing.T) {
 	}
 	p.Close()
 	h := enginetest.Meta("x")
-	h.Version = engine.OldestFormatVersion
-	if c, err := db.Fork(ctx, "p", 6, h); !errors.Is(err, engine.ErrInvalidHeader) {
+	h.Version = store.OldestFormatVersion
+	if c, err := db.Fork(ctx, "p", 6, h); !errors.Is(err, store.ErrInvalidHeader) {
 		if c != nil {
 			got, rerr := c.Read(ctx, 0, -1)
 			t.Logf("the fork's handle reads %d events: %v", len(got), rerr)
@@ -981,7 +982,7 @@ func TestReviewForkOlderFormatHeader(t *testing.T) {
 		}
 		t.Errorf("Fork with a v%d header = %v, want ErrInvalidHeader", h.Version, err)
 	}
-	if _, err := db.Stat(ctx, "x"); !errors.Is(err, engine.ErrSessionNotFound) {
+	if _, err := db.Stat(ctx, "x"); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("Stat of the refused fork: %v", err)
 	}
 	// Version 0 is the current format.

@@ -14,6 +14,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -117,7 +118,7 @@ func TestForkOutlivesItsParent(t *testing.T) {
 			want := append(parent[:2550:2550], event.Event{})
 			check := func(what string) {
 				t.Helper()
-				r, err := db.Open(ctx, "c", engine.Write)
+				r, err := db.Open(ctx, "c", store.Write)
 				if err != nil {
 					t.Fatalf("%s: %v", what, err)
 				}
@@ -126,7 +127,7 @@ func TestForkOutlivesItsParent(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", what, err)
 				}
-				if len(got) != 2551 || !engine.IsInheritedMarker(&got[2550]) {
+				if len(got) != 2551 || !store.IsInheritedMarker(&got[2550]) {
 					t.Fatalf("%s: %d events", what, len(got))
 				}
 				want[2550] = got[2550]
@@ -135,7 +136,7 @@ func TestForkOutlivesItsParent(t *testing.T) {
 				}
 			}
 			check("fork after its parent was deleted and compacted")
-			if _, err := db.Stat(ctx, "p"); !errors.Is(err, engine.ErrSessionNotFound) {
+			if _, err := db.Stat(ctx, "p"); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Errorf("Stat of the deleted parent = %v", err)
 			}
 			// The fork goes: so do the parent's frames.
@@ -200,7 +201,7 @@ func TestForkFollowsMovedFrames(t *testing.T) {
 	defer func() { other.Close() }()
 	read := func(db *engine.DB, what string) {
 		t.Helper()
-		r, err := db.Open(ctx, "c", engine.Read)
+		r, err := db.Open(ctx, "c", store.Read)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -363,7 +364,7 @@ func TestSeedMarkerRules(t *testing.T) {
 			defer db.Close()
 			hdr := enginetest.Meta("s")
 			hdr.IsSeeded = c.seeded
-			h, err := db.Create(ctx, hdr, engine.Inherited(c.inherited))
+			h, err := db.Create(ctx, hdr, store.Inherited(c.inherited))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -371,14 +372,14 @@ func TestSeedMarkerRules(t *testing.T) {
 				t.Fatal(err)
 			}
 			h.Close()
-			r, err := db.Open(ctx, "s", engine.Read)
+			r, err := db.Open(ctx, "s", store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, rerr := r.Read(ctx, 0, -1)
-			_, werr := db.Open(ctx, "s", engine.Write)
+			_, werr := db.Open(ctx, "s", store.Write)
 			for what, err := range map[string]error{"read": rerr, "write open": werr} {
-				if c.ok && err != nil || !c.ok && !errors.Is(err, engine.ErrSeed) {
+				if c.ok && err != nil || !c.ok && !errors.Is(err, store.ErrSeed) {
 					t.Errorf("%s: %v (want ok: %v)", what, err, c.ok)
 				}
 			}
@@ -468,12 +469,12 @@ func TestForkPowerCut(t *testing.T) {
 					t.Fatalf("%s: reopen: %v", label, err)
 				}
 				_, perr := db.Stat(ctx, "p")
-				if pr.deleted && !errors.Is(perr, engine.ErrSessionNotFound) {
+				if pr.deleted && !errors.Is(perr, store.ErrSessionNotFound) {
 					t.Fatalf("%s: an acknowledged delete of the parent was lost: %v", label, perr)
 				}
 				st, err := db.Stat(ctx, "c")
 				switch {
-				case errors.Is(err, engine.ErrSessionNotFound):
+				case errors.Is(err, store.ErrSessionNotFound):
 					if pr.forked {
 						t.Fatalf("%s: an acknowledged fork was lost", label)
 					}
@@ -484,7 +485,7 @@ func TestForkPowerCut(t *testing.T) {
 					if st.EventCount != 31 || st.InheritedEventCount != 30 {
 						t.Fatalf("%s: fork of %d events, inherited %d", label, st.EventCount, st.InheritedEventCount)
 					}
-					w, err := db.Open(ctx, "c", engine.Write)
+					w, err := db.Open(ctx, "c", store.Write)
 					if err != nil {
 						t.Fatalf("%s: write open of the fork: %v", label, err)
 					}
@@ -492,13 +493,13 @@ func TestForkPowerCut(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: read of the fork: %v", label, err)
 					}
-					if diff := cmp.Diff(parent[:30], got[:30]); diff != "" || !engine.IsInheritedMarker(&got[30]) {
+					if diff := cmp.Diff(parent[:30], got[:30]); diff != "" || !store.IsInheritedMarker(&got[30]) {
 						t.Fatalf("%s: the fork reads otherwise than its parent:\n%s", label, diff)
 					}
 					w.Close()
 					outcomes["fork"]++
 				}
-				if errors.Is(perr, engine.ErrSessionNotFound) {
+				if errors.Is(perr, store.ErrSessionNotFound) {
 					outcomes["parent gone"]++
 				}
 				db.Close()
@@ -568,7 +569,7 @@ func TestForkBesideWriters(t *testing.T) {
 			close(stop) // now the writer closes, and deletes the parent
 		}
 		st, err := db.Stat(ctx, "p")
-		if errors.Is(err, engine.ErrSessionNotFound) {
+		if errors.Is(err, store.ErrSessionNotFound) {
 			break
 		}
 		if err != nil {
@@ -577,7 +578,7 @@ func TestForkBesideWriters(t *testing.T) {
 		n := st.EventCount / 2
 		c, err := db.Fork(ctx, "p", n, enginetest.Meta(fmt.Sprintf("c%d", forks)))
 		switch {
-		case errors.Is(err, engine.ErrSessionNotFound):
+		case errors.Is(err, store.ErrSessionNotFound):
 			gone = true
 			continue
 		case err != nil:
@@ -646,7 +647,7 @@ func TestForkBesideWriters(t *testing.T) {
 	c.Close()
 	q.Close()
 	for _, id := range []string{"cq", "c0"} {
-		r, err := other.Open(ctx, id, engine.Read)
+		r, err := other.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -692,7 +693,7 @@ func TestForkSharesUnflushedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	r, err := db.Open(ctx, "c", engine.Read)
+	r, err := db.Open(ctx, "c", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/seglog/seglog/store"
 	"sync/atomic"
 )
 
@@ -70,7 +71,7 @@ func (g *gate) wait() {
 // one leave.
 func (db *DB) enter() error {
 	if !db.gate.enter() {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	return nil
 }
@@ -82,7 +83,7 @@ func (db *DB) leave() { db.gate.leave() }
 // DB's Close has begun: the DB is closed (ErrClosed), and with it the
 // handle's lease (ErrOwnershipLost, as the contract has it for a write
 // through a handle of a closed store).
-var errClosedLease = fmt.Errorf("%w (%w)", ErrClosed, ErrOwnershipLost)
+var errClosedLease = fmt.Errorf("%w (%w)", store.ErrClosed, store.ErrOwnershipLost)
 
 // testHookCloseWaits, if set, runs in DB.Close once the gate is shut,
 // before it waits for the operations in it (tests only).

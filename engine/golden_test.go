@@ -13,6 +13,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -88,7 +89,7 @@ func TestGoldenStore(t *testing.T) {
 				t.Fatalf("sessions (-want +got):\n%s", diff)
 			}
 			for id, evs := range map[string][]event.Event{"alpha": want["alpha"], "legacy": migratedLegacy, "migrated": migrated} {
-				h, err := db.Open(ctx, id, engine.Read)
+				h, err := db.Open(ctx, id, store.Read)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -101,10 +102,10 @@ func TestGoldenStore(t *testing.T) {
 				}
 			}
 			snap, err := db.Stat(ctx, "legacy")
-			if err != nil || snap.FormatStatus != engine.FormatMigrationRequired || snap.EventCount != uint64(len(want["legacy"])) {
+			if err != nil || snap.FormatStatus != store.FormatMigrationRequired || snap.EventCount != uint64(len(want["legacy"])) {
 				t.Fatalf("legacy: %+v %v", snap, err)
 			}
-			if _, err := db.Stat(ctx, "deleted"); !errors.Is(err, engine.ErrSessionNotFound) {
+			if _, err := db.Stat(ctx, "deleted"); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Fatalf("deleted: %v", err)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -34,7 +35,7 @@ func TestActiveSegmentGrowsInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestGrowBesidePlacements(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			id := fmt.Sprintf("w%d", w)
-			h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+			h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 			if err != nil {
 				t.Error(err)
 				return
@@ -143,7 +144,7 @@ func TestGrowBesidePlacements(t *testing.T) {
 	grown.Wait()
 	check := func(db *DB, label string) {
 		for w := range writers {
-			r, err := db.Open(ctx, fmt.Sprintf("w%d", w), Read)
+			r, err := db.Open(ctx, fmt.Sprintf("w%d", w), store.Read)
 			if err != nil {
 				t.Fatalf("%s: %v", label, err)
 			}
@@ -185,11 +186,11 @@ func TestGrowAfterAPlacementPastTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := db.Create(ctx, Header{ID: "outrun", CreatedAt: 1})
+	o, err := db.Create(ctx, store.Header{ID: "outrun", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestGrowAfterAPlacementPastTheFile(t *testing.T) {
 	}
 	defer db.Close()
 	for id, n := range map[string]int{"s": 1200, "outrun": 1400} {
-		r, err := db.Open(ctx, id, Read)
+		r, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}

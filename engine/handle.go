@@ -24,10 +24,10 @@ type Handle struct {
 }
 
 // newHandle is called with db.mu held.
-func (db *DB) newHandle(s *session, access Access, lease *lease) *Handle {
+func (db *DB) newHandle(s *session, access store.Access, lease *lease) *Handle {
 	h := &Handle{db: db, s: s, lease: lease}
 	var w store.Writer
-	if access == Write {
+	if access == store.Write {
 		db.mu.handles[h] = struct{}{}
 		w = (*handleWriter)(h)
 	}
@@ -44,7 +44,7 @@ func (db *DB) newHandle(s *session, access Access, lease *lease) *Handle {
 func (h *Handle) ID() string { return h.front.ID() }
 
 // Header returns the session header, fixed when the handle opened.
-func (h *Handle) Header() Header { return h.front.Header() }
+func (h *Handle) Header() store.Header { return h.front.Header() }
 
 // InheritedEventCount returns the length of a seeded session's inherited
 // prefix (0 for an unseeded one).
@@ -67,7 +67,7 @@ func (h *Handle) Events(ctx context.Context, from int) iter.Seq2[event.Event, er
 }
 
 // Access returns Read or Write.
-func (h *Handle) Access() Access { return h.front.Access() }
+func (h *Handle) Access() store.Access { return h.front.Access() }
 
 // Append adds events to the session. The first seq must be the session's
 // next seq and the seqs contiguous (*SeqError); every event must be valid
@@ -78,7 +78,7 @@ func (h *Handle) Access() Access { return h.front.Access() }
 // they survive a crash. Events handed to Enqueue before are appended
 // first. An empty batch does nothing. Once the DB's Close has begun, it
 // fails with ErrClosed (and ErrOwnershipLost) and stores nothing.
-func (h *Handle) Append(ctx context.Context, evs ...Event) error {
+func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 	if err := h.db.enter(); err != nil {
 		return sessionErr(h.ID(), "append", errClosedLease)
 	}
@@ -96,7 +96,7 @@ func (h *Handle) Append(ctx context.Context, evs ...Event) error {
 // through the handle first appends what is buffered, so the paths can be
 // mixed and the handle reads its own enqueued events; Len counts them.
 // Enqueue is not durable: only Flush is.
-func (h *Handle) Enqueue(evs ...Event) error {
+func (h *Handle) Enqueue(evs ...event.Event) error {
 	if err := h.db.enter(); err != nil {
 		return sessionErr(h.ID(), "enqueue", errClosedLease)
 	}
@@ -143,7 +143,7 @@ func (h *Handle) checkLog(ctx context.Context) error {
 func (h *Handle) Close() error {
 	db := h.db
 	dbClosed := false
-	if h.Access() == Write {
+	if h.Access() == store.Write {
 		if err := db.enter(); err != nil {
 			// (Not in the gate: Close does not wait for this.)
 			<-db.closed
@@ -155,7 +155,7 @@ func (h *Handle) Close() error {
 	return h.front.Close(func(drained error) error {
 		db.metrics.handleClosed(h.Access())
 		errs := []error{drained}
-		if h.Access() == Write {
+		if h.Access() == store.Write {
 			h.waitBehind() // its error: the cut below writes the events again
 			db.mu.Lock()
 			delete(db.mu.handles, h)
@@ -185,7 +185,7 @@ func (h *Handle) Close() error {
 			default:
 				// The DB closed (and made durable what it could): what the
 				// handle still holds cannot be written any more.
-				if errors.Is(drained, ErrOwnershipLost) {
+				if errors.Is(drained, store.ErrOwnershipLost) {
 					errs = errs[:0] // the same cause: Dropped counts them
 				}
 				errs = append(errs, h.front.Dropped(staged))

@@ -29,22 +29,22 @@ func TestCreateRefusesBadIDs(t *testing.T) {
 		{"csi-\u009b[2J", "id holds control character U+009B at offset 4"},
 	}
 	for _, c := range bad {
-		_, _, err := store.PrepareHeader(engine.Header{ID: c.id, CreatedAt: 1})
-		if !errors.Is(err, engine.ErrInvalidHeader) || !strings.Contains(err.Error(), c.reason) {
+		_, _, err := store.PrepareHeader(store.Header{ID: c.id, CreatedAt: 1})
+		if !errors.Is(err, store.ErrInvalidHeader) || !strings.Contains(err.Error(), c.reason) {
 			t.Errorf("PrepareHeader(%q) = %v, want ErrInvalidHeader with %q", c.id, err, c.reason)
 		}
 	}
-	for _, h := range []engine.Header{
+	for _, h := range []store.Header{
 		{ID: "s", CreatedAt: 1, Cwd: "/tmp/\xff"},
 		{ID: "s", CreatedAt: 1, ParentSession: "p\xff"},
 		{ID: "s", CreatedAt: 1, AgentPreset: "\xfe"},
 	} {
-		if _, _, err := store.PrepareHeader(h); !errors.Is(err, engine.ErrInvalidHeader) || !strings.Contains(err.Error(), "not valid UTF-8") {
+		if _, _, err := store.PrepareHeader(h); !errors.Is(err, store.ErrInvalidHeader) || !strings.Contains(err.Error(), "not valid UTF-8") {
 			t.Errorf("PrepareHeader(%+v) = %v, want ErrInvalidHeader: not valid UTF-8", h, err)
 		}
 	}
 
-	good := []string{"é-ü", "日本語", "a b", "~x~", "\uFFFD", "a/b", "..", "emoji-😀", strings.Repeat("é", engine.MaxIDLen/2)}
+	good := []string{"é-ü", "日本語", "a b", "~x~", "\uFFFD", "a/b", "..", "emoji-😀", strings.Repeat("é", store.MaxIDLen/2)}
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
 	for _, o := range []*engine.Options{nil, {NoIndex: true}} {
@@ -54,12 +54,12 @@ func TestCreateRefusesBadIDs(t *testing.T) {
 		}
 		if o == nil {
 			for _, c := range bad {
-				if _, err := db.Create(ctx, engine.Header{ID: c.id, CreatedAt: 1}); !errors.Is(err, engine.ErrInvalidHeader) {
+				if _, err := db.Create(ctx, store.Header{ID: c.id, CreatedAt: 1}); !errors.Is(err, store.ErrInvalidHeader) {
 					t.Fatalf("Create(%q) = %v, want ErrInvalidHeader", c.id, err)
 				}
 			}
 			for _, id := range good {
-				h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+				h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 				if err != nil {
 					t.Fatalf("Create(%q): %v", id, err)
 				}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -24,7 +25,7 @@ func TestIndexCheckpointFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestIndexCheckpointFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	r, _ := db.Open(ctx, "s", Read)
+	r, _ := db.Open(ctx, "s", store.Read)
 	got, err := r.Read(ctx, 0, -1)
 	if err != nil || len(got) != 100 {
 		t.Fatalf("after reopen %d events, %v", len(got), err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/index"
+	"github.com/seglog/seglog/store"
 )
 
 // indexLoop checkpoints durable frames into the index: after a flush (the
@@ -31,7 +32,7 @@ func (db *DB) indexLoop() {
 // pending for the next one).
 func (db *DB) indexLoopOnce() {
 	if err := db.checkpoint(); err != nil {
-		if errors.Is(err, ErrCoordinationLost) {
+		if errors.Is(err, store.ErrCoordinationLost) {
 			// Every later tick fails alike: said once.
 			if db.lostLogged.CompareAndSwap(false, true) {
 				db.opts.Logger.Error("engine: the store's shared memory was cut under this process: it writes and reads nothing more; close it", "error", err)

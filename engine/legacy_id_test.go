@@ -10,9 +10,9 @@ import (
 
 // createAsOldBuild is Create as builds before the session ID rule ran it:
 // no PrepareHeader, so any ID is taken.
-func createAsOldBuild(t *testing.T, db *DB, h Header) *Handle {
+func createAsOldBuild(t *testing.T, db *DB, h store.Header) *Handle {
 	t.Helper()
-	h.Version = FormatVersion
+	h.Version = store.FormatVersion
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	lease, err := db.acquire(h.ID)
@@ -21,7 +21,7 @@ func createAsOldBuild(t *testing.T, db *DB, h Header) *Handle {
 	}
 	s := &session{id: h.ID, hdr: &h, pending: true, loaded: true, uid: store.NewIncarnation()}
 	db.mu.sessions[h.ID] = s
-	hd := db.newHandle(s, Write, lease)
+	hd := db.newHandle(s, store.Write, lease)
 	s.owner = hd
 	return hd
 }
@@ -42,7 +42,7 @@ func TestStoredIDNotUTF8StillOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, id := range ids {
-		h := createAsOldBuild(t, db, Header{ID: id, CreatedAt: 1})
+		h := createAsOldBuild(t, db, store.Header{ID: id, CreatedAt: 1})
 		if err := h.Append(ctx, testgen.Events(0, 2+i, 40)...); err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestStoredIDNotUTF8StillOpens(t *testing.T) {
 			if s.Header.ID != ids[i] || s.EventCount != uint64(2+i) {
 				t.Fatalf("List (%+v)[%d] = %q with %d events, want %q with %d", o, i, s.Header.ID, s.EventCount, ids[i], 2+i)
 			}
-			h, err := db.Open(ctx, ids[i], Read)
+			h, err := db.Open(ctx, ids[i], store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}

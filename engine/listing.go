@@ -77,8 +77,8 @@ func (db *DB) freshListings(ctx context.Context, ss []*session) error {
 	for _, s := range stale {
 		err := db.refreshMeta(ctx, s)
 		switch {
-		case err == nil, errors.Is(err, ErrSessionNotFound):
-		case errors.Is(err, ErrCorrupt):
+		case err == nil, errors.Is(err, store.ErrSessionNotFound):
+		case errors.Is(err, store.ErrCorrupt):
 			db.opts.Logger.Warn("engine: the title and update time of a damaged session are not read", "session", s.id, "error", err)
 		default:
 			return sessionErr(s.id, "list", err)
@@ -119,7 +119,7 @@ func (db *DB) refreshMetaOnce(ctx context.Context, s *session) error {
 		return nil
 	}
 	if n := len(v.refs); n == 0 || v.refs[n-1].first+uint64(v.refs[n-1].count) != v.framed {
-		return &CorruptionError{Path: db.dir, Offset: -1, Reason: fmt.Sprintf("session %q: its frames do not end at its event %d", s.id, v.framed)}
+		return &store.CorruptionError{Path: db.dir, Offset: -1, Reason: fmt.Sprintf("session %q: its frames do not end at its event %d", s.id, v.framed)}
 	}
 	var updatedAt int64
 	found := false

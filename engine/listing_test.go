@@ -7,6 +7,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -51,7 +52,7 @@ func TestListingSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 5})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestListingSurvivesReopen(t *testing.T) {
 	appendFlushed(t, h, evs[:100]...)
 	appendFlushed(t, h, evs[100:]...)
 	last := evs[len(evs)-1].Time
-	if _, err := db.Create(ctx, Header{ID: "empty", CreatedAt: 7}); err != nil {
+	if _, err := db.Create(ctx, store.Header{ID: "empty", CreatedAt: 7}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Flush(ctx); err != nil {
@@ -133,12 +134,12 @@ func TestListingSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	page, _, err := db.ListPage(ctx, ListOptions{OrderBy: OrderUpdated})
+	page, _, err := db.ListPage(ctx, store.ListOptions{OrderBy: store.OrderUpdated})
 	if err != nil || len(page) != 2 || page[0].Header.ID != "s" || page[0].Title != "Early title" || page[0].UpdatedAt != last || page[1].UpdatedAt != 7 {
 		t.Errorf("list after older records: %+v, %v", page, err)
 	}
 	// and an append continues from what was read.
-	h, err = db.Open(ctx, "s", Write)
+	h, err = db.Open(ctx, "s", store.Write)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestListingOtherProcess(t *testing.T) {
 	w2 := liveOpen(t, dir, &Options{CompactInterval: -1})
 	ro := liveOpen(t, dir, &Options{ReadOnly: true})
 
-	a, err := w1.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	a, err := w1.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,14 +172,14 @@ func TestListingOtherProcess(t *testing.T) {
 	for _, db := range []*DB{w2, ro} {
 		wantListed(t, "retitled by the other process", db, "a", "A two", more[4].Time)
 	}
-	b, err := w2.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	b, err := w2.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bevs := titled(0, 3, 0, "B")
 	bevs[2].Time = more[4].Time + 1000
 	appendFlushed(t, b, bevs...)
-	page, _, err := w1.ListPage(ctx, ListOptions{OrderBy: OrderUpdated})
+	page, _, err := w1.ListPage(ctx, store.ListOptions{OrderBy: store.OrderUpdated})
 	if err != nil || len(page) != 2 || page[0].Header.ID != "b" || page[0].Title != "B" || page[1].Title != "A two" {
 		t.Errorf("w1's list by update: %+v, %v", page, err)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/seglog/seglog/store"
 	"slices"
 	"sort"
 	"strings"
@@ -93,11 +94,11 @@ func (l *listOrder) prepare(sessions map[string]*session) (ids, added []string) 
 // walkIDs calls fn for each session opts does not skip by ID alone
 // (Prefix; in ID order, After), in ID order, until fn returns false.
 // Called with db.mu held; fn must not release it.
-func (db *DB) walkIDs(opts ListOptions, fn func(id string, s *session) bool) {
+func (db *DB) walkIDs(opts store.ListOptions, fn func(id string, s *session) bool) {
 	l := &db.mu.list
 	ids, added := l.prepare(db.mu.sessions)
 	from := opts.Prefix
-	if opts.OrderBy == OrderID && opts.After > from {
+	if opts.OrderBy == store.OrderID && opts.After > from {
 		from = opts.After
 	}
 	i, j := sort.SearchStrings(ids, from), sort.SearchStrings(added, from)

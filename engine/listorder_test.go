@@ -13,6 +13,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 )
 
 // TestListPageKeepsOrder pages through a store in ID order while
@@ -52,7 +53,7 @@ func TestListPageKeepsOrder(t *testing.T) {
 		var got []string
 		after := ""
 		for {
-			page, next, err := db.ListPage(ctx, engine.ListOptions{Prefix: prefix, After: after, Limit: limit})
+			page, next, err := db.ListPage(ctx, store.ListOptions{Prefix: prefix, After: after, Limit: limit})
 			if err != nil {
 				t.Fatalf("%s: %v", label, err)
 			}
@@ -103,7 +104,7 @@ func TestListPageKeepsOrder(t *testing.T) {
 	if err := other.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Open(ctx, "o000", engine.Read); err != nil { // (a read follows the other process)
+	if _, err := db.Open(ctx, "o000", store.Read); err != nil { // (a read follows the other process)
 		t.Fatal(err)
 	}
 	check("after another process made some", "", 17)
@@ -164,19 +165,19 @@ func BenchmarkListPage(b *testing.B) {
 		}
 	}
 	b.Run("order=id", func(b *testing.B) {
-		if _, _, err := db.ListPage(ctx, engine.ListOptions{Limit: 100}); err != nil {
+		if _, _, err := db.ListPage(ctx, store.ListOptions{Limit: 100}); err != nil {
 			b.Fatal(err)
 		}
 		for i := 0; b.Loop(); i++ {
 			after := fmt.Sprintf("agent-%07d", (i*7919)%n)
-			page, _, err := db.ListPage(ctx, engine.ListOptions{After: after, Limit: 100})
+			page, _, err := db.ListPage(ctx, store.ListOptions{After: after, Limit: 100})
 			if err != nil || (len(page) == 0 && (i*7919)%n < n-1) {
 				b.Fatalf("page after %s: %d, %v", after, len(page), err)
 			}
 		}
 	})
 	b.Run("order=updated", func(b *testing.B) {
-		opts := engine.ListOptions{OrderBy: engine.OrderUpdated, Limit: 100}
+		opts := store.ListOptions{OrderBy: store.OrderUpdated, Limit: 100}
 		if _, _, err := db.ListPage(ctx, opts); err != nil {
 			b.Fatal(err)
 		}
@@ -184,7 +185,7 @@ func BenchmarkListPage(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			b.StopTimer()
 			for j := range 10 {
-				h, err := db.Open(ctx, fmt.Sprintf("agent-%07d", (i*10+j)*7919%n), engine.Write)
+				h, err := db.Open(ctx, fmt.Sprintf("agent-%07d", (i*10+j)*7919%n), store.Write)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -261,8 +262,8 @@ func BenchmarkOpenSessions(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		heapB += float64(after.HeapAlloc) - float64(before.HeapAlloc)
-		for _, order := range []engine.ListOrder{engine.OrderID, engine.OrderUpdated} {
-			opts := engine.ListOptions{OrderBy: order, Limit: 100}
+		for _, order := range []store.ListOrder{store.OrderID, store.OrderUpdated} {
+			opts := store.ListOptions{OrderBy: order, Limit: 100}
 			for i := range 21 {
 				start := time.Now()
 				p, next, err := db.ListPage(ctx, opts)
@@ -271,15 +272,15 @@ func BenchmarkOpenSessions(b *testing.B) {
 				if err != nil || len(p) != 100 || next == "" {
 					b.Fatalf("page %d in %v order: %d, %v", i, order, len(p), err)
 				}
-				if order == engine.OrderUpdated && p[0].UpdatedAt <= p[99].UpdatedAt {
+				if order == store.OrderUpdated && p[0].UpdatedAt <= p[99].UpdatedAt {
 					b.Fatalf("page %d in %v order: updated at %d .. %d", i, order, p[0].UpdatedAt, p[99].UpdatedAt)
 				}
 				switch {
-				case i == 0 && order == engine.OrderID:
+				case i == 0 && order == store.OrderID:
 					first += took
 				case i == 0:
 					firstUpd += took
-				case order == engine.OrderID:
+				case order == store.OrderID:
 					later, pages = later+took, pages+1
 				default:
 					laterUpd, pagesUpd = laterUpd+took, pagesUpd+1

@@ -203,7 +203,7 @@ again:
 // pass, a few ms), walks those, and starts the sort on a goroutine of its
 // own for the pages after it. Only a walk that wants more than it
 // selected (a filter that passes few) sorts the keys there and then.
-func (db *DB) walkUpdated(ctx context.Context, opts ListOptions, fn func(s *session) bool) error {
+func (db *DB) walkUpdated(ctx context.Context, opts store.ListOptions, fn func(s *session) bool) error {
 	keys, added, err := db.prepareUpdated(ctx)
 	if err != nil {
 		return err

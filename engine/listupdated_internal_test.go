@@ -104,7 +104,7 @@ func TestPagesBeforeTheSort(t *testing.T) {
 		after := ""
 		for {
 			var keep []*session
-			err := db.walkUpdated(context.Background(), ListOptions{OrderBy: OrderUpdated, Limit: limit, After: after, Prefix: prefix}, func(s *session) bool {
+			err := db.walkUpdated(context.Background(), store.ListOptions{OrderBy: store.OrderUpdated, Limit: limit, After: after, Prefix: prefix}, func(s *session) bool {
 				keep = append(keep, s)
 				return len(keep) <= limit
 			})

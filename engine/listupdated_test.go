@@ -11,6 +11,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 )
 
 // TestListPageUpdatedKeepsOrder pages through a store in OrderUpdated
@@ -44,7 +45,7 @@ func testListPageUpdatedKeepsOrder(t *testing.T, opts *engine.Options) {
 	// the session if it is new).
 	write := func(d *engine.DB, id string, at int64) {
 		t.Helper()
-		h, err := d.Open(ctx, id, engine.Write)
+		h, err := d.Open(ctx, id, store.Write)
 		if err != nil {
 			if h, err = d.Create(ctx, enginetest.Meta(id)); err != nil {
 				t.Fatal(err)
@@ -64,7 +65,7 @@ func testListPageUpdatedKeepsOrder(t *testing.T, opts *engine.Options) {
 		var got []string
 		after := ""
 		for {
-			page, next, err := db.ListPage(ctx, engine.ListOptions{OrderBy: engine.OrderUpdated, After: after, Limit: limit})
+			page, next, err := db.ListPage(ctx, store.ListOptions{OrderBy: store.OrderUpdated, After: after, Limit: limit})
 			if err != nil {
 				t.Fatalf("%s: %v", label, err)
 			}
@@ -123,7 +124,7 @@ func testListPageUpdatedKeepsOrder(t *testing.T, opts *engine.Options) {
 		}
 		delete(want, fmt.Sprintf("s%03d", 50+i))
 	}
-	fh, err := db.Fork(ctx, "s010", 1, engine.Header{ID: "f010", CreatedAt: 1000, IsSeeded: true})
+	fh, err := db.Fork(ctx, "s010", 1, store.Header{ID: "f010", CreatedAt: 1000, IsSeeded: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func testListPageUpdatedKeepsOrder(t *testing.T, opts *engine.Options) {
 	}
 	want["m000"] = snap.UpdatedAt
 	want["m001"] = v2[len(v2)-1].Time
-	ph, err := db.Create(ctx, engine.Header{ID: "p000", CreatedAt: 4321}) // nothing written yet: listed at its creation
+	ph, err := db.Create(ctx, store.Header{ID: "p000", CreatedAt: 4321}) // nothing written yet: listed at its creation
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -20,7 +21,7 @@ func TestReaderBoundRisesToTheCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour, SegmentSize: 1 << 16, Uncompressed: true})
-	h, err := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, err := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestReaderBoundRisesToTheCheckpoint(t *testing.T) {
 	if r.bound != position(cp.Segment, cp.Offset) {
 		t.Errorf("reader's bound %x, want the checkpoint's %x", r.bound, position(cp.Segment, cp.Offset))
 	}
-	ra, err := r.Open(ctx, "a", Read)
+	ra, err := r.Open(ctx, "a", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

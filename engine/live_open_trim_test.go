@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -52,7 +53,7 @@ func TestJoinWhileTheActiveSegmentIsSealed(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir() // checked at the end: an open that faulted holds the store's init lock
 	w := liveOpen(t, dir, &Options{SegmentSize: 1 << 20, CompactInterval: -1})
-	h, err := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, err := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestJoinWhileTheActiveSegmentIsSealed(t *testing.T) {
 		if !rolled {
 			t.Fatalf("open (read-only %v): the writer did not seal the segment during it", opts.ReadOnly)
 		}
-		r, err := db.Open(ctx, "a", Read)
+		r, err := db.Open(ctx, "a", store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -21,7 +22,7 @@ func TestLiveReader(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1})
-	a, err := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	a, err := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestLiveReader(t *testing.T) {
 		t.Fatalf("read-only open beside a writer: %v", err)
 	}
 	defer r.Close()
-	ra, err := r.Open(ctx, "a", Read)
+	ra, err := r.Open(ctx, "a", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestLiveReader(t *testing.T) {
 	want = append(want, more...)
 	readsAll(t, "reader after the flush", ra, want) // the freshness rule, across DBs
 
-	b, err := w.Create(ctx, Header{ID: "b", CreatedAt: 2})
+	b, err := w.Create(ctx, store.Header{ID: "b", CreatedAt: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestLiveReader(t *testing.T) {
 	if list, err := r.List(ctx); err != nil || len(list) != 2 {
 		t.Fatalf("reader list after a create: %d sessions, %v", len(list), err)
 	}
-	rb, err := r.Open(ctx, "b", Read)
+	rb, err := r.Open(ctx, "b", store.Read)
 	if err != nil {
 		t.Fatalf("reader opens a session created after it opened: %v", err)
 	}
@@ -80,7 +81,7 @@ func TestLiveReader(t *testing.T) {
 	if err := w.Delete(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Stat(ctx, "a"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := r.Stat(ctx, "a"); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Fatalf("reader stat of a deleted session: %v", err)
 	}
 	if _, err := w.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99}); err != nil {
@@ -108,8 +109,8 @@ func TestLiveReaderCompaction(t *testing.T) {
 	dir := checkedDir(t)
 	opts := &Options{CompactInterval: -1, SegmentSize: 1 << 16}
 	w := liveOpen(t, dir, opts)
-	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
-	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	a, _ := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
+	b, _ := w.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	var bWant []event.Event
 	for i := range 40 {
 		a.Append(ctx, testgen.Events(uint64(i*10), 10, 200)...)
@@ -125,7 +126,7 @@ func TestLiveReaderCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := liveOpen(t, dir, &Options{ReadOnly: true})
-	rb, err := r.Open(ctx, "b", Read)
+	rb, err := r.Open(ctx, "b", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,11 +152,11 @@ func TestWait(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1})
-	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	a, _ := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	a.Append(ctx, testgen.Events(0, 3, 100)...)
 	a.Flush(ctx)
 	r := liveOpen(t, dir, &Options{ReadOnly: true})
-	ra, _ := r.Open(ctx, "a", Read)
+	ra, _ := r.Open(ctx, "a", store.Read)
 	if n, err := ra.Wait(ctx, 2); n != 3 || err != nil {
 		t.Fatalf("wait for more than 2 of 3 events: %d, %v", n, err)
 	}
@@ -191,12 +192,12 @@ func TestWait(t *testing.T) {
 	if err := w.Delete(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-got; !errors.Is(err, ErrSessionNotFound) {
+	if err := <-got; !errors.Is(err, store.ErrSessionNotFound) {
 		t.Fatalf("wait on a deleted session: %v", err)
 	}
 	// In the writer's own DB, an append is enough.
-	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
-	wb, _ := w.Open(ctx, "b", Read)
+	b, _ := w.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
+	wb, _ := w.Open(ctx, "b", store.Read)
 	b.Append(ctx, testgen.Events(0, 1, 100)...)
 	if n, err := wb.Wait(ctx, 0); n != 1 || err != nil {
 		t.Fatalf("wait in the writer's DB: %d, %v", n, err)
@@ -212,7 +213,7 @@ func TestWaitSleepsOnTheSyncWord(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1})
-	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	a, _ := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	a.Append(ctx, testgen.Events(0, 1, 100)...)
 	a.Flush(ctx)
 	r := liveOpen(t, dir, &Options{ReadOnly: true})
@@ -234,7 +235,7 @@ func TestWaitSleepsOnTheSyncWord(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a flush in another process did not fire the watch")
 	}
-	ra, _ := r.Open(ctx, "a", Read)
+	ra, _ := r.Open(ctx, "a", store.Read)
 	got := make(chan error, 1)
 	go func() {
 		_, err := ra.Wait(ctx, 2)
@@ -273,7 +274,7 @@ func TestWriterAfterACompactionCutShort(t *testing.T) {
 	}
 	w3 := liveOpen(t, dir, nil)
 	ctx := context.Background()
-	h, err := w3.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, err := w3.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func TestReaderBeforeAnyWriter(t *testing.T) {
 	dir := checkedDir(t)
 	r := liveOpen(t, dir, &Options{ReadOnly: true})
 	w := liveOpen(t, dir, nil)
-	h, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, _ := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	appendFlushed(t, h, testgen.Events(0, 4, 100)...)
 	list, err := r.List(ctx)
 	if err != nil || len(list) != 1 || list[0].EventCount != 4 {
@@ -317,7 +318,7 @@ func TestFirstOpenerClearsShm(t *testing.T) {
 	sh.Uint64(shmMagic).Store(shmMagicValue)
 	sh.Close()
 	w := liveOpen(t, dir, nil)
-	h, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, _ := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	appendFlushed(t, h, testgen.Events(0, 2, 100)...)
 	if d, ok := w.shared.durable(); !ok || d >= position(999, 0) {
 		t.Fatalf("published durable position %x (%v): the stale one survived the first open", d, ok)
@@ -389,7 +390,7 @@ func TestCatchUpDuringACompaction(t *testing.T) {
 	if snap, err := r.Stat(ctx, "b"); err != nil || snap.EventCount != 1 {
 		t.Fatalf("stat beside a compaction: %+v, %v", snap, err)
 	}
-	if _, err := r.Stat(ctx, "a"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := r.Stat(ctx, "a"); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Fatalf("stat of the deleted session: %v", err)
 	}
 	if !*fired {
@@ -426,8 +427,8 @@ func TestReadOnlyOpenDuringACompaction(t *testing.T) {
 func deadSegments(t *testing.T, w *DB, between func()) {
 	t.Helper()
 	ctx := context.Background()
-	a, _ := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
-	b, _ := w.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	a, _ := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
+	b, _ := w.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	appendFlushed(t, b, testgen.Events(0, 1, 100)...)
 	if between != nil {
 		between()
@@ -451,18 +452,18 @@ func TestFirstReadAfterTheIndexMovedOn(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
-	s, _ := w.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	s, _ := w.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	appendFlushed(t, s, testgen.Events(0, 13, 100)...)
 	s.Close()
 	if err := w.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	r := liveOpen(t, dir, &Options{ReadOnly: true}) // s from the index, frames not loaded
-	h, err := r.Open(ctx, "s", Read)
+	h, err := r.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, _ := w.Create(ctx, Header{ID: "other", CreatedAt: 1})
+	o, _ := w.Create(ctx, store.Header{ID: "other", CreatedAt: 1})
 	appendFlushed(t, o, testgen.Events(0, 1, 100)...) // something for the reader to follow
 	fired := false
 	testHookFollow = func() {
@@ -473,7 +474,7 @@ func TestFirstReadAfterTheIndexMovedOn(t *testing.T) {
 		if err := w.Delete(ctx, "s"); err != nil {
 			t.Error(err)
 		}
-		s2, err := w.Create(ctx, Header{ID: "s", CreatedAt: 2})
+		s2, err := w.Create(ctx, store.Header{ID: "s", CreatedAt: 2})
 		if err != nil {
 			t.Error(err)
 			return
@@ -485,7 +486,7 @@ func TestFirstReadAfterTheIndexMovedOn(t *testing.T) {
 		}
 	}
 	defer func() { testHookFollow = nil }()
-	if _, err := h.Read(ctx, 0, -1); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := h.Read(ctx, 0, -1); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Fatalf("first read of a session deleted and created again since: %v, want ErrSessionNotFound", err)
 	}
 	if !fired {
@@ -509,19 +510,19 @@ func TestForkFirstReadAfterTheIndexMovedOn(t *testing.T) {
 			ctx := context.Background()
 			dir := checkedDir(t)
 			w := liveOpen(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
-			p, _ := w.Create(ctx, Header{ID: "p", CreatedAt: 1})
+			p, _ := w.Create(ctx, store.Header{ID: "p", CreatedAt: 1})
 			appendFlushed(t, p, testgen.Events(0, 13, 100)...)
 			p.Close()
 			if err := w.checkpoint(); err != nil {
 				t.Fatal(err)
 			}
 			r := liveOpen(t, dir, &Options{ReadOnly: true}) // p from the index, frames not loaded
-			f, err := w.Fork(ctx, "p", 9, Header{ID: "f", CreatedAt: 2})
+			f, err := w.Fork(ctx, "p", 9, store.Header{ID: "f", CreatedAt: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
 			f.Close()
-			h, err := r.Open(ctx, "f", Read) // met past the checkpoint, the parent not loaded
+			h, err := r.Open(ctx, "f", store.Read) // met past the checkpoint, the parent not loaded
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -532,7 +533,7 @@ func TestForkFirstReadAfterTheIndexMovedOn(t *testing.T) {
 			if loaded {
 				t.Fatal("the reader loaded the fork's frames: the test needs them taken from the index on the first read")
 			}
-			o, _ := w.Create(ctx, Header{ID: "other", CreatedAt: 1})
+			o, _ := w.Create(ctx, store.Header{ID: "other", CreatedAt: 1})
 			appendFlushed(t, o, testgen.Events(0, 1, 100)...) // something for the reader to follow
 			fired := false
 			testHookFollow = func() {
@@ -553,7 +554,7 @@ func TestForkFirstReadAfterTheIndexMovedOn(t *testing.T) {
 				}
 			}
 			defer func() { testHookFollow = nil }()
-			if evs, err := h.Read(ctx, 0, -1); !errors.Is(err, ErrSessionNotFound) {
+			if evs, err := h.Read(ctx, 0, -1); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Fatalf("first read of a fork deleted and indexed since: %d events, %v; want ErrSessionNotFound", len(evs), err)
 			}
 			if !fired {

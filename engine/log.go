@@ -13,6 +13,7 @@ import (
 
 	"github.com/seglog/seglog/internal/bufpool"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -437,7 +438,7 @@ func (a *appender) prepare(id uint64, wait bool) error {
 		h := r.Header()
 		r.Close()
 		if h.ID != id {
-			return &CorruptionError{Path: path, Offset: 0, Reason: fmt.Sprintf("segment header names segment %d", h.ID)}
+			return &store.CorruptionError{Path: path, Offset: 0, Reason: fmt.Sprintf("segment header names segment %d", h.ID)}
 		}
 		raise(&a.prepared, id)
 		return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // Metrics is a snapshot of a DB's counters and gauges (DB.Metrics), for
@@ -226,16 +227,16 @@ func (m *dbMetrics) staged(n, size int) {
 }
 
 // handleOpened and handleClosed keep the gauges of open handles.
-func (m *dbMetrics) handleOpened(a Access) {
-	if a == Write {
+func (m *dbMetrics) handleOpened(a store.Access) {
+	if a == store.Write {
 		m.writeHandles.Add(1)
 	} else {
 		m.readHandles.Add(1)
 	}
 }
 
-func (m *dbMetrics) handleClosed(a Access) {
-	if a == Write {
+func (m *dbMetrics) handleClosed(a store.Access) {
+	if a == store.Write {
 		m.writeHandles.Add(-1)
 	} else {
 		m.readHandles.Add(-1)

@@ -11,6 +11,7 @@ import (
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -50,7 +51,7 @@ func TestMetrics(t *testing.T) {
 	}
 	hs := make([]*engine.Handle, 3)
 	for i := range hs {
-		if hs[i], err = db.Create(ctx, engine.Header{ID: []string{"s0", "s1", "s2"}[i], CreatedAt: 1}); err != nil {
+		if hs[i], err = db.Create(ctx, store.Header{ID: []string{"s0", "s1", "s2"}[i], CreatedAt: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,11 +75,11 @@ func TestMetrics(t *testing.T) {
 	if err := hs[1].Append(ctx); err != nil { // an empty batch is no append
 		t.Fatal(err)
 	}
-	r1, err := db.Open(ctx, "s0", engine.Read)
+	r1, err := db.Open(ctx, "s0", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := db.Open(ctx, "s0", engine.Read)
+	r2, err := db.Open(ctx, "s0", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 // a seeded session's cut as the header's seedLength: inh) goes through
 // v2 to v3. A v0 log is never stored: import takes it through the v0 → v1
 // edge (recovery.MigrateV0) and stores it as v1.
-func migrate(hdr Header, inh uint64, evs []event.Event) ([]event.Event, error) {
+func migrate(hdr store.Header, inh uint64, evs []event.Event) ([]event.Event, error) {
 	switch hdr.Version {
-	case FormatVersion:
+	case store.FormatVersion:
 		return evs, nil
 	case 2:
 		return recovery.MigrateV2(hdr.ID, evs)
@@ -27,7 +27,7 @@ func migrate(hdr Header, inh uint64, evs []event.Event) ([]event.Event, error) {
 			ParentSession: hdr.ParentSession, IsSeeded: hdr.IsSeeded, Inherited: inh}, evs)
 		return out, err
 	}
-	return nil, &FormatError{Path: hdr.ID, What: "session", Version: hdr.Version, Supported: FormatVersion, Oldest: OldestFormatVersion}
+	return nil, &store.FormatError{Path: hdr.ID, What: "session", Version: hdr.Version, Supported: store.FormatVersion, Oldest: store.OldestFormatVersion}
 }
 
 // storedInherited is the inherited count the session's stored header
@@ -57,7 +57,7 @@ func lastInheritedMarker(evs []event.Event, old uint64) uint64 {
 // marker has in the migrated log. Nothing for any other handle.
 func (h *Handle) settleMigratedInherited(ctx context.Context) error {
 	inh := h.InheritedEventCount()
-	if inh == 0 || h.Header().Version >= FormatVersion {
+	if inh == 0 || h.Header().Version >= store.FormatVersion {
 		return nil
 	}
 	raw, err := h.readStored(ctx, 0, int(inh)+1, false)
@@ -85,34 +85,34 @@ func (h *Handle) settleMigratedInherited(ctx context.Context) error {
 // (ErrAlreadyOwned while a write handle holds it). For a session already
 // in the current format it does nothing. It returns the session's
 // snapshot afterwards.
-func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
+func (db *DB) Migrate(ctx context.Context, id string) (store.Snapshot, error) {
 	if db.opts.ReadOnly {
-		return Snapshot{}, ErrReadOnlyStore
+		return store.Snapshot{}, store.ErrReadOnlyStore
 	}
 	if err := db.enter(); err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	defer db.leave()
 	if err := ctx.Err(); err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	// The lease, then everything other processes placed: the session as
 	// its last writer left it.
 	lease, err := db.acquire(id)
 	if err != nil {
-		return Snapshot{}, sessionErr(id, "migrate", ErrAlreadyOwned)
+		return store.Snapshot{}, sessionErr(id, "migrate", store.ErrAlreadyOwned)
 	}
 	defer lease.Release()
 	if err := db.catchUpAll(id); err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	if err := db.lockOpen(ctx); err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	old, err := db.lookup(id, "migrate")
 	if err != nil {
 		db.mu.Unlock()
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	hdr, err := db.header(old)
 	if err == nil {
@@ -120,30 +120,30 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 	}
 	if err != nil {
 		db.mu.Unlock()
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
-	if hdr.Version == FormatVersion {
+	if hdr.Version == store.FormatVersion {
 		db.mu.Unlock()
 		return db.Stat(ctx, id)
 	}
-	rh := db.newHandle(old, Read, nil)
+	rh := db.newHandle(old, store.Read, nil)
 	db.mu.Unlock()
 	defer rh.Close()
 	if err := rh.settleMigratedInherited(ctx); err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	evs, err := rh.Read(ctx, 0, -1) // migrated in memory
 	if err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	for i := range evs {
 		if err := db.opts.Catalog.Check(&evs[i]); err != nil {
-			return Snapshot{}, sessionErr(id, "migrate", err)
+			return store.Snapshot{}, sessionErr(id, "migrate", err)
 		}
 	}
 
 	newHdr := hdr
-	newHdr.Version = FormatVersion
+	newHdr.Version = store.FormatVersion
 	inherited := old.inherited
 	if inherited > 0 {
 		inherited = lastInheritedMarker(evs, inherited)
@@ -153,22 +153,22 @@ func (db *DB) Migrate(ctx context.Context, id string) (Snapshot, error) {
 	rec := store.MarshalHeaderRecord(store.HeaderRecord{Header: newHdr, UID: ns.uid, Inherited: ns.inherited, Replaces: old.uid, Events: uint64(len(evs))})
 	he, err := db.encoder().Header(id, rec)
 	if err != nil {
-		return Snapshot{}, sessionErr(id, "migrate", err)
+		return store.Snapshot{}, sessionErr(id, "migrate", err)
 	}
 	var frames []*segment.Encoded
 	if len(evs) > 0 {
 		if frames, err = db.encodeBatch(id, evs); err != nil {
-			return Snapshot{}, sessionErr(id, "migrate", err)
+			return store.Snapshot{}, sessionErr(id, "migrate", err)
 		}
 	}
 	if err := db.appendMigration(old, ns, he, frames); err != nil {
-		return Snapshot{}, sessionErr(id, "migrate", err)
+		return store.Snapshot{}, sessionErr(id, "migrate", err)
 	}
 	if testHookMigrated != nil {
 		testHookMigrated()
 	}
 	if err := db.sync(); err != nil {
-		return Snapshot{}, sessionErr(id, "migrate", err)
+		return store.Snapshot{}, sessionErr(id, "migrate", err)
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -99,7 +100,7 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			h, err := db.Create(ctx, Header{Version: 2, ID: "m", CreatedAt: 1})
+			h, err := db.Create(ctx, store.Header{Version: 2, ID: "m", CreatedAt: 1})
 			if err == nil {
 				err = h.Append(ctx, src...)
 			}
@@ -109,7 +110,7 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			side, err := db.Create(ctx, Header{ID: "side", CreatedAt: 1})
+			side, err := db.Create(ctx, store.Header{ID: "side", CreatedAt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +142,7 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 			sameEvents(t, "m read after the failed migration", readAll(t, db, "m"), want)
 			// (A group placed whole is this process's session, as appended
 			// events are before their flush; half of one never is.)
-			if s, err := db.Stat(ctx, "m"); err != nil || s.FormatStatus != FormatMigrationRequired && !c.whole {
+			if s, err := db.Stat(ctx, "m"); err != nil || s.FormatStatus != store.FormatMigrationRequired && !c.whole {
 				t.Errorf("m after the failed migration: %+v, %v; want it in its old format", s, err)
 			}
 			if _, err := db.Migrate(ctx, "m"); err == nil {
@@ -168,8 +169,8 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 					t.Fatalf("%s: stat m: %v", label, err)
 				}
 				switch {
-				case s.FormatStatus == FormatMigrationRequired && s.EventCount == uint64(len(src)):
-				case s.FormatStatus == FormatCurrent && s.EventCount == uint64(len(want)) && c.whole:
+				case s.FormatStatus == store.FormatMigrationRequired && s.EventCount == uint64(len(src)):
+				case s.FormatStatus == store.FormatCurrent && s.EventCount == uint64(len(want)) && c.whole:
 				default:
 					t.Fatalf("%s: m is %v with %d events: want it as it was (%d events) or whole", label, s.FormatStatus, s.EventCount, len(src))
 				}
@@ -185,7 +186,7 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: second reopen: %v", label, err)
 				}
-				if s, err := db2.Stat(ctx, "m"); err != nil || s.FormatStatus != FormatCurrent {
+				if s, err := db2.Stat(ctx, "m"); err != nil || s.FormatStatus != store.FormatCurrent {
 					t.Fatalf("%s: m after its migration and a reopen: %+v, %v", label, s, err)
 				}
 				sameEvents(t, label+": m migrated", readAll(t, db2, "m"), want)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 )
 
 // TestMigrateSeededV2: a seeded v2 session whose inherited prefix holds
@@ -32,7 +33,7 @@ func TestMigrateSeededV2(t *testing.T) {
 		ev(4, "step/end", `{"turn":0,"step":0}`),
 		ev(5, "turn/end", `{"turn":0,"reason":{"kind":"completed"}}`),
 	}
-	h, err := db.Create(ctx, engine.Header{Version: 2, ID: "child", CreatedAt: 1, IsSeeded: true, ParentSession: "parent"}, engine.Inherited(3))
+	h, err := db.Create(ctx, store.Header{Version: 2, ID: "child", CreatedAt: 1, IsSeeded: true, ParentSession: "parent"}, store.Inherited(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestMigrateSeededV2(t *testing.T) {
 			t.Fatalf("%s: inherited count %d, but the marker is not there (%d events)", label, n, len(got))
 		}
 	}
-	r, err := db.Open(ctx, "child", engine.Read)
+	r, err := db.Open(ctx, "child", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestMigrateSeededV2(t *testing.T) {
 	if _, err := db.Migrate(ctx, "child"); err != nil {
 		t.Fatal(err)
 	}
-	w, err := db.Open(ctx, "child", engine.Write)
+	w, err := db.Open(ctx, "child", store.Write)
 	if err != nil {
 		t.Fatalf("write open of the migrated seeded session: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -18,7 +19,7 @@ import (
 func createV2(t *testing.T, db *engine.DB, id string, evs []event.Event) {
 	t.Helper()
 	ctx := context.Background()
-	h, err := db.Create(ctx, engine.Header{Version: 2, ID: id, CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{Version: 2, ID: id, CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func createV2(t *testing.T, db *engine.DB, id string, evs []event.Event) {
 
 func readAllOf(t *testing.T, db *engine.DB, id string) []event.Event {
 	t.Helper()
-	h, err := db.Open(context.Background(), id, engine.Read)
+	h, err := db.Open(context.Background(), id, store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +82,11 @@ func TestMigrate(t *testing.T) {
 			createV2(t, db, "other", v2Events(1))
 
 			snap, err := db.Stat(ctx, "old")
-			if err != nil || snap.FormatStatus != engine.FormatMigrationRequired || snap.Header.Version != 2 || snap.EventCount != uint64(len(src)) {
+			if err != nil || snap.FormatStatus != store.FormatMigrationRequired || snap.Header.Version != 2 || snap.EventCount != uint64(len(src)) {
 				t.Fatalf("Stat before = %+v, %v", snap, err)
 			}
 			sameEvents(t, "read before migration", readAllOf(t, db, "old"), want)
-			h, err := db.Open(ctx, "old", engine.Read)
+			h, err := db.Open(ctx, "old", store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,10 +94,10 @@ func TestMigrate(t *testing.T) {
 				t.Errorf("Read(2, 3) of a migrated view = %+v, %v", part, err)
 			}
 			h.Close()
-			if _, err := db.Open(ctx, "old", engine.Write); !errors.Is(err, engine.ErrMigrationRequired) {
+			if _, err := db.Open(ctx, "old", store.Write); !errors.Is(err, store.ErrMigrationRequired) {
 				t.Fatalf("write open of a v2 session: %v, want ErrMigrationRequired", err)
 			}
-			w, err := db.Open(ctx, "other", engine.Read)
+			w, err := db.Open(ctx, "other", store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,17 +107,17 @@ func TestMigrate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if after.FormatStatus != engine.FormatCurrent || after.Header.Version != engine.FormatVersion || after.EventCount != uint64(len(want)) || after.Revision == snap.Revision {
+			if after.FormatStatus != store.FormatCurrent || after.Header.Version != store.FormatVersion || after.EventCount != uint64(len(want)) || after.Revision == snap.Revision {
 				t.Fatalf("Migrate = %+v (before %+v)", after, snap)
 			}
 			sameEvents(t, "read after migration", readAllOf(t, db, "old"), want)
 			if again, err := db.Migrate(ctx, "old"); err != nil || again.Revision != after.Revision {
 				t.Errorf("second Migrate = %+v, %v; want a no-op", again, err)
 			}
-			if _, err := db.Migrate(ctx, "missing"); !errors.Is(err, engine.ErrSessionNotFound) {
+			if _, err := db.Migrate(ctx, "missing"); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Errorf("Migrate(missing) = %v", err)
 			}
-			wh, err := db.Open(ctx, "old", engine.Write)
+			wh, err := db.Open(ctx, "old", store.Write)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +142,7 @@ func TestMigrate(t *testing.T) {
 				}
 				sameEvents(t, "after reopen", readAllOf(t, db, "old"), want)
 				list, err := db.List(ctx)
-				if err != nil || len(list) != 2 || list[0].FormatStatus != engine.FormatCurrent || list[1].FormatStatus != engine.FormatCurrent {
+				if err != nil || len(list) != 2 || list[0].FormatStatus != store.FormatCurrent || list[1].FormatStatus != store.FormatCurrent {
 					t.Fatalf("List after reopen = %+v, %v", list, err)
 				}
 				if err := db.Close(); err != nil {
@@ -175,7 +176,7 @@ func TestMigrateRefusesOwnedAndUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, engine.Header{Version: 2, ID: "busy", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{Version: 2, ID: "busy", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestMigrateRefusesOwnedAndUnknown(t *testing.T) {
 	if err := h.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Migrate(ctx, "busy"); !errors.Is(err, engine.ErrAlreadyOwned) {
+	if _, err := db.Migrate(ctx, "busy"); !errors.Is(err, store.ErrAlreadyOwned) {
 		t.Errorf("Migrate of an owned session: %v", err)
 	}
 	h.Close()
@@ -193,13 +194,13 @@ func TestMigrateRefusesOwnedAndUnknown(t *testing.T) {
 	bad[4] = event.Event{Seq: 4, Type: "x/custom", Data: json.RawMessage(`{}`), Ignorable: true}
 	createV2(t, db, "unknown", bad)
 	before, _ := db.Stat(ctx, "unknown")
-	if _, err := db.Migrate(ctx, "unknown"); !errors.Is(err, engine.ErrUnsupportedEvent) {
+	if _, err := db.Migrate(ctx, "unknown"); !errors.Is(err, store.ErrUnsupportedEvent) {
 		t.Errorf("Migrate with an unknown historical type: %v", err)
 	}
-	if after, _ := db.Stat(ctx, "unknown"); after.Revision != before.Revision || after.FormatStatus != engine.FormatMigrationRequired {
+	if after, _ := db.Stat(ctx, "unknown"); after.Revision != before.Revision || after.FormatStatus != store.FormatMigrationRequired {
 		t.Errorf("a refused migration changed the session: %+v -> %+v", before, after)
 	}
-	if _, err := db.Create(ctx, engine.Header{Version: engine.FormatVersion + 1, ID: "v4", CreatedAt: 1}); !errors.Is(err, engine.ErrInvalidHeader) {
+	if _, err := db.Create(ctx, store.Header{Version: store.FormatVersion + 1, ID: "v4", CreatedAt: 1}); !errors.Is(err, store.ErrInvalidHeader) {
 		t.Errorf("Create of a v4 header: %v", err)
 	}
 }
@@ -232,7 +233,7 @@ func TestMigratePowerCut(t *testing.T) {
 			return err
 		}
 		defer db.Close()
-		h, err := db.Create(ctx, engine.Header{ID: "side", CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: "side", CreatedAt: 1})
 		if err != nil {
 			return err
 		}
@@ -249,7 +250,7 @@ func TestMigratePowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	points := 0
-	outcomes := map[engine.FormatStatus]int{}
+	outcomes := map[store.FormatStatus]int{}
 	for _, op := range []vfs.Op{vfs.OpSync, vfs.OpWrite} {
 		for k := 1; k <= probe.Count(op); k++ {
 			mem := setup()
@@ -266,14 +267,14 @@ func TestMigratePowerCut(t *testing.T) {
 					t.Fatalf("%s: stat: %v", label, err)
 				}
 				wantCount := uint64(len(want)) // migrated
-				if snap.FormatStatus == engine.FormatMigrationRequired {
+				if snap.FormatStatus == store.FormatMigrationRequired {
 					wantCount = uint64(len(src)) // as it was
 				}
 				if snap.EventCount != wantCount {
 					t.Fatalf("%s: %v session with %d events, want %d", label, snap.FormatStatus, snap.EventCount, wantCount)
 				}
 				outcomes[snap.FormatStatus]++
-				if runErr == nil && snap.FormatStatus != engine.FormatCurrent {
+				if runErr == nil && snap.FormatStatus != store.FormatCurrent {
 					t.Fatalf("%s: Migrate returned nil but the session reopened unmigrated", label)
 				}
 				sameEvents(t, label, readAllOf(t, db, "m"), want)
@@ -285,7 +286,7 @@ func TestMigratePowerCut(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: second reopen: %v", label, err)
 				}
-				if s, _ := db.Stat(ctx, "m"); s.FormatStatus != engine.FormatCurrent {
+				if s, _ := db.Stat(ctx, "m"); s.FormatStatus != store.FormatCurrent {
 					t.Fatalf("%s: not migrated after Migrate: %+v", label, s)
 				}
 				sameEvents(t, label+" (migrated)", readAllOf(t, db, "m"), want)
@@ -295,7 +296,7 @@ func TestMigratePowerCut(t *testing.T) {
 		}
 	}
 	t.Logf("checked %d cut points: %v", points, outcomes)
-	if outcomes[engine.FormatCurrent] == 0 || outcomes[engine.FormatMigrationRequired] == 0 {
+	if outcomes[store.FormatCurrent] == 0 || outcomes[store.FormatMigrationRequired] == 0 {
 		t.Errorf("the sweep never saw one of the outcomes: %v", outcomes)
 	}
 }

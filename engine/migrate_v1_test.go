@@ -10,6 +10,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -66,18 +67,18 @@ func TestMigrateV1(t *testing.T) {
 			cut := uint64(len(seeded))
 			seeded = append(seeded, event.Event{Seq: cut, Type: "session/end-seed", Time: 2000, Data: json.RawMessage(`{}`)})
 			seeded = append(seeded, v1Events(cut+1, 2, 1)...)
-			hdrs := map[string]engine.Header{
+			hdrs := map[string]store.Header{
 				"plain": {Version: 1, ID: "plain", CreatedAt: 1},
 				"child": {Version: 1, ID: "child", CreatedAt: 1, ParentSession: "parent", IsSeeded: true},
 			}
 			srcs := map[string][]event.Event{"plain": plain, "child": seeded}
 			wants, cuts := map[string][]event.Event{}, map[string]uint64{}
 			for id, h := range hdrs {
-				var opts []engine.CreateOption
+				var opts []store.CreateOption
 				var inh uint64
 				if h.IsSeeded {
 					inh = cut
-					opts = append(opts, engine.Inherited(cut))
+					opts = append(opts, store.Inherited(cut))
 				}
 				w, c, err := recovery.MigrateV1(recovery.LegacySession{ID: id, CreatedAt: 1, ParentSession: h.ParentSession, IsSeeded: h.IsSeeded, Inherited: inh}, srcs[id])
 				if err != nil {
@@ -104,27 +105,27 @@ func TestMigrateV1(t *testing.T) {
 
 			for id := range hdrs {
 				snap, err := db.Stat(ctx, id)
-				if err != nil || snap.FormatStatus != engine.FormatMigrationRequired || snap.Header.Version != 1 || snap.EventCount != uint64(len(srcs[id])) {
+				if err != nil || snap.FormatStatus != store.FormatMigrationRequired || snap.Header.Version != 1 || snap.EventCount != uint64(len(srcs[id])) {
 					t.Fatalf("Stat(%s) before = %+v, %v", id, snap, err)
 				}
 				sameEvents(t, id+": read before migration", readAllOf(t, db, id), wants[id])
-				if _, err := db.Open(ctx, id, engine.Write); !errors.Is(err, engine.ErrMigrationRequired) {
+				if _, err := db.Open(ctx, id, store.Write); !errors.Is(err, store.ErrMigrationRequired) {
 					t.Fatalf("write open of a v1 session: %v, want ErrMigrationRequired", err)
 				}
 			}
-			rh, err := db.Open(ctx, "child", engine.Read)
+			rh, err := db.Open(ctx, "child", store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if rh.InheritedEventCount() != cuts["child"] {
 				t.Errorf("read handle on the v1 child: inherited %d, want %d (the migrated marker)", rh.InheritedEventCount(), cuts["child"])
 			}
-			if part, err := rh.Read(ctx, int(cuts["child"]), 1); err != nil || len(part) != 1 || !engine.IsInheritedMarker(&part[0]) {
+			if part, err := rh.Read(ctx, int(cuts["child"]), 1); err != nil || len(part) != 1 || !store.IsInheritedMarker(&part[0]) {
 				t.Errorf("Read at the cut = %+v, %v", part, err)
 			}
 			rh.Close()
 			list, err := db.List(ctx)
-			if err != nil || len(list) != 2 || list[0].FormatStatus != engine.FormatMigrationRequired || list[1].FormatStatus != engine.FormatMigrationRequired {
+			if err != nil || len(list) != 2 || list[0].FormatStatus != store.FormatMigrationRequired || list[1].FormatStatus != store.FormatMigrationRequired {
 				t.Fatalf("List before = %+v, %v", list, err)
 			}
 
@@ -134,7 +135,7 @@ func TestMigrateV1(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if after.FormatStatus != engine.FormatCurrent || after.Header.Version != engine.FormatVersion || after.EventCount != uint64(len(wants[id])) ||
+				if after.FormatStatus != store.FormatCurrent || after.Header.Version != store.FormatVersion || after.EventCount != uint64(len(wants[id])) ||
 					after.Revision == before.Revision || after.InheritedEventCount != cuts[id] || after.Header.IsSeeded != hdrs[id].IsSeeded {
 					t.Fatalf("Migrate(%s) = %+v (before %+v)", id, after, before)
 				}
@@ -142,7 +143,7 @@ func TestMigrateV1(t *testing.T) {
 			}
 			// The migrated child passes a write open's seed rules and takes
 			// appends.
-			wh, err := db.Open(ctx, "child", engine.Write)
+			wh, err := db.Open(ctx, "child", store.Write)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +165,7 @@ func TestMigrateV1(t *testing.T) {
 				for id := range hdrs {
 					sameEvents(t, id+": after reopen", readAllOf(t, db, id), wants[id])
 				}
-				if s, _ := db.Stat(ctx, "child"); s.InheritedEventCount != cuts["child"] || s.FormatStatus != engine.FormatCurrent {
+				if s, _ := db.Stat(ctx, "child"); s.InheritedEventCount != cuts["child"] || s.FormatStatus != store.FormatCurrent {
 					t.Fatalf("Stat(child) after reopen = %+v", s)
 				}
 				if err := db.Close(); err != nil {
@@ -190,7 +191,7 @@ func TestMigrateV1Refused(t *testing.T) {
 	defer db.Close()
 	bad := v1Events(0, 1, 1)
 	bad[6].SourceEventSeqs = bad[6].SourceEventSeqs[:2] // the message cites part of its attempt
-	h, err := db.Create(ctx, engine.Header{Version: 1, ID: "bad", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{Version: 1, ID: "bad", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestMigrateV1Refused(t *testing.T) {
 	}
 	h.Close()
 	before, _ := db.Stat(ctx, "bad")
-	rh, err := db.Open(ctx, "bad", engine.Read)
+	rh, err := db.Open(ctx, "bad", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestMigrateV1Refused(t *testing.T) {
 	if _, err := db.Migrate(ctx, "bad"); !errors.Is(err, recovery.ErrMigration) {
 		t.Errorf("Migrate: %v", err)
 	}
-	if after, _ := db.Stat(ctx, "bad"); after.Revision != before.Revision || after.FormatStatus != engine.FormatMigrationRequired {
+	if after, _ := db.Stat(ctx, "bad"); after.Revision != before.Revision || after.FormatStatus != store.FormatMigrationRequired {
 		t.Errorf("a refused migration changed the session: %+v -> %+v", before, after)
 	}
 }

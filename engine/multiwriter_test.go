@@ -12,6 +12,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -31,13 +32,13 @@ func TestTwoWriters(t *testing.T) {
 	w1 := liveOpen(t, dir, &Options{CompactInterval: -1})
 	w2 := liveOpen(t, dir, &Options{CompactInterval: -1})
 
-	a, err := w1.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	a, err := w1.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantA := testgen.Events(0, 3, 100)
 	appendFlushed(t, a, wantA...)
-	b, err := w2.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	b, err := w2.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,27 +50,27 @@ func TestTwoWriters(t *testing.T) {
 		id   string
 		want []event.Event
 	}{{w1, "b", wantB}, {w2, "a", wantA}} {
-		h, err := c.db.Open(ctx, c.id, Read)
+		h, err := c.db.Open(ctx, c.id, store.Read)
 		if err != nil {
 			t.Fatalf("the other writer's session %s: %v", c.id, err)
 		}
 		readsAll(t, "the other writer's session "+c.id, h, c.want)
 	}
-	if _, err := w2.Create(ctx, Header{ID: "a", CreatedAt: 1}); !errors.Is(err, ErrSessionExists) {
+	if _, err := w2.Create(ctx, store.Header{ID: "a", CreatedAt: 1}); !errors.Is(err, store.ErrSessionExists) {
 		t.Fatalf("create of an ID the other writer made: %v, want ErrSessionExists", err)
 	}
-	if _, err := w2.Open(ctx, "a", Write); !errors.Is(err, ErrAlreadyOwned) {
+	if _, err := w2.Open(ctx, "a", store.Write); !errors.Is(err, store.ErrAlreadyOwned) {
 		t.Fatalf("write open of a session the other writer holds: %v, want ErrAlreadyOwned", err)
 	}
-	if err := w2.Delete(ctx, "a"); !errors.Is(err, ErrAlreadyOwned) {
+	if err := w2.Delete(ctx, "a"); !errors.Is(err, store.ErrAlreadyOwned) {
 		t.Fatalf("delete of a session the other writer holds: %v, want ErrAlreadyOwned", err)
 	}
 	// A creation not yet written holds its ID too.
-	c, err := w1.Create(ctx, Header{ID: "c", CreatedAt: 1})
+	c, err := w1.Create(ctx, store.Header{ID: "c", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w2.Create(ctx, Header{ID: "c", CreatedAt: 1}); !errors.Is(err, ErrSessionExists) {
+	if _, err := w2.Create(ctx, store.Header{ID: "c", CreatedAt: 1}); !errors.Is(err, store.ErrSessionExists) {
 		t.Fatalf("create of an ID the other writer is creating: %v, want ErrSessionExists", err)
 	}
 	c.Close() // never written: it vanishes
@@ -79,14 +80,14 @@ func TestTwoWriters(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	a2, err := w2.Open(ctx, "a", Write)
+	a2, err := w2.Open(ctx, "a", store.Write)
 	if err != nil {
 		t.Fatalf("write open once the other writer closed it: %v", err)
 	}
 	more := testgen.Events(3, 2, 100)
 	appendFlushed(t, a2, more...)
 	wantA = append(wantA, more...)
-	ra, err := w1.Open(ctx, "a", Read)
+	ra, err := w1.Open(ctx, "a", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestTwoWriters(t *testing.T) {
 	if err := w1.Delete(ctx, "b"); err != nil {
 		t.Fatalf("delete of the other writer's session: %v", err)
 	}
-	if _, err := w2.Stat(ctx, "b"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := w2.Stat(ctx, "b"); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Fatalf("stat of a session the other writer deleted: %v", err)
 	}
 	if err := a2.Close(); err != nil {
@@ -112,12 +113,12 @@ func TestTwoWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := liveOpen(t, dir, nil)
-	h, err := db.Open(ctx, "a", Read)
+	h, err := db.Open(ctx, "a", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
 	readsAll(t, "a after a reopen", h, wantA)
-	if _, err := db.Stat(ctx, "b"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := db.Stat(ctx, "b"); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Fatalf("b after a reopen: %v", err)
 	}
 }
@@ -142,7 +143,7 @@ func TestWritersInterleaved(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+				h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 				if err != nil {
 					t.Error(err)
 					return
@@ -174,7 +175,7 @@ func TestWritersInterleaved(t *testing.T) {
 	check := func(label string, db *DB) {
 		t.Helper()
 		for id, evs := range want {
-			h, err := db.Open(ctx, id, Read)
+			h, err := db.Open(ctx, id, store.Read)
 			if err != nil {
 				t.Fatalf("%s: %s: %v", label, id, err)
 			}
@@ -221,7 +222,7 @@ func TestWriterDiesHoldingASession(t *testing.T) {
 		t.Fatal(err)
 	}
 	w2 := liveOpen(t, dir, &Options{CompactInterval: -1})
-	h, err := w1.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, err := w1.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestWriterDiesHoldingASession(t *testing.T) {
 	if err := h.prepareFlush(ctx); err != nil { // placed, not synced
 		t.Fatal(err)
 	}
-	if _, err := w2.Open(ctx, "a", Write); !errors.Is(err, ErrAlreadyOwned) {
+	if _, err := w2.Open(ctx, "a", store.Write); !errors.Is(err, store.ErrAlreadyOwned) {
 		t.Fatalf("write open while the writer lives: %v", err)
 	}
 	dieNow(w1) // the process dies: its locks go with it
@@ -242,7 +243,7 @@ func TestWriterDiesHoldingASession(t *testing.T) {
 	if snap, err := w2.Stat(ctx, "a"); err != nil || snap.EventCount != 3 {
 		t.Fatalf("before the take-over, another process sees what was flushed: %+v, %v", snap, err)
 	}
-	h2, err := w2.Open(ctx, "a", Write)
+	h2, err := w2.Open(ctx, "a", store.Write)
 	if err != nil {
 		t.Fatalf("write open after the writer died: %v", err)
 	}
@@ -254,7 +255,7 @@ func TestWriterDiesHoldingASession(t *testing.T) {
 	h2.Close()
 	w2.Close()
 	db := liveOpen(t, dir, nil)
-	r, err := db.Open(ctx, "a", Read)
+	r, err := db.Open(ctx, "a", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,13 +271,13 @@ func TestPlacerDiesMidWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, NoPreallocate: true})
-	h, err := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, err := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := testgen.Events(0, 3, 100)
 	appendFlushed(t, h, want...)
-	x, err := w.Create(ctx, Header{ID: "x", CreatedAt: 1})
+	x, err := w.Create(ctx, store.Header{ID: "x", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +317,7 @@ func TestPlacerDiesMidWrite(t *testing.T) {
 	h.Close()
 	w.Close()
 	db := liveOpen(t, dir, &Options{NoIndex: true})
-	r, err := db.Open(ctx, "a", Read)
+	r, err := db.Open(ctx, "a", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,8 +343,8 @@ func TestOlderBuildWriter(t *testing.T) {
 	}
 	r.shared.field(shmPID).Store(4242)
 	_, err = Open(dir, nil)
-	var le *LockError
-	if !errors.Is(err, ErrLocked) || !errors.As(err, &le) || le.PID != 4242 {
+	var le *store.LockError
+	if !errors.Is(err, store.ErrLocked) || !errors.As(err, &le) || le.PID != 4242 {
 		t.Fatalf("open beside an older build's writer: %v, want ErrLocked naming pid 4242", err)
 	}
 }
@@ -356,7 +357,7 @@ func TestFollowerReportsDamageBelowDurable(t *testing.T) {
 	dir := t.TempDir()
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, NoPreallocate: true})
 	r := liveOpen(t, dir, &Options{ReadOnly: true})
-	h, err := w.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	h, err := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +377,7 @@ func TestFollowerReportsDamageBelowDurable(t *testing.T) {
 	}
 	f.Close()
 	_, err = r.Stat(ctx, "a")
-	var ce *CorruptionError
+	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || ce.Offset != ref.off {
 		t.Fatalf("stat past a damaged durable frame: %v, want a CorruptionError at %d", err, ref.off)
 	}

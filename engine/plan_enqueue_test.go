@@ -9,6 +9,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/plan"
+	"github.com/seglog/seglog/store"
 )
 
 // TestPlanAfterEnqueue: the plan controller over a write handle whose
@@ -22,7 +23,7 @@ func TestPlanAfterEnqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

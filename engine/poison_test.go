@@ -7,6 +7,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -59,7 +60,7 @@ func TestFsyncErrorPoisons(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%+v: reopen: %v", fault, err)
 		}
-		if r, err := db2.Open(ctx, "s", engine.Read); err == nil {
+		if r, err := db2.Open(ctx, "s", store.Read); err == nil {
 			got, err := r.Read(ctx, 0, -1)
 			if err != nil || len(got) > 6 {
 				t.Fatalf("%+v: after reopen %d events, %v", fault, len(got), err)
@@ -113,7 +114,7 @@ func TestDirSyncFailureAtRoll(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer db2.Close()
-	r, err := db2.Open(ctx, "s", engine.Read)
+	r, err := db2.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

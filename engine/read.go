@@ -26,7 +26,7 @@ func (db *DB) openSegment(id uint64) (*segment.Reader, error) {
 	}
 	if got := r.Header().ID; got != id {
 		r.Close()
-		return nil, &CorruptionError{Path: db.segPath(id), Offset: 0, Reason: fmt.Sprintf("header says segment %d", got)}
+		return nil, &store.CorruptionError{Path: db.segPath(id), Offset: 0, Reason: fmt.Sprintf("header says segment %d", got)}
 	}
 	return r, nil
 }
@@ -93,7 +93,7 @@ func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if h.Header().Version < FormatVersion {
+	if h.Header().Version < store.FormatVersion {
 		return h.readMigrated(ctx, offset, limit)
 	}
 	return h.readStored(ctx, offset, limit, true)
@@ -164,7 +164,7 @@ func (h *Handle) readFrames(ctx context.Context, offset, limit int) ([]event.Eve
 		hi++
 	}
 	if reason := coverage(refs[lo:hi], off, end, v.framed); reason != "" {
-		return nil, sessionErr(h.ID(), "read", &CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: %s", h.ID(), reason)})
+		return nil, sessionErr(h.ID(), "read", &store.CorruptionError{Path: db.dir, Reason: fmt.Sprintf("session %q: %s", h.ID(), reason)})
 	}
 	out := make([]event.Event, end-off)
 	if err := db.decodeFrames(ctx, h.s.id, &v, refs[lo:hi], off, end, out); err != nil {
@@ -285,7 +285,7 @@ func (db *DB) snapshot(s *session) (view, error) {
 	s = db.current(s)
 	if s.erased {
 		db.mu.Unlock()
-		return view{}, ErrSessionNotFound
+		return view{}, store.ErrSessionNotFound
 	}
 	if !s.loaded && db.index != nil {
 		if _, err := db.header(s); err != nil { // (a fork's links are in its header record)
@@ -321,7 +321,7 @@ func (db *DB) snapshot(s *session) (view, error) {
 			// may be gone.
 			s.erased = true
 			db.mu.Unlock()
-			return view{}, ErrSessionNotFound
+			return view{}, store.ErrSessionNotFound
 		}
 		if !s.loaded {
 			s.frames = withIndexFrames(s, fromIdx)
@@ -422,7 +422,7 @@ func (db *DB) readFrame(id string, ref frameRef, shared bool, owner string) (*se
 	if errors.Is(err, fs.ErrNotExist) {
 		// Reads hold the layout lock: a compaction removes only segments
 		// with no live frame, so this one was lost.
-		return nil, &CorruptionError{Path: db.segPath(ref.seg), Offset: ref.off, Err: err,
+		return nil, &store.CorruptionError{Path: db.segPath(ref.seg), Offset: ref.off, Err: err,
 			Reason: fmt.Sprintf("segment missing: it held events %d..%d of this session", ref.first, ref.first+uint64(ref.count))}
 	}
 	if err != nil {
@@ -437,7 +437,7 @@ func (db *DB) readFrame(id string, ref frameRef, shared bool, owner string) (*se
 		if owner != id {
 			what += fmt.Sprintf(" (shared with session %q)", owner)
 		}
-		return nil, &CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d of %s", ref.first, ref.first+uint64(ref.count), what)}
+		return nil, &store.CorruptionError{Path: r.Path(), Offset: ref.off, Reason: fmt.Sprintf("frame does not hold the indexed events %d..%d of %s", ref.first, ref.first+uint64(ref.count), what)}
 	}
 	return f, nil
 }

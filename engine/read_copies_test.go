@@ -6,6 +6,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -41,7 +42,7 @@ func TestReadAndAppendShareNothingWithTheCaller(t *testing.T) {
 	for i := range in {
 		want[i] = in[i].Clone()
 	}
-	h, err := db.Create(ctx, engine.Header{ID: "c", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "c", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestReadAndAppendShareNothingWithTheCaller(t *testing.T) {
 		t.Fatalf("before the flush: Stat = %+v, %v; want 8 events, none framed", snap, err)
 	}
 	check("open events", h)
-	r, err := db.Open(ctx, "c", engine.Read)
+	r, err := db.Open(ctx, "c", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestReadAndAppendShareNothingWithTheCaller(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := db.Open(ctx, "c", engine.Read)
+		r, err := db.Open(ctx, "c", store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}

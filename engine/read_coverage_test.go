@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -55,7 +56,7 @@ func TestReadReportsAGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestReadReportsAGap(t *testing.T) {
 		s.frames = c.frames
 		db.mu.Unlock()
 		evs, err := h.Read(ctx, 0, -1)
-		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("read with frames %v: %d events, %v; want corruption %q", c.frames, len(evs), err, c.want)
 		}
 	}

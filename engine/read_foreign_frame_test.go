@@ -17,6 +17,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -36,7 +37,7 @@ func foreignStore(t *testing.T, ids []string, more func(db *engine.DB)) (string,
 	for k, id := range ids {
 		// The same seqs and shapes, different data in each session.
 		all := testgen.Events(0, 8, 100+20*k)
-		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +102,7 @@ func pointAt(t *testing.T, dir, id, other string) index.Frame {
 func wantForeignRefused(t *testing.T, db *engine.DB, dir, id string, bad index.Frame, other []event.Event) {
 	t.Helper()
 	ctx := context.Background()
-	h, err := db.Open(ctx, id, engine.Read)
+	h, err := db.Open(ctx, id, store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +116,8 @@ func wantForeignRefused(t *testing.T, db *engine.DB, dir, id string, bad index.F
 				}
 			}
 		}
-		var ce *engine.CorruptionError
-		if !errors.As(err, &ce) || !errors.Is(err, engine.ErrCorrupt) {
+		var ce *store.CorruptionError
+		if !errors.As(err, &ce) || !errors.Is(err, store.ErrCorrupt) {
 			t.Fatalf("read of %s from %d through an entry pointing at another session's frame: %d events, %v; want a *CorruptionError", id, from, len(got), err)
 		}
 		if want := filepath.Join(dir, segment.Name(bad.Segment)); ce.Path != want || ce.Offset != bad.Offset {
@@ -148,7 +149,7 @@ func TestReadRefusesAnotherSessionsFrame(t *testing.T) {
 func TestForkReadRefusesAnotherSessionsFrame(t *testing.T) {
 	ctx := context.Background()
 	dir, evs := foreignStore(t, []string{"p", "x"}, func(db *engine.DB) {
-		f, err := db.Fork(ctx, "p", 8, engine.Header{ID: "f", CreatedAt: 2})
+		f, err := db.Fork(ctx, "p", 8, store.Header{ID: "f", CreatedAt: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

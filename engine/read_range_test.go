@@ -48,7 +48,7 @@ func TestReadHugeOffsetsAndLimits(t *testing.T) {
 	}
 	defer db.Close()
 	createV2(t, db, "v2", v2Events(2))
-	h, err := db.Create(ctx, engine.Header{ID: "v3", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "v3", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestReadHugeOffsetsAndLimits(t *testing.T) {
 	for _, id := range []string{"v2", "v3"} {
 		all := readAllOf(t, db, id)
 		n := len(all)
-		r, err := db.Open(ctx, id, engine.Read)
+		r, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}

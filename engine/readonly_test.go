@@ -10,6 +10,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -34,7 +35,7 @@ func TestReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := ro.Open(ctx, "s", engine.Read)
+	r, err := ro.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,13 +46,13 @@ func TestReadOnly(t *testing.T) {
 	if diff := cmp.Diff(enginetest.OneTurn(), got); diff != "" {
 		t.Errorf("read-only read mismatch (-want +got):\n%s", diff)
 	}
-	if _, err := ro.Create(ctx, enginetest.Meta("t")); !errors.Is(err, engine.ErrReadOnlyStore) {
+	if _, err := ro.Create(ctx, enginetest.Meta("t")); !errors.Is(err, store.ErrReadOnlyStore) {
 		t.Errorf("Create = %v", err)
 	}
-	if _, err := ro.Open(ctx, "s", engine.Write); !errors.Is(err, engine.ErrReadOnlyStore) {
+	if _, err := ro.Open(ctx, "s", store.Write); !errors.Is(err, store.ErrReadOnlyStore) {
 		t.Errorf("Open(Write) = %v", err)
 	}
-	if err := ro.Flush(ctx); !errors.Is(err, engine.ErrReadOnlyStore) {
+	if err := ro.Flush(ctx); !errors.Is(err, store.ErrReadOnlyStore) {
 		t.Errorf("Flush = %v", err)
 	}
 	if err := ro.Close(); err != nil {

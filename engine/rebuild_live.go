@@ -14,6 +14,7 @@ import (
 
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -51,7 +52,7 @@ func (db *DB) rebuildIndexLive() error {
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("engine: rebuild the index of %s: %w: %s for %v", db.dir, ErrLocked, what, rebuildWait)
+				return fmt.Errorf("engine: rebuild the index of %s: %w: %s for %v", db.dir, store.ErrLocked, what, rebuildWait)
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
@@ -75,7 +76,7 @@ func (db *DB) rebuildIndexLive() error {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("engine: rebuild the index of %s: %w: another rebuild runs", db.dir, ErrLocked)
+			return fmt.Errorf("engine: rebuild the index of %s: %w: another rebuild runs", db.dir, store.ErrLocked)
 		}
 		sh.field(shmIndexWant).Store(1)
 		err = poll("the checkpointing process kept the index", func() (bool, error) { return sh.locks.TryLock(lockIndex, true) })
@@ -168,7 +169,7 @@ func (db *DB) buildIndex(path string, until uint64) (index.Checkpoint, error) {
 			return index.Checkpoint{}, err
 		}
 		if id != useg && !res.Sealed {
-			return index.Checkpoint{}, &CorruptionError{Path: db.segPath(id), Offset: res.End, Reason: "segment before the durable one is not sealed"}
+			return index.Checkpoint{}, &store.CorruptionError{Path: db.segPath(id), Offset: res.End, Reason: "segment before the durable one is not sealed"}
 		}
 	}
 	cpos := until

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -115,7 +116,7 @@ func (db *DB) passive() bool { return db.opts.ReadOnly || db.joined }
 var errRebuildRequested = errors.New("a rebuild was asked for (RebuildIndex)")
 
 func isCorruption(err error) bool {
-	var ce *CorruptionError
+	var ce *store.CorruptionError
 	return errors.As(err, &ce)
 }
 
@@ -311,7 +312,7 @@ func (db *DB) checkIndexClaims(cp index.Checkpoint) error {
 		if err == nil {
 			f.Close()
 		} else {
-			return &CorruptionError{Path: db.segPath(cp.Segment), Offset: cp.Offset,
+			return &store.CorruptionError{Path: db.segPath(cp.Segment), Offset: cp.Offset,
 				Reason: "segment missing: the index checkpoint proves it held durable data up to this offset"}
 		}
 	}
@@ -334,7 +335,7 @@ func (db *DB) checkIndexClaims(cp index.Checkpoint) error {
 	}
 	if len(lost) > 0 {
 		sort.Strings(lost)
-		return &CorruptionError{Path: db.dir, Offset: -1, Reason: "segments lost acknowledged data: " + strings.Join(lost, "; ")}
+		return &store.CorruptionError{Path: db.dir, Offset: -1, Reason: "segments lost acknowledged data: " + strings.Join(lost, "; ")}
 	}
 	return nil
 }
@@ -366,7 +367,7 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 		ids = slices.DeleteFunc(ids, func(id uint64) bool { return id > bseg })
 	}
 	if cp.Segment != 0 && !slices.Contains(ids, cp.Segment) {
-		return &CorruptionError{Path: db.segPath(cp.Segment), Offset: cp.Offset, Reason: "segment named by the index checkpoint is missing"}
+		return &store.CorruptionError{Path: db.segPath(cp.Segment), Offset: cp.Offset, Reason: "segment named by the index checkpoint is missing"}
 	}
 	// Sessions the index knows have their frames in the index; every
 	// session first met in the scan has all of them in memory.
@@ -418,7 +419,7 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 			if res.TornReason != "" {
 				reason += ": " + res.TornReason
 			}
-			return &CorruptionError{Path: path, Offset: res.End, Reason: reason}
+			return &store.CorruptionError{Path: path, Offset: res.End, Reason: reason}
 		}
 		if last {
 			db.rec.tail, db.rec.tailID = &res, id
@@ -667,7 +668,7 @@ func (db *DB) planTail(ids []uint64, cp index.Checkpoint) ([]uint64, error) {
 			// file): reported where it is, not as the segment before it
 			// being unsealed.
 			r.Close()
-			return nil, &CorruptionError{Path: path, Offset: 0, Reason: fmt.Sprintf("header says segment %d", r.Header().ID)}
+			return nil, &store.CorruptionError{Path: path, Offset: 0, Reason: fmt.Sprintf("header says segment %d", r.Header().ID)}
 		case len(ids) > 1:
 			empty, err := noFrames(r)
 			r.Close()
@@ -723,8 +724,8 @@ func isSealed(fsys vfs.FS, path string) (bool, error) {
 // a real segment (corruption, reported); a valid header of another format
 // version is refused, never moved.
 func unidentifiable(fsys vfs.FS, path string, err error) bool {
-	var ce *CorruptionError
-	var fe *FormatError
+	var ce *store.CorruptionError
+	var fe *store.FormatError
 	switch {
 	case errors.As(err, &ce) && ce.Offset == 0:
 	case errors.As(err, &fe):

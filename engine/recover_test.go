@@ -25,6 +25,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -56,9 +57,9 @@ func writeSessions(t *testing.T, db *engine.DB, n int, ids ...string) map[string
 	ctx := context.Background()
 	out := map[string][]event.Event{}
 	for _, id := range ids {
-		h, err := db.Open(ctx, id, engine.Write)
-		if errors.Is(err, engine.ErrSessionNotFound) {
-			h, err = db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		h, err := db.Open(ctx, id, store.Write)
+		if errors.Is(err, store.ErrSessionNotFound) {
+			h, err = db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -83,7 +84,7 @@ func checkLogs(t *testing.T, db *engine.DB, want map[string][]event.Event) {
 	t.Helper()
 	ctx := context.Background()
 	for id, evs := range want {
-		h, err := db.Open(ctx, id, engine.Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatalf("session %s: %v", id, err)
 		}
@@ -301,7 +302,7 @@ func TestIndexProvesLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
-	var ce *engine.CorruptionError
+	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `session "c"`) {
 		t.Fatalf("open of a store that lost an indexed session: %v, want a corruption naming session c", err)
 	}
@@ -391,7 +392,7 @@ func TestTruncatedSealedSegmentKeepsTheNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
-	var ce *engine.CorruptionError
+	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || ce.Path != segs[0] {
 		t.Fatalf("open after a sealed segment was truncated: %v, want a corruption in %s", err, segs[0])
 	}
@@ -488,7 +489,7 @@ func TestDamagedActiveFrameBeforePreparedSegment(t *testing.T) {
 	f.Close()
 	// Without the index, the open replays the damaged frame.
 	_, err = engine.Open(dir, &engine.Options{NoIndex: true, CompactInterval: -1})
-	var ce *engine.CorruptionError
+	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || ce.Path != active || ce.Offset != bad {
 		t.Fatalf("open: %v; want a corruption in %s at %d", err, active, bad)
 	}
@@ -498,7 +499,7 @@ func TestDamagedActiveFrameBeforePreparedSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ro.Open(context.Background(), "a", engine.Read)
+	h, err := ro.Open(context.Background(), "a", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -719,7 +720,7 @@ func TestRepairOverrulesAStaleIndex(t *testing.T) {
 	if err := os.WriteFile(ipath, old, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := engine.Open(dir, opts); !errors.Is(err, engine.ErrCorrupt) || !strings.Contains(err.Error(), `"b"`) {
+	if _, err := engine.Open(dir, opts); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), `"b"`) {
 		t.Fatalf("open with a stale index: %v, want a corruption naming session b", err)
 	}
 	if err := engine.RebuildIndex(dir, nil); err != nil {
@@ -731,7 +732,7 @@ func TestRepairOverrulesAStaleIndex(t *testing.T) {
 	}
 	defer db.Close()
 	checkLogs(t, db, want)
-	if _, err := db.Stat(ctx, "b"); !errors.Is(err, engine.ErrSessionNotFound) {
+	if _, err := db.Stat(ctx, "b"); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Fatalf("deleted session after repair: %v", err)
 	}
 }
@@ -793,7 +794,7 @@ func TestCheckSeesABadIndexHeader(t *testing.T) {
 // store creates nothing.
 func TestRebuildIndexNeedsAStore(t *testing.T) {
 	dir := t.TempDir()
-	if err := engine.RebuildIndex(dir, nil); !errors.Is(err, engine.ErrNoStore) {
+	if err := engine.RebuildIndex(dir, nil); !errors.Is(err, store.ErrNoStore) {
 		t.Fatalf("rebuild in an empty directory: %v, want ErrNoStore", err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {

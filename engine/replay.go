@@ -90,7 +90,7 @@ type orphan struct {
 // Seal frames are not fed.
 func (f *fold) frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (step, error) {
 	corrupt := func(reason string) (step, error) {
-		return step{}, &CorruptionError{Path: r.Path(), Offset: fi.Offset, Reason: reason}
+		return step{}, &store.CorruptionError{Path: r.Path(), Offset: fi.Offset, Reason: reason}
 	}
 	ref := frameRef{first: fi.FirstSeq, count: fi.Count, seg: seg, off: fi.Offset, size: uint32(fi.Size)}
 	switch fi.Kind {
@@ -115,7 +115,7 @@ func (f *fold) frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (step
 		}
 		orphans := f.orphans[fr.Session]
 		if orphans != nil && (rec.Replaces == 0 || exists) {
-			return step{}, &CorruptionError{Path: orphans.path, Offset: orphans.off, Reason: fmt.Sprintf("events of session %q without its header", fr.Session)}
+			return step{}, &store.CorruptionError{Path: orphans.path, Offset: orphans.off, Reason: fmt.Sprintf("events of session %q without its header", fr.Session)}
 		}
 		s := &session{id: fr.Session, hdr: &rec.Header, inherited: rec.Inherited, uid: rec.UID, loaded: true, size: fi.Size, fork: rec.Fork}
 		if len(rec.Fork) > 0 {
@@ -320,11 +320,11 @@ func (f *fold) finish() error {
 		f.restoreOrphans(rp)
 	}
 	for key, o := range f.orphans {
-		return &CorruptionError{Path: o.path, Offset: o.off, Reason: fmt.Sprintf("events of session %q before its header", key)}
+		return &store.CorruptionError{Path: o.path, Offset: o.off, Reason: fmt.Sprintf("events of session %q before its header", key)}
 	}
 	for _, s := range f.broken {
 		if f.sessions[s.id] == s {
-			return &CorruptionError{Path: s.broken.path, Offset: s.broken.off, Reason: fmt.Sprintf("fork %q of session %q: the parent's incarnation %d with %d events is not in the log before it", s.id, s.fork[0].ID, s.fork[0].UID, s.fork[0].Cut)}
+			return &store.CorruptionError{Path: s.broken.path, Offset: s.broken.off, Reason: fmt.Sprintf("fork %q of session %q: the parent's incarnation %d with %d events is not in the log before it", s.id, s.fork[0].ID, s.fork[0].UID, s.fork[0].Cut)}
 		}
 	}
 	f.orphans = nil

@@ -236,7 +236,7 @@ func TestFold(t *testing.T) {
 						err = f.finish()
 					}
 					if tt.err != "" {
-						var ce *CorruptionError
+						var ce *store.CorruptionError
 						if !errors.As(err, &ce) || !strings.Contains(ce.Reason, tt.err) {
 							t.Fatalf("got %v, want a *CorruptionError saying %q", err, tt.err)
 						}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/storekit"
 )
 
@@ -15,7 +16,7 @@ import (
 // happens only under the write lease: while another handle owns the
 // session, Resume fails with ErrAlreadyOwned and writes nothing.
 func (db *DB) Resume(ctx context.Context, id string) (*Handle, []event.Event, error) {
-	h, err := db.Open(ctx, id, Write)
+	h, err := db.Open(ctx, id, store.Write)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -31,10 +32,10 @@ func (db *DB) Resume(ctx context.Context, id string) (*Handle, []event.Event, er
 // writing nothing: the read-only balanced view of an observer, also of a
 // session another handle or process writes. It fails as Open(id, Read)
 // does.
-func (db *DB) Inspect(ctx context.Context, id string) (Inspection, error) {
-	h, err := db.Open(ctx, id, Read)
+func (db *DB) Inspect(ctx context.Context, id string) (store.Inspection, error) {
+	h, err := db.Open(ctx, id, store.Read)
 	if err != nil {
-		return Inspection{}, err
+		return store.Inspection{}, err
 	}
 	defer h.Close()
 	return storekit.InspectHandle(ctx, h)

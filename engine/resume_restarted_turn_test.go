@@ -21,6 +21,7 @@ import (
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 )
 
 // turnLog builds a log that keeps the v3 surface rules, with seqs from 0.
@@ -182,7 +183,7 @@ func TestResumeTurnStartWithoutTurnEnd(t *testing.T) {
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
-			r, err := db.Open(ctx, "s", engine.Read)
+			r, err := db.Open(ctx, "s", store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}

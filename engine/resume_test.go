@@ -13,6 +13,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/plan"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -59,10 +60,10 @@ func TestResumeAfterPowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Open(ctx, "s", engine.Write); err != nil {
+	if _, err := db.Open(ctx, "s", store.Write); err != nil {
 		t.Fatal(err) // owns it now: a concurrent resume must fail
 	}
-	if _, _, err := db.Resume(ctx, "s"); !errors.Is(err, engine.ErrAlreadyOwned) {
+	if _, _, err := db.Resume(ctx, "s"); !errors.Is(err, store.ErrAlreadyOwned) {
 		t.Fatalf("Resume while owned = %v, want ErrAlreadyOwned", err)
 	}
 	db.Close()
@@ -107,7 +108,7 @@ func TestResumeAfterPowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d3.Close()
-	r, _ := d3.Open(ctx, "s", engine.Read)
+	r, _ := d3.Open(ctx, "s", store.Read)
 	if got, _ := r.Read(ctx, 0, -1); len(got) != len(flushed)+4 {
 		t.Fatalf("after another cut: %d events", len(got))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -26,7 +27,7 @@ func interleavedStore(t *testing.T, db *DB) map[string][]event.Event {
 	want := map[string][]event.Event{}
 	for i := range 8 {
 		id := fmt.Sprintf("s%d", i)
-		h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func checkSessions(t *testing.T, label string, db *DB, want map[string][]event.E
 		t.Fatalf("%s: %d sessions, want %d", label, len(snaps), len(want))
 	}
 	for id, evs := range want {
-		h, err := db.Open(ctx, id, Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatalf("%s: open %s: %v", label, id, err)
 		}
@@ -202,7 +203,7 @@ func TestRewriteWhileReading(t *testing.T) {
 		workers++
 		go func() {
 			defer func() { done <- struct{}{} }()
-			h, err := db.Open(ctx, id, Read)
+			h, err := db.Open(ctx, id, store.Read)
 			if err != nil {
 				errs <- err
 				return
@@ -234,7 +235,7 @@ func TestRewriteWhileReading(t *testing.T) {
 	appended := uint64(0)
 	go func() {
 		defer func() { done <- struct{}{} }()
-		h, err := db.Create(ctx, Header{ID: "busy", CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: "busy", CreatedAt: 1})
 		if err != nil {
 			errs <- err
 			return
@@ -273,7 +274,7 @@ func TestRewriteWhileReading(t *testing.T) {
 		t.Fatal("no segment was rewritten")
 	}
 	t.Logf("%d segment rewrites under %v reads and %d appended events", rewritten, reads, appended)
-	h, err := db.Open(ctx, "busy", Read)
+	h, err := db.Open(ctx, "busy", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

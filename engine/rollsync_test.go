@@ -9,6 +9,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -45,7 +46,7 @@ func TestSyncFailsAtTheSealOfARoll(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+			h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +87,7 @@ func TestSyncFailsAtTheSealOfARoll(t *testing.T) {
 					t.Fatal("an append and flush after the failed fdatasync succeeded")
 				}
 			}
-			if o, err := db.Create(ctx, Header{ID: "o", CreatedAt: 1}); err == nil {
+			if o, err := db.Create(ctx, store.Header{ID: "o", CreatedAt: 1}); err == nil {
 				if err := o.Flush(ctx); err == nil {
 					t.Error("a session created after the failed fdatasync was flushed")
 				}
@@ -121,7 +122,7 @@ func reopenEvents(t *testing.T, label string, fs vfs.FS, opts func(vfs.FS) *Opti
 		t.Fatalf("%s: reopen: %v", label, err)
 	}
 	defer db.Close()
-	r, err := db.Open(ctx, id, Read)
+	r, err := db.Open(ctx, id, store.Read)
 	if err != nil {
 		t.Fatalf("%s: %s: %v", label, id, err)
 	}
@@ -134,10 +135,10 @@ func reopenEvents(t *testing.T, label string, fs vfs.FS, opts func(vfs.FS) *Opti
 }
 
 // reopenStat opens the store /db on fs and stats session id.
-func reopenStat(fs vfs.FS, opts func(vfs.FS) *Options, id string) (Snapshot, error) {
+func reopenStat(fs vfs.FS, opts func(vfs.FS) *Options, id string) (store.Snapshot, error) {
 	db, err := Open("/db", opts(fs))
 	if err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	defer db.Close()
 	return db.Stat(context.Background(), id)

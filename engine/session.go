@@ -12,7 +12,7 @@ type session struct {
 	id string
 	// hdr is the header; nil while hdrRaw holds the header record as the
 	// index holds it, decoded on first use (see DB.header)
-	hdr       *Header
+	hdr       *store.Header
 	hdrRaw    []byte
 	inherited uint64
 	// fork: a fork that shares its parent's frames (store.HeaderRecord):
@@ -90,20 +90,20 @@ type pendFrame struct {
 // header returns the session header, decoding the index's copy on first
 // use (Open of a store with many sessions does not parse every header).
 // Called with db.mu held.
-func (db *DB) header(s *session) (Header, error) {
+func (db *DB) header(s *session) (store.Header, error) {
 	if s.hdr == nil {
 		rec, err := store.DecodeHeaderRecord(s.hdrRaw, s.id)
 		if err != nil {
-			return Header{}, &CorruptionError{Path: db.opts.IndexPath, Offset: -1, Reason: fmt.Sprintf("index record of session %q has a bad header (seglog check --repair rebuilds the index)", s.id), Err: err}
+			return store.Header{}, &store.CorruptionError{Path: db.opts.IndexPath, Offset: -1, Reason: fmt.Sprintf("index record of session %q has a bad header (seglog check --repair rebuilds the index)", s.id), Err: err}
 		}
 		s.hdr, s.hdrRaw, s.fork = &rec.Header, nil, rec.Fork
 	}
 	return *s.hdr, nil
 }
 
-func (db *DB) snapshotOf(s *session) (Snapshot, error) {
+func (db *DB) snapshotOf(s *session) (store.Snapshot, error) {
 	if _, err := db.header(s); err != nil {
-		return Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	return s.snapshot(), nil
 }
@@ -118,8 +118,8 @@ func (s *session) listedAt() int64 {
 	return s.updatedAt
 }
 
-func (s *session) snapshot() Snapshot {
-	snap := Snapshot{
+func (s *session) snapshot() store.Snapshot {
+	snap := store.Snapshot{
 		Header:              *s.hdr,
 		Revision:            store.Revision(s.uid, s.next),
 		EventCount:          s.next,
@@ -128,8 +128,8 @@ func (s *session) snapshot() Snapshot {
 		Title:               s.title,
 		UpdatedAt:           s.listedAt(),
 	}
-	if s.hdr.Version < FormatVersion {
-		snap.FormatStatus = FormatMigrationRequired
+	if s.hdr.Version < store.FormatVersion {
+		snap.FormatStatus = store.FormatMigrationRequired
 	}
 	return snap
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -109,7 +110,7 @@ type shared struct {
 	first bool
 	// lostErr: shm was found cut (or its fields wiped) under this
 	// process: nothing it says is trusted any more
-	lostErr atomic.Pointer[CoordinationError]
+	lostErr atomic.Pointer[store.CoordinationError]
 	// sawLive: this process saw the log set up in shm (which only a first
 	// opener, with no other process left, ever undoes)
 	sawLive atomic.Bool
@@ -278,7 +279,7 @@ func (sh *shared) lockDir(fsys vfs.FS) error {
 // lostFile is the error of an open that found the coordination file name
 // not to be the one the processes that have the store open hold.
 func (sh *shared) lostFile(name string) error {
-	return &CoordinationError{
+	return &store.CoordinationError{
 		Path:   filepath.Join(sh.dir, name),
 		Reason: "is not the file the processes that have the store open hold: it was removed or replaced while they had it open",
 	}
@@ -377,7 +378,7 @@ func (sh *shared) wiped() error {
 // lose records why shm can no longer be trusted (the first reason stays)
 // and returns it.
 func (sh *shared) lose(reason string) error {
-	sh.lostErr.CompareAndSwap(nil, &CoordinationError{Path: filepath.Join(sh.dir, shmName), Reason: reason})
+	sh.lostErr.CompareAndSwap(nil, &store.CoordinationError{Path: filepath.Join(sh.dir, shmName), Reason: reason})
 	return sh.lostErr.Load()
 }
 

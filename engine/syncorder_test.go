@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -111,7 +112,7 @@ func TestFlushPlacedDuringAnotherProcessSync(t *testing.T) {
 	want := map[string][]event.Event{}
 	handles := map[string]*Handle{}
 	for id, db := range map[string]*DB{"a": a, "b": b} {
-		h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +167,7 @@ func TestFlushPlacedDuringAnotherProcessSync(t *testing.T) {
 	}
 	defer db.Close()
 	for id, evs := range want {
-		h, err := db.Open(ctx, id, Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatalf("%s after the power cut: %v", id, err)
 		}
@@ -195,7 +196,7 @@ func TestFlushPlacedDuringItsProcessSync(t *testing.T) {
 	hs := map[string]*Handle{}
 	want := map[string][]event.Event{}
 	for _, id := range []string{"s", "x"} {
-		h, err := db.Create(ctx, Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +278,7 @@ func TestFlushPlacedDuringItsProcessSync(t *testing.T) {
 	}
 	defer db2.Close()
 	for id, evs := range want {
-		h, err := db2.Open(ctx, id, Read)
+		h, err := db2.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatalf("%s after the power cut: %v", id, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -63,7 +64,7 @@ func readTypes(fsys vfs.FS, dir string) ([]string, error) {
 // or a "*" anywhere but in a final "/*" (a family).
 func checkTypeName(t string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: event type %.64q %s", ErrInvalidArgument, t, why)
+		return fmt.Errorf("%w: event type %.64q %s", store.ErrInvalidArgument, t, why)
 	}
 	switch {
 	case t == "":
@@ -127,7 +128,7 @@ func (db *DB) loadTypes() bool {
 // ErrTypesFile while the file is damaged.
 func (db *DB) RegisterTypes(ctx context.Context, types ...string) error {
 	if db.opts.ReadOnly {
-		return ErrReadOnlyStore
+		return store.ErrReadOnlyStore
 	}
 	if err := CheckTypes(types...); err != nil {
 		return err

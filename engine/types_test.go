@@ -10,6 +10,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 )
 
 // TestRegisterTypes: types one process records in the store are known to
@@ -31,12 +32,12 @@ func TestRegisterTypes(t *testing.T) {
 	}
 	defer b.Close()
 	deploy := event.Event{Seq: 0, Type: "acme/deploy", Time: 1, Data: []byte(`{}`)}
-	ha, _ := a.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
-	if err := ha.Append(ctx, deploy); !errors.Is(err, engine.ErrUnsupportedEvent) {
+	ha, _ := a.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
+	if err := ha.Append(ctx, deploy); !errors.Is(err, store.ErrUnsupportedEvent) {
 		t.Fatalf("append before registering: %v", err)
 	}
 	for _, bad := range []string{"", "a b", "*", "acme*", "/*", "x\x00"} {
-		if err := a.RegisterTypes(ctx, "ok/one", bad); !errors.Is(err, engine.ErrInvalidArgument) {
+		if err := a.RegisterTypes(ctx, "ok/one", bad); !errors.Is(err, store.ErrInvalidArgument) {
 			t.Errorf("RegisterTypes(%q): %v, want ErrInvalidArgument", bad, err)
 		}
 	}
@@ -53,14 +54,14 @@ func TestRegisterTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b learns them when it meets one: a read of the session, and an append.
-	rb, err := b.Open(ctx, "s", engine.Read)
+	rb, err := b.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if evs, err := rb.Read(ctx, 0, -1); err != nil || len(evs) != 1 {
 		t.Fatalf("read in the other DB: %v, %v", evs, err)
 	}
-	hb, _ := b.Create(ctx, engine.Header{ID: "t", CreatedAt: 1})
+	hb, _ := b.Create(ctx, store.Header{ID: "t", CreatedAt: 1})
 	if err := hb.Append(ctx, event.Event{Seq: 0, Type: "tool/x", Time: 1, Data: []byte(`{}`)}); err != nil {
 		t.Fatalf("append in the other DB: %v", err)
 	}
@@ -73,7 +74,7 @@ func TestRegisterTypes(t *testing.T) {
 	if got, err := engine.RecordedTypes(dir); err != nil || !slices.Equal(got, []string{"acme/*", "tool/x"}) {
 		t.Errorf("recorded %v, %v", got, err)
 	}
-	rc, _ := c.Open(ctx, "t", engine.Read)
+	rc, _ := c.Open(ctx, "t", store.Read)
 	if _, err := rc.Read(ctx, 0, -1); err != nil {
 		t.Errorf("read in a DB opened later: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -35,7 +36,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	a, err := db.Create(ctx, Header{ID: "a", CreatedAt: 1})
+	a, err := db.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 		}
 	}
 	defer func() { testHookAppended = nil }()
-	b, err := db.Create(ctx, Header{ID: "b", CreatedAt: 1})
+	b, err := db.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 			t.Fatalf("%s: reopen: %v", label, err)
 		}
 		sameEvents(t, label+": a", readAll(t, re, "a"), acked)
-		if h, err := re.Open(ctx, "b", Read); err == nil {
+		if h, err := re.Open(ctx, "b", store.Read); err == nil {
 			got, err := h.Read(ctx, 0, -1)
 			h.Close()
 			if err != nil || len(got) > 1 {

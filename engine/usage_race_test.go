@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -71,7 +72,7 @@ func TestUsageWhileTheActiveSegmentRolls(t *testing.T) {
 	}
 	defer db.Close()
 	fsys.target = db.segPath(1)
-	h, err := db.Create(ctx, Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -25,7 +26,7 @@ func TestAppendRefusesUnstorableTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, engine.Header{ID: "t", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "t", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestAppendRefusesUnstorableTime(t *testing.T) {
 		// The bad event second in its batch: the whole batch is refused.
 		err := h.Append(ctx, ev(3, 0), ev(4, bad))
 		var ie *event.InvalidError
-		if !errors.As(err, &ie) || !errors.Is(err, engine.ErrInvalidEvent) || ie.Seq != 4 || ie.Index != 1 || !strings.Contains(ie.Reason, "time") {
+		if !errors.As(err, &ie) || !errors.Is(err, store.ErrInvalidEvent) || ie.Seq != 4 || ie.Index != 1 || !strings.Contains(ie.Reason, "time") {
 			t.Fatalf("Append with time %d: %v, want *event.InvalidError for seq 4 naming the time", bad, err)
 		}
 		if err := h.Enqueue(ev(3, bad)); !errors.As(err, &ie) || ie.Seq != 3 || !strings.Contains(ie.Reason, "time") {

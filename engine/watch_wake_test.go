@@ -16,6 +16,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -68,7 +69,7 @@ func TestWaitWokenAcrossDBs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer waiter.Close()
-	w, err := writer.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	w, err := writer.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestWaitWokenAcrossDBs(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := waiter.Open(ctx, "s", engine.Read)
+	r, err := waiter.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestWaitWokenAcrossProcesses(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	peer := enginetest.StartPeer(t, dir)
-	w, err := peer.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	w, err := peer.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestWaitWokenAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer waiter.Close()
-	r, err := waiter.Open(ctx, "s", engine.Read)
+	r, err := waiter.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // Flush is the barrier over every open write handle: it drains each one's
@@ -19,7 +20,7 @@ import (
 // failing session, each naming it; the other sessions still flush.
 func (db *DB) Flush(ctx context.Context) (err error) {
 	if db.opts.ReadOnly {
-		return ErrReadOnlyStore
+		return store.ErrReadOnlyStore
 	}
 	if err := db.enter(); err != nil {
 		return err
@@ -32,7 +33,7 @@ func (db *DB) Flush(ctx context.Context) (err error) {
 	db.mu.Unlock()
 	var errs []error
 	for _, h := range hs {
-		if err := h.prepareFlush(ctx); err != nil && !errors.Is(err, ErrHandleClosed) {
+		if err := h.prepareFlush(ctx); err != nil && !errors.Is(err, store.ErrHandleClosed) {
 			errs = append(errs, sessionErr(h.s.id, "flush", err))
 		}
 	}
@@ -331,7 +332,7 @@ type handleWriter Handle
 // Writable fails once the lease is lost.
 func (w *handleWriter) Writable() error {
 	if err := w.lease.Check(); err != nil {
-		return ErrOwnershipLost
+		return store.ErrOwnershipLost
 	}
 	return nil
 }

@@ -5,5 +5,5 @@
 //
 // event is a leaf package: it imports nothing from seglog and does no I/O.
 // The storage layers (segment, engine), the pure layers (recovery, plan) and
-// hosts all use the same type; engine re-exports it as engine.Event.
+// hosts all use the same type; engine re-exports it as event.Event.
 package event

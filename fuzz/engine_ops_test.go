@@ -16,6 +16,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testclock"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -92,11 +93,11 @@ func (r *opsRun) check(loose bool) {
 	r.t.Helper()
 	for _, id := range ids {
 		m := r.mod(id)
-		h, err := r.db.Open(r.ctx, id, engine.Read)
+		h, err := r.db.Open(r.ctx, id, store.Read)
 		if err == nil && m.deleted {
 			r.t.Fatalf("session %s is back after its acknowledged Delete (loose %v)", id, loose)
 		}
-		if errors.Is(err, engine.ErrSessionNotFound) {
+		if errors.Is(err, store.ErrSessionNotFound) {
 			if m.stored || (!loose && len(m.appended) > 0) {
 				r.t.Fatalf("session %s missing (stored %v, %d appended, %d flushed)", id, m.stored, len(m.appended), m.flushed)
 			}
@@ -169,7 +170,7 @@ func (r *opsRun) step(op, arg byte) {
 	r.dirty = r.dirty || op%nops != 12
 	switch op % nops {
 	case 0: // create
-		nh, err := r.db.Create(r.ctx, engine.Header{ID: id, CreatedAt: 1})
+		nh, err := r.db.Create(r.ctx, store.Header{ID: id, CreatedAt: 1})
 		exists := m.stored || len(m.appended) > 0 || h != nil || m.created
 		if exists != (err != nil) {
 			r.t.Fatalf("create %s: %v (model says exists=%v)", id, err, exists)
@@ -179,12 +180,12 @@ func (r *opsRun) step(op, arg byte) {
 		}
 	case 1: // open for write
 		if h != nil {
-			if _, err := r.db.Open(r.ctx, id, engine.Write); !errors.Is(err, engine.ErrAlreadyOwned) {
+			if _, err := r.db.Open(r.ctx, id, store.Write); !errors.Is(err, store.ErrAlreadyOwned) {
 				r.t.Fatalf("second write open of %s: %v", id, err)
 			}
 			return
 		}
-		nh, err := r.db.Open(r.ctx, id, engine.Write)
+		nh, err := r.db.Open(r.ctx, id, store.Write)
 		if exists := m.stored || len(m.appended) > 0; exists != (err == nil) {
 			r.t.Fatalf("open %s for write: %v (model says exists=%v)", id, err, exists)
 		}
@@ -264,11 +265,11 @@ func (r *opsRun) step(op, arg byte) {
 		err := r.db.Delete(r.ctx, id)
 		switch {
 		case h != nil:
-			if !errors.Is(err, engine.ErrAlreadyOwned) {
+			if !errors.Is(err, store.ErrAlreadyOwned) {
 				r.t.Fatalf("delete of owned %s: %v", id, err)
 			}
 		case !m.stored && len(m.appended) == 0:
-			if !errors.Is(err, engine.ErrSessionNotFound) {
+			if !errors.Is(err, store.ErrSessionNotFound) {
 				r.t.Fatalf("delete of absent %s: %v", id, err)
 			}
 		case err != nil:
@@ -363,22 +364,22 @@ func (r *opsRun) fork(arg byte) {
 	pexists := pm.stored || len(pm.appended) > 0 || pm.created
 	cexists := cm.stored || len(cm.appended) > 0 || cm.created || r.hs[cid] != nil
 	n := uint64(int(arg>>2) % (pm.visible + 1))
-	c, err := r.db.Fork(r.ctx, pid, n, engine.Header{ID: cid, CreatedAt: 2})
+	c, err := r.db.Fork(r.ctx, pid, n, store.Header{ID: cid, CreatedAt: 2})
 	switch {
 	case pid == cid:
-		if !errors.Is(err, engine.ErrInvalidHeader) {
+		if !errors.Is(err, store.ErrInvalidHeader) {
 			r.t.Fatalf("fork of %s onto itself: %v", pid, err)
 		}
 		return
 	case cexists:
 		// (Of an absent parent too: which check comes first depends on
 		// whether Fork shares or copies.)
-		if !errors.Is(err, engine.ErrSessionExists) && (pexists || !errors.Is(err, engine.ErrSessionNotFound)) {
+		if !errors.Is(err, store.ErrSessionExists) && (pexists || !errors.Is(err, store.ErrSessionNotFound)) {
 			r.t.Fatalf("fork onto existing %s: %v", cid, err)
 		}
 		return
 	case !pexists:
-		if !errors.Is(err, engine.ErrSessionNotFound) {
+		if !errors.Is(err, store.ErrSessionNotFound) {
 			r.t.Fatalf("fork of absent %s: %v", pid, err)
 		}
 		return
@@ -391,7 +392,7 @@ func (r *opsRun) fork(arg byte) {
 	if err != nil {
 		r.t.Fatalf("read fork %s: %v", cid, err)
 	}
-	if uint64(len(got)) != n+1 || !engine.IsInheritedMarker(&got[n]) {
+	if uint64(len(got)) != n+1 || !store.IsInheritedMarker(&got[n]) {
 		r.t.Fatalf("fork %s of %s at %d holds %d events", cid, pid, n, len(got))
 	}
 	for i := range n {

@@ -24,6 +24,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -148,7 +149,7 @@ func buildHostileStore(root string) (st *hsStore, err error) {
 		st.logs[id] = append(st.logs[id], evs...)
 	}
 	create := func(db *engine.DB, id string) *engine.Handle {
-		h, e := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		h, e := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		must(e)
 		st.logs[id] = []event.Event{}
 		return h
@@ -187,7 +188,7 @@ func buildHostileStore(root string) (st *hsStore, err error) {
 	db = open()
 	_, e := db.Compact(ctx, engine.CompactOptions{Roll: true})
 	must(e)
-	alpha, e := db.Open(ctx, "alpha", engine.Write)
+	alpha, e := db.Open(ctx, "alpha", store.Write)
 	must(e)
 	delta := create(db, "delta")
 	for i := range 20 {
@@ -218,7 +219,7 @@ func buildHostileStore(root string) (st *hsStore, err error) {
 	// 4. A few frames in the active segment: two old sessions and a new one.
 	db = open()
 	for _, id := range []string{"beta", "gamma"} {
-		h, e := db.Open(ctx, id, engine.Write)
+		h, e := db.Open(ctx, id, store.Write)
 		must(e)
 		hs[id] = h
 	}
@@ -299,7 +300,7 @@ func buildHostileStore(root string) (st *hsStore, err error) {
 	other := filepath.Join(root, "other")
 	odb, e := engine.Open(other, hsOptions(nil))
 	must(e)
-	h, e := odb.Create(ctx, engine.Header{ID: "zzz", CreatedAt: 1})
+	h, e := odb.Create(ctx, store.Header{ID: "zzz", CreatedAt: 1})
 	must(e)
 	must(h.Append(ctx, testgen.Events(0, 5, 100)...))
 	must(h.Close())
@@ -338,7 +339,7 @@ func verifyStore(dir string, st *hsStore) error {
 	}
 	defer db.Close()
 	for id, want := range st.logs {
-		h, err := db.Open(ctx, id, engine.Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			return err
 		}
@@ -822,12 +823,12 @@ func rel(dir, p string) string {
 // namesFile reports whether err names one of files (relative to dir),
 // and the offset a *CorruptionError gives.
 func namesFile(dir string, err error, files []string) (string, int64, bool) {
-	var ce *engine.CorruptionError
+	var ce *store.CorruptionError
 	if errors.As(err, &ce) {
 		r := rel(dir, ce.Path)
 		return r, ce.Offset, slices.Contains(files, r)
 	}
-	var fe *engine.FormatError
+	var fe *store.FormatError
 	if errors.As(err, &fe) {
 		r := rel(dir, fe.Path)
 		return r, 0, slices.Contains(files, r)
@@ -874,20 +875,20 @@ func hsOpenRead(dir string, st *hsStore, c *hsCase, out *hsOutcome) {
 		}
 	}
 	for _, id := range st.deleted {
-		if _, err := db.Open(ctx, id, engine.Read); !errors.Is(err, engine.ErrSessionNotFound) {
+		if _, err := db.Open(ctx, id, store.Read); !errors.Is(err, store.ErrSessionNotFound) {
 			out.fail("deleted session %q: open gave %v, want not found", id, err)
 		}
 	}
 	for _, id := range sortedKeys((st.logs)) {
 		want := st.logs[id]
-		h, err := db.Open(ctx, id, engine.Read)
+		h, err := db.Open(ctx, id, store.Read)
 		var got []event.Event
 		if err == nil {
 			got, err = h.Read(ctx, 0, -1)
 			h.Close()
 		}
 		switch {
-		case err != nil && errors.Is(err, engine.ErrSessionNotFound):
+		case err != nil && errors.Is(err, store.ErrSessionNotFound):
 			out.fail("session %q (%d events) is missing without a corruption error: %v", id, len(want), err)
 		case err != nil:
 			out.readErr[id] = err
@@ -962,8 +963,8 @@ func runHostileCase(t *testing.T, st *hsStore, c *hsCase) {
 		}
 	}
 	for id, err := range out.readErr {
-		var ce *engine.CorruptionError
-		var fe *engine.FormatError
+		var ce *store.CorruptionError
+		var fe *store.FormatError
 		switch {
 		case c.index || benign:
 			out.fail("read %s failed although nothing acknowledged was damaged: %v", id, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
 )
@@ -32,7 +33,7 @@ func baseStore(t testing.TB) (map[string][]byte, map[string][]event.Event) {
 		}
 		baseLogs = map[string][]event.Event{}
 		for i, id := range []string{"a", "b", "c"} {
-			h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+			h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 			if err != nil {
 				panic(err)
 			}
@@ -115,8 +116,8 @@ func loadFS(t *testing.T, files map[string][]byte) *vfs.MemFS {
 // typed reports whether err is one of the documented kinds a damaged
 // store may produce.
 func typed(err error) bool {
-	return errors.Is(err, engine.ErrCorrupt) || errors.Is(err, engine.ErrFormat) ||
-		errors.Is(err, engine.ErrUnsupportedEvent) || errors.Is(err, engine.ErrSeed)
+	return errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrFormat) ||
+		errors.Is(err, store.ErrUnsupportedEvent) || errors.Is(err, store.ErrSeed)
 }
 
 // hostileOutcomes counts how damaged stores ended, for the random test's log.
@@ -148,7 +149,7 @@ func checkHostile(t *testing.T, script []byte) {
 		if !ok {
 			t.Fatalf("a session %q that was never written appeared", id)
 		}
-		h, err := db.Open(ctx, id, engine.Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			if !typed(err) {
 				t.Fatalf("open %s: untyped error %v", id, err)
@@ -220,7 +221,7 @@ func TestOpenDamagedIndexed(t *testing.T) {
 	}
 	logs := map[string][]event.Event{}
 	for i, id := range []string{"a", "b", "c"} {
-		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +274,7 @@ func TestOpenDamagedIndexed(t *testing.T) {
 			continue
 		}
 		for id, want := range logs {
-			h, err := db.Open(ctx, id, engine.Read)
+			h, err := db.Open(ctx, id, store.Read)
 			var got []event.Event
 			if err == nil {
 				got, err = h.Read(ctx, 0, -1)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -39,7 +40,7 @@ func TestSIGKILLLiveReader(t *testing.T) {
 	// compares it with what the writer wrote.
 	check := func(round int, id string, n uint64, whole bool) {
 		t.Helper()
-		h, err := reader.Open(ctx, id, engine.Read)
+		h, err := reader.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatalf("round %d: reader: open %s (%d events flushed): %v", round, id, n, err)
 		}

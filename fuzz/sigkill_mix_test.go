@@ -25,6 +25,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -265,12 +266,12 @@ func (w *mixWorker) write(id string, create bool) bool {
 	if create {
 		w.say("create %s", id)
 		var err error
-		if h, err = w.db.Create(w.ctx, engine.Header{ID: id, CreatedAt: 1}); err != nil {
+		if h, err = w.db.Create(w.ctx, store.Header{ID: id, CreatedAt: 1}); err != nil {
 			return w.fail("create", id, err)
 		}
 	} else {
 		var err error
-		if h, err = w.db.Open(w.ctx, id, engine.Write); err != nil {
+		if h, err = w.db.Open(w.ctx, id, store.Write); err != nil {
 			return w.fail("open", id, err)
 		}
 		snap, err := w.db.Stat(w.ctx, id)
@@ -321,7 +322,7 @@ func (w *mixWorker) write(id string, create bool) bool {
 	if err := h.Close(); err != nil {
 		return w.fail("close", id, err)
 	}
-	if _, err := w.db.Stat(w.ctx, id); errors.Is(err, engine.ErrSessionNotFound) {
+	if _, err := w.db.Stat(w.ctx, id); errors.Is(err, store.ErrSessionNotFound) {
 		return true // created, never written: it vanished
 	}
 	w.say("ack %s %d", id, next)
@@ -332,7 +333,7 @@ func (w *mixWorker) write(id string, create bool) bool {
 // createV2 creates the v2 session id with its whole log and closes it.
 func (w *mixWorker) createV2(id string) bool {
 	w.say("create %s", id)
-	h, err := w.db.Create(w.ctx, engine.Header{Version: 2, ID: id, CreatedAt: 1})
+	h, err := w.db.Create(w.ctx, store.Header{Version: 2, ID: id, CreatedAt: 1})
 	if err != nil {
 		return w.fail("create", id, err)
 	}
@@ -494,7 +495,7 @@ func TestSIGKILLMix(t *testing.T) {
 	keepGoing := os.Getenv(mixGoingEnv) == "1"
 	base := t.TempDir()
 	start := time.Now()
-	store := 0
+	storeN := 0
 	dir := filepath.Join(base, "store0")
 	st := mixState{}
 	var ran, failed, fresh, storeRounds, kept, shown int
@@ -545,9 +546,9 @@ func TestSIGKILLMix(t *testing.T) {
 		if !keepGoing {
 			break
 		}
-		store++
+		storeN++
 		fresh++
-		dir = filepath.Join(base, fmt.Sprintf("store%d", store))
+		dir = filepath.Join(base, fmt.Sprintf("store%d", storeN))
 		st = mixState{}
 		storeRounds = 0
 	}
@@ -736,7 +737,7 @@ func mixCheckStore(t *testing.T, dir string, round int, st mixState, res *mixRou
 		case f.deleted:
 			res.add("deleted", "session %q is back after its Delete was acknowledged", id)
 		}
-		if f.migrated && s.FormatStatus != engine.FormatCurrent {
+		if f.migrated && s.FormatStatus != store.FormatCurrent {
 			res.add("migrated", "session %q: migration was acknowledged, the store has it in version %d", id, s.Header.Version)
 		}
 		if n, ok := mixCheckSession(ctx, db, id, f, res); ok && !isV2ID(id) {
@@ -772,7 +773,7 @@ func mixCheckStore(t *testing.T, dir string, round int, st mixState, res *mixRou
 // acknowledged event, and nothing but a prefix of its generator. It returns
 // the number of events and whether they are right.
 func mixCheckSession(ctx context.Context, db *engine.DB, id string, f *mixFacts, res *mixRound) (int, bool) {
-	h, err := db.Open(ctx, id, engine.Read)
+	h, err := db.Open(ctx, id, store.Read)
 	if err != nil {
 		res.add("read", "open %q: %v", id, err)
 		return 0, false

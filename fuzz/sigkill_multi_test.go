@@ -22,6 +22,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -138,7 +139,7 @@ func multiCheckLog(id string, gen int64, fk *multiFork, from int, evs []event.Ev
 		seq := uint64(from + i)
 		want, ok := multiWant(id, gen, fk, seq)
 		if !ok {
-			if e.Seq != seq || !engine.IsInheritedMarker(&e) {
+			if e.Seq != seq || !store.IsInheritedMarker(&e) {
 				return fmt.Sprintf("event %d of fork %s generation %d is not its seed marker: %s %s", seq, id, gen, e.Type, e.Data)
 			}
 			continue
@@ -180,7 +181,7 @@ func multiRead(ctx context.Context, db *engine.DB, h *engine.Handle, id string, 
 	res := multiReadResult{gen: h.Header().CreatedAt}
 	evs, err := h.Read(ctx, from, -1)
 	switch {
-	case errors.Is(err, engine.ErrSessionNotFound):
+	case errors.Is(err, store.ErrSessionNotFound):
 		res.gone = true
 		return res
 	case err != nil:
@@ -190,9 +191,9 @@ func multiRead(ctx context.Context, db *engine.DB, h *engine.Handle, id string, 
 	}
 	res.read, res.n = len(evs), from+len(evs)
 	if res.problem != "" && os.Getenv(multiStaleEnv) == "0" {
-		cur, err := db.Open(ctx, id, engine.Read)
+		cur, err := db.Open(ctx, id, store.Read)
 		switch {
-		case errors.Is(err, engine.ErrSessionNotFound):
+		case errors.Is(err, store.ErrSessionNotFound):
 			res.stale = true
 		case err == nil:
 			res.stale = cur.Header().CreatedAt != res.gen
@@ -268,13 +269,13 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 	// open makes s's write handle: the stored session continued, or a
 	// new incarnation.
 	open := func(s *multiSession) bool {
-		h, err := db.Open(ctx, s.id, engine.Write)
-		if errors.Is(err, engine.ErrSessionNotFound) {
+		h, err := db.Open(ctx, s.id, store.Write)
+		if errors.Is(err, store.ErrSessionNotFound) {
 			made++
 			gen := start*1_000_000 + made
 			say("create %s %d", s.id, gen)
-			h, err = db.Create(ctx, engine.Header{ID: s.id, CreatedAt: gen})
-			if errors.Is(err, engine.ErrSessionExists) {
+			h, err = db.Create(ctx, store.Header{ID: s.id, CreatedAt: gen})
+			if errors.Is(err, store.ErrSessionExists) {
 				// A killed predecessor placed the session's first frames
 				// and never flushed them; Create's catch-up made them
 				// durable (a crash may keep what was appended): it exists
@@ -372,7 +373,7 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 			// process as far as the locks go); now and then only.
 			say("repairing")
 			switch err := engine.RebuildIndex(dir, multiOptions()); {
-			case errors.Is(err, engine.ErrLocked):
+			case errors.Is(err, store.ErrLocked):
 				say("repair-locked")
 			case err != nil:
 				fail("repair", "-", err)
@@ -391,7 +392,7 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 				}
 				say("deleted %s %d", fid, st.Header.CreatedAt)
 				continue
-			} else if !errors.Is(err, engine.ErrSessionNotFound) {
+			} else if !errors.Is(err, store.ErrSessionNotFound) {
 				fail("stat", fid, err)
 				continue
 			}
@@ -402,8 +403,8 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 			made++
 			gen := start*1_000_000 + made
 			say("fork %s %d %s %d %d", fid, gen, s.id, s.gen, n)
-			c, err := db.Fork(ctx, s.id, n, engine.Header{ID: fid, CreatedAt: gen, AgentPreset: fmt.Sprintf("fork %d", s.gen)})
-			if errors.Is(err, engine.ErrSessionExists) {
+			c, err := db.Fork(ctx, s.id, n, store.Header{ID: fid, CreatedAt: gen, AgentPreset: fmt.Sprintf("fork %d", s.gen)})
+			if errors.Is(err, store.ErrSessionExists) {
 				continue // a killed predecessor's fork, made durable by this one's catch-up
 			}
 			if err != nil {
@@ -423,7 +424,7 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 			rep, err := db.Compact(ctx, engine.CompactOptions{
 				LiveRatio: []float64{0.3, 0.6, 0.9, 1}[r.IntN(4)], Roll: r.IntN(2) == 0})
 			switch {
-			case errors.Is(err, engine.ErrLocked):
+			case errors.Is(err, store.ErrLocked):
 				say("compact-locked")
 			case err != nil:
 				fail("compact", "-", err)
@@ -433,8 +434,8 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 		default:
 			// Read another writer's session: intact, whatever its length.
 			id := multiID(r.IntN(multiWriters), r.IntN(multiSessions))
-			h, err := db.Open(ctx, id, engine.Read)
-			if errors.Is(err, engine.ErrSessionNotFound) {
+			h, err := db.Open(ctx, id, store.Read)
+			if errors.Is(err, store.ErrSessionNotFound) {
 				continue
 			}
 			if err != nil {
@@ -527,8 +528,8 @@ func multiReader(dir string, start int64, say func(string, ...any)) int {
 			bad("%s generation %d was not there at a read after an ack, and its owner did not delete it (it went on with generation %d)", id, g, gen)
 			delete(absent, id)
 		}
-		h, err := db.Open(ctx, id, engine.Read)
-		if errors.Is(err, engine.ErrSessionNotFound) {
+		h, err := db.Open(ctx, id, store.Read)
+		if errors.Is(err, store.ErrSessionNotFound) {
 			absent[id] = gen
 			return
 		}
@@ -562,8 +563,8 @@ func multiReader(dir string, start int64, say func(string, ...any)) int {
 		}
 	}
 	readAll := func(id string) {
-		h, err := db.Open(ctx, id, engine.Read)
-		if errors.Is(err, engine.ErrSessionNotFound) {
+		h, err := db.Open(ctx, id, store.Read)
+		if errors.Is(err, store.ErrSessionNotFound) {
 			return
 		}
 		if err != nil {
@@ -584,7 +585,7 @@ func multiReader(dir string, start int64, say func(string, ...any)) int {
 		n, err := h.Wait(wctx, uint64(res.n))
 		cancel()
 		if err != nil {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, engine.ErrSessionNotFound) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, store.ErrSessionNotFound) {
 				bad("wait %s: %v", id, err)
 			}
 			return
@@ -594,7 +595,7 @@ func multiReader(dir string, start int64, say func(string, ...any)) int {
 			return
 		}
 		if more.n < int(n) {
-			if cur, err := db.Open(ctx, id, engine.Read); err == nil && cur.Header().CreatedAt == res.gen {
+			if cur, err := db.Open(ctx, id, store.Read); err == nil && cur.Header().CreatedAt == res.gen {
 				cur.Close()
 				bad("%s generation %d: Wait said %d events, a read after it found %d", id, res.gen, n, more.n)
 			} else if err == nil {
@@ -921,8 +922,8 @@ func (m *multiRun) verify(db *engine.DB, label string, before map[string]multiFa
 	found := map[string]got{}
 	for _, s := range snaps {
 		id := s.Header.ID
-		h, err := db.Open(ctx, id, engine.Read)
-		if errors.Is(err, engine.ErrSessionNotFound) {
+		h, err := db.Open(ctx, id, store.Read)
+		if errors.Is(err, store.ErrSessionNotFound) {
 			continue // deleted since the List
 		}
 		if err != nil {
@@ -1318,7 +1319,7 @@ func TestStaleReadHandleAfterCompaction(t *testing.T) {
 			}
 			defer w.Close()
 			write := func(gen int) {
-				h, err := w.Create(ctx, engine.Header{ID: "a", CreatedAt: int64(gen)})
+				h, err := w.Create(ctx, store.Header{ID: "a", CreatedAt: int64(gen)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -1335,7 +1336,7 @@ func TestStaleReadHandleAfterCompaction(t *testing.T) {
 			write(1)
 			if !recreate {
 				// Something alive, so the segment is rewritten.
-				h, err := w.Create(ctx, engine.Header{ID: "b", CreatedAt: 9})
+				h, err := w.Create(ctx, store.Header{ID: "b", CreatedAt: 9})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -1351,7 +1352,7 @@ func TestStaleReadHandleAfterCompaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.Close()
-			ra, err := r.Open(ctx, "a", engine.Read)
+			ra, err := r.Open(ctx, "a", store.Read)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1368,7 +1369,7 @@ func TestStaleReadHandleAfterCompaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			evs, err := ra.Read(ctx, 0, -1)
-			if !errors.Is(err, engine.ErrSessionNotFound) {
+			if !errors.Is(err, store.ErrSessionNotFound) {
 				data := ""
 				if len(evs) > 0 {
 					data = string(evs[0].Data)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -56,9 +57,9 @@ func childWriter(dir string) int {
 	hs := map[string]*engine.Handle{}
 	next := map[string]uint64{}
 	for _, id := range childSessions {
-		h, err := db.Open(ctx, id, engine.Write)
-		if errors.Is(err, engine.ErrSessionNotFound) {
-			h, err = db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		h, err := db.Open(ctx, id, store.Write)
+		if errors.Is(err, store.ErrSessionNotFound) {
+			h, err = db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child open session:", err)
@@ -185,8 +186,8 @@ func checkKilledStore(t *testing.T, ctx context.Context, dir string, acked map[s
 	}
 	defer db.Close()
 	for _, id := range childSessions {
-		h, err := db.Open(ctx, id, engine.Read)
-		if errors.Is(err, engine.ErrSessionNotFound) && acked[id] == 0 {
+		h, err := db.Open(ctx, id, store.Read)
+		if errors.Is(err, store.ErrSessionNotFound) && acked[id] == 0 {
 			continue
 		}
 		if err != nil {

@@ -12,7 +12,7 @@
 // A host wires it into its agent loop like this:
 //
 //	cfg, err := plan.LoadConfig(raw)                      // {"section": "..."}; unknown keys fail
-//	h, err := db.Open(ctx, sessionID, engine.Write)       // any Log: Read + Append
+//	h, err := db.Open(ctx, sessionID, store.Write)       // any Log: Read + Append
 //	pm := plan.NewController(cfg, h, func() int64 { return time.Now().UnixMilli() })
 //
 //	// user toggles plan mode (UI, or the /plan command):

@@ -17,6 +17,7 @@
 // while events wait (package handle), stopped by Close. It may import
 // event, internal/base, handle (leases and write-behind) and vfs
 // (the lock error); segment, index, engine and the backends import it
-// (docs/DESIGN.md#layering). package engine re-exports its types and
-// errors under the names a host has always used.
+// (docs/DESIGN.md#layering). Its types and errors have this one name: a
+// host imports store beside the backend it opens (engine,
+// backend/jetstream).
 package store

@@ -14,9 +14,9 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/seglog/seglog/backend/jetstream/embedded"
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -52,7 +52,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	h, err := st.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, err := st.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 		// Reopen from what the stream kept (a leader election may take
 		// a few seconds).
 		for {
-			if h, err = st.Open(ctx, "s", engine.Write); err == nil {
+			if h, err = st.Open(ctx, "s", store.Write); err == nil {
 				break
 			}
 			if time.Since(start) > 90*time.Second {
@@ -153,7 +153,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 		}
 	}
 	defer st2.Close()
-	r, err := st2.Open(ctx, "s", engine.Read)
+	r, err := st2.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestClusterLatePublish(t *testing.T) {
 	// the held publish at the point the case chooses), appends 4 events of
 	// its own and flushes.
 	run := func(t *testing.T, id string, landAfterOpen bool) {
-		wa, err := a.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		wa, err := a.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +334,7 @@ func TestClusterLatePublish(t *testing.T) {
 			f := func() { b.afterOpenLoad.Store(nil); landed() }
 			b.afterOpenLoad.Store(&f)
 		}
-		wb, err := b.Open(ctx, id, engine.Write)
+		wb, err := b.Open(ctx, id, store.Write)
 		b.afterOpenLoad.Store(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -350,7 +350,7 @@ func TestClusterLatePublish(t *testing.T) {
 		t.Logf("host b opened at %d events; its flush of 4 more: %v", next, errB)
 		wb.Close()
 
-		r, err := checker.Open(ctx, id, engine.Read)
+		r, err := checker.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -369,7 +369,7 @@ func TestClusterLatePublish(t *testing.T) {
 					t.Fatalf("host b's flush returned nil, but event %d is not the one it appended", e.Seq)
 				}
 			}
-		} else if !errors.Is(errB, engine.ErrOwnershipLost) {
+		} else if !errors.Is(errB, store.ErrOwnershipLost) {
 			t.Fatalf("host b's flush: %v, want nil or ErrOwnershipLost", errB)
 		}
 		for i, e := range got[:8] {
@@ -385,7 +385,7 @@ func TestClusterLatePublish(t *testing.T) {
 	// events (what a reused id looks like to the server) must not make
 	// b's publish "succeed" as its duplicate.
 	t.Run("forged duplicate", func(t *testing.T) {
-		wb, err := b.Create(ctx, engine.Header{ID: "forged", CreatedAt: 1})
+		wb, err := b.Create(ctx, store.Header{ID: "forged", CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +411,7 @@ func TestClusterLatePublish(t *testing.T) {
 		if err := wb.Append(ctx, testgen.Events(8, 4, 300)...); err != nil {
 			t.Fatal(err)
 		}
-		if err := wb.Flush(ctx); !errors.Is(err, engine.ErrOwnershipLost) {
+		if err := wb.Flush(ctx); !errors.Is(err, store.ErrOwnershipLost) {
 			t.Fatalf("flush whose id another message carries: %v, want ErrOwnershipLost", err)
 		}
 	})

@@ -10,9 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -78,7 +77,7 @@ func testGroupCommitRefusalIsolated(t *testing.T, url string, o *Options) {
 	st.commit.beforeRound.Store(nil)
 	for i, err := range errs {
 		if i == 3 {
-			if !errors.Is(err, engine.ErrOwnershipLost) {
+			if !errors.Is(err, store.ErrOwnershipLost) {
 				t.Errorf("the flush of the session another writer appended to: %v, want ErrOwnershipLost", err)
 			}
 		} else if err != nil {
@@ -96,7 +95,7 @@ func testGroupCommitRefusalIsolated(t *testing.T, url string, o *Options) {
 		if i == 3 {
 			continue
 		}
-		r, err := b.Open(ctx, fmt.Sprintf("s%d", i), engine.Read)
+		r, err := b.Open(ctx, fmt.Sprintf("s%d", i), store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +200,7 @@ func testSessionBatch(t *testing.T, url string, o *Options) {
 	ro := *o
 	ro.Host = "reader"
 	r := openStoreAt(t, url, &ro)
-	rh, err := r.Open(ctx, "s", engine.Read)
+	rh, err := r.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +223,7 @@ func testSessionBatch(t *testing.T, url string, o *Options) {
 	if err := h.Append(ctx, evs[100:]...); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Flush(ctx); !errors.Is(err, engine.ErrOwnershipLost) {
+	if err := h.Flush(ctx); !errors.Is(err, store.ErrOwnershipLost) {
 		t.Fatalf("flush after another writer's message: %v, want ErrOwnershipLost", err)
 	}
 	if got := st.commit.refused.Load(); got != 1 {

@@ -6,8 +6,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -15,7 +13,7 @@ import (
 )
 
 // Delete removes session id for every host; see store.Store.Delete. It
-// takes the session's leases (engine.ErrAlreadyOwned while a write handle
+// takes the session's leases (store.ErrAlreadyOwned while a write handle
 // here or on another host holds them), reads the subject and publishes a
 // tombstone on it: the frame segment.Encoder.Delete makes (the id and the
 // incarnation it ends) with the header Nats-Rollup: sub, expecting the
@@ -25,10 +23,10 @@ import (
 // only message, until the id is created again. Once the tombstone is
 // stored, the session is deleted for every host; a host that dies right
 // after holds the id's lease until it expires (a Create of the id
-// elsewhere fails with engine.ErrSessionExists until then). With
+// elsewhere fails with store.ErrSessionExists until then). With
 // IfRevision, the session as read under the leases must still have that
-// revision (else engine.ErrRevisionMismatch, and nothing is published).
-func (st *Store) Delete(ctx context.Context, id string, opts ...engine.DeleteOption) error {
+// revision (else store.ErrRevisionMismatch, and nothing is published).
+func (st *Store) Delete(ctx context.Context, id string, opts ...store.DeleteOption) error {
 	do := store.DeleteOptionsOf(opts)
 	if err := ctx.Err(); err != nil {
 		return err
@@ -38,7 +36,7 @@ func (st *Store) Delete(ctx context.Context, id string, opts ...engine.DeleteOpt
 	}
 	local, err := st.owners.Acquire(id)
 	if err != nil {
-		return sessionErr(id, "delete", engine.ErrAlreadyOwned)
+		return sessionErr(id, "delete", store.ErrAlreadyOwned)
 	}
 	remote, err := st.acquireLease(ctx, id)
 	if err != nil {
@@ -91,7 +89,7 @@ func (st *Store) Delete(ctx context.Context, id string, opts ...engine.DeleteOpt
 
 // freeSubject returns the stream sequence of the tombstone that is the
 // last message on subject subj (0 if it holds none), or
-// engine.ErrSessionExists if a session lives there.
+// store.ErrSessionExists if a session lives there.
 func (st *Store) freeSubject(ctx context.Context, subj string) (uint64, error) {
 	last, err := st.lastMsg(ctx, subj)
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
@@ -105,7 +103,7 @@ func (st *Store) freeSubject(ctx context.Context, subj string) (uint64, error) {
 		return 0, err
 	}
 	if !ref.tombstone {
-		return 0, engine.ErrSessionExists
+		return 0, store.ErrSessionExists
 	}
 	return last.Sequence, nil
 }
@@ -113,9 +111,9 @@ func (st *Store) freeSubject(ctx context.Context, subj string) (uint64, error) {
 // Resume opens session id for write and appends the closers of a turn a
 // crash left open (storekit.ResumeHandle: recovery.InterruptedTurnClosers,
 // the same as the local engine's); see store.Store.Resume. It fails as
-// Open(id, engine.Write) does, writing nothing.
+// Open(id, store.Write) does, writing nothing.
 func (st *Store) Resume(ctx context.Context, id string) (*Handle, []event.Event, error) {
-	h, err := st.Open(ctx, id, engine.Write)
+	h, err := st.Open(ctx, id, store.Write)
 	if err != nil {
 		return nil, nil, err
 	}

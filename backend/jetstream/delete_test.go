@@ -7,9 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 )
 
 // subjectMsgs returns how many messages the stream holds on session id's
@@ -43,10 +42,10 @@ func written(t *testing.T, st *Store, id string) {
 func wantDeleted(t *testing.T, what string, st *Store, id string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := st.Stat(ctx, id); !errors.Is(err, engine.ErrSessionNotFound) {
+	if _, err := st.Stat(ctx, id); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("%s: Stat = %v, want ErrSessionNotFound", what, err)
 	}
-	if _, err := st.Open(ctx, id, engine.Read); !errors.Is(err, engine.ErrSessionNotFound) {
+	if _, err := st.Open(ctx, id, store.Read); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("%s: Open = %v, want ErrSessionNotFound", what, err)
 	}
 	snaps, err := st.List(ctx)
@@ -72,7 +71,7 @@ func TestDeleteCrashAfterTombstone(t *testing.T) {
 	ob.Host = "host-b"
 	a, b := openStore(t, oa), openStore(t, &ob)
 	written(t, a, "s")
-	r, err := b.Open(ctx, "s", engine.Read)
+	r, err := b.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,13 +86,13 @@ func TestDeleteCrashAfterTombstone(t *testing.T) {
 	}
 	a.abandon()
 	wantDeleted(t, "another host", b, "s")
-	if _, err := r.Read(ctx, 0, -1); !errors.Is(err, engine.ErrSessionNotFound) {
+	if _, err := r.Read(ctx, 0, -1); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("the other host's reader: %v, want ErrSessionNotFound", err)
 	}
 	if n := subjectMsgs(t, b, "s"); n != 1 {
 		t.Errorf("the subject holds %d messages, want the tombstone alone", n)
 	}
-	if _, err := b.Create(ctx, enginetest.Meta("s")); !errors.Is(err, engine.ErrSessionExists) {
+	if _, err := b.Create(ctx, enginetest.Meta("s")); !errors.Is(err, store.ErrSessionExists) {
 		t.Errorf("create on another host while the dead host's lease lives: %v, want ErrSessionExists", err)
 	}
 	// The dead host restarts: its lease is taken over, the id is free.
@@ -109,7 +108,7 @@ func TestDeleteCrashAfterTombstone(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r, err = b.Open(ctx, "s", engine.Read)
+	r, err = b.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,10 +169,10 @@ func TestDeleteFenced(t *testing.T) {
 		st.afterOpenLoad.Store(&hook)
 		err := st.Delete(ctx, "s")
 		st.afterOpenLoad.Store(nil)
-		if !errors.Is(err, engine.ErrOwnershipLost) {
+		if !errors.Is(err, store.ErrOwnershipLost) {
 			t.Fatalf("Delete on a subject that keeps moving: %v, want ErrOwnershipLost", err)
 		}
-		w, err := st.Open(ctx, "s", engine.Write) // the leases were released
+		w, err := st.Open(ctx, "s", store.Write) // the leases were released
 		if err != nil {
 			t.Fatalf("write open after the failed delete: %v", err)
 		}

@@ -12,7 +12,7 @@
 // message is its header record, the next ones batches of events; each
 // message is one frame exactly as a segment file holds it (xxhash64
 // checksum, zstd for batches of 1 KiB or more; segment.MarshalFrame), so a
-// damaged message is reported as a *engine.CorruptionError naming subject
+// damaged message is reported as a *store.CorruptionError naming subject
 // and stream sequence. Headers Seglog-First and Seglog-Count let a reader
 // index a session's messages without decoding them; the frame is checked
 // against them when it is read. A message never passes the server's
@@ -50,20 +50,20 @@
 //
 // # Delete and Resume
 //
-// Delete takes the session's leases (engine.ErrAlreadyOwned while a write
+// Delete takes the session's leases (store.ErrAlreadyOwned while a write
 // handle here or elsewhere holds them) and publishes a tombstone on the
 // subject: the tombstone frame of a segment file (the id and the
 // incarnation it ends) with the header Nats-Rollup: sub, so the stream
 // purges the subject's earlier messages as it stores it, expecting the last
 // message read under the leases, so that no publish of an earlier writer
 // lands after it. A subject whose last message is a tombstone holds no
-// session: Stat and Open fail with engine.ErrSessionNotFound on every host,
+// session: Stat and Open fail with store.ErrSessionNotFound on every host,
 // List skips it, a read handle's Read and Wait fail with
-// engine.ErrSessionNotFound, and Create starts a new incarnation after the
+// store.ErrSessionNotFound, and Create starts a new incarnation after the
 // tombstone. A host that dies once the tombstone is stored leaves the
 // session deleted; only its lease of the id lives on until it expires. The
 // stream must allow rollups (allow_rollup_hdrs; see Provisioning). With
-// engine.IfRevision, Delete deletes only the revision named, as read
+// store.IfRevision, Delete deletes only the revision named, as read
 // under the leases. Resume is a write open and storekit.ResumeHandle: the
 // closers of recovery.InterruptedTurnClosers, the same as the local
 // engine's.
@@ -107,14 +107,14 @@
 // the TTL. Every publish also carries the stream sequence of the last
 // message it knows on the session's subject
 // (Nats-Expected-Last-Subject-Sequence): two writers can never interleave
-// batches, and the one that lost gets engine.ErrOwnershipLost.
+// batches, and the one that lost gets store.ErrOwnershipLost.
 //
 // By default Options.Host is unique to the process, and a dead process's
 // sessions stay locked until its host lease expires. A Host set by the
 // caller lets a restarted store take its dead predecessor's leases over at
 // once: the store holds a lock file for its Host (Options.LockDir) while
 // open, which proves that no other store of that Host runs on the machine
-// (a second one fails to open with engine.ErrLocked); leases of the same
+// (a second one fails to open with store.ErrLocked); leases of the same
 // Host held on another machine are taken over only once their host lease
 // is proven dead, like any other.
 //

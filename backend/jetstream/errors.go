@@ -3,10 +3,9 @@ package jetstream
 import (
 	"errors"
 	"fmt"
-	"strings"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
+	"strings"
 )
 
 // Errors of Open, besides the engine's. Test with errors.Is.
@@ -55,7 +54,7 @@ func (e *ConfigError) Is(target error) bool { return target == ErrConfigMismatch
 // nothing. A message may take Limit bytes: the server's max_payload (NATS
 // defaults to 1 MiB), or the stream's max_msg_size if smaller; seglog
 // itself takes events of up to event.MaxDataLen (16 MiB) of data. Test
-// with errors.As; errors.Is(err, engine.ErrInvalidEvent) holds.
+// with errors.As; errors.Is(err, store.ErrInvalidEvent) holds.
 type EventTooLargeError struct {
 	Index int    // the event's position in the batch
 	Seq   uint64 // its seq
@@ -68,5 +67,5 @@ func (e *EventTooLargeError) Error() string {
 		e.Index, e.Seq, e.Size, e.Limit, event.MaxDataLen)
 }
 
-// Is reports whether target is engine.ErrInvalidEvent.
-func (e *EventTooLargeError) Is(target error) bool { return target == engine.ErrInvalidEvent }
+// Is reports whether target is store.ErrInvalidEvent.
+func (e *EventTooLargeError) Is(target error) bool { return target == store.ErrInvalidEvent }

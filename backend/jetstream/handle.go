@@ -14,8 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/segment"
@@ -39,10 +37,10 @@ type Handle struct {
 	remote *lease
 }
 
-func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease, remote *lease, writer string) *Handle {
+func (st *Store) newHandle(s *session, access store.Access, local *handle.Lease, remote *lease, writer string) *Handle {
 	h := &Handle{st: st, s: s, local: local, remote: remote, writer: writer}
 	var w store.Writer
-	if access == engine.Write {
+	if access == store.Write {
 		w = (*handleWriter)(h)
 	}
 	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
@@ -57,7 +55,7 @@ func (st *Store) newHandle(s *session, access engine.Access, local *handle.Lease
 func (h *Handle) ID() string { return h.front.ID() }
 
 // Header returns the session header.
-func (h *Handle) Header() engine.Header { return h.front.Header() }
+func (h *Handle) Header() store.Header { return h.front.Header() }
 
 // InheritedEventCount returns the seeded prefix length (0 if unseeded).
 func (h *Handle) InheritedEventCount() uint64 { return h.front.InheritedEventCount() }
@@ -79,7 +77,7 @@ func (h *Handle) Events(ctx context.Context, from int) iter.Seq2[event.Event, er
 }
 
 // Access returns the handle's access mode.
-func (h *Handle) Access() engine.Access { return h.front.Access() }
+func (h *Handle) Access() store.Access { return h.front.Access() }
 
 // handleWriter is a write handle's side of its store.Front: the
 // backend's steps of Append, Flush and Close, called with the Front's
@@ -93,7 +91,7 @@ func (w *handleWriter) Writable() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.local.Check() != nil {
-		return engine.ErrOwnershipLost
+		return store.ErrOwnershipLost
 	}
 	return w.st.check(w.remote)
 }
@@ -183,7 +181,7 @@ func (h *Handle) read(ctx context.Context, offset, limit int) ([]event.Event, er
 	s := h.view()
 	if s == nil {
 		st.mu.Unlock()
-		return nil, sessionErr(h.s.id, "read", engine.ErrSessionNotFound)
+		return nil, sessionErr(h.s.id, "read", store.ErrSessionNotFound)
 	}
 	refs, framed, open := s.frames, s.framed, s.open
 	st.mu.Unlock()
@@ -290,7 +288,7 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		last := s.lastSubj
 		st.mu.Unlock()
 		if gone {
-			return 0, sessionErr(h.s.id, "wait", engine.ErrSessionNotFound)
+			return 0, sessionErr(h.s.id, "wait", store.ErrSessionNotFound)
 		}
 		if count > n {
 			return count, nil
@@ -470,7 +468,7 @@ const groupFrames = 16
 // unless the first's expectation held, and none lands after another
 // writer's message. A batch the stream refuses stored nothing: its
 // messages go again one by one (send: the same ids, each expecting the
-// one before), which tells a lost session (engine.ErrOwnershipLost) from
+// one before), which tells a lost session (store.ErrOwnershipLost) from
 // a refusal of the batch itself. A batch without a response in time
 // poisons the session, as a single publish does.
 func (h *Handle) sendGroup(ctx context.Context, msgs []outMsg) error {
@@ -578,7 +576,7 @@ func (h *Handle) record(msg *nats.Msg, ref frameRef, seq uint64) {
 
 // publishMsg sends msg with message id msgID, expecting the stream sequence
 // expect as the last on its subject, and returns the acknowledgement. A
-// refusal of the expectation is engine.ErrOwnershipLost; a refusal because
+// refusal of the expectation is store.ErrOwnershipLost; a refusal because
 // the subject's previous message is still in process on the server (error
 // 10164, refused before it was stored) is retried a few times while the
 // subject's last message is still expect. An
@@ -586,7 +584,7 @@ func (h *Handle) record(msg *nats.Msg, ref frameRef, seq uint64) {
 // names is read back and is msg (same subject, id, headers and data): on
 // a replicated stream the server looks the id up before it checks the
 // expected sequence, so a message that is not this one would otherwise
-// acknowledge it (also engine.ErrOwnershipLost).
+// acknowledge it (also store.ErrOwnershipLost).
 func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, expect uint64) (*natsjs.PubAck, error) {
 	rctx, cancel := st.rctx(ctx)
 	defer cancel()
@@ -622,7 +620,7 @@ func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, ex
 		last, lerr := st.lastMsg(rctx, msg.Subject)
 		switch {
 		case lerr == nil && last.Sequence != expect:
-			return nil, fmt.Errorf("%w: another writer appended to the session (message %d, expected %d)", engine.ErrOwnershipLost, last.Sequence, expect)
+			return nil, fmt.Errorf("%w: another writer appended to the session (message %d, expected %d)", store.ErrOwnershipLost, last.Sequence, expect)
 		case lerr != nil && !(errors.Is(lerr, natsjs.ErrMsgNotFound) && expect == 0):
 			return nil, fmt.Errorf("jetstream: reading the subject's last message after %v: %w", err, lerr)
 		}
@@ -630,7 +628,7 @@ func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, ex
 	if err != nil {
 		var apiErr *natsjs.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence {
-			err = fmt.Errorf("%w: another writer appended to the session (%v)", engine.ErrOwnershipLost, err)
+			err = fmt.Errorf("%w: another writer appended to the session (%v)", store.ErrOwnershipLost, err)
 		}
 		return nil, err
 	}
@@ -642,7 +640,7 @@ func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, ex
 			return nil, fmt.Errorf("jetstream: the publish was acknowledged as a duplicate of message %d, which could not be read to check it: %w", ack.Sequence, err)
 		}
 		if !sameMsg(m, msg, msgID) {
-			return nil, fmt.Errorf("%w: the stream took the publish for a duplicate of message %d, which is another writer's", engine.ErrOwnershipLost, ack.Sequence)
+			return nil, fmt.Errorf("%w: the stream took the publish for a duplicate of message %d, which is another writer's", store.ErrOwnershipLost, ack.Sequence)
 		}
 		st.opts.Logger.Warn("jetstream: duplicate publish acknowledged (a retry of one that had landed)", "subject", msg.Subject, "msg_id", msgID)
 	}
@@ -717,11 +715,11 @@ func rawSize(e *event.Event) int {
 // created by this handle and never written to vanishes. A handle that can
 // no longer write (its lease lapsed or was taken, or its store closed)
 // drops the events it holds unpublished, and returns a
-// *engine.DroppedError (engine.ErrOwnershipLost) saying how many, or nil
+// *store.DroppedError (store.ErrOwnershipLost) saying how many, or nil
 // if it holds none. Close is idempotent.
 func (h *Handle) Close() error {
 	return h.front.Close(func(err error) error {
-		if h.front.Access() == engine.Write {
+		if h.front.Access() == store.Write {
 			h.st.mu.Lock()
 			untouched := h.s.pending && len(h.s.open) == 0 && h.s.owner == h
 			h.st.mu.Unlock()
@@ -730,7 +728,7 @@ func (h *Handle) Close() error {
 					err = h.publish(context.Background())
 				}
 			}
-			if errors.Is(err, engine.ErrOwnershipLost) || errors.Is(err, engine.ErrHandleClosed) {
+			if errors.Is(err, store.ErrOwnershipLost) || errors.Is(err, store.ErrHandleClosed) {
 				// Nothing of this handle's can be written any more: what
 				// it holds is dropped, and Close says how much.
 				h.st.mu.Lock()

@@ -13,8 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -86,11 +85,11 @@ func (st *Store) wrote(l *liveness, rev uint64, sent time.Duration) {
 func (st *Store) check(l *lease) error {
 	switch {
 	case l == nil:
-		return engine.ErrOwnershipLost
+		return store.ErrOwnershipLost
 	case l.live.lost.Load():
-		return fmt.Errorf("%w: the host's write lease was lost (it expired, and another host may have taken the session)", engine.ErrOwnershipLost)
+		return fmt.Errorf("%w: the host's write lease was lost (it expired, and another host may have taken the session)", store.ErrOwnershipLost)
 	case int64(st.now()) >= l.live.until.Load():
-		return fmt.Errorf("%w: the host's write lease may have expired (not renewed for %v)", engine.ErrOwnershipLost, st.opts.LeaseTTL-leaseMargin(st.opts.LeaseTTL))
+		return fmt.Errorf("%w: the host's write lease may have expired (not renewed for %v)", store.ErrOwnershipLost, st.opts.LeaseTTL-leaseMargin(st.opts.LeaseTTL))
 	}
 	return nil
 }
@@ -216,7 +215,7 @@ func (st *Store) hostLease(ctx context.Context) (*liveness, error) {
 }
 
 // acquireLease takes the write lease of session id, or returns
-// engine.ErrAlreadyOwned. The caller holds the session's local lease.
+// store.ErrAlreadyOwned. The caller holds the session's local lease.
 func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 	ctx, cancel := st.rctx(ctx)
 	defer cancel()
@@ -235,7 +234,7 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 		}
 		if !errors.Is(err, errRevision) || attempt == 2 {
 			if errors.Is(err, errRevision) {
-				return nil, engine.ErrAlreadyOwned // it keeps changing hands
+				return nil, store.ErrAlreadyOwned // it keeps changing hands
 			}
 			return nil, fmt.Errorf("lease: %w", err)
 		}
@@ -255,7 +254,7 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 			return nil, fmt.Errorf("lease: %w", err)
 		}
 		if !take {
-			return nil, engine.ErrAlreadyOwned
+			return nil, store.ErrAlreadyOwned
 		}
 		expect = rev
 	}

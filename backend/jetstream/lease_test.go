@@ -9,9 +9,8 @@ import (
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 )
 
 // hostPair opens two stores of different Hosts over o's stream and
@@ -70,7 +69,7 @@ func testNoTakeoverFromLiveHost(t *testing.T, url string, o *Options) {
 	w := writtenOn(t, a, "s")
 	seq := uint64(len(enginetest.OneTurn()))
 	for end := time.Now().Add(5 * a.opts.LeaseTTL / 2); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if h, err := b.Open(ctx, "s", engine.Write); !errors.Is(err, engine.ErrAlreadyOwned) {
+		if h, err := b.Open(ctx, "s", store.Write); !errors.Is(err, store.ErrAlreadyOwned) {
 			if h != nil {
 				h.Close()
 			}
@@ -107,7 +106,7 @@ func testHostLeaseExpired(t *testing.T, url string, o *Options) {
 	var wb *Handle
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); wb == nil; time.Sleep(100 * time.Millisecond) {
-		if wb, err = b.Open(ctx, "s1", engine.Write); err != nil && !errors.Is(err, engine.ErrAlreadyOwned) {
+		if wb, err = b.Open(ctx, "s1", store.Write); err != nil && !errors.Is(err, store.ErrAlreadyOwned) {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
@@ -118,12 +117,12 @@ func testHostLeaseExpired(t *testing.T, url string, o *Options) {
 		t.Errorf("the stalled host's lease after the takeover: %+v, want gone or marked dead", v)
 	}
 	c := openStoreAt(t, url, func() *Options { c := *ob; c.Host = "host-c"; return &c }())
-	wc, err := c.Open(ctx, "s2", engine.Write)
+	wc, err := c.Open(ctx, "s2", store.Write)
 	if err != nil {
 		t.Fatalf("host c's write open of the dead host's other session: %v", err)
 	}
 	for i, w := range []*Handle{w1, w2} {
-		if err := w.Append(ctx, enginetest.Turn2()...); !errors.Is(err, engine.ErrOwnershipLost) {
+		if err := w.Append(ctx, enginetest.Turn2()...); !errors.Is(err, store.ErrOwnershipLost) {
 			t.Errorf("the stalled host's append to s%d: %v, want ErrOwnershipLost", i+1, err)
 		}
 	}
@@ -147,14 +146,14 @@ func testHostLeaseExpired(t *testing.T, url string, o *Options) {
 			t.Fatal(err)
 		}
 	}
-	w3, err := a.Open(ctx, "s1", engine.Write)
+	w3, err := a.Open(ctx, "s1", store.Write)
 	if err != nil {
 		t.Fatalf("the resumed host's write open: %v", err)
 	}
 	if g := w3.remote.live.gen; g == gen {
 		t.Errorf("the resumed host writes under its dead host lease %s", g)
 	}
-	if err := w3.Append(ctx, enginetest.OneTurn()[:1]...); !errors.Is(err, engine.ErrSeqMismatch) {
+	if err := w3.Append(ctx, enginetest.OneTurn()[:1]...); !errors.Is(err, store.ErrSeqMismatch) {
 		t.Errorf("append at a taken seq: %v, want ErrSeqMismatch (the session is the new writers')", err)
 	}
 }
@@ -230,7 +229,7 @@ func TestCloseReleasesHostLease(t *testing.T) {
 	ob := *o
 	ob.Host = "host-b"
 	b := openStore(t, &ob)
-	h, err := b.Open(ctx, "s", engine.Write)
+	h, err := b.Open(ctx, "s", store.Write)
 	if err != nil {
 		t.Fatalf("write open of a session whose holder closed: %v", err)
 	}

@@ -14,11 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 func openStore(t *testing.T, o *Options) *Store {
@@ -43,7 +42,7 @@ func TestTwoHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Create(ctx, enginetest.Meta("s")); !errors.Is(err, engine.ErrSessionExists) {
+	if _, err := b.Create(ctx, enginetest.Meta("s")); !errors.Is(err, store.ErrSessionExists) {
 		t.Errorf("create on host b while host a creates: %v, want ErrSessionExists", err)
 	}
 	if err := w.Append(ctx, enginetest.OneTurn()...); err != nil {
@@ -52,10 +51,10 @@ func TestTwoHosts(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Open(ctx, "s", engine.Write); !errors.Is(err, engine.ErrAlreadyOwned) {
+	if _, err := b.Open(ctx, "s", store.Write); !errors.Is(err, store.ErrAlreadyOwned) {
 		t.Errorf("write open on host b: %v, want ErrAlreadyOwned", err)
 	}
-	r, err := b.Open(ctx, "s", engine.Read)
+	r, err := b.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +64,7 @@ func TestTwoHosts(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wb, err := b.Open(ctx, "s", engine.Write)
+	wb, err := b.Open(ctx, "s", store.Write)
 	if err != nil {
 		t.Fatalf("write open on host b after host a closed: %v", err)
 	}
@@ -75,7 +74,7 @@ func TestTwoHosts(t *testing.T) {
 	if err := wb.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ra, err := a.Open(ctx, "s", engine.Read)
+	ra, err := a.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +112,8 @@ func TestStaleWriter(t *testing.T) {
 	var wb *Handle
 	deadline := time.Now().Add(10 * time.Second)
 	for wb == nil && time.Now().Before(deadline) {
-		if wb, err = b.Open(ctx, "s", engine.Write); err != nil {
-			if !errors.Is(err, engine.ErrAlreadyOwned) {
+		if wb, err = b.Open(ctx, "s", store.Write); err != nil {
+			if !errors.Is(err, store.ErrAlreadyOwned) {
 				t.Fatal(err)
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -130,7 +129,7 @@ func TestStaleWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stale writer's lease is past its time: it refuses to write.
-	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); !errors.Is(err, engine.ErrOwnershipLost) {
+	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); !errors.Is(err, store.ErrOwnershipLost) {
 		t.Errorf("stale writer's append: %v, want ErrOwnershipLost", err)
 	}
 	// Were its clock wrong (it thinks its lease still holds), its publish
@@ -139,15 +138,15 @@ func TestStaleWriter(t *testing.T) {
 	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Flush(ctx); !errors.Is(err, engine.ErrOwnershipLost) {
+	if err := w.Flush(ctx); !errors.Is(err, store.ErrOwnershipLost) {
 		t.Errorf("stale writer's flush: %v, want ErrOwnershipLost", err)
 	}
 	// Its renewal (at the old revision) also fails once it resumes.
 	a.renewNow()
-	if err := w.Append(ctx, enginetest.Turn2()...); !errors.Is(err, engine.ErrOwnershipLost) {
+	if err := w.Append(ctx, enginetest.Turn2()...); !errors.Is(err, store.ErrOwnershipLost) {
 		t.Errorf("stale writer's append after renewal: %v, want ErrOwnershipLost", err)
 	}
-	r, _ := b.Open(ctx, "s", engine.Read)
+	r, _ := b.Open(ctx, "s", store.Read)
 	got, err := r.Read(ctx, 0, -1)
 	if err != nil || len(got) != 6 {
 		t.Fatalf("after the takeover: %d events, %v", len(got), err)
@@ -186,7 +185,7 @@ func TestDamagedMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := openStore(t, func() *Options { c := *o; c.Host = "reader"; return &c }())
-	r, err := other.Open(ctx, "s", engine.Read)
+	r, err := other.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +193,8 @@ func TestDamagedMessage(t *testing.T) {
 		t.Errorf("the intact prefix: %d events, %v", len(got), err)
 	}
 	_, err = r.Read(ctx, 0, -1)
-	var ce *engine.CorruptionError
-	if !errors.As(err, &ce) || !errors.Is(err, engine.ErrCorrupt) {
+	var ce *store.CorruptionError
+	if !errors.As(err, &ce) || !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("read over the damaged message: %v, want a CorruptionError", err)
 	}
 	t.Logf("reported: %v", err)
@@ -215,7 +214,7 @@ func TestEventTooLarge(t *testing.T) {
 	for op, err := range map[string]error{"append": h.Append(ctx, big...), "enqueue": h.Enqueue(big...)} {
 		var te *EventTooLargeError
 		switch {
-		case !errors.Is(err, engine.ErrInvalidEvent):
+		case !errors.Is(err, store.ErrInvalidEvent):
 			t.Fatalf("%s of a %d-byte event: %v, want ErrInvalidEvent", op, len(big[0].Data), err)
 		case !errors.As(err, &te) || te.Seq != 0 || te.Limit != int(st.nc.MaxPayload()) || te.Size <= te.Limit || te.Size < len(big[0].Data):
 			t.Fatalf("%s of a %d-byte event: %v, want an *EventTooLargeError of seq 0 over the limit %d", op, len(big[0].Data), err, st.nc.MaxPayload())
@@ -281,7 +280,7 @@ func testSplitAtMaxPayload(t *testing.T, url string, o *Options) {
 		t.Fatalf("flush of %d small events and one of %d bytes: %v", small, len(big.Data), err)
 	}
 	r := openStoreAt(t, url, func() *Options { c := *o; c.Host = "reader"; return &c }())
-	h, err := r.Open(ctx, "s", engine.Read)
+	h, err := r.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,10 +351,10 @@ func TestExpiredLease(t *testing.T) {
 	st.renewHook.Store(&timeout)
 	st.renewNow()
 	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
-	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); !errors.Is(err, engine.ErrOwnershipLost) {
+	if err := w.Append(ctx, enginetest.OneTurn()[2:4]...); !errors.Is(err, store.ErrOwnershipLost) {
 		t.Errorf("append %v after the last renewal: %v, want ErrOwnershipLost", o.LeaseTTL, err)
 	}
-	if err := w.Flush(ctx); !errors.Is(err, engine.ErrOwnershipLost) {
+	if err := w.Flush(ctx); !errors.Is(err, store.ErrOwnershipLost) {
 		t.Errorf("flush %v after the last renewal: %v, want ErrOwnershipLost", o.LeaseTTL, err)
 	}
 	if got := last(); got != before {
@@ -365,8 +364,8 @@ func TestExpiredLease(t *testing.T) {
 
 // Closing a write handle whose lease lapsed (its renewals time out) with
 // events it had not published (appended, and enqueued) drops them and
-// says so: ErrOwnershipLost, a *engine.DroppedError counting them, in a
-// *engine.SessionError naming the session; nothing is published.
+// says so: ErrOwnershipLost, a *store.DroppedError counting them, in a
+// *store.SessionError naming the session; nothing is published.
 func TestCloseLapsed(t *testing.T) { onServerAndCluster(t, testCloseLapsed) }
 
 func testCloseLapsed(t *testing.T, url string, o *Options) {
@@ -399,10 +398,10 @@ func testCloseLapsed(t *testing.T, url string, o *Options) {
 	st.renewNow()
 	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
 	err = w.Close()
-	var se *engine.SessionError
-	var de *engine.DroppedError
+	var se *store.SessionError
+	var de *store.DroppedError
 	switch {
-	case !errors.Is(err, engine.ErrOwnershipLost):
+	case !errors.Is(err, store.ErrOwnershipLost):
 		t.Fatalf("close %v after the last renewal: %v, want ErrOwnershipLost", o.LeaseTTL, err)
 	case !errors.As(err, &se) || se.ID != "s" || se.Op != "close":
 		t.Errorf("close: %v, want a *SessionError of session s, op close", err)
@@ -428,7 +427,7 @@ func lastSubjectSeq(t *testing.T, st *Store, id string) uint64 {
 
 // Two stores (two processes) under the same Host never take each other's
 // sessions: by default each has a Host of its own; a Host set in both is
-// refused to the second (engine.ErrLocked); once the first is dead, a
+// refused to the second (store.ErrLocked); once the first is dead, a
 // store under its Host takes its leases over at once.
 func TestSameHost(t *testing.T) {
 	ctx := context.Background()
@@ -451,7 +450,7 @@ func TestSameHost(t *testing.T) {
 		o.Host = ""
 		a, b := openStore(t, o), openStore(t, o)
 		write(a, "s")
-		if _, err := b.Open(ctx, "s", engine.Write); !errors.Is(err, engine.ErrAlreadyOwned) {
+		if _, err := b.Open(ctx, "s", store.Write); !errors.Is(err, store.ErrAlreadyOwned) {
 			t.Fatalf("write open of a session another store of the default Host writes: %v, want ErrAlreadyOwned", err)
 		}
 	})
@@ -463,16 +462,16 @@ func TestSameHost(t *testing.T) {
 		b, err := Open(ctx, connect(t, srvURL), o)
 		if err == nil {
 			defer b.Close()
-			_, err = b.Open(ctx, "s", engine.Write)
+			_, err = b.Open(ctx, "s", store.Write)
 			t.Fatalf("a second store under Host %q opened (its write open: %v), want ErrLocked", o.Host, err)
 		}
-		if !errors.Is(err, engine.ErrLocked) {
+		if !errors.Is(err, store.ErrLocked) {
 			t.Fatalf("a second store under Host %q: %v, want ErrLocked", o.Host, err)
 		}
 		t.Logf("reported: %v", err)
 		a.abandon() // its process dies
 		c := openStore(t, o)
-		w, err := c.Open(ctx, "s", engine.Write)
+		w, err := c.Open(ctx, "s", store.Write)
 		if err != nil {
 			t.Fatalf("write open under the dead store's Host: %v", err)
 		}
@@ -495,7 +494,7 @@ func TestSameHost(t *testing.T) {
 		if _, err := st.leases.Create(ctx, token("s"), v); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Create(ctx, enginetest.Meta("s")); !errors.Is(err, engine.ErrSessionExists) {
+		if _, err := st.Create(ctx, enginetest.Meta("s")); !errors.Is(err, store.ErrSessionExists) {
 			t.Fatalf("create of a session whose lease the same Host holds on another machine: %v, want ErrSessionExists", err)
 		}
 	})
@@ -544,7 +543,7 @@ func TestInProcessRefusal(t *testing.T) {
 		t.Fatalf("flush refused twice as in process: %v", err)
 	}
 	r := openStore(t, func() *Options { o := st.opts; o.Host = "reader"; return &o }())
-	h, err := r.Open(ctx, "s", engine.Read)
+	h, err := r.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +560,7 @@ func TestInProcessRefusal(t *testing.T) {
 	if err := w.Append(ctx, enginetest.OneTurn()[4:]...); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Flush(ctx); !errors.Is(err, engine.ErrOwnershipLost) {
+	if err := w.Flush(ctx); !errors.Is(err, store.ErrOwnershipLost) {
 		t.Fatalf("flush refused as in process while another message landed: %v, want ErrOwnershipLost", err)
 	}
 }

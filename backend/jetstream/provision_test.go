@@ -9,8 +9,7 @@ import (
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/store"
 )
 
 // provision makes o's stream and lease bucket as an operator would, with
@@ -113,7 +112,7 @@ func TestOpenBinds(t *testing.T) {
 	if st.opts.LeaseTTL != 10*time.Second {
 		t.Errorf("lease TTL %v, want the bucket's 10s", st.opts.LeaseTTL)
 	}
-	h, err := st.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, err := st.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

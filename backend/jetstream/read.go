@@ -13,10 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 )
 
 // Reading a subject. Two kinds of request (docs/DESIGN.md, "Reads"):
@@ -249,7 +248,7 @@ func (x *replyMux) open() (*replyQueue, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {
-		return nil, engine.ErrClosed
+		return nil, store.ErrClosed
 	}
 	if x.sub == nil {
 		x.prefix = x.nc.NewInbox() + "."
@@ -309,7 +308,7 @@ func (q *replyQueue) next(ctx context.Context) (*nats.Msg, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-q.stop:
-			return nil, engine.ErrClosed
+			return nil, store.ErrClosed
 		}
 	}
 }

@@ -7,10 +7,9 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -49,7 +48,7 @@ func BenchmarkReplay(b *testing.B) {
 				out := nc.Stats().OutMsgs
 				b.StartTimer()
 				for i := range c.sessions {
-					h, err := st.Open(ctx, fmt.Sprintf("s%d", i), engine.Read)
+					h, err := st.Open(ctx, fmt.Sprintf("s%d", i), store.Read)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -8,11 +8,10 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -60,7 +59,7 @@ func reader(t *testing.T, url string, o *Options) (*Store, *nats.Conn) {
 func readAll(t *testing.T, st *Store, id string) []event.Event {
 	t.Helper()
 	ctx := context.Background()
-	h, err := st.Open(ctx, id, engine.Read)
+	h, err := st.Open(ctx, id, store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +96,7 @@ func testReadBatched(t *testing.T, url string, o *Options) {
 	want := writeShort(t, openStoreAt(t, url, o), "s", 40)
 	st, nc := reader(t, url, o)
 	before := nc.Stats().OutMsgs
-	h, err := st.Open(ctx, "s", engine.Read)
+	h, err := st.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +190,7 @@ func TestReadDamagedIndex(t *testing.T) {
 			}
 			fresh, _ := reader(t, srvURL, o)
 			for name, st := range map[string]*Store{"fresh": fresh, "seen": seen} {
-				h, err := st.Open(ctx, "s", engine.Read)
+				h, err := st.Open(ctx, "s", store.Read)
 				if err == nil {
 					_, err = h.Read(ctx, 0, -1)
 					h.Close()
@@ -199,8 +198,8 @@ func TestReadDamagedIndex(t *testing.T) {
 						t.Errorf("%s: the open took the damaged index", name)
 					}
 				}
-				var ce *engine.CorruptionError
-				if !errors.As(err, &ce) || !errors.Is(err, engine.ErrCorrupt) {
+				var ce *store.CorruptionError
+				if !errors.As(err, &ce) || !errors.Is(err, store.ErrCorrupt) {
 					t.Fatalf("%s: %v, want a CorruptionError", name, err)
 				}
 				if where := fmt.Sprintf("#%d", ack.Sequence); !strings.HasSuffix(ce.Path, where) || !strings.Contains(ce.Reason, c.wantMessage) {
@@ -235,7 +234,7 @@ func TestClusterReadAfterFlush(t *testing.T) {
 		if err := w.Flush(ctx); err != nil { // (the header: the session exists)
 			t.Fatal(err)
 		}
-		h, err := st.Open(ctx, "s", engine.Read)
+		h, err := st.Open(ctx, "s", store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,13 +278,13 @@ func TestReadDamagedLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := reader(t, srvURL, o)
-	h, err := st.Open(ctx, "s", engine.Read)
+	h, err := st.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
 	_, err = h.Read(ctx, 0, -1)
-	var ce *engine.CorruptionError
+	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || !strings.HasSuffix(ce.Path, fmt.Sprintf("#%d", ack.Sequence)) {
 		t.Fatalf("read over the damaged message: %v, want a CorruptionError at #%d", err, ack.Sequence)
 	}

@@ -19,8 +19,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/segment"
@@ -63,7 +61,7 @@ type Options struct {
 	// of a dead earlier store of the same name on the same machine at
 	// once; that it is dead is proven by a lock file in LockDir, which
 	// Open holds for the store's life (a second store under the same Host
-	// on the machine fails to open with engine.ErrLocked). The leases of
+	// on the machine fails to open with store.ErrLocked). The leases of
 	// a store of the same Host on another machine are taken over only
 	// once its host lease is proven dead, as any other's.
 	Host string
@@ -145,11 +143,11 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	switch {
 	case c.Replicas < 0 || c.Replicas > 5:
-		return c, fmt.Errorf("%w: jetstream: %d replicas (1..5)", engine.ErrInvalidArgument, c.Replicas)
+		return c, fmt.Errorf("%w: jetstream: %d replicas (1..5)", store.ErrInvalidArgument, c.Replicas)
 	case c.LeaseTTL != 0 && c.LeaseTTL < time.Second:
-		return c, fmt.Errorf("%w: jetstream: lease TTL %v under 1s", engine.ErrInvalidArgument, c.LeaseTTL)
+		return c, fmt.Errorf("%w: jetstream: lease TTL %v under 1s", store.ErrInvalidArgument, c.LeaseTTL)
 	case strings.ContainsAny(c.Prefix, " *>") || strings.HasSuffix(c.Prefix, "."):
-		return c, fmt.Errorf("%w: jetstream: subject prefix %q", engine.ErrInvalidArgument, c.Prefix)
+		return c, fmt.Errorf("%w: jetstream: subject prefix %q", store.ErrInvalidArgument, c.Prefix)
 	}
 	return c, nil
 }
@@ -219,7 +217,7 @@ type Store struct {
 // snapshot.
 type session struct {
 	id, subj  string
-	hdr       engine.Header
+	hdr       store.Header
 	uid       uint64
 	inherited uint64
 	pending   bool // created here; the header is not published yet
@@ -345,19 +343,19 @@ func (st *Store) idOf(subject string) (string, bool) {
 }
 
 func sessionErr(id, op string, err error) error {
-	return &engine.SessionError{ID: id, Op: op, Err: err}
+	return &store.SessionError{ID: id, Op: op, Err: err}
 }
 
 func (st *Store) corrupt(subject string, seq uint64, reason string) error {
-	return &engine.CorruptionError{Path: fmt.Sprintf("nats:%s/%s#%d", st.opts.Stream, subject, seq), Reason: reason}
+	return &store.CorruptionError{Path: fmt.Sprintf("nats:%s/%s#%d", st.opts.Stream, subject, seq), Reason: reason}
 }
 
 // Create makes a new session and returns a write handle on it: the rules
 // of engine.DB.Create. The session exists in this instance at once and in
 // the stream from its first flush (or the first batch published); closed
 // without either, it vanishes. An id that exists in the stream, or that
-// another instance is creating, is engine.ErrSessionExists.
-func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.CreateOption) (*Handle, error) {
+// another instance is creating, is store.ErrSessionExists.
+func (st *Store) Create(ctx context.Context, h store.Header, opts ...store.CreateOption) (*Handle, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -365,19 +363,19 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 	if err != nil {
 		return nil, err
 	}
-	if h.Version != engine.FormatVersion {
-		return nil, fmt.Errorf("%w: session %q: version %d; this backend stores only version %d", engine.ErrInvalidHeader, h.ID, h.Version, engine.FormatVersion)
+	if h.Version != store.FormatVersion {
+		return nil, fmt.Errorf("%w: session %q: version %d; this backend stores only version %d", store.ErrInvalidHeader, h.ID, h.Version, store.FormatVersion)
 	}
 	st.createMu.Lock()
 	defer st.createMu.Unlock()
 	st.mu.Lock()
 	if st.closed {
 		st.mu.Unlock()
-		return nil, engine.ErrClosed
+		return nil, store.ErrClosed
 	}
 	if s := st.sessions[h.ID]; s != nil && !s.erased && (s.pending || s.owner != nil) {
 		st.mu.Unlock()
-		return nil, sessionErr(h.ID, "create", engine.ErrSessionExists)
+		return nil, sessionErr(h.ID, "create", store.ErrSessionExists)
 	}
 	st.mu.Unlock()
 	// (A view of a session no handle here holds may be stale: the
@@ -392,13 +390,13 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 	}
 	local, err := st.owners.Acquire(h.ID)
 	if err != nil {
-		return nil, sessionErr(h.ID, "create", engine.ErrSessionExists)
+		return nil, sessionErr(h.ID, "create", store.ErrSessionExists)
 	}
 	remote, err := st.acquireLease(ctx, h.ID)
 	if err != nil {
 		local.Release()
-		if errors.Is(err, engine.ErrAlreadyOwned) {
-			err = engine.ErrSessionExists // another instance is creating it
+		if errors.Is(err, store.ErrAlreadyOwned) {
+			err = store.ErrSessionExists // another instance is creating it
 		}
 		return nil, sessionErr(h.ID, "create", err)
 	}
@@ -425,10 +423,10 @@ func (st *Store) Create(ctx context.Context, h engine.Header, opts ...engine.Cre
 	if st.closed {
 		local.Release()
 		go st.releaseLease(remote) // not under st.mu: it makes a request
-		return nil, engine.ErrClosed
+		return nil, store.ErrClosed
 	}
 	st.sessions[h.ID] = s
-	hd := st.newHandle(s, engine.Write, local, remote, writer)
+	hd := st.newHandle(s, store.Write, local, remote, writer)
 	s.owner = hd
 	return hd, nil
 }
@@ -440,13 +438,13 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 	st.mu.Lock()
 	if st.closed {
 		st.mu.Unlock()
-		return nil, engine.ErrClosed
+		return nil, store.ErrClosed
 	}
 	s := st.sessions[id]
 	if s != nil && (s.pending || s.owner != nil || s.erased) {
 		st.mu.Unlock()
 		if s.erased {
-			return nil, sessionErr(id, op, engine.ErrSessionNotFound)
+			return nil, sessionErr(id, op, store.ErrSessionNotFound)
 		}
 		return s, nil
 	}
@@ -473,7 +471,7 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 	last, err := st.lastMsg(ctx, subj)
 	wg.Wait()
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
-		return nil, sessionErr(id, op, engine.ErrSessionNotFound)
+		return nil, sessionErr(id, op, store.ErrSessionNotFound)
 	}
 	if err != nil {
 		return nil, sessionErr(id, op, err)
@@ -547,7 +545,7 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 		delete(st.sessions, id)
 		s = nil
 		if len(add) == 0 {
-			return nil, sessionErr(id, op, engine.ErrSessionNotFound)
+			return nil, sessionErr(id, op, store.ErrSessionNotFound)
 		}
 	}
 	if s == nil {
@@ -645,7 +643,7 @@ func (st *Store) publishAfterRead(ctx context.Context, id, op string, msg func(s
 		if err == nil {
 			return s, ack, expect, nil
 		}
-		if !errors.Is(err, engine.ErrOwnershipLost) || attempt == fenceAttempts {
+		if !errors.Is(err, store.ErrOwnershipLost) || attempt == fenceAttempts {
 			return nil, nil, 0, sessionErr(id, op, fmt.Errorf("%s: %w", what, err))
 		}
 		st.opts.Logger.Warn("jetstream: a message landed on the session since it was read under the lease; reading it again", "session", id, "op", op, "error", err)
@@ -693,10 +691,10 @@ func (st *Store) index(subj string, m *natsjs.RawStreamMsg) (frameRef, *store.He
 }
 
 // Open returns a handle on an existing session; see engine.DB.Open. A
-// write open takes the session's leases (engine.ErrAlreadyOwned if this or
+// write open takes the session's leases (store.ErrAlreadyOwned if this or
 // another instance holds them) and checks the stored log (event catalog,
 // seed marker).
-func (st *Store) Open(ctx context.Context, id string, access engine.Access) (*Handle, error) {
+func (st *Store) Open(ctx context.Context, id string, access store.Access) (*Handle, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -704,17 +702,17 @@ func (st *Store) Open(ctx context.Context, id string, access engine.Access) (*Ha
 	if err != nil {
 		return nil, err
 	}
-	if access != engine.Write {
+	if access != store.Write {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		if st.closed {
-			return nil, engine.ErrClosed
+			return nil, store.ErrClosed
 		}
-		return st.newHandle(s, engine.Read, nil, nil, ""), nil
+		return st.newHandle(s, store.Read, nil, nil, ""), nil
 	}
 	local, err := st.owners.Acquire(id)
 	if err != nil {
-		return nil, sessionErr(id, "open", engine.ErrAlreadyOwned)
+		return nil, sessionErr(id, "open", store.ErrAlreadyOwned)
 	}
 	remote, err := st.acquireLease(ctx, id)
 	if err != nil {
@@ -738,9 +736,9 @@ func (st *Store) Open(ctx context.Context, id string, access engine.Access) (*Ha
 		st.mu.Unlock()
 		local.Release()
 		st.releaseLease(remote)
-		return nil, engine.ErrClosed
+		return nil, store.ErrClosed
 	}
-	h := st.newHandle(s, engine.Write, local, remote, writer)
+	h := st.newHandle(s, store.Write, local, remote, writer)
 	s.owner = h
 	s.failed = nil // a new owner starts from what the stream holds
 	st.mu.Unlock()
@@ -752,7 +750,7 @@ func (st *Store) Open(ctx context.Context, id string, access engine.Access) (*Ha
 }
 
 // ListPage is List filtered and paged; see engine.DB.ListPage.
-func (st *Store) ListPage(ctx context.Context, opts engine.ListOptions) ([]engine.Snapshot, string, error) {
+func (st *Store) ListPage(ctx context.Context, opts store.ListOptions) ([]store.Snapshot, string, error) {
 	if err := opts.Check(); err != nil {
 		return nil, "", err
 	}
@@ -765,10 +763,10 @@ func (st *Store) ListPage(ctx context.Context, opts engine.ListOptions) ([]engin
 
 // Inspect returns a session's log and the closers a resume would append,
 // without the write lease and writing nothing; see engine.DB.Inspect.
-func (st *Store) Inspect(ctx context.Context, id string) (engine.Inspection, error) {
-	h, err := st.Open(ctx, id, engine.Read)
+func (st *Store) Inspect(ctx context.Context, id string) (store.Inspection, error) {
+	h, err := st.Open(ctx, id, store.Read)
 	if err != nil {
-		return engine.Inspection{}, err
+		return store.Inspection{}, err
 	}
 	defer h.Close()
 	return storekit.InspectHandle(ctx, h)
@@ -781,27 +779,27 @@ func (st *Store) Inspect(ctx context.Context, id string) (engine.Inspection, err
 // after creating the child may leave part of the copy, which reads refuse
 // (its seed marker is missing) until the host deletes it. MarkerTime
 // stamps the marker with a given time (default: now).
-func (st *Store) Fork(ctx context.Context, parent string, n uint64, h engine.Header, opts ...engine.ForkOption) (*Handle, error) {
+func (st *Store) Fork(ctx context.Context, parent string, n uint64, h store.Header, opts ...store.ForkOption) (*Handle, error) {
 	return store.CopyFork[*Handle](ctx, st, parent, n, h, nil, opts...)
 }
 
 // Stat describes a session; see engine.DB.Stat. The revision is the
 // incarnation and the event count, so it is the same in every instance.
-func (st *Store) Stat(ctx context.Context, id string) (engine.Snapshot, error) {
+func (st *Store) Stat(ctx context.Context, id string) (store.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
-		return engine.Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	s, err := st.load(ctx, id, "stat")
 	if err != nil {
-		return engine.Snapshot{}, err
+		return store.Snapshot{}, err
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
-		return engine.Snapshot{}, engine.ErrClosed
+		return store.Snapshot{}, store.ErrClosed
 	}
 	if s.erased {
-		return engine.Snapshot{}, sessionErr(id, "stat", engine.ErrSessionNotFound)
+		return store.Snapshot{}, sessionErr(id, "stat", store.ErrSessionNotFound)
 	}
 	if s.metaAt < s.framed {
 		st.mu.Unlock()
@@ -809,18 +807,18 @@ func (st *Store) Stat(ctx context.Context, id string) (engine.Snapshot, error) {
 		st.mu.Lock()
 		switch {
 		case err == nil:
-		case errors.Is(err, engine.ErrCorrupt):
+		case errors.Is(err, store.ErrCorrupt):
 			// Listed with what is known; a read reports the damage.
 			st.opts.Logger.Warn("jetstream: the title and update time of a damaged session are not read", "session", id, "error", err)
 		default:
-			return engine.Snapshot{}, sessionErr(id, "stat", err)
+			return store.Snapshot{}, sessionErr(id, "stat", err)
 		}
 	}
 	return s.snapshot(), nil
 }
 
-func (s *session) snapshot() engine.Snapshot {
-	snap := engine.Snapshot{
+func (s *session) snapshot() store.Snapshot {
+	snap := store.Snapshot{
 		Header:              s.hdr,
 		Revision:            store.Revision(s.uid, s.next()),
 		EventCount:          s.next(),
@@ -889,7 +887,7 @@ func (st *Store) refreshMeta(ctx context.Context, s *session) error {
 
 // List describes every session: those in the stream and those created
 // here and not yet published, in id order.
-func (st *Store) List(ctx context.Context) ([]engine.Snapshot, error) {
+func (st *Store) List(ctx context.Context) ([]store.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -912,7 +910,7 @@ func (st *Store) List(ctx context.Context) ([]engine.Snapshot, error) {
 		}
 	}
 	st.mu.Unlock()
-	var out []engine.Snapshot
+	var out []store.Snapshot
 	for _, id := range slices.Sorted(func(yield func(string) bool) {
 		for id := range ids {
 			if !yield(id) {
@@ -921,7 +919,7 @@ func (st *Store) List(ctx context.Context) ([]engine.Snapshot, error) {
 		}
 	}) {
 		snap, err := st.Stat(ctx, id)
-		if errors.Is(err, engine.ErrSessionNotFound) {
+		if errors.Is(err, store.ErrSessionNotFound) {
 			continue // erased meanwhile
 		}
 		if err != nil {
@@ -939,13 +937,13 @@ func (st *Store) Flush(ctx context.Context) error {
 	st.mu.Lock()
 	if st.closed {
 		st.mu.Unlock()
-		return engine.ErrClosed
+		return store.ErrClosed
 	}
 	hs := st.writeHandles()
 	st.mu.Unlock()
 	var errs []error
 	for _, h := range hs {
-		if err := h.Flush(ctx); err != nil && !errors.Is(err, engine.ErrHandleClosed) {
+		if err := h.Flush(ctx); err != nil && !errors.Is(err, store.ErrHandleClosed) {
 			errs = append(errs, err)
 		}
 	}
@@ -955,7 +953,7 @@ func (st *Store) Flush(ctx context.Context) error {
 func (st *Store) writeHandles() []*Handle {
 	var hs []*Handle
 	for h := range st.handles {
-		if h.Access() == engine.Write {
+		if h.Access() == store.Write {
 			hs = append(hs, h)
 		}
 	}
@@ -963,7 +961,7 @@ func (st *Store) writeHandles() []*Handle {
 }
 
 // Close flushes every write handle, ends their ownership (their later
-// writes fail with engine.ErrOwnershipLost), releases the leases and stops
+// writes fail with store.ErrOwnershipLost), releases the leases and stops
 // the store. It is idempotent; the NATS connection stays open.
 func (st *Store) Close() error {
 	st.mu.Lock()
@@ -975,7 +973,7 @@ func (st *Store) Close() error {
 	st.mu.Unlock()
 	var errs []error
 	for _, h := range hs {
-		if err := h.Flush(context.Background()); err != nil && !errors.Is(err, engine.ErrHandleClosed) {
+		if err := h.Flush(context.Background()); err != nil && !errors.Is(err, store.ErrHandleClosed) {
 			errs = append(errs, err)
 		}
 		h.front.CloseBuffer()

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/store"
 )
 
@@ -53,13 +51,13 @@ import (
 func (st *Store) PurgeTombstones(ctx context.Context, olderThan time.Duration, dryRun bool) (store.TombstoneReport, error) {
 	var rep store.TombstoneReport
 	if olderThan < 0 {
-		return rep, fmt.Errorf("%w: jetstream: tombstones older than %v", engine.ErrInvalidArgument, olderThan)
+		return rep, fmt.Errorf("%w: jetstream: tombstones older than %v", store.ErrInvalidArgument, olderThan)
 	}
 	st.mu.Lock()
 	closed := st.closed
 	st.mu.Unlock()
 	if closed {
-		return rep, engine.ErrClosed
+		return rep, store.ErrClosed
 	}
 	rctx, cancel := st.rctx(ctx)
 	info, err := st.stream.Info(rctx, natsjs.WithSubjectFilter(st.opts.Prefix+".s.*"))
@@ -98,7 +96,7 @@ func (st *Store) PurgeTombstones(ctx context.Context, olderThan time.Duration, d
 		}
 		purged, err := st.purgeTombstone(ctx, id, subj, seq)
 		switch {
-		case errors.Is(err, engine.ErrAlreadyOwned):
+		case errors.Is(err, store.ErrAlreadyOwned):
 			rep.Held = append(rep.Held, id)
 		case err != nil:
 			return rep, err
@@ -129,12 +127,12 @@ func (st *Store) lastTombstone(ctx context.Context, subj string) (uint64, time.T
 
 // purgeTombstone purges tombstone seq of session id under the ID's
 // leases, if it is still the subject's last message then; it reports
-// whether it did. engine.ErrAlreadyOwned: another handle or host holds a
+// whether it did. store.ErrAlreadyOwned: another handle or host holds a
 // lease of the ID.
 func (st *Store) purgeTombstone(ctx context.Context, id, subj string, seq uint64) (bool, error) {
 	local, err := st.owners.Acquire(id)
 	if err != nil {
-		return false, engine.ErrAlreadyOwned
+		return false, store.ErrAlreadyOwned
 	}
 	defer local.Release()
 	remote, err := st.acquireLease(ctx, id)

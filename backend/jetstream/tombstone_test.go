@@ -9,8 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/store"
 )
@@ -38,7 +36,7 @@ func TestPurgeTombstones(t *testing.T) {
 	if snap, err := c.Stat(ctx, "s"); err != nil || snap.EventCount != 6 {
 		t.Fatalf("Stat on c: %+v, %v", snap, err)
 	}
-	r, err := b.Open(ctx, "s", engine.Read)
+	r, err := b.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +84,7 @@ func TestPurgeTombstones(t *testing.T) {
 	}
 	wantDeleted(t, "the deleting host", a, "s")
 	wantDeleted(t, "the host that read it", b, "s")
-	if _, err := r.Read(ctx, 0, -1); !errors.Is(err, engine.ErrSessionNotFound) {
+	if _, err := r.Read(ctx, 0, -1); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("a reader opened before the delete: %v, want ErrSessionNotFound", err)
 	}
 	// A publish of the old incarnation landing late (it expects the last
@@ -114,7 +112,7 @@ func TestPurgeTombstones(t *testing.T) {
 		if err != nil || snap.EventCount != 3 || revisionUIDOf(snap.Revision) == revisionUIDOf(old.Revision) {
 			t.Errorf("Stat of the session created again: %+v, %v (old revision %s)", snap, err, old.Revision)
 		}
-		h, err := st.Open(ctx, "s", engine.Read)
+		h, err := st.Open(ctx, "s", store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +124,7 @@ func TestPurgeTombstones(t *testing.T) {
 	if err != nil || len(rep.Purged)+len(rep.Held)+rep.Young != 0 {
 		t.Errorf("purge with no tombstone left: %+v, %v", rep, err)
 	}
-	if _, err := b.PurgeTombstones(ctx, -time.Second, false); !errors.Is(err, engine.ErrInvalidArgument) {
+	if _, err := b.PurgeTombstones(ctx, -time.Second, false); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Errorf("a negative grace: %v", err)
 	}
 }

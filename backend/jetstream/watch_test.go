@@ -3,13 +3,12 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/engine/enginetest"
 )
 
 // TestWaitIdle: a Wait on a session another host writes sends no request
@@ -48,7 +47,7 @@ func testWaitIdle(t *testing.T, url string, o *Options) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	rh, err := r.Open(ctx, "s", engine.Read)
+	rh, err := r.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +103,7 @@ func testWaitIdle(t *testing.T, url string, o *Options) {
 	if err := w.Delete(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if err := woke("another host's Delete", done); !errors.Is(err, engine.ErrSessionNotFound) {
+	if err := woke("another host's Delete", done); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("Wait after another host's Delete: %v, want ErrSessionNotFound", err)
 	}
 
@@ -114,7 +113,7 @@ func testWaitIdle(t *testing.T, url string, o *Options) {
 		t.Fatal(err)
 	}
 	appendFlush(0)
-	if rh, err = r.Open(ctx, "s", engine.Read); err != nil {
+	if rh, err = r.Open(ctx, "s", store.Read); err != nil {
 		t.Fatal(err)
 	}
 	done = wait(1)
@@ -122,7 +121,7 @@ func testWaitIdle(t *testing.T, url string, o *Options) {
 	if err := rh.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := woke("its handle's Close", done); !errors.Is(err, engine.ErrHandleClosed) {
+	if err := woke("its handle's Close", done); !errors.Is(err, store.ErrHandleClosed) {
 		t.Errorf("Wait through a handle closed meanwhile: %v, want ErrHandleClosed", err)
 	}
 }
@@ -147,7 +146,7 @@ func TestWaitWithoutConsumer(t *testing.T) {
 	r := openStoreAt(t, srvURL, &ro)
 	refuse := func() error { return errors.New("permissions violation (injected)") }
 	r.watch.makeHook.Store(&refuse)
-	rh, err := r.Open(ctx, "s", engine.Read)
+	rh, err := r.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +189,7 @@ func TestWaitSameStore(t *testing.T) {
 	if err := h.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rh, err := st.Open(ctx, "s", engine.Read)
+	rh, err := st.Open(ctx, "s", store.Read)
 	if err != nil {
 		t.Fatal(err)
 	}

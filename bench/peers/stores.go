@@ -22,6 +22,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 )
 
 // All returns every peer, seglog first.
@@ -64,7 +65,7 @@ func openSeglog(dir string, sessions int) (Store, error) {
 	}
 	s := &seglogStore{db: db}
 	for i := range sessions {
-		h, err := db.Create(context.Background(), engine.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
+		h, err := db.Create(context.Background(), store.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1})
 		if err != nil {
 			db.Close()
 			return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -40,7 +41,7 @@ func writeFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, id := range []string{"alpha", "beta"} {
-		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1_700_000_000_000, Cwd: "/work"})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1_700_000_000_000, Cwd: "/work"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -469,7 +470,7 @@ func TestJSONOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "b"} {
-		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 7, Cwd: "/w"})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 7, Cwd: "/w"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -585,7 +586,7 @@ func TestLsByUpdated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, id := range []string{"old", "new", "mid"} {
-		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -638,7 +639,7 @@ func TestLsPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a/1", "a/2", "a/3", "b/1"} {
-		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seglog/seglog/backend/jetstream/embedded"
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -118,7 +119,7 @@ func TestCopyCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(context.Background(), engine.Header{ID: "alpha", CreatedAt: 5})
+	h, err := db.Create(context.Background(), store.Header{ID: "alpha", CreatedAt: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

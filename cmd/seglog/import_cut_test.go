@@ -9,10 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/jsonl"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -48,14 +47,14 @@ func TestImportNamesTheLogsItCuts(t *testing.T) {
 	root := t.TempDir()
 	evs := testgen.V3Events(0, 4, 80)
 	lines := func(id string) []string { // the header line and a line per event
-		b, err := jsonl.Encode(engine.Header{Version: 3, ID: id, CreatedAt: 1}, evs, false, nil)
+		b, err := jsonl.Encode(store.Header{Version: 3, ID: id, CreatedAt: 1}, evs, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return strings.SplitAfter(string(b), "\n")[:5]
 	}
 	put := func(id string, b []byte, compressed bool) string {
-		p, _ := jsonl.LogPath(root, engine.Header{ID: id}, compressed)
+		p, _ := jsonl.LogPath(root, store.Header{ID: id}, compressed)
 		os.MkdirAll(filepath.Dir(p), 0o700)
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
@@ -71,7 +70,7 @@ func TestImportNamesTheLogsItCuts(t *testing.T) {
 	l = lines("clean")
 	put("clean", []byte(strings.Join(l, "")), false)
 	// A .zstd log of a frame per batch whose last frame lost its end.
-	fh := engine.Header{Version: 3, ID: "frame", CreatedAt: 1}
+	fh := store.Header{Version: 3, ID: "frame", CreatedAt: 1}
 	z, err := jsonl.Encode(fh, evs, true, []int{3, 1})
 	z3, err3 := jsonl.Encode(fh, evs[:3], true, []int{3})
 	if err != nil || err3 != nil || !bytes.HasPrefix(z, z3) {

@@ -214,7 +214,7 @@ func surfaceProblems(dir string, prog *progress) []engine.Problem {
 
 // checkSessionSurface reads session id and applies the v3 surface rules.
 func checkSessionSurface(ctx context.Context, db *engine.DB, id string, known *event.Catalog) error {
-	h, err := db.Open(ctx, id, engine.Read)
+	h, err := db.Open(ctx, id, store.Read)
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func checkSessionSurface(ctx context.Context, db *engine.DB, id string, known *e
 
 func newLsCmd(w io.Writer, dir *string) *cobra.Command {
 	var asJSON bool
-	var opts engine.ListOptions
+	var opts store.ListOptions
 	var sortBy string
 	cmd := &cobra.Command{
 		Use:   "ls",
@@ -296,13 +296,13 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // listSessions opens the store read-only and lists its sessions.
-func listSessions(dir string) ([]engine.Snapshot, error) {
-	snaps, _, err := listPage(dir, engine.ListOptions{})
+func listSessions(dir string) ([]store.Snapshot, error) {
+	snaps, _, err := listPage(dir, store.ListOptions{})
 	return snaps, err
 }
 
 // listPage opens the store read-only and lists a page of its sessions.
-func listPage(dir string, opts engine.ListOptions) ([]engine.Snapshot, string, error) {
+func listPage(dir string, opts store.ListOptions) ([]store.Snapshot, string, error) {
 	db, err := openRO(dir)
 	if err != nil {
 		return nil, "", err
@@ -311,7 +311,7 @@ func listPage(dir string, opts engine.ListOptions) ([]engine.Snapshot, string, e
 	return db.ListPage(context.Background(), opts)
 }
 
-func runLs(w, errw io.Writer, dir string, opts engine.ListOptions, asJSON bool) error {
+func runLs(w, errw io.Writer, dir string, opts store.ListOptions, asJSON bool) error {
 	snaps, next, err := listPage(dir, opts)
 	if err != nil {
 		return err
@@ -442,7 +442,7 @@ func runCat(w, errw io.Writer, dir, id string, from, n int, balanced bool) error
 			fmt.Fprintf(errw, "seglog: seq %d..%d: closers a resume would append to the open turn (not stored)\n", all[first].Seq, all[hi-1].Seq)
 		}
 	} else {
-		h, err := db.Open(ctx, id, engine.Read)
+		h, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			return err
 		}

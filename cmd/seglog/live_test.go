@@ -13,6 +13,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -29,7 +30,7 @@ func TestReadCommandsOnALiveStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, engine.Header{ID: "live", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "live", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestExportAllSkipsASessionDeletedMeanwhile(t *testing.T) {
 	}
 	defer db.Close()
 	for _, id := range []string{"a", "b", "c"} {
-		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +153,7 @@ func TestSegmentsWhileAHostSeals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, err := db.Create(ctx, engine.Header{ID: "live", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "live", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

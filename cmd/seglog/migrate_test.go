@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/jsonl"
+	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/jsonl"
-	"github.com/seglog/seglog/recovery"
 )
 
 // v2Turn is a v2 log: one turn with a replace envelope in v2's keys.
@@ -39,7 +38,7 @@ func v2Turn() []event.Event {
 
 // writeLog writes a log of header h (whose version the header line
 // carries) under root as the file name of version fileV.
-func writeLog(t *testing.T, root string, h engine.Header, evs []event.Event, fileV int) string {
+func writeLog(t *testing.T, root string, h store.Header, evs []event.Event, fileV int) string {
 	t.Helper()
 	b, err := jsonl.Encode(h, evs, false, nil)
 	if err != nil {
@@ -58,14 +57,14 @@ func writeLog(t *testing.T, root string, h engine.Header, evs []event.Event, fil
 func TestImportV2ThenMigrate(t *testing.T) {
 	root, dir := t.TempDir(), filepath.Join(t.TempDir(), "store")
 	src := v2Turn()
-	writeLog(t, root, engine.Header{Version: 2, ID: "old", CreatedAt: 1}, src, 2)
+	writeLog(t, root, store.Header{Version: 2, ID: "old", CreatedAt: 1}, src, 2)
 	// Both generations present: v3 is the current log and wins.
-	writeLog(t, root, engine.Header{Version: 2, ID: "both", CreatedAt: 1}, src, 2)
-	writeLog(t, root, engine.Header{Version: 3, ID: "both", CreatedAt: 1}, src[:1], 3)
+	writeLog(t, root, store.Header{Version: 2, ID: "both", CreatedAt: 1}, src, 2)
+	writeLog(t, root, store.Header{Version: 3, ID: "both", CreatedAt: 1}, src[:1], 3)
 	// A v2 file name over a v3 header is refused, naming both.
-	writeLog(t, root, engine.Header{Version: 3, ID: "liar", CreatedAt: 1}, src[:1], 2)
+	writeLog(t, root, store.Header{Version: 3, ID: "liar", CreatedAt: 1}, src[:1], 2)
 	// A v0 log under a name the reference never writes (v0 is session.jsonl): refused by its name.
-	writeLog(t, root, engine.Header{Version: 2, ID: "ancient", CreatedAt: 1}, src[:1], 2)
+	writeLog(t, root, store.Header{Version: 2, ID: "ancient", CreatedAt: 1}, src[:1], 2)
 	os.Rename(filepath.Join(root, "_no-cwd", "ancient", "session.v2.jsonl"), filepath.Join(root, "_no-cwd", "ancient", "session.v0.jsonl"))
 
 	out, code := cli(t, "--dir", dir, "import", root)
@@ -110,7 +109,7 @@ func TestImportV2ThenMigrate(t *testing.T) {
 	if out, code := cli(t, "--dir", dir, "export", "old", exp); code != 0 {
 		t.Fatalf("export (exit %d): %s", code, out)
 	}
-	path, _ := jsonl.LogPath(exp, engine.Header{ID: "old", Version: 3}, false)
+	path, _ := jsonl.LogPath(exp, store.Header{ID: "old", Version: 3}, false)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 )
 
 // legacyLogs are reference logs of the released formats v1 and v0 (the
@@ -123,7 +124,7 @@ func TestImportV1AndV0(t *testing.T) {
 	defer db.Close()
 	// v1's cut 7 → v2's 5 (the attempt collapsed) → v3's 6 (the system head).
 	snap, err := db.Stat(context.Background(), "v1-seeded")
-	if err != nil || snap.InheritedEventCount != 6 || !snap.Header.IsSeeded || snap.Header.ParentSession != "parent" || snap.FormatStatus != engine.FormatCurrent {
+	if err != nil || snap.InheritedEventCount != 6 || !snap.Header.IsSeeded || snap.Header.ParentSession != "parent" || snap.FormatStatus != store.FormatCurrent {
 		t.Fatalf("Stat(v1-seeded) = %+v, %v", snap, err)
 	}
 }

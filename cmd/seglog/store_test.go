@@ -2,14 +2,13 @@ package main
 
 import (
 	"bytes"
+	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/testgen"
 )
 
 // cliGuarded runs the CLI but gives up (failing the test) if it does not
@@ -109,7 +108,7 @@ func TestNoDefaultStoreCreated(t *testing.T) {
 // in a directory that does not exist yet.
 func TestImportCreatesTheStore(t *testing.T) {
 	root := t.TempDir()
-	h := engine.Header{Version: 3, ID: "one", CreatedAt: 1}
+	h := store.Header{Version: 3, ID: "one", CreatedAt: 1}
 	writeLog(t, root, h, testgen.V3Events(0, 3, 100), 3)
 	dir := filepath.Join(t.TempDir(), "new", "store")
 	if out, code := cli(t, "import", root, "--dir", dir); code != 0 || !strings.Contains(out, "imported 1 sessions") {

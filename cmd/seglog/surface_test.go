@@ -9,6 +9,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -17,15 +18,15 @@ import (
 // (migrated).
 func TestImportRefusesSurfaceBreakers(t *testing.T) {
 	root, dir := t.TempDir(), filepath.Join(t.TempDir(), "store")
-	writeLog(t, root, engine.Header{Version: 3, ID: "good", CreatedAt: 1}, testgen.V3Events(0, 9, 80), 3)
+	writeLog(t, root, store.Header{Version: 3, ID: "good", CreatedAt: 1}, testgen.V3Events(0, 9, 80), 3)
 	// testgen.Events' seq 1 is an assistant/message without surfaceOp.
-	writeLog(t, root, engine.Header{Version: 3, ID: "bad", CreatedAt: 1}, testgen.Events(0, 4, 80), 3)
-	writeLog(t, root, engine.Header{Version: 2, ID: "old", CreatedAt: 1}, testgen.V2Turns("", 2), 2)
+	writeLog(t, root, store.Header{Version: 3, ID: "bad", CreatedAt: 1}, testgen.Events(0, 4, 80), 3)
+	writeLog(t, root, store.Header{Version: 2, ID: "old", CreatedAt: 1}, testgen.V2Turns("", 2), 2)
 	// A v2 log whose user message cites a later event: its migration
 	// keeps that, and the v3 rules refuse it.
 	late := testgen.V2Turns("", 1)
 	late[2].SourceEventSeqs = []uint64{4}
-	writeLog(t, root, engine.Header{Version: 2, ID: "old-bad", CreatedAt: 1}, late, 2)
+	writeLog(t, root, store.Header{Version: 2, ID: "old-bad", CreatedAt: 1}, late, 2)
 	out, code := cli(t, "import", root, "--dir", dir)
 	if code != 1 || !strings.Contains(out, "imported 2 sessions") || !strings.Contains(out, "2 of 4 session logs refused") {
 		t.Fatalf("import: exit %d\n%s", code, out)
@@ -53,7 +54,7 @@ func TestCheckStrict(t *testing.T) {
 	}
 	ctx := context.Background()
 	for id, evs := range map[string][]event.Event{"good": testgen.V3Events(0, 9, 80), "bad": testgen.Events(0, 4, 80)} {
-		h, err := db.Create(ctx, engine.Header{Version: engine.FormatVersion, ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{Version: store.FormatVersion, ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,9 +7,8 @@ import (
 	"os"
 	"os/signal"
 
+	"github.com/seglog/seglog/store"
 	"github.com/spf13/cobra"
-
-	"github.com/seglog/seglog/engine"
 )
 
 func newTailCmd(w io.Writer, dir *string) *cobra.Command {
@@ -40,7 +39,7 @@ func runTail(ctx context.Context, w io.Writer, dir, id string, n int, follow boo
 		return err
 	}
 	defer db.Close()
-	h, err := db.Open(ctx, id, engine.Read)
+	h, err := db.Open(ctx, id, store.Read)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -60,7 +61,7 @@ func TestTailFollowsAWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h, _ := db.Create(ctx, engine.Header{ID: "live", CreatedAt: 1})
+	h, _ := db.Create(ctx, store.Header{ID: "live", CreatedAt: 1})
 	h.Append(ctx, testgen.Events(0, 5, 100)...)
 	h.Flush(ctx)
 
@@ -106,7 +107,7 @@ func TestTailMissingSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := runTail(ctx, &bytes.Buffer{}, dir, "nope", 10, true)
-	if !errors.Is(err, engine.ErrSessionNotFound) || ctx.Err() != nil {
+	if !errors.Is(err, store.ErrSessionNotFound) || ctx.Err() != nil {
 		t.Fatalf("tail -f of a missing session: %v (context: %v)", err, ctx.Err())
 	}
 	for _, args := range [][]string{{"tail", "nope", "-f"}, {"tail", "nope"}} {

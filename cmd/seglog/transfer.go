@@ -23,6 +23,7 @@ import (
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 )
 
 func newImportCmd(w, stderr io.Writer, dir *string) *cobra.Command {
@@ -422,9 +423,9 @@ func closeGroup(ctx context.Context, db *engine.DB, hs []*engine.Handle) error {
 
 // importLog creates the session and appends its events; the caller flushes.
 func importLog(ctx context.Context, db *engine.DB, log *jsonl.Log) (*engine.Handle, error) {
-	var opts []engine.CreateOption
+	var opts []store.CreateOption
 	if log.Header.IsSeeded {
-		opts = append(opts, engine.Inherited(log.Inherited))
+		opts = append(opts, store.Inherited(log.Inherited))
 	}
 	h, err := db.Create(ctx, log.Header, opts...)
 	if err != nil {
@@ -493,7 +494,7 @@ func runExport(w io.Writer, prog *progress, dir, root string, ids []string, comp
 		if err != nil && !all {
 			return err
 		}
-		if errors.Is(err, engine.ErrSessionNotFound) {
+		if errors.Is(err, store.ErrSessionNotFound) {
 			// Deleted since the listing (another process writes the
 			// store): --all exports the sessions there are.
 			fmt.Fprintf(w, "%s: deleted meanwhile, skipped\n", id)
@@ -561,15 +562,15 @@ func writeAtomic(path string, b []byte) (err error) {
 
 // exportSession writes one session's log under root and returns its event
 // count and path. Its errors name the session (the engine's do, its own
-// are an *engine.SessionError of Op "export").
+// are an *store.SessionError of Op "export").
 func exportSession(ctx context.Context, db *engine.DB, root, id string, compressed bool) (int, string, error) {
 	fail := func(err error) (int, string, error) {
 		if errors.Is(err, syscall.ENAMETOOLONG) {
 			err = fmt.Errorf("its log path in the reference layout is %w on this file system: %w", errNameTooLong, err)
 		}
-		return 0, "", &engine.SessionError{ID: id, Op: "export", Err: err}
+		return 0, "", &store.SessionError{ID: id, Op: "export", Err: err}
 	}
-	h, err := db.Open(ctx, id, engine.Read)
+	h, err := db.Open(ctx, id, store.Read)
 	if err != nil {
 		return 0, "", err
 	}
@@ -702,7 +703,7 @@ func runMigrate(w io.Writer, dir string, ids []string) error {
 			return err
 		}
 		for _, s := range snaps {
-			if s.FormatStatus == engine.FormatMigrationRequired {
+			if s.FormatStatus == store.FormatMigrationRequired {
 				ids = append(ids, s.Header.ID)
 			}
 		}
@@ -716,7 +717,7 @@ func runMigrate(w io.Writer, dir string, ids []string) error {
 		if err != nil {
 			return err
 		}
-		if before.FormatStatus == engine.FormatCurrent {
+		if before.FormatStatus == store.FormatCurrent {
 			fmt.Fprintf(w, "%s: already v%d\n", id, after.Header.Version)
 			continue
 		}

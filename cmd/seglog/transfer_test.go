@@ -15,6 +15,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/jsonl"
+	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
 
@@ -24,7 +25,7 @@ import (
 func makeRoot(t testing.TB, root string, n int) map[string][]event.Event {
 	t.Helper()
 	want := map[string][]event.Event{}
-	write := func(h engine.Header, evs []event.Event, compressed bool, tail string) {
+	write := func(h store.Header, evs []event.Event, compressed bool, tail string) {
 		b, err := jsonl.Encode(h, evs, compressed, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -37,7 +38,7 @@ func makeRoot(t testing.TB, root string, n int) map[string][]event.Event {
 		}
 	}
 	for i := range n {
-		h := engine.Header{Version: 3, ID: fmt.Sprintf("sess/%04d", i), CreatedAt: int64(1_700_000_000_000 + i), Cwd: fmt.Sprintf("/work/p%d", i%7)}
+		h := store.Header{Version: 3, ID: fmt.Sprintf("sess/%04d", i), CreatedAt: int64(1_700_000_000_000 + i), Cwd: fmt.Sprintf("/work/p%d", i%7)}
 		evs := testgen.V3Events(0, 5+i%40, 250)
 		tail := ""
 		if i == 3 {
@@ -47,7 +48,7 @@ func makeRoot(t testing.TB, root string, n int) map[string][]event.Event {
 		want[h.ID] = evs
 	}
 	// A seeded fork: the parent's first 3 events, the marker, its own.
-	fork := engine.Header{Version: 3, ID: "fork", CreatedAt: 5, ParentSession: "sess/0000", IsSeeded: true, Origin: "subagent", DelegationDepth: 1}
+	fork := store.Header{Version: 3, ID: "fork", CreatedAt: 5, ParentSession: "sess/0000", IsSeeded: true, Origin: "subagent", DelegationDepth: 1}
 	evs := append(testgen.V3Events(0, 3, 100), event.Event{Seq: 3, Type: "session/end-seed", Time: 9, Data: []byte(`{"inherited":true}`)})
 	evs = append(evs, testgen.V3Events(4, 4, 100)...)
 	write(fork, evs, false, "")
@@ -56,7 +57,7 @@ func makeRoot(t testing.TB, root string, n int) map[string][]event.Event {
 	v4 := filepath.Join(root, "_no-cwd", "future", jsonl.FileName(false))
 	os.MkdirAll(filepath.Dir(v4), 0o700)
 	os.WriteFile(v4, []byte(`{"type":"session","version":4,"id":"future"}`+"\n"), 0o600)
-	odd := engine.Header{Version: 3, ID: "odd"}
+	odd := store.Header{Version: 3, ID: "odd"}
 	write(odd, []event.Event{{Seq: 0, Type: "mystery/event", Time: 1, Data: []byte(`{}`)}}, false, "")
 	return want
 }
@@ -72,7 +73,7 @@ func readAll(t *testing.T, dir string) map[string][]event.Event {
 	snaps, _ := db.List(ctx)
 	out := map[string][]event.Event{}
 	for _, s := range snaps {
-		h, _ := db.Open(ctx, s.Header.ID, engine.Read)
+		h, _ := db.Open(ctx, s.Header.ID, store.Read)
 		evs, err := h.Read(ctx, 0, -1)
 		if err != nil {
 			t.Fatal(err)
@@ -85,9 +86,9 @@ func readAll(t *testing.T, dir string) map[string][]event.Event {
 func TestImportExportRoundTrip(t *testing.T) {
 	root := t.TempDir()
 	want := makeRoot(t, root, 30)
-	store := t.TempDir()
+	storeDir := t.TempDir()
 	var out bytes.Buffer
-	rep, err := runImport(&out, nil, store, root, importOptions{})
+	rep, err := runImport(&out, nil, storeDir, root, importOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +98,12 @@ func TestImportExportRoundTrip(t *testing.T) {
 	if !strings.Contains(out.String(), "v4") || !strings.Contains(out.String(), "mystery/event") {
 		t.Errorf("refusals do not name their reasons:\n%s", out.String())
 	}
-	got := readAll(t, store)
+	got := readAll(t, storeDir)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("imported logs mismatch (-want +got):\n%s", diff)
 	}
 	// The fork keeps its seed shape.
-	db, _ := engine.Open(store, &engine.Options{ReadOnly: true})
+	db, _ := engine.Open(storeDir, &engine.Options{ReadOnly: true})
 	snap, err := db.Stat(context.Background(), "fork")
 	db.Close()
 	if err != nil || snap.InheritedEventCount != 3 || !snap.Header.IsSeeded || snap.Header.ParentSession != "sess/0000" {
@@ -111,7 +112,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 
 	for _, compressed := range []bool{false, true} {
 		exported := t.TempDir()
-		args := []string{"export", "--all", exported, "--dir", store}
+		args := []string{"export", "--all", exported, "--dir", storeDir}
 		if compressed {
 			args = append(args, "--zstd")
 		}
@@ -121,7 +122,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 		if !compressed {
 			// Untorn plain logs come back byte for byte.
 			for _, id := range []string{"sess/0000", "sess/0002", "fork"} {
-				h := engine.Header{ID: id}
+				h := store.Header{ID: id}
 				orig, _ := os.ReadFile(mustPath(t, root, id, want))
 				h = headerOf(t, orig)
 				p, _ := jsonl.LogPath(exported, h, false)
@@ -141,7 +142,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 	}
 }
 
-func headerOf(t *testing.T, b []byte) engine.Header {
+func headerOf(t *testing.T, b []byte) store.Header {
 	h, err := jsonl.ParseHeader(b[:bytes.IndexByte(b, '\n')])
 	if err != nil {
 		t.Fatal(err)
@@ -173,10 +174,10 @@ func BenchmarkImport1000(b *testing.B) {
 	var rep *importReport
 	for b.Loop() {
 		b.StopTimer()
-		store := b.TempDir()
+		storeDir := b.TempDir()
 		b.StartTimer()
 		var err error
-		if rep, err = runImport(io.Discard, nil, store, root, importOptions{}); err != nil {
+		if rep, err = runImport(io.Discard, nil, storeDir, root, importOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -207,10 +208,10 @@ func TestExportAllGoesOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	long := "m" + strings.Repeat("x", engine.MaxIDLen-1)
+	long := "m" + strings.Repeat("x", store.MaxIDLen-1)
 	ids := []string{"a", long, "z"} // the long one in the middle, as List orders them
 	for _, id := range ids {
-		h, err := db.Create(ctx, engine.Header{ID: id, CreatedAt: 1})
+		h, err := db.Create(ctx, store.Header{ID: id, CreatedAt: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +230,7 @@ func TestExportAllGoesOn(t *testing.T) {
 		t.Errorf("export --all: exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, id := range []string{"a", "z"} {
-		path, _ := jsonl.LogPath(root, engine.Header{ID: id}, false)
+		path, _ := jsonl.LogPath(root, store.Header{ID: id}, false)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Errorf("%s not exported: %v", id, err)
@@ -267,7 +268,7 @@ func TestInspectorShowsUnregisteredTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func TestInspectorShowsUnregisteredTypes(t *testing.T) {
 	if out, code := cli(t, "export", "s", root, "--dir", dir); code != 0 {
 		t.Fatalf("export: exit %d:\n%s", code, out)
 	}
-	path, _ := jsonl.LogPath(root, engine.Header{Version: 3, ID: "s"}, false)
+	path, _ := jsonl.LogPath(root, store.Header{Version: 3, ID: "s"}, false)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +316,7 @@ func TestCatBalanced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +344,7 @@ func TestCatBalanced(t *testing.T) {
 // than this build reads is refused whole; import exits 1.
 func TestImportRefusesUnsupportedNames(t *testing.T) {
 	root, dir := t.TempDir(), filepath.Join(t.TempDir(), "store")
-	put := func(id, name string, h engine.Header) {
+	put := func(id, name string, h store.Header) {
 		b, err := jsonl.Encode(h, testgen.V3Events(0, 2, 50), false, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -354,11 +355,11 @@ func TestImportRefusesUnsupportedNames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put("good", "session.v3.jsonl", engine.Header{Version: 3, ID: "good", CreatedAt: 1})
+	put("good", "session.v3.jsonl", store.Header{Version: 3, ID: "good", CreatedAt: 1})
 	// v0's log is session.jsonl: a ".v0" name is none the reference writes.
-	put("flat", "session.v0.jsonl", engine.Header{Version: 3, ID: "flat", CreatedAt: 1})
-	put("newer", "session.v3.jsonl", engine.Header{Version: 3, ID: "newer", CreatedAt: 1})
-	put("newer", "session.v4.jsonl", engine.Header{Version: 3, ID: "newer", CreatedAt: 1})
+	put("flat", "session.v0.jsonl", store.Header{Version: 3, ID: "flat", CreatedAt: 1})
+	put("newer", "session.v3.jsonl", store.Header{Version: 3, ID: "newer", CreatedAt: 1})
+	put("newer", "session.v4.jsonl", store.Header{Version: 3, ID: "newer", CreatedAt: 1})
 	out, code := cli(t, "--dir", dir, "import", root)
 	for _, want := range []string{"imported 1 sessions", "flat/session.v0.jsonl: unsupported log file name", "newer/session.v4.jsonl: log format v4 is newer",
 		"newer/session.v3.jsonl: the session also has a newer log", "3 of 4 session logs refused"} {
@@ -408,7 +409,7 @@ func TestExportImportHostTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := db.Create(ctx, engine.Header{ID: "s", CreatedAt: 1})
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestExportImportHostTypes(t *testing.T) {
 	if out, code := cli(t, "export", "s", root, "--dir", dir, "--zstd"); code != 0 {
 		t.Fatalf("export --zstd: %d\n%s", code, out)
 	}
-	plain, _ := jsonl.LogPath(root, engine.Header{Version: 3, ID: "s"}, false)
+	plain, _ := jsonl.LogPath(root, store.Header{Version: 3, ID: "s"}, false)
 	if _, err := os.Stat(plain); !os.IsNotExist(err) {
 		t.Errorf("the uncompressed export is still beside the compressed one: %v", err)
 	}
@@ -460,11 +461,11 @@ func TestImportRegisterChecksFirst(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("import with a bad --register created %s: %v", dir, err)
 	}
-	store := copyStore(t, cleanStore)
-	if err := os.WriteFile(filepath.Join(store, "types.json"), []byte("garbage"), 0o644); err != nil {
+	storeDir := copyStore(t, cleanStore)
+	if err := os.WriteFile(filepath.Join(storeDir, "types.json"), []byte("garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := cli(t, "import", root, "--dir", store, "--register", "acme/*"); code != 1 || !strings.Contains(out, "damaged types.json") {
+	if out, code := cli(t, "import", root, "--dir", storeDir, "--register", "acme/*"); code != 1 || !strings.Contains(out, "damaged types.json") {
 		t.Errorf("import --register into a store with a damaged types.json: exit %d, want 1\n%s", code, out)
 	}
 }

@@ -11,15 +11,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
 )
 
 // Meta is the reference fixture meta(id).
-func Meta(id string) engine.Header {
-	return engine.Header{Version: engine.FormatVersion, ID: id, CreatedAt: 1000}
+func Meta(id string) store.Header {
+	return store.Header{Version: store.FormatVersion, ID: id, CreatedAt: 1000}
 }
 
 func ev(seq uint64, typ, data string) event.Event {
@@ -150,7 +150,7 @@ func (e *env) wantListing(what, id, title string, updatedAt int64) {
 	if err != nil || snap.Title != title || snap.UpdatedAt != updatedAt {
 		e.t.Errorf("%s: Stat: title %q, updated %d, %v; want %q, %d", what, snap.Title, snap.UpdatedAt, err, title, updatedAt)
 	}
-	page, _, err := e.s.ListPage(e.ctx, engine.ListOptions{Prefix: id, OrderBy: engine.OrderUpdated})
+	page, _, err := e.s.ListPage(e.ctx, store.ListOptions{Prefix: id, OrderBy: store.OrderUpdated})
 	if err != nil || len(page) == 0 || page[0].Title != title || page[0].UpdatedAt != updatedAt {
 		e.t.Errorf("%s: ListPage: %+v, %v; want title %q, updated %d", what, page, err, title, updatedAt)
 	}
@@ -165,7 +165,7 @@ func (e *env) create(id string) Session {
 	return h
 }
 
-func (e *env) open(id string, a engine.Access) Session {
+func (e *env) open(id string, a store.Access) Session {
 	e.t.Helper()
 	h, err := e.s.Open(e.ctx, id, a)
 	if err != nil {
@@ -251,7 +251,7 @@ func seqs(evs []event.Event) []uint64 {
 var contractCases = []contractCase{
 	{"C1/create-append-read-slices", func(e *env) {
 		h := e.create("s")
-		if h.Access() != engine.Write || h.ID() != "s" || h.Header() != Meta("s") {
+		if h.Access() != store.Write || h.ID() != "s" || h.Header() != Meta("s") {
 			e.t.Errorf("handle = %v %q %+v", h.Access(), h.ID(), h.Header())
 		}
 		e.append(h, OneTurn()...)
@@ -271,12 +271,12 @@ var contractCases = []contractCase{
 		h := e.create("s")
 		e.append(h, OneTurn()...)
 		_, err := h.Read(e.ctx, -1, -1)
-		e.wantErr("read(-1)", err, engine.ErrInvalidArgument)
+		e.wantErr("read(-1)", err, store.ErrInvalidArgument)
 	}},
 	{"C3/pending-id-twice-then-free-after-close", func(e *env) {
 		h := e.create("s")
 		_, err := e.s.Create(e.ctx, Meta("s"))
-		e.wantErr("second create", err, engine.ErrSessionExists)
+		e.wantErr("second create", err, store.ErrSessionExists)
 		if err := h.Close(); err != nil {
 			e.t.Fatal(err)
 		}
@@ -298,7 +298,7 @@ var contractCases = []contractCase{
 		for _, err := range errs {
 			if err == nil {
 				won++
-			} else if !errors.Is(err, engine.ErrSessionExists) {
+			} else if !errors.Is(err, store.ErrSessionExists) {
 				e.t.Errorf("losing create: %v, want ErrSessionExists", err)
 			}
 		}
@@ -314,25 +314,25 @@ var contractCases = []contractCase{
 		}
 		e.restart(false)
 		_, err := e.s.Create(e.ctx, Meta("s"))
-		e.wantErr("create in fresh instance", err, engine.ErrSessionExists)
+		e.wantErr("create in fresh instance", err, store.ErrSessionExists)
 	}},
 	{"C6/open-absent-id", func(e *env) {
-		for _, a := range []engine.Access{engine.Read, engine.Write} {
+		for _, a := range []store.Access{store.Read, store.Write} {
 			_, err := e.s.Open(e.ctx, "nope", a)
-			e.wantErr("open "+a.String(), err, engine.ErrSessionNotFound)
+			e.wantErr("open "+a.String(), err, store.ErrSessionNotFound)
 		}
 	}},
 	{"C7/creator-owns-until-close", func(e *env) {
 		h := e.create("s")
-		_, err := e.s.Open(e.ctx, "s", engine.Write)
-		e.wantErr("open(write) before append", err, engine.ErrAlreadyOwned)
+		_, err := e.s.Open(e.ctx, "s", store.Write)
+		e.wantErr("open(write) before append", err, store.ErrAlreadyOwned)
 		e.append(h, OneTurn()...)
-		_, err = e.s.Open(e.ctx, "s", engine.Write)
-		e.wantErr("open(write) after append", err, engine.ErrAlreadyOwned)
+		_, err = e.s.Open(e.ctx, "s", store.Write)
+		e.wantErr("open(write) after append", err, store.ErrAlreadyOwned)
 		if err := h.Close(); err != nil {
 			e.t.Fatal(err)
 		}
-		w := e.open("s", engine.Write)
+		w := e.open("s", store.Write)
 		e.append(w, Turn2()...)
 		if got := seqs(e.read(w, 0, -1)); !cmp.Equal(got, []uint64{0, 1, 2, 3, 4, 5, 6, 7}) {
 			e.t.Errorf("seqs %v", got)
@@ -341,10 +341,10 @@ var contractCases = []contractCase{
 	{"C8/read-handle-is-read-only", func(e *env) {
 		h := e.create("s")
 		e.append(h, OneTurn()...)
-		r := e.open("s", engine.Read)
-		e.wantErr("append on read handle", r.Append(e.ctx, Turn2()...), engine.ErrReadOnly)
-		e.wantErr("flush on read handle", r.Flush(e.ctx), engine.ErrReadOnly)
-		e.wantErr("enqueue on read handle", r.Enqueue(Turn2()...), engine.ErrReadOnly)
+		r := e.open("s", store.Read)
+		e.wantErr("append on read handle", r.Append(e.ctx, Turn2()...), store.ErrReadOnly)
+		e.wantErr("flush on read handle", r.Flush(e.ctx), store.ErrReadOnly)
+		e.wantErr("enqueue on read handle", r.Enqueue(Turn2()...), store.ErrReadOnly)
 		e.wantEvents("log unchanged", OneTurn(), e.read(r, 0, -1))
 	}},
 	{"C9/closed-handle", func(e *env) {
@@ -357,10 +357,10 @@ var contractCases = []contractCase{
 			e.t.Errorf("second close: %v", err)
 		}
 		_, err := h.Read(e.ctx, 0, -1)
-		e.wantErr("read after close", err, engine.ErrHandleClosed)
-		e.wantErr("append after close", h.Append(e.ctx, Turn2()...), engine.ErrHandleClosed)
-		e.wantErr("flush after close", h.Flush(e.ctx), engine.ErrHandleClosed)
-		w := e.open("s", engine.Write) // closing freed ownership
+		e.wantErr("read after close", err, store.ErrHandleClosed)
+		e.wantErr("append after close", h.Append(e.ctx, Turn2()...), store.ErrHandleClosed)
+		e.wantErr("flush after close", h.Flush(e.ctx), store.ErrHandleClosed)
+		w := e.open("s", store.Write) // closing freed ownership
 		w.Close()
 	}},
 	{"C10/service-flush-durable-closing-creator-not", func(e *env) {
@@ -376,10 +376,10 @@ var contractCases = []contractCase{
 		if _, err := e.s.Stat(e.ctx, "A"); err != nil {
 			e.t.Errorf("A after restart: %v", err)
 		}
-		r := e.open("A", engine.Read)
+		r := e.open("A", store.Read)
 		e.wantEvents("A is empty", nil, e.read(r, 0, -1))
 		_, err := e.s.Stat(e.ctx, "B")
-		e.wantErr("B after restart", err, engine.ErrSessionNotFound)
+		e.wantErr("B after restart", err, store.ErrSessionNotFound)
 	}},
 	{"C11/created-never-appended", func(e *env) {
 		h := e.create("s")
@@ -391,31 +391,31 @@ var contractCases = []contractCase{
 		if !e.listed("s") {
 			e.t.Error("not listed")
 		}
-		e.wantEvents("reader reads", nil, e.read(e.open("s", engine.Read), 0, -1))
+		e.wantEvents("reader reads", nil, e.read(e.open("s", store.Read), 0, -1))
 		e.restart(false)
 		_, err = e.s.Stat(e.ctx, "s")
-		e.wantErr("stat in fresh instance", err, engine.ErrSessionNotFound)
+		e.wantErr("stat in fresh instance", err, store.ErrSessionNotFound)
 		if e.listed("s") {
 			e.t.Error("listed in fresh instance")
 		}
-		_, err = e.s.Open(e.ctx, "s", engine.Read)
-		e.wantErr("open in fresh instance", err, engine.ErrSessionNotFound)
+		_, err = e.s.Open(e.ctx, "s", store.Read)
+		e.wantErr("open in fresh instance", err, store.ErrSessionNotFound)
 	}},
 	{"C12/close-without-append-erases", func(e *env) {
 		h := e.create("s")
-		r := e.open("s", engine.Read)
+		r := e.open("s", store.Read)
 		if err := h.Close(); err != nil {
 			e.t.Fatal(err)
 		}
 		_, err := e.s.Stat(e.ctx, "s")
-		e.wantErr("stat", err, engine.ErrSessionNotFound)
+		e.wantErr("stat", err, store.ErrSessionNotFound)
 		if e.listed("s") {
 			e.t.Error("still listed")
 		}
-		_, err = e.s.Open(e.ctx, "s", engine.Read)
-		e.wantErr("open(read)", err, engine.ErrSessionNotFound)
+		_, err = e.s.Open(e.ctx, "s", store.Read)
+		e.wantErr("open(read)", err, store.ErrSessionNotFound)
 		_, err = r.Read(e.ctx, 0, -1)
-		e.wantErr("read through an earlier reader", err, engine.ErrSessionNotFound)
+		e.wantErr("read through an earlier reader", err, store.ErrSessionNotFound)
 	}},
 	{"C13/flush-of-empty-session-is-durable", func(e *env) {
 		h := e.create("s")
@@ -430,13 +430,13 @@ var contractCases = []contractCase{
 		if err != nil || snap.Header != Meta("s") || snap.EventCount != 0 {
 			e.t.Errorf("stat = %+v, %v", snap, err)
 		}
-		e.wantEvents("read", nil, e.read(e.open("s", engine.Read), 0, -1))
+		e.wantEvents("read", nil, e.read(e.open("s", store.Read), 0, -1))
 	}},
 	{"C14/readers-see-appends", func(e *env) {
 		h := e.create("s")
-		early := e.open("s", engine.Read)
+		early := e.open("s", store.Read)
 		e.append(h, OneTurn()...)
-		late := e.open("s", engine.Read)
+		late := e.open("s", store.Read)
 		e.wantEvents("early reader", OneTurn(), e.read(early, 0, -1))
 		e.wantEvents("late reader", OneTurn(), e.read(late, 0, -1))
 	}},
@@ -447,7 +447,7 @@ var contractCases = []contractCase{
 			e.t.Fatal(err)
 		}
 		e.restart(false)
-		w := e.open("s", engine.Write)
+		w := e.open("s", store.Write)
 		e.append(w, Turn2()...)
 		e.wantEvents("0-7", append(OneTurn(), Turn2()...), e.read(w, 0, -1))
 	}},
@@ -455,7 +455,7 @@ var contractCases = []contractCase{
 		h := e.create("s")
 		e.append(h, OneTurn()...)
 		err := h.Append(e.ctx, OneTurn()...)
-		var se *engine.SeqError
+		var se *store.SeqError
 		if !errors.As(err, &se) || se.Expected != 6 || se.Index != 0 || se.Got != 0 {
 			e.t.Errorf("re-append: %v, want *SeqError expected 6", err)
 		}
@@ -485,7 +485,7 @@ var contractCases = []contractCase{
 		if n := h.Len(); n != uint64(len(all)) {
 			e.t.Errorf("Len after the rest appended: %d, want %d", n, len(all))
 		}
-		r := e.open("s", engine.Read)
+		r := e.open("s", store.Read)
 		if n := r.Len(); n != 0 {
 			e.t.Errorf("Len of a read handle before any read: %d", n)
 		}
@@ -531,7 +531,7 @@ var contractCases = []contractCase{
 			e.t.Errorf("inspect of the closed turn: %d events, closers %v, %v", len(in.Events), in.Closers, err)
 		}
 		_, err = e.s.Inspect(e.ctx, "nope")
-		e.wantErr("inspect of a missing session", err, engine.ErrSessionNotFound)
+		e.wantErr("inspect of a missing session", err, store.ErrSessionNotFound)
 	}},
 	{"store/fork-reads-as-the-parent-prefix", func(e *env) {
 		p := e.create("p")
@@ -545,7 +545,7 @@ var contractCases = []contractCase{
 			e.t.Fatalf("Fork: %v", err)
 		}
 		hdr := c.Header()
-		if c.ID() != "c" || c.Access() != engine.Write || !hdr.IsSeeded || hdr.ParentSession != "p" || c.InheritedEventCount() != 6 || c.Len() != 7 {
+		if c.ID() != "c" || c.Access() != store.Write || !hdr.IsSeeded || hdr.ParentSession != "p" || c.InheritedEventCount() != 6 || c.Len() != 7 {
 			e.t.Errorf("fork handle: id %q access %v header %+v inherited %d len %d", c.ID(), c.Access(), hdr, c.InheritedEventCount(), c.Len())
 		}
 		got := e.read(c, 0, -1)
@@ -553,7 +553,7 @@ var contractCases = []contractCase{
 			e.t.Fatalf("fork holds %d events, want 7", len(got))
 		}
 		e.wantEvents("inherited prefix", parent[:6], got[:6])
-		if m := got[6]; m.Seq != 6 || !engine.IsInheritedMarker(&m) {
+		if m := got[6]; m.Seq != 6 || !store.IsInheritedMarker(&m) {
 			e.t.Errorf("seq 6 of the fork: %+v, want the inherited end-seed marker", m)
 		}
 		own := ev(7, "turn/start", `{"turn":1}`)
@@ -573,9 +573,9 @@ var contractCases = []contractCase{
 		if err != nil || st.EventCount != 8 || st.InheritedEventCount != 6 || !st.Header.IsSeeded || st.Header.ParentSession != "p" {
 			e.t.Errorf("Stat of the fork after a restart: %+v, %v", st, err)
 		}
-		w := e.open("c", engine.Write) // its seed marker is where the rules want it
+		w := e.open("c", store.Write) // its seed marker is where the rules want it
 		e.wantEvents("fork after a restart", append(append(parent[:6:6], got[6]), own), e.read(w, 0, -1))
-		if n := len(e.read(e.open("p", engine.Read), 0, -1)); n != 9 {
+		if n := len(e.read(e.open("p", store.Read), 0, -1)); n != 9 {
 			e.t.Errorf("parent holds %d events after the fork, want 9", n)
 		}
 		// A fork of the fork inherits both markers; the last is its cut.
@@ -584,11 +584,11 @@ var contractCases = []contractCase{
 			e.t.Fatalf("Fork of a fork: %v", err)
 		}
 		gs := e.read(g, 0, -1)
-		if len(gs) != 9 || !engine.IsInheritedMarker(&gs[6]) || !engine.IsInheritedMarker(&gs[8]) || g.InheritedEventCount() != 8 {
+		if len(gs) != 9 || !store.IsInheritedMarker(&gs[6]) || !store.IsInheritedMarker(&gs[8]) || g.InheritedEventCount() != 8 {
 			e.t.Errorf("fork of a fork: %d events, inherited %d", len(gs), g.InheritedEventCount())
 		}
 		g.Close()
-		if _, err := e.s.Open(e.ctx, "g", engine.Write); err != nil {
+		if _, err := e.s.Open(e.ctx, "g", store.Write); err != nil {
 			e.t.Errorf("write open of a fork of a fork: %v", err)
 		}
 	}},
@@ -622,20 +622,20 @@ var contractCases = []contractCase{
 			e.t.Fatal(err)
 		}
 		_, err := e.s.Fork(e.ctx, "p", 7, Meta("c"))
-		e.wantErr("fork past the parent's end", err, engine.ErrInvalidArgument)
-		var re *engine.ForkRangeError
+		e.wantErr("fork past the parent's end", err, store.ErrInvalidArgument)
+		var re *store.ForkRangeError
 		if !errors.As(err, &re) || re.Len != 6 || re.N != 7 {
 			e.t.Errorf("fork past the end: %v, want a *ForkRangeError of 7 against 6", err)
 		}
 		_, err = e.s.Fork(e.ctx, "nope", 0, Meta("c"))
-		e.wantErr("fork of a missing session", err, engine.ErrSessionNotFound)
+		e.wantErr("fork of a missing session", err, store.ErrSessionNotFound)
 		bad := Meta("c")
 		bad.ParentSession = "other"
 		_, err = e.s.Fork(e.ctx, "p", 2, bad)
-		e.wantErr("fork naming another parent", err, engine.ErrInvalidHeader)
+		e.wantErr("fork naming another parent", err, store.ErrInvalidHeader)
 		_, err = e.s.Fork(e.ctx, "p", 2, Meta("p"))
-		e.wantErr("fork onto its parent's id", err, engine.ErrInvalidHeader)
-		if _, err := e.s.Stat(e.ctx, "c"); !errors.Is(err, engine.ErrSessionNotFound) {
+		e.wantErr("fork onto its parent's id", err, store.ErrInvalidHeader)
+		if _, err := e.s.Stat(e.ctx, "c"); !errors.Is(err, store.ErrSessionNotFound) {
 			e.t.Errorf("a refused fork left session c: %v", err)
 		}
 		x := e.create("x")
@@ -644,13 +644,13 @@ var contractCases = []contractCase{
 			e.t.Fatal(err)
 		}
 		_, err = e.s.Fork(e.ctx, "p", 2, Meta("x"))
-		e.wantErr("fork onto an existing id", err, engine.ErrSessionExists)
+		e.wantErr("fork onto an existing id", err, store.ErrSessionExists)
 		// n = 0: nothing inherited but the marker.
 		z, err := e.s.Fork(e.ctx, "p", 0, Meta("z"))
 		if err != nil {
 			e.t.Fatalf("fork at 0: %v", err)
 		}
-		if evs := e.read(z, 0, -1); len(evs) != 1 || !engine.IsInheritedMarker(&evs[0]) {
+		if evs := e.read(z, 0, -1); len(evs) != 1 || !store.IsInheritedMarker(&evs[0]) {
 			e.t.Errorf("fork at 0 holds %v", seqs(evs))
 		}
 	}},
@@ -661,7 +661,7 @@ var contractCases = []contractCase{
 			all = append(all, ev(seq, "user/message", fmt.Sprintf(`{"n":%d}`, seq)))
 		}
 		e.append(h, all...)
-		r := e.open("s", engine.Read)
+		r := e.open("s", store.Read)
 		collect := func(from, stop int) ([]event.Event, error) {
 			var out []event.Event
 			for ev, err := range r.Events(e.ctx, from) {
@@ -689,7 +689,7 @@ var contractCases = []contractCase{
 		}
 		r.Close()
 		_, err = collect(0, -1)
-		e.wantErr("events of a closed handle", err, engine.ErrHandleClosed)
+		e.wantErr("events of a closed handle", err, store.ErrHandleClosed)
 	}},
 	{"store/list-page-filters-and-pages", func(e *env) {
 		for _, id := range []string{"b/2", "a/1", "a/3", "b/1", "a/2"} {
@@ -702,31 +702,31 @@ var contractCases = []contractCase{
 			e.append(h, OneTurn()[:1]...)
 			h.Close()
 		}
-		ids := func(snaps []engine.Snapshot) []string {
+		ids := func(snaps []store.Snapshot) []string {
 			var out []string
 			for _, s := range snaps {
 				out = append(out, s.Header.ID)
 			}
 			return out
 		}
-		page, next, err := e.s.ListPage(e.ctx, engine.ListOptions{Prefix: "a/", Limit: 2})
+		page, next, err := e.s.ListPage(e.ctx, store.ListOptions{Prefix: "a/", Limit: 2})
 		if err != nil || !slices.Equal(ids(page), []string{"a/1", "a/2"}) || next != "a/2" {
 			e.t.Errorf("first page: %v, cursor %q, %v", ids(page), next, err)
 		}
-		page, next, err = e.s.ListPage(e.ctx, engine.ListOptions{Prefix: "a/", Limit: 2, After: next})
+		page, next, err = e.s.ListPage(e.ctx, store.ListOptions{Prefix: "a/", Limit: 2, After: next})
 		if err != nil || !slices.Equal(ids(page), []string{"a/3"}) || next != "" {
 			e.t.Errorf("second page: %v, cursor %q, %v", ids(page), next, err)
 		}
-		page, _, err = e.s.ListPage(e.ctx, engine.ListOptions{Cwd: "/work/b"})
+		page, _, err = e.s.ListPage(e.ctx, store.ListOptions{Cwd: "/work/b"})
 		if err != nil || !slices.Equal(ids(page), []string{"b/1", "b/2"}) {
 			e.t.Errorf("by cwd: %v, %v", ids(page), err)
 		}
-		all, _, err := e.s.ListPage(e.ctx, engine.ListOptions{})
+		all, _, err := e.s.ListPage(e.ctx, store.ListOptions{})
 		if list, _ := e.s.List(e.ctx); err != nil || !slices.Equal(ids(all), ids(list)) {
 			e.t.Errorf("the zero options list %v, List %v (%v)", ids(all), ids(list), err)
 		}
-		_, _, err = e.s.ListPage(e.ctx, engine.ListOptions{Limit: -1})
-		e.wantErr("negative limit", err, engine.ErrInvalidArgument)
+		_, _, err = e.s.ListPage(e.ctx, store.ListOptions{Limit: -1})
+		e.wantErr("negative limit", err, store.ErrInvalidArgument)
 	}},
 	{"store/list-title-and-updated", func(e *env) {
 		h := e.create("s")
@@ -739,7 +739,7 @@ var contractCases = []contractCase{
 		e.wantListing("titled", "s", "First", 2100)
 		e.restart(false)
 		e.wantListing("after a restart", "s", "First", 2100)
-		h = e.open("s", engine.Write)
+		h = e.open("s", store.Write)
 		// A session/title without a string title names nothing; a later
 		// one replaces the title.
 		e.append(h, at(8, 2200, "session/title", `{"messageSeqs":[1]}`))
@@ -757,7 +757,7 @@ var contractCases = []contractCase{
 		h.Close()
 		e.restart(false)
 		e.wantListing("after a second restart", "s", "Third", 2500)
-		r := e.open("s", engine.Read)
+		r := e.open("s", store.Read)
 		defer r.Close()
 		if got := e.read(r, 0, -1); len(got) != 12 {
 			e.t.Errorf("read %d events, want 12", len(got))
@@ -785,15 +785,15 @@ var contractCases = []contractCase{
 			e.flush(h)
 			h.Close()
 		}
-		ids := func(snaps []engine.Snapshot) []string {
+		ids := func(snaps []store.Snapshot) []string {
 			out := []string{}
 			for _, s := range snaps {
 				out = append(out, s.Header.ID)
 			}
 			return out
 		}
-		updated := engine.ListOptions{OrderBy: engine.OrderUpdated, Limit: 2}
-		page := func(what string, opts engine.ListOptions, want []string, wantNext string) string {
+		updated := store.ListOptions{OrderBy: store.OrderUpdated, Limit: 2}
+		page := func(what string, opts store.ListOptions, want []string, wantNext string) string {
 			e.t.Helper()
 			got, next, err := e.s.ListPage(e.ctx, opts)
 			if err != nil || !slices.Equal(ids(got), want) || next != wantNext {
@@ -808,30 +808,30 @@ var contractCases = []contractCase{
 		page("last page", updated, []string{"d"}, "")
 		// A session updated while paging moves ahead of the cursor: the
 		// later pages leave it out, a new listing shows it first.
-		h := e.open("b", engine.Write)
+		h := e.open("b", store.Write)
 		e.append(h, at(2, 9000, "turn/end", `{"turn":0,"reason":{"kind":"completed"}}`))
 		e.flush(h)
 		h.Close()
 		updated.After = "5000:c"
 		page("second page after b's update", updated, []string{"e", "d"}, "")
-		page("a new listing", engine.ListOptions{OrderBy: engine.OrderUpdated}, []string{"b", "a", "c", "e", "d"}, "")
-		page("by cwd", engine.ListOptions{OrderBy: engine.OrderUpdated, Cwd: "/w", Limit: 3}, []string{"b", "a", "c"}, "5000:c")
-		page("by prefix", engine.ListOptions{OrderBy: engine.OrderUpdated, Prefix: "d"}, []string{"d"}, "")
-		all, _, err := e.s.ListPage(e.ctx, engine.ListOptions{OrderBy: engine.OrderUpdated})
+		page("a new listing", store.ListOptions{OrderBy: store.OrderUpdated}, []string{"b", "a", "c", "e", "d"}, "")
+		page("by cwd", store.ListOptions{OrderBy: store.OrderUpdated, Cwd: "/w", Limit: 3}, []string{"b", "a", "c"}, "5000:c")
+		page("by prefix", store.ListOptions{OrderBy: store.OrderUpdated, Prefix: "d"}, []string{"d"}, "")
+		all, _, err := e.s.ListPage(e.ctx, store.ListOptions{OrderBy: store.OrderUpdated})
 		if err == nil && (all[0].Title != "title of b" || all[0].UpdatedAt != 9000 || all[4].Title != "" || all[4].UpdatedAt != 1000) {
 			e.t.Errorf("listing: %+v", all)
 		}
-		_, _, err = e.s.ListPage(e.ctx, engine.ListOptions{OrderBy: engine.OrderUpdated, After: "c"})
-		e.wantErr("an ID cursor in updated order", err, engine.ErrInvalidArgument)
-		_, _, err = e.s.ListPage(e.ctx, engine.ListOptions{OrderBy: 7})
-		e.wantErr("an unknown order", err, engine.ErrInvalidArgument)
+		_, _, err = e.s.ListPage(e.ctx, store.ListOptions{OrderBy: store.OrderUpdated, After: "c"})
+		e.wantErr("an ID cursor in updated order", err, store.ErrInvalidArgument)
+		_, _, err = e.s.ListPage(e.ctx, store.ListOptions{OrderBy: 7})
+		e.wantErr("an unknown order", err, store.ErrInvalidArgument)
 	}},
 	{"C17/invalid-event-writes-nothing", func(e *env) {
 		h := e.create("s")
 		bad := []event.Event{ev(0, "turn/start", `{"turn":0}`), ev(1, "user/message", `[1,2]`)}
 		err := h.Append(e.ctx, bad...)
 		var ie *event.InvalidError
-		if !errors.Is(err, engine.ErrInvalidEvent) || !errors.As(err, &ie) || ie.Index != 1 {
+		if !errors.Is(err, store.ErrInvalidEvent) || !errors.As(err, &ie) || ie.Index != 1 {
 			e.t.Errorf("append: %v, want ErrInvalidEvent naming index 1", err)
 		}
 		e.wantEvents("nothing stored", nil, e.read(h, 0, -1))
@@ -842,8 +842,8 @@ var contractCases = []contractCase{
 		e.append(h, OneTurn()...)
 		refused := func(op string, seq uint64, err error) {
 			e.t.Helper()
-			var ue *engine.UnsupportedEventError
-			if !errors.Is(err, engine.ErrUnsupportedEvent) || !errors.As(err, &ue) || ue.Type != "mystery/event" || ue.Seq != seq {
+			var ue *store.UnsupportedEventError
+			if !errors.Is(err, store.ErrUnsupportedEvent) || !errors.As(err, &ue) || ue.Type != "mystery/event" || ue.Seq != seq {
 				e.t.Errorf("%s of an unregistered type: %v, want *UnsupportedEventError for mystery/event at seq %d", op, err, seq)
 			}
 		}
@@ -852,7 +852,7 @@ var contractCases = []contractCase{
 		refused("append", 6, h.Append(e.ctx, ev(6, "mystery/event", `{}`)))
 		err := h.Enqueue(ev(6, "mystery/event", `{}`))
 		refused("enqueue", 6, err)
-		if se := (*engine.SessionError)(nil); !errors.As(err, &se) || se.Op != "enqueue" {
+		if se := (*store.SessionError)(nil); !errors.As(err, &se) || se.Op != "enqueue" {
 			e.t.Errorf("enqueue's error names the operation %v, want enqueue", err)
 		}
 		if err := h.Flush(e.ctx); err != nil {
@@ -879,15 +879,15 @@ var contractCases = []contractCase{
 		rc.SetCatalog(event.NewCatalog())
 		e.restart(false)
 		for try := range 2 { // the claim is released between tries
-			_, err := e.s.Open(e.ctx, "s", engine.Write)
-			var ue *engine.UnsupportedEventError
-			if !errors.Is(err, engine.ErrUnsupportedEvent) || !errors.As(err, &ue) || ue.Type != "mystery/event" || ue.Seq != 6 {
+			_, err := e.s.Open(e.ctx, "s", store.Write)
+			var ue *store.UnsupportedEventError
+			if !errors.Is(err, store.ErrUnsupportedEvent) || !errors.As(err, &ue) || ue.Type != "mystery/event" || ue.Seq != 6 {
 				e.t.Errorf("open(write) try %d: %v, want *UnsupportedEventError for mystery/event at seq 6", try, err)
 			}
 		}
-		r := e.open("s", engine.Read)
+		r := e.open("s", store.Read)
 		_, err := r.Read(e.ctx, 0, -1)
-		e.wantErr("first read", err, engine.ErrUnsupportedEvent)
+		e.wantErr("first read", err, store.ErrUnsupportedEvent)
 		e.wantEvents("the known prefix still reads", OneTurn()[:3], e.read(r, 0, 3))
 	}},
 	{"surface-rules/append-and-open", func(e *env) {
@@ -906,15 +906,15 @@ var contractCases = []contractCase{
 		e.restart(false)
 		wantSurface := func(what string, err error, op string, seq uint64) {
 			e.t.Helper()
-			var se *engine.SurfaceError
-			var sess *engine.SessionError
-			if !errors.Is(err, engine.ErrSurface) || !errors.As(err, &se) || se.Seq != seq || !errors.As(err, &sess) || sess.Op != op {
+			var se *recovery.SurfaceError
+			var sess *store.SessionError
+			if !errors.Is(err, recovery.ErrSurface) || !errors.As(err, &se) || se.Seq != seq || !errors.As(err, &sess) || sess.Op != op {
 				e.t.Errorf("%s: %v, want a *SurfaceError at seq %d from %s", what, err, seq, op)
 			}
 		}
-		_, err := e.s.Open(e.ctx, "legacy", engine.Write)
+		_, err := e.s.Open(e.ctx, "legacy", store.Write)
 		wantSurface("write open of a log that breaks the rules", err, "open", 1)
-		e.read(e.open("legacy", engine.Read), 0, -1) // reads are not checked
+		e.read(e.open("legacy", store.Read), 0, -1) // reads are not checked
 
 		h := e.create("s")
 		e.append(h, SurfaceTurn()...)
@@ -940,10 +940,10 @@ var contractCases = []contractCase{
 			e.t.Fatal(err)
 		}
 		e.wantEvents("stored", append(SurfaceTurn(), ev(6, "turn/start", `{"turn":1}`), ev(7, "step/start", `{"turn":1,"step":0}`), compact),
-			e.read(e.open("s", engine.Read), 0, -1))
+			e.read(e.open("s", store.Read), 0, -1))
 		// A write open feeds the checker the stored log: 3 left the surface.
 		e.restart(false)
-		w := e.open("s", engine.Write)
+		w := e.open("s", store.Write)
 		again := compact
 		again.Seq = 9
 		wantSurface("replace of a node no longer on the surface", w.Append(e.ctx, again), "append", 9)
@@ -989,7 +989,7 @@ var contractCases = []contractCase{
 			}
 			bad := ev(f.Len(), "user/message", `{"id":"u3","role":"user","content":[],"source":{"kind":"user"}}`)
 			bad.SurfaceOp, bad.SourceEventSeqs = json.RawMessage(`{"op":"replace","startSeq":3,"endSeq":3}`), []uint64{3}
-			if err := f.Append(e.ctx, bad); !errors.Is(err, engine.ErrSurface) {
+			if err := f.Append(e.ctx, bad); !errors.Is(err, recovery.ErrSurface) {
 				e.t.Errorf("fork %s: replace of a node no longer on the surface: %v, want ErrSurface", id, err)
 			}
 			if err := f.Close(); err != nil {
@@ -1003,36 +1003,36 @@ var contractCases = []contractCase{
 		x.Ignorable = true
 		e.append(h, x)
 		h.Close()
-		w := e.open("s", engine.Write)
+		w := e.open("s", store.Write)
 		e.wantEvents("ignorable unknown", []event.Event{x}, e.read(w, 0, -1))
 	}},
 	{"store/seed-marker-rules", func(e *env) {
 		seeded := Meta("child")
 		seeded.IsSeeded = true
-		h, err := e.s.Create(e.ctx, seeded, engine.Inherited(2))
+		h, err := e.s.Create(e.ctx, seeded, store.Inherited(2))
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		e.append(h, OneTurn()[:3]...) // seq 2 should have been the marker
 		h.Close()
-		_, err = e.s.Open(e.ctx, "child", engine.Write)
-		e.wantErr("seeded without marker", err, engine.ErrSeed)
+		_, err = e.s.Open(e.ctx, "child", store.Write)
+		e.wantErr("seeded without marker", err, store.ErrSeed)
 		u := e.create("plain")
 		e.append(u, ev(0, "session/end-seed", `{"inherited":true}`))
 		u.Close()
-		_, err = e.s.Open(e.ctx, "plain", engine.Write)
-		e.wantErr("unseeded with marker", err, engine.ErrSeed)
+		_, err = e.s.Open(e.ctx, "plain", store.Write)
+		e.wantErr("unseeded with marker", err, store.ErrSeed)
 		// Reads apply the same rules to what they return.
 		for _, id := range []string{"child", "plain"} {
-			r := e.open(id, engine.Read)
+			r := e.open(id, store.Read)
 			_, err = r.Read(e.ctx, 0, -1)
-			e.wantErr("read of "+id, err, engine.ErrSeed)
+			e.wantErr("read of "+id, err, store.ErrSeed)
 			r.Close()
 		}
 		m := e.create("boundary")
 		e.append(m, ev(0, "session/end-seed", `{}`)) // an untagged marker is a lifecycle boundary
 		m.Close()
-		e.open("boundary", engine.Write).Close()
+		e.open("boundary", store.Write).Close()
 	}},
 	{"C19/torn-tail", func(e *env) {
 		h := e.create("s")
@@ -1041,14 +1041,14 @@ var contractCases = []contractCase{
 			e.t.Fatal(err)
 		}
 		e.restart(true)
-		e.wantEvents("reader", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
-		w := e.open("s", engine.Write)
+		e.wantEvents("reader", OneTurn(), e.read(e.open("s", store.Read), 0, -1))
+		w := e.open("s", store.Write)
 		e.append(w, Turn2()...)
 		if err := w.Flush(e.ctx); err != nil {
 			e.t.Fatal(err)
 		}
 		e.restart(false)
-		e.wantEvents("next instance", append(OneTurn(), Turn2()...), e.read(e.open("s", engine.Read), 0, -1))
+		e.wantEvents("next instance", append(OneTurn(), Turn2()...), e.read(e.open("s", store.Read), 0, -1))
 	}},
 	{"C20/revisions", func(e *env) {
 		h := e.create("s")
@@ -1058,14 +1058,14 @@ var contractCases = []contractCase{
 		if err1 != nil || err2 != nil || s1.Revision != s2.Revision || s1.Revision == "" {
 			e.t.Fatalf("stats %+v %v, %+v %v", s1, err1, s2, err2)
 		}
-		find := func() engine.Snapshot {
+		find := func() store.Snapshot {
 			snaps, _ := e.s.List(e.ctx)
 			for _, s := range snaps {
 				if s.Header.ID == "s" {
 					return s
 				}
 			}
-			return engine.Snapshot{}
+			return store.Snapshot{}
 		}
 		if find().Revision != s1.Revision {
 			e.t.Error("list revision differs from stat")
@@ -1088,17 +1088,17 @@ var contractCases = []contractCase{
 			e.t.Error("snapshot header differs from handle header")
 		}
 		h.Close()
-		w := e.open("s", engine.Write) // a change of owner keeps the revision
+		w := e.open("s", store.Write) // a change of owner keeps the revision
 		if s5, _ := e.s.Stat(e.ctx, "s"); s5.Revision != s4.Revision {
 			e.t.Error("a new owner changed the revision")
 		}
 		w.Close()
 		_, err := e.s.Stat(e.ctx, "absent")
-		e.wantErr("stat absent", err, engine.ErrSessionNotFound)
+		e.wantErr("stat absent", err, store.ErrSessionNotFound)
 	}},
 	{"L1/window-200ms", func(e *env) {
 		h := e.create("s")
-		r := e.open("s", engine.Read)
+		r := e.open("s", store.Read)
 		if err := h.Enqueue(OneTurn()[:2]...); err != nil {
 			e.t.Fatal(err)
 		}
@@ -1135,7 +1135,7 @@ var contractCases = []contractCase{
 		}
 		fi.FailWrites(false)
 		e.restart(false)
-		got := e.read(e.open("s", engine.Read), 0, -1)
+		got := e.read(e.open("s", store.Read), 0, -1)
 		if len(got) != 6 && len(got) != 8 {
 			e.t.Fatalf("after restart %d events, want the flushed 6 (or 8 if the failed write reached the disk)", len(got))
 		}
@@ -1161,7 +1161,7 @@ var contractCases = []contractCase{
 		}
 		fi.FailWrites(false)
 		e.restart(false)
-		got := e.read(e.open("s", engine.Read), 0, -1)
+		got := e.read(e.open("s", store.Read), 0, -1)
 		e.wantEvents("after restart", append(OneTurn(), Turn2()...)[:len(got)], got)
 	}},
 	{"store/close-after-ownership-lost-reports-dropped-events", func(e *env) {
@@ -1183,10 +1183,10 @@ var contractCases = []contractCase{
 		}
 		fi.FailWrites(false)
 		err := h.Close()
-		var se *engine.SessionError
-		var de *engine.DroppedError
+		var se *store.SessionError
+		var de *store.DroppedError
 		switch {
-		case !errors.Is(err, engine.ErrOwnershipLost):
+		case !errors.Is(err, store.ErrOwnershipLost):
 			e.t.Fatalf("close of the handle: %v, want ErrOwnershipLost", err)
 		case !errors.As(err, &se) || se.ID != "s" || se.Op != "close":
 			e.t.Errorf("close of the handle: %v, want a *SessionError of session s, op close", err)
@@ -1198,7 +1198,7 @@ var contractCases = []contractCase{
 			e.t.Errorf("second close = %v, want the first's error", second)
 		}
 		e.restart(false)
-		e.wantEvents("after restart", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
+		e.wantEvents("after restart", OneTurn(), e.read(e.open("s", store.Read), 0, -1))
 	}},
 	{"store/close-after-store-close-drops-nothing", func(e *env) {
 		// A store's Close makes its handles' events durable: their Close
@@ -1215,7 +1215,7 @@ var contractCases = []contractCase{
 			e.t.Errorf("close of a handle whose store closed cleanly: %v", err)
 		}
 		e.restart(false)
-		e.wantEvents("after restart", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
+		e.wantEvents("after restart", OneTurn(), e.read(e.open("s", store.Read), 0, -1))
 	}},
 	{"L5/close-drains-buffer", func(e *env) {
 		h := e.create("s")
@@ -1225,8 +1225,8 @@ var contractCases = []contractCase{
 		if err := h.Close(); err != nil {
 			e.t.Fatal(err)
 		}
-		e.wantEvents("after close", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
-		e.wantErr("enqueue after close", h.Enqueue(Turn2()...), engine.ErrHandleClosed)
+		e.wantEvents("after close", OneTurn(), e.read(e.open("s", store.Read), 0, -1))
+		e.wantErr("enqueue after close", h.Enqueue(Turn2()...), store.ErrHandleClosed)
 	}},
 	{"L7/store-close-drains-buffer", func(e *env) {
 		h := e.create("s")
@@ -1237,7 +1237,7 @@ var contractCases = []contractCase{
 			e.t.Fatal(err)
 		}
 		e.restart(false)
-		e.wantEvents("remount", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
+		e.wantEvents("remount", OneTurn(), e.read(e.open("s", store.Read), 0, -1))
 	}},
 	{"store/enqueue-keeps-copies", func(e *env) {
 		// The caller may reuse its events' bytes once Enqueue returns.
@@ -1265,7 +1265,7 @@ var contractCases = []contractCase{
 		if err := h.Close(); err != nil {
 			e.t.Fatal(err)
 		}
-		w := e.open("s", engine.Write)
+		w := e.open("s", store.Write)
 		if err := w.Enqueue(Turn2()...); err != nil {
 			e.t.Fatal(err)
 		}
@@ -1281,18 +1281,18 @@ var contractCases = []contractCase{
 		if err := e.s.Close(); err != nil {
 			e.t.Errorf("second close: %v", err)
 		}
-		e.wantErr("append through a handle of a closed store", h.Append(e.ctx, Turn2()...), engine.ErrOwnershipLost)
+		e.wantErr("append through a handle of a closed store", h.Append(e.ctx, Turn2()...), store.ErrOwnershipLost)
 		_, err := e.s.Stat(e.ctx, "s")
-		e.wantErr("stat on a closed store", err, engine.ErrClosed)
+		e.wantErr("stat on a closed store", err, store.ErrClosed)
 		e.restart(false)
-		e.wantEvents("close made appends durable", OneTurn(), e.read(e.open("s", engine.Read), 0, -1))
+		e.wantEvents("close made appends durable", OneTurn(), e.read(e.open("s", store.Read), 0, -1))
 	}},
 	{"store/wait-for-new-events", func(e *env) {
 		h := e.create("s")
 		if err := h.Flush(e.ctx); err != nil {
 			e.t.Fatal(err)
 		}
-		r := e.open("s", engine.Read)
+		r := e.open("s", store.Read)
 		done := appendTurnLater(e.ctx, h)
 		n, err := r.Wait(e.ctx, 0)
 		if err != nil || n == 0 {
@@ -1313,16 +1313,16 @@ var contractCases = []contractCase{
 			e.t.Fatal(err)
 		}
 		_, err = r.Wait(e.ctx, 0)
-		e.wantErr("wait on a closed handle", err, engine.ErrHandleClosed)
+		e.wantErr("wait on a closed handle", err, store.ErrHandleClosed)
 	}},
 	{"store/seeded-create-rules", func(e *env) {
 		seeded := Meta("child")
 		seeded.IsSeeded, seeded.ParentSession = true, "parent"
 		_, err := e.s.Create(e.ctx, seeded)
-		e.wantErr("seeded without count", err, engine.ErrInvalidHeader)
-		_, err = e.s.Create(e.ctx, Meta("u"), engine.Inherited(1))
-		e.wantErr("unseeded with count 1", err, engine.ErrInvalidHeader)
-		h, err := e.s.Create(e.ctx, seeded, engine.Inherited(3))
+		e.wantErr("seeded without count", err, store.ErrInvalidHeader)
+		_, err = e.s.Create(e.ctx, Meta("u"), store.Inherited(1))
+		e.wantErr("unseeded with count 1", err, store.ErrInvalidHeader)
+		h, err := e.s.Create(e.ctx, seeded, store.Inherited(3))
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -102,12 +100,12 @@ func wantSameSession(src, dst *env, id string) {
 	if diff := cmp.Diff(a, b); diff != "" {
 		src.t.Errorf("session %q: Stat of the copy mismatch (-source +destination):\n%s", id, diff)
 	}
-	r, err := src.s.Open(src.ctx, id, engine.Read)
+	r, err := src.s.Open(src.ctx, id, store.Read)
 	if err != nil {
 		src.t.Fatal(err)
 	}
 	defer r.Close()
-	d, err := dst.s.Open(dst.ctx, id, engine.Read)
+	d, err := dst.s.Open(dst.ctx, id, store.Read)
 	if err != nil {
 		src.t.Fatal(err)
 	}
@@ -133,7 +131,7 @@ func (e *env) seeded(id, parent string, pre []event.Event, ms int64, post []even
 	h := Meta(id)
 	h.IsSeeded, h.ParentSession = true, parent
 	n := uint64(len(pre))
-	w, err := e.s.Create(e.ctx, h, engine.Inherited(n))
+	w, err := e.s.Create(e.ctx, h, store.Inherited(n))
 	if err != nil {
 		e.t.Fatalf("Create seeded %q: %v", id, err)
 	}
@@ -162,7 +160,7 @@ var copyCases = []copyCase{
 		src.session("a", append(OneTurn(), at(6, 5000, "session/title", `{"title":"Greeting","messageSeqs":[1]}`))...)
 		src.session("empty")
 		src.session("p", OneTurn()...)
-		c, err := src.s.Fork(src.ctx, "p", 6, Meta("c"), engine.MarkerTime(4321))
+		c, err := src.s.Fork(src.ctx, "p", 6, Meta("c"), store.MarkerTime(4321))
 		if err != nil {
 			src.t.Fatalf("Fork: %v", err)
 		}
@@ -264,7 +262,7 @@ var copyCases = []copyCase{
 		dst.session("c", append(OneTurn(), Turn2()...)...)
 		got, err := copyAll(src, dst, store.CopyOptions{})
 		var ce *store.CopyConflictError
-		if !errors.As(err, &ce) || !errors.Is(err, engine.ErrSessionExists) {
+		if !errors.As(err, &ce) || !errors.Is(err, store.ErrSessionExists) {
 			src.t.Errorf("Copy over other sessions: %v, want a *CopyConflictError", err)
 		}
 		wantStatus(src, "the copy", got, map[string]store.CopyStatus{"a": store.CopyFailed, "b": store.CopyFailed, "c": store.CopyAhead})
@@ -302,7 +300,7 @@ var copyCases = []copyCase{
 		if err != nil || got["w"].Status != store.CopyResumed || got["w"].Copied != 3 {
 			src.t.Fatalf("Copy of the session grown since: %+v, %v; want 3 more", got, err)
 		}
-		d, err := dst.s.Open(dst.ctx, "w", engine.Read)
+		d, err := dst.s.Open(dst.ctx, "w", store.Read)
 		if err != nil {
 			src.t.Fatal(err)
 		}

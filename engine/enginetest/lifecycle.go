@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 )
 
 // Hosts is a Backend that can open another instance beside the first,
@@ -71,16 +70,16 @@ func types(evs []event.Event) []string {
 func (e *env) wantGone(what string, s Store, id string) {
 	e.t.Helper()
 	_, err := s.Stat(e.ctx, id)
-	e.wantErr(what+": Stat", err, engine.ErrSessionNotFound)
-	for _, a := range []engine.Access{engine.Read, engine.Write} {
+	e.wantErr(what+": Stat", err, store.ErrSessionNotFound)
+	for _, a := range []store.Access{store.Read, store.Write} {
 		_, err = s.Open(e.ctx, id, a)
-		e.wantErr(what+": Open "+a.String(), err, engine.ErrSessionNotFound)
+		e.wantErr(what+": Open "+a.String(), err, store.ErrSessionNotFound)
 	}
 	_, err = s.Inspect(e.ctx, id)
-	e.wantErr(what+": Inspect", err, engine.ErrSessionNotFound)
+	e.wantErr(what+": Inspect", err, store.ErrSessionNotFound)
 	_, _, err = s.Resume(e.ctx, id)
-	e.wantErr(what+": Resume", err, engine.ErrSessionNotFound)
-	e.wantErr(what+": Delete", s.Delete(e.ctx, id), engine.ErrSessionNotFound)
+	e.wantErr(what+": Resume", err, store.ErrSessionNotFound)
+	e.wantErr(what+": Delete", s.Delete(e.ctx, id), store.ErrSessionNotFound)
 	snaps, err := s.List(e.ctx)
 	if err != nil {
 		e.t.Fatalf("%s: List: %v", what, err)
@@ -98,11 +97,11 @@ func (e *env) wantGone(what string, s Store, id string) {
 func (e *env) wantReaderGone(what string, r Session) {
 	e.t.Helper()
 	_, err := r.Read(e.ctx, 0, -1)
-	e.wantErr(what+": Read", err, engine.ErrSessionNotFound)
+	e.wantErr(what+": Read", err, store.ErrSessionNotFound)
 	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
 	defer cancel()
 	_, err = r.Wait(ctx, 0)
-	e.wantErr(what+": Wait", err, engine.ErrSessionNotFound)
+	e.wantErr(what+": Wait", err, store.ErrSessionNotFound)
 }
 
 // lifecycleCases are the contract's Delete and Resume, and what other
@@ -112,7 +111,7 @@ var lifecycleCases = []contractCase{
 		h := e.create("s")
 		e.append(h, OneTurn()...)
 		e.flush(h)
-		e.wantErr("delete while a write handle holds it", e.s.Delete(e.ctx, "s"), engine.ErrAlreadyOwned)
+		e.wantErr("delete while a write handle holds it", e.s.Delete(e.ctx, "s"), store.ErrAlreadyOwned)
 		e.wantEvents("the log after a refused delete", OneTurn(), e.read(h, 0, -1))
 		e.append(h, Turn2()...) // the handle still writes
 		if err := h.Close(); err != nil {
@@ -122,7 +121,7 @@ var lifecycleCases = []contractCase{
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		r := e.open("s", engine.Read) // a reader does not hold a delete back
+		r := e.open("s", store.Read) // a reader does not hold a delete back
 		if err := e.s.Delete(e.ctx, "s"); err != nil {
 			e.t.Fatalf("Delete: %v", err)
 		}
@@ -146,28 +145,28 @@ var lifecycleCases = []contractCase{
 			e.t.Fatal(err)
 		}
 		e.restart(false)
-		e.wantEvents("the recreated session after a restart", OneTurn()[:2], e.read(e.open("s", engine.Read), 0, -1))
-		e.wantErr("delete of a missing session", e.s.Delete(e.ctx, "nope"), engine.ErrSessionNotFound)
+		e.wantEvents("the recreated session after a restart", OneTurn()[:2], e.read(e.open("s", store.Read), 0, -1))
+		e.wantErr("delete of a missing session", e.s.Delete(e.ctx, "nope"), store.ErrSessionNotFound)
 	}},
 	{"store/delete-seen-by-every-host", func(e *env) {
 		o := e.otherHost()
 		h := e.create("s")
 		e.append(h, OneTurn()...)
 		e.flush(h)
-		r, err := o.Open(e.ctx, "s", engine.Read)
+		r, err := o.Open(e.ctx, "s", store.Read)
 		if err != nil {
 			e.t.Fatalf("open on the other host: %v", err)
 		}
 		e.wantEvents("the other host's reader", OneTurn(), e.read(r, 0, -1))
-		e.wantErr("delete on the other host while this one writes", o.Delete(e.ctx, "s"), engine.ErrAlreadyOwned)
+		e.wantErr("delete on the other host while this one writes", o.Delete(e.ctx, "s"), store.ErrAlreadyOwned)
 		if err := h.Close(); err != nil {
 			e.t.Fatal(err)
 		}
-		w, err := o.Open(e.ctx, "s", engine.Write)
+		w, err := o.Open(e.ctx, "s", store.Write)
 		if err != nil {
 			e.t.Fatalf("write open on the other host: %v", err)
 		}
-		e.wantErr("delete while the other host writes", e.s.Delete(e.ctx, "s"), engine.ErrAlreadyOwned)
+		e.wantErr("delete while the other host writes", e.s.Delete(e.ctx, "s"), store.ErrAlreadyOwned)
 		if err := w.Close(); err != nil {
 			e.t.Fatal(err)
 		}
@@ -189,7 +188,7 @@ var lifecycleCases = []contractCase{
 		if err != nil || snap.EventCount != 1 {
 			e.t.Errorf("Stat here of the recreated session: %+v, %v", snap, err)
 		}
-		e.wantEvents("the recreated session read here", OneTurn()[:1], e.read(e.open("s", engine.Read), 0, -1))
+		e.wantEvents("the recreated session read here", OneTurn()[:1], e.read(e.open("s", store.Read), 0, -1))
 		if err := n.Close(); err != nil {
 			e.t.Fatal(err)
 		}
@@ -198,7 +197,7 @@ var lifecycleCases = []contractCase{
 		o := e.otherHost()
 		h := e.create("s")
 		e.flush(h)
-		r, err := o.Open(e.ctx, "s", engine.Read)
+		r, err := o.Open(e.ctx, "s", store.Read)
 		if err != nil {
 			e.t.Fatalf("open on the other host: %v", err)
 		}
@@ -241,16 +240,16 @@ var lifecycleCases = []contractCase{
 		if diff := cmp.Diff(in.Closers, closers); diff != "" {
 			e.t.Errorf("Resume's closers differ from Inspect's (-inspect +resume):\n%s", diff)
 		}
-		if w.Access() != engine.Write || w.Len() != 7 {
+		if w.Access() != store.Write || w.Len() != 7 {
 			e.t.Errorf("resumed handle: access %v, Len %d; want write, 7", w.Access(), w.Len())
 		}
 		want := append(interruptedTurn(), closers...)
 		e.wantEvents("the resumed log", want, e.read(w, 0, -1))
 		_, _, err = e.s.Resume(e.ctx, "s")
-		e.wantErr("resume while the resumed handle writes", err, engine.ErrAlreadyOwned)
+		e.wantErr("resume while the resumed handle writes", err, store.ErrAlreadyOwned)
 		if o, ok := e.hosts(); ok {
 			_, _, err = o.Resume(e.ctx, "s")
-			e.wantErr("resume on another host while this one writes", err, engine.ErrAlreadyOwned)
+			e.wantErr("resume on another host while this one writes", err, store.ErrAlreadyOwned)
 		}
 		e.wantEvents("a refused resume writes nothing", want, e.read(w, 0, -1))
 		e.append(w, ev(7, "turn/start", `{"turn":1}`)) // the host goes on...
@@ -267,7 +266,7 @@ var lifecycleCases = []contractCase{
 			e.t.Fatal(err)
 		}
 		e.restart(false)
-		r := e.open("s", engine.Read)
+		r := e.open("s", store.Read)
 		got := e.read(r, 0, -1)
 		if len(got) != 9 {
 			e.t.Fatalf("after two resumes and a restart: %d events, want 9 (each set of closers once)", len(got))
@@ -300,6 +299,6 @@ var lifecycleCases = []contractCase{
 			e.t.Errorf("Stat after: %+v, %v", after, err)
 		}
 		_, _, err = e.s.Resume(e.ctx, "nope")
-		e.wantErr("resume of a missing session", err, engine.ErrSessionNotFound)
+		e.wantErr("resume of a missing session", err, store.ErrSessionNotFound)
 	}},
 }

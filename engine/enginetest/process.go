@@ -6,16 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
 	"io"
 	"iter"
 	"os"
 	"os/exec"
 	"sync"
 	"testing"
-
-	"github.com/seglog/seglog/engine"
-	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/store"
 )
 
 // The contract across processes: a peer is the test binary started again
@@ -51,7 +49,7 @@ type request struct {
 	H      int               `json:"h,omitempty"`
 	ID     string            `json:"id,omitempty"`
 	Header store.Header      `json:"header"`
-	Access engine.Access     `json:"access,omitempty"`
+	Access store.Access      `json:"access,omitempty"`
 	Events []event.Event     `json:"events,omitempty"`
 	Off    int               `json:"off,omitempty"`
 	Limit  int               `json:"limit,omitempty"`
@@ -78,13 +76,13 @@ type response struct {
 
 // errKinds are the contract's sentinels, by the name a peer sends.
 var errKinds = map[string]error{
-	"exists": engine.ErrSessionExists, "notfound": engine.ErrSessionNotFound,
-	"owned": engine.ErrAlreadyOwned, "lost": engine.ErrOwnershipLost,
-	"handleclosed": engine.ErrHandleClosed, "closed": engine.ErrClosed,
-	"readonly": engine.ErrReadOnly, "invalid": engine.ErrInvalidArgument,
-	"event": engine.ErrInvalidEvent, "header": engine.ErrInvalidHeader,
-	"locked": engine.ErrLocked, "seq": engine.ErrSeqMismatch,
-	"revision": engine.ErrRevisionMismatch,
+	"exists": store.ErrSessionExists, "notfound": store.ErrSessionNotFound,
+	"owned": store.ErrAlreadyOwned, "lost": store.ErrOwnershipLost,
+	"handleclosed": store.ErrHandleClosed, "closed": store.ErrClosed,
+	"readonly": store.ErrReadOnly, "invalid": store.ErrInvalidArgument,
+	"event": store.ErrInvalidEvent, "header": store.ErrInvalidHeader,
+	"locked": store.ErrLocked, "seq": store.ErrSeqMismatch,
+	"revision": store.ErrRevisionMismatch,
 }
 
 func serve(s Store, in io.Reader, out io.Writer) {
@@ -230,7 +228,7 @@ func (p *Peer) Create(_ context.Context, h store.Header, opts ...store.CreateOpt
 	if err != nil {
 		return nil, err
 	}
-	return &peerHandle{p: p, h: resp.H, id: h.ID, access: engine.Write, header: h}, nil
+	return &peerHandle{p: p, h: resp.H, id: h.ID, access: store.Write, header: h}, nil
 }
 
 // Fork implements Store.
@@ -241,7 +239,7 @@ func (p *Peer) Fork(_ context.Context, parent string, n uint64, h store.Header, 
 		return nil, err
 	}
 	h, _ = store.PrepareForkHeader(h, parent, n)
-	return &peerHandle{p: p, h: resp.H, id: h.ID, access: engine.Write, header: h}, nil
+	return &peerHandle{p: p, h: resp.H, id: h.ID, access: store.Write, header: h}, nil
 }
 
 // Open implements Store.
@@ -289,7 +287,7 @@ func (p *Peer) Resume(_ context.Context, id string) (Session, []event.Event, err
 	if err != nil {
 		return nil, nil, err
 	}
-	return &peerHandle{p: p, h: resp.H, id: id, access: engine.Write}, resp.Events, nil
+	return &peerHandle{p: p, h: resp.H, id: id, access: store.Write}, resp.Events, nil
 }
 
 // Flush implements Store.
@@ -422,7 +420,7 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		h, err := e.s.Create(ctx, Meta("s"))
 		must(t, err)
 		_, err = e.peer.Create(ctx, Meta("s"))
-		wantErr(t, "create in another process", err, engine.ErrSessionExists)
+		wantErr(t, "create in another process", err, store.ErrSessionExists)
 		must(t, h.Close()) // never written: the ID is free again, everywhere
 		h2, err := e.peer.Create(ctx, Meta("s"))
 		must(t, err)
@@ -445,7 +443,7 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 			if err == nil {
 				won++
 			} else {
-				wantErr(t, "losing create", err, engine.ErrSessionExists)
+				wantErr(t, "losing create", err, store.ErrSessionExists)
 			}
 		}
 		if won != 1 {
@@ -460,18 +458,18 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		must(t, h.Flush(ctx))
 		must(t, h.Close())
 		_, err = e.s.Create(ctx, Meta("s"))
-		wantErr(t, "create of an ID another process made", err, engine.ErrSessionExists)
+		wantErr(t, "create of an ID another process made", err, store.ErrSessionExists)
 	})
 	t.Run("C14/readers-in-another-process-see-flushed-appends", func(t *testing.T) {
 		e := start(t)
 		h, err := e.s.Create(ctx, Meta("s"))
 		must(t, err)
 		must(t, h.Flush(ctx))
-		early, err := e.peer.Open(ctx, "s", engine.Read)
+		early, err := e.peer.Open(ctx, "s", store.Read)
 		must(t, err)
 		must(t, h.Append(ctx, OneTurn()...))
 		must(t, h.Flush(ctx))
-		late, err := e.peer.Open(ctx, "s", engine.Read)
+		late, err := e.peer.Open(ctx, "s", store.Read)
 		must(t, err)
 		got, err := early.Read(ctx, 0, -1)
 		must(t, err)
@@ -479,15 +477,15 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		got, err = late.Read(ctx, 0, -1)
 		must(t, err)
 		wantEvents(t, "late reader", OneTurn(), got)
-		_, err = e.peer.Open(ctx, "s", engine.Write)
-		wantErr(t, "write open while this process writes", err, engine.ErrAlreadyOwned)
+		_, err = e.peer.Open(ctx, "s", store.Write)
+		wantErr(t, "write open while this process writes", err, store.ErrAlreadyOwned)
 	})
 	t.Run("wait-in-another-process", func(t *testing.T) {
 		e := start(t)
 		h, err := e.s.Create(ctx, Meta("s"))
 		must(t, err)
 		must(t, h.Flush(ctx))
-		r, err := e.peer.Open(ctx, "s", engine.Read)
+		r, err := e.peer.Open(ctx, "s", store.Read)
 		must(t, err)
 		done := appendTurnLater(ctx, h)
 		n, err := r.Wait(ctx, 0)
@@ -507,8 +505,8 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		must(t, h.Append(ctx, OneTurn()[:3]...)) // a turn left open
 		must(t, h.Flush(ctx))
 		_, _, err = e.peer.Resume(ctx, "s")
-		wantErr(t, "resume in another process while this one writes", err, engine.ErrAlreadyOwned)
-		wantErr(t, "delete in another process while this one writes", e.peer.Delete(ctx, "s"), engine.ErrAlreadyOwned)
+		wantErr(t, "resume in another process while this one writes", err, store.ErrAlreadyOwned)
+		wantErr(t, "delete in another process while this one writes", e.peer.Delete(ctx, "s"), store.ErrAlreadyOwned)
 		must(t, h.Close())
 		w, closers, err := e.peer.Resume(ctx, "s")
 		must(t, err)
@@ -516,16 +514,16 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 			t.Fatalf("closers of the other process's resume: %+v", closers)
 		}
 		must(t, w.Close())
-		r, err := e.s.Open(ctx, "s", engine.Read)
+		r, err := e.s.Open(ctx, "s", store.Read)
 		must(t, err)
 		got, err := r.Read(ctx, 0, -1)
 		must(t, err)
 		wantEvents(t, "resumed in the other process", append(OneTurn()[:3], closers...), got)
 		must(t, e.peer.Delete(ctx, "s"))
 		_, err = e.s.Stat(ctx, "s")
-		wantErr(t, "stat of a session another process deleted", err, engine.ErrSessionNotFound)
+		wantErr(t, "stat of a session another process deleted", err, store.ErrSessionNotFound)
 		_, err = r.Wait(ctx, 0)
-		wantErr(t, "wait of a session another process deleted", err, engine.ErrSessionNotFound)
+		wantErr(t, "wait of a session another process deleted", err, store.ErrSessionNotFound)
 	})
 	t.Run("C15/another-process-continues-seqs", func(t *testing.T) {
 		e := start(t)
@@ -534,14 +532,14 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		must(t, h.Append(ctx, OneTurn()...))
 		must(t, h.Flush(ctx))
 		must(t, h.Close())
-		w, err := e.peer.Open(ctx, "s", engine.Write)
+		w, err := e.peer.Open(ctx, "s", store.Write)
 		must(t, err)
 		must(t, w.Append(ctx, Turn2()...))
 		must(t, w.Flush(ctx))
 		got, err := w.Read(ctx, 0, -1)
 		must(t, err)
 		wantEvents(t, "0-7 in the other process", append(OneTurn(), Turn2()...), got)
-		r, err := e.s.Open(ctx, "s", engine.Read)
+		r, err := e.s.Open(ctx, "s", store.Read)
 		must(t, err)
 		got, err = r.Read(ctx, 0, -1)
 		must(t, err)
@@ -555,7 +553,7 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		must(t, w.Flush(ctx))
 		must(t, w.Append(ctx, Turn2()[:1]...)) // appended, never flushed
 		must(t, e.peer.Kill())                 // its lease dies with it
-		h, err := e.s.Open(ctx, "s", engine.Write)
+		h, err := e.s.Open(ctx, "s", store.Write)
 		must(t, err)
 		got, err := h.Read(ctx, 0, -1)
 		must(t, err)

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/store"
 )
 
@@ -48,33 +46,33 @@ var retainCases = []contractCase{
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		w := e.open("s", engine.Write)
+		w := e.open("s", store.Write)
 		e.append(w, Turn2()...)
 		e.flush(w)
 		w.Close()
-		e.wantErr("Delete at the revision before the last write", e.s.Delete(e.ctx, "s", engine.IfRevision(old.Revision)), engine.ErrRevisionMismatch)
-		e.wantEvents("the session after the refused delete", append(OneTurn(), Turn2()...), e.read(e.open("s", engine.Read), 0, -1))
+		e.wantErr("Delete at the revision before the last write", e.s.Delete(e.ctx, "s", store.IfRevision(old.Revision)), store.ErrRevisionMismatch)
+		e.wantEvents("the session after the refused delete", append(OneTurn(), Turn2()...), e.read(e.open("s", store.Read), 0, -1))
 		cur, err := e.s.Stat(e.ctx, "s")
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if err := e.s.Delete(e.ctx, "s", engine.IfRevision(cur.Revision)); err != nil {
+		if err := e.s.Delete(e.ctx, "s", store.IfRevision(cur.Revision)); err != nil {
 			e.t.Fatalf("Delete at the current revision: %v", err)
 		}
 		e.wantGone("after the delete", e.s, "s")
 		// A new incarnation never has the old one's revision, even at the
 		// same length.
 		e.session("s", append(OneTurn(), Turn2()...)...)
-		e.wantErr("Delete of the new incarnation at the old one's revision", e.s.Delete(e.ctx, "s", engine.IfRevision(cur.Revision)), engine.ErrRevisionMismatch)
+		e.wantErr("Delete of the new incarnation at the old one's revision", e.s.Delete(e.ctx, "s", store.IfRevision(cur.Revision)), store.ErrRevisionMismatch)
 	}},
 	{"retain/by-age-and-count", func(e *env) {
 		e.aged(map[string]int64{"s1": 1000, "s2": 2000, "s3": 3000, "s4": 4000, "s5": 5000, "s6": 6000, "keep-x": 500})
 		now := time.UnixMilli(10_000)
 		all := []string{"keep-x", "s1", "s2", "s3", "s4", "s5", "s6"}
 		_, err := store.Retain(e.ctx, e.s, store.RetainPolicy{})
-		e.wantErr("a policy that deletes nothing", err, engine.ErrInvalidArgument)
+		e.wantErr("a policy that deletes nothing", err, store.ErrInvalidArgument)
 		_, err = store.Retain(e.ctx, e.s, store.RetainPolicy{Keep: -1})
-		e.wantErr("a negative Keep", err, engine.ErrInvalidArgument)
+		e.wantErr("a negative Keep", err, store.ErrInvalidArgument)
 		rep, err := store.Retain(e.ctx, e.s, store.RetainPolicy{OlderThan: 7500 * time.Millisecond, Prefix: "s", DryRun: true, Now: now})
 		if err != nil || !slices.Equal(rep.Deleted, []string{"s2", "s1"}) || rep.Considered != 6 {
 			e.t.Errorf("dry run by age: %+v, %v; want s2, s1 of 6", rep, err)
@@ -86,10 +84,10 @@ var retainCases = []contractCase{
 		e.wantIDs("after the dry runs", all)
 		// s2 is held by a writer; s3 is written after the listing chose
 		// it: both are skipped.
-		held := e.open("s2", engine.Write)
+		held := e.open("s2", store.Write)
 		rep, err = store.Retain(e.ctx, e.s, store.RetainPolicy{Keep: 3, Prefix: "s", Now: now, Filter: func(s *store.Snapshot) bool {
 			if s.Header.ID == "s3" {
-				w := e.open("s3", engine.Write)
+				w := e.open("s3", store.Write)
 				e.append(w, at(1, 9000, "turn/end", `{"turn":0,"reason":{"kind":"completed"}}`))
 				e.flush(w)
 				w.Close()

@@ -38,7 +38,7 @@ var mustNotDepend = map[string][]string{
 	"engine":            {"bench", "fuzz", "cmd/seglog", "backend"},
 	"bench":             {"bench/chart", "fuzz", "cmd/seglog", "backend"},
 	"bench/chart":       {"fuzz", "cmd/seglog", "backend"},
-	"backend/jetstream": {"bench", "fuzz", "cmd/seglog"},
+	"backend/jetstream": {"engine", "index", "bench", "fuzz", "cmd/seglog"},
 	// The embedded NATS servers know nothing of seglog.
 	"backend/jetstream/embedded": {"*"},
 }
@@ -282,6 +282,7 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		"index [github.com/seglog/seglog/index.test] (core module) depends on github.com/spf13/cobra, of module github.com/spf13/cobra (docs/DESIGN.md#modules)",
 		"bench (core module) depends on github.com/seglog/seglog/bench/chart, of module github.com/seglog/seglog/bench/chart (docs/DESIGN.md#modules)",
 		"bench depends on bench/chart (docs/DESIGN.md#layering)",
+		"backend/jetstream depends on engine (docs/DESIGN.md#layering)",
 		"backend/jetstream depends on gonum.org/v1/plot/vg (docs/DESIGN.md#layering)",
 	}
 	if !slices.Equal(got, want) {

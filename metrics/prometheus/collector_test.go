@@ -20,6 +20,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	seglogprom "github.com/seglog/seglog/metrics/prometheus"
+	"github.com/seglog/seglog/store"
 )
 
 // events returns n events from seq first, each with about size bytes of
@@ -91,7 +92,7 @@ func TestScrapeAfterAWorkload(t *testing.T) {
 	const sessions, batches, perBatch = 4, 5, 5 // N = 100 events
 	hs := make([]*engine.Handle, sessions)
 	for i := range hs {
-		if hs[i], err = db.Create(ctx, engine.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1}); err != nil {
+		if hs[i], err = db.Create(ctx, store.Header{ID: fmt.Sprintf("s%d", i), CreatedAt: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +131,7 @@ func TestScrapeAfterAWorkload(t *testing.T) {
 	}
 	var readers []*engine.Handle
 	for _, id := range []string{"s1", "s2"} {
-		r, err := db.Open(ctx, id, engine.Read)
+		r, err := db.Open(ctx, id, store.Read)
 		if err != nil {
 			t.Fatal(err)
 		}
