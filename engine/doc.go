@@ -67,28 +67,40 @@
 // its start and waits to empty before it flushes the handles and closes
 // anything; an operation that begins afterwards fails with ErrClosed.
 // Entering never blocks (an operation inside the gate may call another).
-// Lock order: the handle's lock (store.Front's: one write through a handle at
-// a time), then
-// DB.compactMu (one compaction at a time), then DB.idxMu (one index
-// checkpoint or relocation at a time), then DB.appendMu (this process's
-// placements, with the byte lock lockAppend across processes; a placement
-// registers its frames under DB.mu before it moves the shared tail; a
-// checkpoint reads its position under it, so that no placement is half
-// registered), then follower.mu (one catch-up on the other processes'
-// frames at a time; never held while appendMu is taken), then
-// DB.layoutMu (reads hold it shared while they decode frames; compaction
-// and a read-only DB's rebuild take it to change where frames are), then
-// indexFile.mu (one use of the index file), then DB.mu (the fields of
-// DB.mu are what it guards). The appender's own locks (log.go: the
-// placement queue's qmu, then the syncer's smu; pmu around creating a
-// segment; fmu around its open files) are taken under none of the locks
-// above except appendMu and DB.mu as log.go says. A read takes no handle
-// lock. Across processes, shared.go's byte locks: lockWriters (shared by
-// writing processes for as long as they are open, exclusive during a
-// compaction) before lockInit (held by an open until it is done), then
-// lockAppend (a placement), lockPrepare (creating a segment), and the
-// leases (lease.go), each taken without waiting; lockIndex is held by the
-// checkpointing process until it closes. internal/lint's TestLockReentry
+//
+// Lock order, outermost first (a goroutine that holds one of these takes
+// only those below it; internal/lint's TestEngineLockOrder checks this list
+// against the code):
+//
+//	store.Front.mu         a handle's lock: one write through a handle at a time
+//	DB.compactMu           one compaction at a time
+//	DB.idxMu               one index checkpoint or relocation at a time
+//	appender.gmu           one growth of the active segment
+//	DB.appendMu            this process's placements (lockAppend across processes)
+//	appender.qmu           the placement queue
+//	appender.smu           the syncer
+//	appender.pmu           one creation of a segment
+//	appender.fmu           the open segment files
+//	follower.mu            one catch-up on the other processes' frames
+//	DB.layoutMu            where frames are (reads shared, compaction exclusive)
+//	indexFile.mu           one use of the index file
+//	DB.mu                  the fields of DB.mu: sessions, handles, poison
+//	DB.pinMu               forks' pins on their parents' frames
+//	shared.bumpMu          one raise of a shared counter
+//	shared.mu              the shared memory's process-side state
+//	durableWatch.mu        the durable position's watchers
+//	dictState.mu           the dictionary's training state
+//	dictState.bmu          its CPU budget
+//
+// A placement registers its frames under DB.mu before it moves the shared
+// tail; a checkpoint reads its position under it, so that no placement is
+// half registered. A read takes no handle lock. Across processes,
+// shared.go's byte locks: lockWriters (shared by writing processes for as
+// long as they are open, exclusive during a compaction) before lockInit
+// (held by an open until it is done), then lockAppend (a placement),
+// lockPrepare (creating a segment), and the leases (lease.go), each taken
+// without waiting; lockIndex is held by the checkpointing process until it
+// closes. internal/lint's TestLockReentry
 // and TestLockOrder check the mutexes statically: no function takes one it
 // may hold already (a function whose doc says "Called with db.mu held" is
 // walked holding it), and no two are taken in both orders; a call the

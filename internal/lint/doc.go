@@ -63,4 +63,9 @@
 // testdata/
 // lockcheck holds the patterns and what each must report
 // (TestLockChecksFixture).
+//
+// TestEngineLockOrder holds engine/doc.go's lock order, a list of the
+// engine's mutexes outermost first, against the pairs the analysis finds:
+// each pair in the list's order, each mutex taken with another listed, no
+// listed one gone.
 package lint

@@ -628,3 +628,75 @@ func noReasonLine(src []byte) int {
 	}
 	return -1
 }
+
+// TestEngineLockOrder: the engine's lock order, as engine/doc.go lists it
+// (outermost first, one lock a line, indented, after the line that starts
+// "Lock order"), is what the code keeps: every pair of the engine's
+// mutexes (and store.Front.mu, a handle's lock) taken one under the other
+// is in the list's order, every engine mutex taken with another is
+// listed, and every listed one is still taken with another (the list
+// names no lock that is gone).
+func TestEngineLockOrder(t *testing.T) {
+	doc, err := os.ReadFile("../../engine/doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []lockKey
+	rank := map[lockKey]int{}
+	in := false
+	for line := range strings.Lines(string(doc)) {
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "// Lock order"):
+			in = true
+		case in && strings.HasPrefix(line, "//\t"):
+			name := strings.Fields(strings.TrimPrefix(line, "//\t"))[0]
+			if strings.Count(name, ".") == 1 {
+				name = "engine." + name // a lock of package engine
+			}
+			rank[lockKey(name)] = len(listed)
+			listed = append(listed, lockKey(name))
+		case in && len(listed) > 0 && line == "//":
+			in = false
+		}
+	}
+	if len(listed) == 0 {
+		t.Fatal(`engine/doc.go lists no lock order (indented lines after "// Lock order")`)
+	}
+	ours := func(k lockKey) bool {
+		s := string(k)
+		return strings.HasPrefix(s, "engine.") || strings.HasPrefix(s, "engine/internal/") || s == "store.Front.mu"
+	}
+	seen := map[lockKey]bool{}
+	edges := analyseModule(t).lockOrder()
+	keys := make([][2]lockKey, 0, len(edges))
+	for k := range edges {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+" "+keys[i][1] < keys[j][0]+" "+keys[j][1] })
+	for _, k := range keys {
+		from, to := k[0], k[1]
+		if !ours(from) || !ours(to) {
+			continue
+		}
+		seen[from], seen[to] = true, true
+		rf, okf := rank[from]
+		rt, okt := rank[to]
+		switch {
+		case !okf || !okt:
+			// reported below, once per lock
+		case rf > rt:
+			t.Errorf("%s is taken holding %s (%s), but engine/doc.go's lock order puts %s first", to, from, edges[k].what, to)
+		}
+	}
+	for k := range seen {
+		if _, ok := rank[k]; !ok {
+			t.Errorf("%s is taken with other engine locks but engine/doc.go's lock order does not list it", k)
+		}
+	}
+	for _, k := range listed {
+		if !seen[k] {
+			t.Errorf("engine/doc.go's lock order lists %s, which no code takes with another engine lock (renamed or gone?)", k)
+		}
+	}
+}
