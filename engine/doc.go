@@ -56,12 +56,22 @@
 // # Layering and concurrency
 //
 // engine composes segment, index, handle and vfs; it must not
-// import bench, fuzz or cmd (docs/DESIGN.md#layering). It owns the store's
-// goroutines (the index checkpointer, the segment preparer and the
-// background compactor, whose run in progress Close cancels), started in
-// Open and stopped (and waited for) in Close; a handle's
-// write-behind timer (package handle) is stopped by the handle's Close,
-// or DB.Close. A DB and its Handles are safe for concurrent use, Close
+// import bench, fuzz or cmd (docs/DESIGN.md#layering). The goroutines it
+// starts, each with what stops it:
+//
+//	indexLoop         the index checkpointer (db.go): Close closes db.stop; waited for (db.wg)
+//	prepareLoop       the segment preparer: creates and grows segments ahead (db.go): db.stop, db.wg
+//	dictState.loop    the dictionary trainer, in a writing DB (dict.go): db.stop, db.wg
+//	compactLoop       the background compactor, with CompactInterval > 0 (compact.go): Close cancels db.stopCtx (a run in progress too), db.wg
+//	the updated sort  one sort of the most-recently-updated listing at a time (listupdated.go): ends by itself, db.wg
+//	sessionLoader.run an open's decoder of the index's session records (loadsessions.go): ends when the open's load finishes
+//	durableWatch.run  the futex watcher that wakes Waits (watch.go): stopped before the shared memory is unmapped
+//	a write-out       an Append's frames written behind its caller, one per handle (write.go): inside the DB's gate (Close waits for it); the handle's next cut waits for it
+//	write-behind      a handle's window timer (package handle, Options.AfterFunc): the handle's Close or DB.Close stops it
+//
+// (segment.Encoder.EventsFrames compresses a large batch on up to
+// GOMAXPROCS goroutines and waits for them before it returns.) A DB and
+// its Handles are safe for concurrent use, Close
 // included: every public operation that touches the files, the index or
 // the shared memory enters the DB's gate (gate.go), which Close shuts at
 // its start and waits to empty before it flushes the handles and closes
