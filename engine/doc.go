@@ -80,10 +80,11 @@
 // DB.layoutMu (reads hold it shared while they decode frames; compaction
 // and a read-only DB's rebuild take it to change where frames are), then
 // indexFile.mu (one use of the index file), then DB.mu (the fields of
-// DB.mu are what it guards). The appender's own locks (log.go: the
-// placement queue's qmu, then the syncer's smu; pmu around creating a
-// segment; fmu around its open files) are taken under none of the locks
-// above except appendMu and DB.mu as log.go says. A read takes no handle
+// DB.mu are what it guards). The log's own locks (package
+// engine/internal/wal: the placement queue's qmu, then the syncer's smu;
+// pmu around creating a segment; gmu around a growth; fmu around its open
+// files) are taken under none of the locks above except appendMu and DB.mu
+// (its Config.AppendMu and Config.Locker) as wal.go says. A read takes no handle
 // lock. Across processes, shared.go's byte locks: lockWriters (shared by
 // writing processes for as long as they are open, exclusive during a
 // compaction) before lockInit (held by an open until it is done), then
@@ -106,8 +107,10 @@
 // frame decoding, readers); handle.go: the handle (over store.Front) and
 // its lease; recover.go: Open's recovery, shared with Check (check.go);
 // indexer.go: index checkpoints; indexfile.go: the index opened for each
-// use; log.go: the shared log (placing frames at the tail under the append
-// lock, rolls, group commit of syncs); lease.go: session leases across
+// use; log.go: the DB's wiring of its log, package engine/internal/wal (the
+// one segment writer: placing frames at the tail under the append lock,
+// rolls, preparation and growth of segments, group commit of syncs, the
+// undo of a dead placer's write); lease.go: session leases across
 // processes; compact.go: compaction (its plan is
 // pure over what the fold attributes; its execution drops and rewrites
 // segments); migrate.go: v1 and v2 migration; shared.go: the store's processes

@@ -6,7 +6,12 @@
 // index. The format is specified in docs/DESIGN.md#segment-format and
 // summarized in format.go.
 //
-// A [Writer] appends frames to the active segment and seals it; [Scan]
+// The engine writes segments through its own writer, package
+// engine/internal/wal, with what this package exports for it: [Create]
+// (a new segment, header synced and renamed into place), [Encoder] and
+// [Encoded.AppendFrame], [AppendSeal], [DecodeHeader]. A [Writer]'s
+// Append, Sync and Seal are not the engine's: they build segment files in
+// this package's tests, in fuzz and in engine tests. [Scan]
 // walks frames, stops at the first bad one and tells a torn tail (cut it
 // off; nothing synced is lost) from damage in synced data (a
 // [*CorruptionError] with the offset); a [Reader] maps a segment with mmap
