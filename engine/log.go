@@ -15,7 +15,7 @@ func newLog(db *DB) *wal.Log {
 		FS:               db.opts.FS,
 		Dir:              db.dir,
 		SegmentSize:      db.opts.segmentSize,
-		CreateOptions:    db.opts.writerOptions,
+		CreateOptions:    db.opts.createOptions,
 		NoPreallocate:    db.opts.NoPreallocate,
 		PreallocateStart: db.opts.PreallocateStart,
 		Shared:           walShared{db.shared},

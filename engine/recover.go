@@ -496,11 +496,7 @@ func (db *DB) carryOut() error {
 		if slices.Contains(db.rec.drop, next) && !slices.Contains(drop, next) {
 			// Prepared (and kept): it holds no frame, as planTail checked.
 		} else {
-			w, err := segment.Create(fsys, db.segPath(next), next, db.opts.writerOptions(next))
-			if err != nil {
-				return fmt.Errorf("engine: %w", err)
-			}
-			if err := w.Close(); err != nil {
+			if err := segment.Create(fsys, db.segPath(next), next, db.opts.createOptions(next)); err != nil {
 				return fmt.Errorf("engine: %w", err)
 			}
 		}

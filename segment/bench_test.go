@@ -125,13 +125,13 @@ func BenchmarkDurableAppend(b *testing.B) {
 		b.Run(fmt.Sprintf("mode=segment/prealloc=%v", prealloc), func(b *testing.B) {
 			dir := b.TempDir()
 			n := 0
-			var w *Writer
+			var w *testWriter
 			roll := func() {
 				if w != nil {
 					w.Close()
 				}
 				var err error
-				w, err = Create(vfs.Default, filepath.Join(dir, fmt.Sprintf("%d.seg", n)), uint64(n), WriterOptions{Size: fileSize, Preallocate: prealloc})
+				w, err = newTestWriter(vfs.Default, filepath.Join(dir, fmt.Sprintf("%d.seg", n)), uint64(n), writerOpts{Size: fileSize, Preallocate: prealloc})
 				if err != nil {
 					b.Fatal(err)
 				}

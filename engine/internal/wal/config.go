@@ -17,7 +17,7 @@ type Config struct {
 	// SegmentSize is the size at which segment id is sealed.
 	SegmentSize func(id uint64) int64
 	// CreateOptions are the options of the creation of segment id.
-	CreateOptions func(id uint64) segment.WriterOptions
+	CreateOptions func(id uint64) segment.CreateOptions
 	// NoPreallocate: no growth of the active segment ahead of its tail;
 	// PreallocateStart: the least a growth adds.
 	NoPreallocate    bool

@@ -450,7 +450,7 @@ func (a *Log) Prepare(id uint64, wait bool) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	w, err := segment.Create(a.cfg.FS, path, id, a.cfg.CreateOptions(id))
+	err := segment.Create(a.cfg.FS, path, id, a.cfg.CreateOptions(id))
 	if errors.Is(err, segment.ErrSyncFailed) {
 		// The directory may or may not hold the new segment.
 		return a.cfg.Poison(err)
@@ -459,7 +459,7 @@ func (a *Log) Prepare(id uint64, wait bool) error {
 		return err
 	}
 	raise(&a.prepared, id)
-	return w.Close()
+	return nil
 }
 
 // prepareNext creates the segment after the active one ahead of its roll.

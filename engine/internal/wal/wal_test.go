@@ -45,12 +45,10 @@ func newTestLog(t *testing.T, size int64) (*Log, *memShared, vfs.FS, *[]uint64) 
 	if err := fsys.MkdirAll("db", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	opts := func(id uint64) segment.WriterOptions { return segment.WriterOptions{Size: size} }
-	w, err := segment.Create(fsys, "db/"+segment.Name(1), 1, opts(1))
-	if err != nil {
+	opts := func(id uint64) segment.CreateOptions { return segment.CreateOptions{Size: size} }
+	if err := segment.Create(fsys, "db/"+segment.Name(1), 1, opts(1)); err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
 	shm, err := fsys.MapShared("db/shm", 4096, true)
 	if err != nil {
 		t.Fatal(err)
@@ -193,5 +191,98 @@ func TestUndoDeadPlacer(t *testing.T) {
 	}
 	if p := sh.Word(Placing).Load(); p != position(1, end) {
 		t.Fatalf("placing %x, want %x", p, position(1, end))
+	}
+}
+
+// TestCutTail: a torn frame after the last whole one (as a crash leaves
+// it) is cut by CutTail: zeroed in a preallocated segment, trimmed off
+// otherwise; a placement after it then scans clean, and a sealed segment
+// is refused. (It was segment's TestOpenWriterAfterTornTail.)
+func TestCutTail(t *testing.T) {
+	for _, prealloc := range []bool{false, true} {
+		l, sh, fsys, _ := newTestLog(t, 64<<10)
+		path := "db/" + segment.Name(1)
+		if prealloc {
+			f, _ := fsys.OpenReadWrite(path)
+			f.WriteAt(make([]byte, 8192), segment.HeaderSize) // zeros ahead, as a growth leaves
+			f.Close()
+		}
+		var enc segment.Encoder
+		var frames []*segment.Encoded
+		for i := range 2 {
+			e, err := enc.Events("s", uint64(2*i), testgen.Events(uint64(2*i), 2, 100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames = append(frames, e)
+			if err := l.Place(&Placement{Frames: []*segment.Encoded{e}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.SyncPlaced(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.Close()
+		good := segment.HeaderSize + frames[0].Size()
+		// Tear the second frame: keep half of it.
+		f, _ := fsys.OpenReadWrite(path)
+		f.WriteAt(make([]byte, 40), good+40)
+		f.Close()
+		scan := func() segment.ScanResult {
+			t.Helper()
+			b, err := vfs.ReadFile(fsys, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := segment.Scan(path, b, segment.ScanOptions{}, nil)
+			if err != nil {
+				t.Fatalf("prealloc=%v: %v", prealloc, err)
+			}
+			return res
+		}
+		res := scan()
+		if !res.Torn || res.End != good {
+			t.Fatalf("prealloc=%v: scan = %+v; want torn at %d", prealloc, res, good)
+		}
+		if err := CutTail(fsys, path, res, prealloc); err != nil {
+			t.Fatal(err)
+		}
+		size := func() int64 {
+			b, _ := vfs.ReadFile(fsys, path)
+			return int64(len(b))
+		}
+		if got := size(); prealloc && got == good || !prealloc && got != good {
+			t.Fatalf("prealloc=%v: the file is %d bytes after the cut, the frames end at %d", prealloc, got, good)
+		}
+		if res := scan(); res.Torn || res.End != good || res.DirtyEnd != good {
+			t.Fatalf("prealloc=%v: after the cut scan = %+v, want clean at %d", prealloc, res, good)
+		}
+		// The log goes on from there.
+		p := position(1, good)
+		sh.Word(Tail).Store(p)
+		sh.Word(Placing).Store(p)
+		sh.Word(Durable).Store(p)
+		sh.Word(Frames).Store(1)
+		l2 := New(l.cfg)
+		e, err := enc.Events("s", 2, testgen.Events(2, 3, 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l2.Place(&Placement{Frames: []*segment.Encoded{e}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l2.SyncPlaced(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l2.RollNow(); err != nil {
+			t.Fatal(err)
+		}
+		l2.Close()
+		if res := scan(); res.Torn || !res.Sealed || res.Frames != 2 {
+			t.Fatalf("prealloc=%v: after a placement and a roll scan = %+v, want sealed with 2 events frames", prealloc, res)
+		}
+		if err := CutTail(fsys, path, scan(), prealloc); !errors.Is(err, segment.ErrSealed) {
+			t.Fatalf("CutTail of a sealed segment: %v, want ErrSealed", err)
+		}
 	}
 }
