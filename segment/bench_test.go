@@ -83,10 +83,12 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkDurableAppend measures one 300-byte event appended and synced,
-// against the physical limit measured in the same run: a raw write +
-// fdatasync of the same frame bytes, appending to a file or overwriting a
-// preallocated one. It reports p50/p99 latency.
+// BenchmarkDurableAppend measures one 300-byte event appended and synced
+// (encoded, written as a frame and fdatasynced by the test writer, the
+// engine writer's discipline without its locks), against the physical
+// limit measured in the same run: a raw write + fdatasync of the same
+// frame bytes, appending to a file or overwriting a preallocated one. It
+// reports p50/p99 latency.
 func BenchmarkDurableAppend(b *testing.B) {
 	evs := makeEvents(0, 1, 300)
 	frameLen := int(frameSize(len("session-1"), len(appendEvents(nil, evs))))
