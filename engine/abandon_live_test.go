@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/wal"
 	"testing"
 
 	"github.com/seglog/seglog/segment"
@@ -23,7 +24,7 @@ func deadForkHeader(t *testing.T, dir, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dead.log.place(&placement{frames: []*segment.Encoded{he}}); err != nil {
+	if err := dead.log.Place(&wal.Placement{Frames: []*segment.Encoded{he}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := dead.sync(); err != nil {

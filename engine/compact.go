@@ -103,7 +103,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	}
 	db.dead.Store(false) // what is deleted from here on waits for the next run
 	if _, off := splitPosition(db.shared.field(shmTail).Load()); opts.Roll && off > segment.HeaderSize {
-		if err := db.log.rollNow(); err != nil {
+		if err := db.log.RollNow(); err != nil {
 			return nil, err
 		}
 	}

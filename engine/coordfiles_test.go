@@ -441,7 +441,7 @@ func TestShmCutBetweenPlacementAndSync(t *testing.T) {
 			coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 				f := newCoordFixture(t, fsys, dir, func(o *Options) { o.IndexInterval = time.Hour })
 				var once sync.Once
-				testHookSync = func() {
+				f.dbs[0].log.TestHookSync = func() {
 					once.Do(func() {
 						f.cutShm(t, c.size)
 						if c.regrown {
@@ -449,7 +449,6 @@ func TestShmCutBetweenPlacementAndSync(t *testing.T) {
 						}
 					})
 				}
-				defer func() { testHookSync = nil }()
 				flushed := make(chan error, 1)
 				go func() { flushed <- f.flush(0, 10) }()
 				select {
@@ -460,7 +459,7 @@ func TestShmCutBetweenPlacementAndSync(t *testing.T) {
 				case <-time.After(10 * time.Second):
 					t.Fatal("a flush whose shm was cut before its sync still runs after 10 s")
 				}
-				testHookSync = nil
+				f.dbs[0].log.TestHookSync = nil
 				f.reopen(t)
 			})
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/wal"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -27,7 +28,7 @@ type DB struct {
 	// follow keeps the DB up with the processes that write the store
 	follow *follower
 	// log places this process's frames in the shared log (nil read-only)
-	log *appender
+	log *wal.Log
 	// joined: a write open of a store other processes were writing, whose
 	// recovery changed nothing (it is theirs as much as this process's)
 	joined bool
@@ -278,9 +279,9 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	switch {
 	case !o.ReadOnly:
 		if db.log == nil {
-			db.log = newAppender(db)
+			db.log = newLog(db)
 		}
-		db.log.alone.Store(sh.alone())
+		db.log.SetAlone(sh.alone())
 		// Keep up with the other writing processes.
 		db.follow = &follower{pos: db.rec.end}
 		db.follow.layout.Store(layout)
@@ -663,10 +664,10 @@ func (db *DB) Delete(ctx context.Context, id string, opts ...store.DeleteOption)
 	if err != nil {
 		return sessionErr(id, "delete", err)
 	}
-	err = db.log.place(&placement{frames: []*segment.Encoded{e}, register: func(at []placed, _ int) {
+	err = db.log.Place(&wal.Placement{Frames: []*segment.Encoded{e}, Register: func(at []wal.Placed, _ int) {
 		s.erased = true
 		delete(db.mu.sessions, id)
-		db.mu.pend = append(db.mu.pend, pendFrame{s: s, delete: true, ref: frameRef{seg: at[0].seg, off: at[0].loc.Offset, size: uint32(at[0].loc.Size)}})
+		db.mu.pend = append(db.mu.pend, pendFrame{s: s, delete: true, ref: frameRef{seg: at[0].Seg, off: at[0].Loc.Offset, size: uint32(at[0].Loc.Size)}})
 	}})
 	if err != nil {
 		return sessionErr(id, "delete", err)
@@ -748,7 +749,7 @@ func (db *DB) closeFiles() error {
 	}
 	db.mu.readers = nil
 	if db.log != nil {
-		errs = append(errs, db.log.close())
+		errs = append(errs, db.log.Close())
 	}
 	if db.idx != nil {
 		errs = append(errs, db.idx.Close())

@@ -299,12 +299,12 @@ func TestDictOlderSegment(t *testing.T) {
 	}
 	// A frame encoded with it (as if the active segment took it) is
 	// placed without it.
-	db.log.tailVersion.Store(segment.DictVersion)
+	db.log.SetTailVersion(segment.DictVersion)
 	want = append(want, writeFlushed(t, h, 100, 20)...)
 	if codecs, _ := frameCodecs(t, nil, dir); codecs[segment.CodecZstdDict] != 0 {
 		t.Fatalf("frames by codec %v: a dictionary in a version 1 segment", codecs)
 	}
-	if err := db.log.rollNow(); err != nil {
+	if err := db.log.RollNow(); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, writeFlushed(t, h, 120, 40)...)

@@ -118,7 +118,7 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if v := db.log.version(2); v != 1 {
+	if v := db.log.Version(2); v != 1 {
 		t.Fatalf("the golden store's active segment is of version %d, want 1", v)
 	}
 	h, err := db.Create(ctx, store.Header{ID: "new", CreatedAt: 1})
@@ -145,7 +145,7 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 			}
 		}
 		evs := testgen.Events(uint64(len(want)), n, 300)
-		db.log.tailVersion.Store(segment.DictVersion)
+		db.log.SetTailVersion(segment.DictVersion)
 		if err := h.Append(ctx, evs...); err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +242,7 @@ func TestDictSegmentRewriteKeepsItsVersion(t *testing.T) {
 	if err := db.Delete(ctx, "dead"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.log.rollNow(); err != nil {
+	if err := db.log.RollNow(); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := db.Compact(ctx, CompactOptions{})

@@ -85,12 +85,12 @@
 //	store.Front.mu         a handle's lock: one write through a handle at a time
 //	DB.compactMu           one compaction at a time
 //	DB.idxMu               one index checkpoint or relocation at a time
-//	appender.gmu           one growth of the active segment
+//	wal.Log.gmu            one growth of the active segment
 //	DB.appendMu            this process's placements (lockAppend across processes)
-//	appender.qmu           the placement queue
-//	appender.smu           the syncer
-//	appender.pmu           one creation of a segment
-//	appender.fmu           the open segment files
+//	wal.Log.qmu            the placement queue (package engine/internal/wal)
+//	wal.Log.smu            the syncer
+//	wal.Log.pmu            one creation of a segment
+//	wal.Log.fmu            the open segment files
 //	follower.mu            one catch-up on the other processes' frames
 //	DB.layoutMu            where frames are (reads shared, compaction exclusive)
 //	indexFile.mu           one use of the index file
@@ -127,8 +127,10 @@
 // frame decoding, readers); handle.go: the handle (over store.Front) and
 // its lease; recover.go: Open's recovery, shared with Check (check.go);
 // indexer.go: index checkpoints; indexfile.go: the index opened for each
-// use; log.go: the shared log (placing frames at the tail under the append
-// lock, rolls, group commit of syncs); lease.go: session leases across
+// use; log.go: the DB's wiring of its log, package engine/internal/wal (the
+// one segment writer: placing frames at the tail under the append lock,
+// rolls, preparation and growth of segments, group commit of syncs, the
+// undo of a dead placer's write); lease.go: session leases across
 // processes; compact.go: compaction (its plan is
 // pure over what the fold attributes; its execution drops and rewrites
 // segments); migrate.go: v1 and v2 migration; shared.go: the store's processes

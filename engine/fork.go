@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/wal"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
@@ -146,14 +147,14 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr store.H
 // forkCopy) and registers the session once all are placed.
 func (db *DB) appendWhole(c *session, header *segment.Encoded, frames []*segment.Encoded) error {
 	var changed bool
-	pl := &placement{frames: append([]*segment.Encoded{header}, frames...), whole: true, register: func(at []placed, _ int) {
+	pl := &wal.Placement{Frames: append([]*segment.Encoded{header}, frames...), Whole: true, Register: func(at []wal.Placed, _ int) {
 		if cur := db.mu.sessions[c.id]; cur != nil && !cur.erased {
 			changed = true // cannot happen under its lease
 			return
 		}
 		refs := make([]frameRef, len(at))
 		for i, a := range at {
-			refs[i] = frameRef{seg: a.seg, off: a.loc.Offset, size: uint32(a.loc.Size)}
+			refs[i] = frameRef{seg: a.Seg, off: a.Loc.Offset, size: uint32(a.Loc.Size)}
 		}
 		last := refs[len(refs)-1]
 		db.mu.pend = append(db.mu.pend, pendFrame{s: c, header: true, ref: refs[0], groupEnd: &last})
@@ -166,8 +167,8 @@ func (db *DB) appendWhole(c *session, header *segment.Encoded, frames []*segment
 		db.mu.sessions[c.id] = c
 		db.relist(c, true)
 	}}
-	if err := db.log.place(pl); err != nil {
-		if pl.written > 0 {
+	if err := db.log.Place(pl); err != nil {
+		if pl.Written() > 0 {
 			// Part of the group is placed: the store cannot go on (the
 			// next open abandons the group).
 			db.poisonWith(err)
@@ -353,7 +354,7 @@ func (db *DB) waitUnpinned(id string) {
 // parent's and its marker.
 func (db *DB) appendFork(p, c *session, header, marker *segment.Encoded) error {
 	var changed bool
-	pl := &placement{frames: []*segment.Encoded{header, marker}, whole: true, register: func(at []placed, _ int) {
+	pl := &wal.Placement{Frames: []*segment.Encoded{header, marker}, Whole: true, Register: func(at []wal.Placed, _ int) {
 		if cur := db.mu.sessions[c.id]; (cur != nil && !cur.erased) || db.mu.sessions[p.id] != p || p.erased {
 			changed = true // cannot happen: the parent is held, the child's lease taken
 			return
@@ -363,8 +364,8 @@ func (db *DB) appendFork(p, c *session, header, marker *segment.Encoded) error {
 		// them in place, under db.mu; another's relayout drops them, and
 		// then the fork, like the parent, takes them from the index).
 		c.frames, c.loaded = clipRefs(p.frames, c.inherited), p.loaded
-		h := frameRef{seg: at[0].seg, off: at[0].loc.Offset, size: uint32(at[0].loc.Size)}
-		m := frameRef{first: c.framed, count: 1, seg: at[1].seg, off: at[1].loc.Offset, size: uint32(at[1].loc.Size)}
+		h := frameRef{seg: at[0].Seg, off: at[0].Loc.Offset, size: uint32(at[0].Loc.Size)}
+		m := frameRef{first: c.framed, count: 1, seg: at[1].Seg, off: at[1].Loc.Offset, size: uint32(at[1].Loc.Size)}
 		db.mu.pend = append(db.mu.pend, pendFrame{s: c, header: true, ref: h, groupEnd: &m})
 		c.size = int64(h.size)
 		db.mu.pend = append(db.mu.pend, c.addFrame(m))
@@ -372,8 +373,8 @@ func (db *DB) appendFork(p, c *session, header, marker *segment.Encoded) error {
 		db.mu.sessions[c.id] = c
 		db.relist(c, true)
 	}}
-	if err := db.log.place(pl); err != nil {
-		if pl.written > 0 {
+	if err := db.log.Place(pl); err != nil {
+		if pl.Written() > 0 {
 			// Part of the group is placed: the store cannot go on (the
 			// next open abandons the fork).
 			db.poisonWith(err)

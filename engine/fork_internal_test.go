@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/wal"
 	"testing"
 
 	"github.com/seglog/seglog/event"
@@ -49,7 +50,7 @@ func TestForkWithoutItsMarker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.log.place(&placement{frames: []*segment.Encoded{he}}); err != nil {
+	if err := db.log.Place(&wal.Placement{Frames: []*segment.Encoded{he}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.sync(); err != nil {

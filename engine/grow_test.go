@@ -56,7 +56,7 @@ func TestActiveSegmentGrowsInPlace(t *testing.T) {
 		t.Fatalf("the tail is at %d, want it past half of the first MiB", off)
 	}
 	// The preparer may have grown it already; then this finds it done.
-	if err := db.log.grow(); err != nil {
+	if err := db.log.Grow(); err != nil {
 		t.Fatal(err)
 	}
 	if got := segFileSize(t, dir, 1); got != 2<<20 {
@@ -111,7 +111,7 @@ func TestGrowBesidePlacements(t *testing.T) {
 				return
 			default:
 			}
-			if err := db.log.grow(); err != nil {
+			if err := db.log.Grow(); err != nil {
 				t.Error(err)
 				return
 			}
@@ -196,7 +196,7 @@ func TestGrowAfterAPlacementPastTheFile(t *testing.T) {
 	}
 	hooked := make(chan error, 1)
 	var once sync.Once
-	testHookGrow = func() {
+	db.log.TestHookGrow = func() {
 		once.Do(func() {
 			// 700 KiB more, while the preparer has yet to fill: past the
 			// file's first MiB.
@@ -207,7 +207,6 @@ func TestGrowAfterAPlacementPastTheFile(t *testing.T) {
 			hooked <- err
 		})
 	}
-	defer func() { testHookGrow = nil }()
 	evs := testgen.Events(0, 1200, 500)
 	for i := 0; i < len(evs); i += 100 {
 		if err := h.Append(ctx, evs[i:i+100]...); err != nil {
@@ -217,7 +216,7 @@ func TestGrowAfterAPlacementPastTheFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.log.grow(); err != nil {
+	if err := db.log.Grow(); err != nil {
 		t.Fatal(err)
 	}
 	// (The preparer may be running the hook: this waits for it.)

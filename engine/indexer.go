@@ -94,7 +94,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 		sh.index = ok
 	}
 	db.checkpointer.Store(sh.index)
-	db.log.alone.Store(sh.alone())
+	db.log.SetAlone(sh.alone())
 	if !sh.index {
 		// Frames below the checkpoint the checkpointer committed are
 		// indexed: they leave the backlog as if this process had indexed

@@ -67,7 +67,7 @@ func TestJoinWhileTheActiveSegmentIsSealed(t *testing.T) {
 		appendFlushed(t, h, evs...)
 		want = append(want, evs...)
 		active, _ = splitPosition(w.shared.field(shmTail).Load())
-		if err := w.log.prepare(active+1, true); err != nil {
+		if err := w.log.Prepare(active+1, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +80,7 @@ func TestJoinWhileTheActiveSegmentIsSealed(t *testing.T) {
 			return
 		}
 		once.Do(func() {
-			if err := w.log.rollNow(); err != nil {
+			if err := w.log.RollNow(); err != nil {
 				t.Errorf("roll: %v", err)
 			}
 			rolled = true

@@ -3,12 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"github.com/seglog/seglog/engine/internal/wal"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/seglog/seglog/handle"
-	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
 )
 
@@ -263,38 +263,21 @@ func (m *dbMetrics) compacted(ctx context.Context, rep *CompactReport, err error
 	}
 }
 
-// frameTally adds up the frames of one write (appender.placeLocked) before
-// they are counted at once.
-type frameTally struct {
-	events, bytes uint64
-	codec         [3]struct{ frames, raw, stored uint64 }
-}
-
-func (t *frameTally) add(e *segment.Encoded) {
-	t.events += uint64(e.Count())
-	t.bytes += uint64(e.Size())
-	if c := e.Codec(); int(c) < len(t.codec) {
-		t.codec[c].frames++
-		t.codec[c].raw += uint64(e.RawLen())
-		t.codec[c].stored += uint64(e.StoredLen())
-	}
-}
-
 // written counts the frames of t, written, and resets t.
-func (m *dbMetrics) written(t *frameTally) {
-	if t.bytes == 0 {
+func (m *dbMetrics) written(t *wal.Tally) {
+	if t.Bytes == 0 {
 		return
 	}
-	m.eventsWritten.Add(t.events)
-	m.bytesWritten.Add(t.bytes)
-	for c := range t.codec {
-		if k := &t.codec[c]; k.frames > 0 {
-			m.frames[c].frames.Add(k.frames)
-			m.frames[c].raw.Add(k.raw)
-			m.frames[c].stored.Add(k.stored)
+	m.eventsWritten.Add(t.Events)
+	m.bytesWritten.Add(t.Bytes)
+	for c := range t.Codec {
+		if k := &t.Codec[c]; k.Frames > 0 {
+			m.frames[c].frames.Add(k.Frames)
+			m.frames[c].raw.Add(k.Raw)
+			m.frames[c].stored.Add(k.Stored)
 		}
 	}
-	*t = frameTally{}
+	*t = wal.Tally{}
 }
 
 // Metrics returns a snapshot of the DB's counters and gauges (see

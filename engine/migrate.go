@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/wal"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
@@ -184,14 +185,14 @@ var testHookMigrated func()
 // group whole (pendFrame.groupEnd).
 func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames []*segment.Encoded) error {
 	var changed bool
-	p := &placement{frames: append([]*segment.Encoded{header}, frames...), whole: true, register: func(at []placed, _ int) {
+	p := &wal.Placement{Frames: append([]*segment.Encoded{header}, frames...), Whole: true, Register: func(at []wal.Placed, _ int) {
 		if db.mu.sessions[old.id] != old || old.erased {
 			changed = true // cannot happen under the lease
 			return
 		}
 		refs := make([]frameRef, len(at))
 		for i, a := range at {
-			refs[i] = frameRef{seg: a.seg, off: a.loc.Offset, size: uint32(a.loc.Size)}
+			refs[i] = frameRef{seg: a.Seg, off: a.Loc.Offset, size: uint32(a.Loc.Size)}
 		}
 		last := refs[len(refs)-1]
 		db.mu.pend = append(db.mu.pend,
@@ -209,8 +210,8 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 		db.mu.sessions[ns.id] = ns
 		db.relist(ns, false)
 	}}
-	if err := db.log.place(p); err != nil {
-		if p.written > 0 {
+	if err := db.log.Place(p); err != nil {
+		if p.Written() > 0 {
 			// Part of the group is placed, even durable (a roll syncs): the
 			// store cannot go on (the next open abandons the group).
 			db.poisonWith(err)

@@ -118,7 +118,7 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 			sideEvs := testgen.Events(0, 5, 200)
 			appendFlushed(t, side, sideEvs...)
 			// The group starts at the head of a fresh segment k.
-			if err := db.log.rollNow(); err != nil {
+			if err := db.log.RollNow(); err != nil {
 				t.Fatal(err)
 			}
 			k, _ := splitPosition(db.shared.field(shmTail).Load())

@@ -195,9 +195,9 @@ func (o *Options) segmentSize(id uint64) int64 {
 	return min(size, o.SegmentSize)
 }
 
-// writerOptions are the options of segment id's writer.
-func (o *Options) writerOptions(id uint64) segment.WriterOptions {
-	return segment.WriterOptions{Size: o.segmentSize(id), Preallocate: !o.NoPreallocate, PreallocSize: o.PreallocateStart, Uncompressed: o.Uncompressed}
+// createOptions are the options of the creation of segment id.
+func (o *Options) createOptions(id uint64) segment.CreateOptions {
+	return segment.CreateOptions{Size: o.segmentSize(id), Preallocate: !o.NoPreallocate, PreallocSize: o.PreallocateStart}
 }
 
 // defaultIndexPath is where a store in dir keeps its index unless

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/wal"
 	"io/fs"
 	"maps"
 	"os"
@@ -484,11 +485,7 @@ func (db *DB) carryOut() error {
 		}
 		// Cut the torn tail (zero or trim what follows the last frame),
 		// synced before anything is appended after it.
-		w, err := segment.OpenWriter(fsys, db.segPath(db.rec.tailID), *t, db.opts.writerOptions(db.rec.tailID))
-		if err != nil {
-			return fmt.Errorf("engine: %w", err)
-		}
-		if err := w.Close(); err != nil {
+		if err := wal.CutTail(fsys, db.segPath(db.rec.tailID), *t, !db.opts.NoPreallocate); err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
 		tailID, tailEnd, frames = db.rec.tailID, t.End, t.Frames
@@ -500,11 +497,7 @@ func (db *DB) carryOut() error {
 		if slices.Contains(db.rec.drop, next) && !slices.Contains(drop, next) {
 			// Prepared (and kept): it holds no frame, as planTail checked.
 		} else {
-			w, err := segment.Create(fsys, db.segPath(next), next, db.opts.writerOptions(next))
-			if err != nil {
-				return fmt.Errorf("engine: %w", err)
-			}
-			if err := w.Close(); err != nil {
+			if err := segment.Create(fsys, db.segPath(next), next, db.opts.createOptions(next)); err != nil {
 				return fmt.Errorf("engine: %w", err)
 			}
 		}
@@ -513,7 +506,7 @@ func (db *DB) carryOut() error {
 	// The shared log starts where the recovery left the files.
 	db.shared.setUp(tailID, tailEnd, frames)
 	db.rec.end = position(tailID, tailEnd)
-	db.log = newAppender(db)
+	db.log = newLog(db)
 	return db.abandonMigrations()
 }
 
@@ -612,10 +605,10 @@ func (db *DB) abandonMigrations() error {
 		}
 		db.opts.Logger.Warn("engine: a migration was cut short; the session stays in its old format", "session", key)
 	}
-	if err := db.log.place(&placement{frames: es}); err != nil {
+	if err := db.log.Place(&wal.Placement{Frames: es}); err != nil {
 		return fmt.Errorf("engine: abandoning migrations: %w", err)
 	}
-	if err := db.log.sync(db.log.placedEnd.Load()); err != nil {
+	if err := db.log.SyncPlaced(); err != nil {
 		return fmt.Errorf("engine: abandoning migrations: %w", err)
 	}
 	return nil

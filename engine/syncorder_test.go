@@ -101,13 +101,13 @@ func TestFlushPlacedDuringAnotherProcessSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if a.log.alone.Load() {
+	if a.log.Alone() {
 		t.Fatal("A, which joined B, thinks it writes alone")
 	}
 	// As B's next look (a checkpoint tick) would find: another process
 	// writes the store, so B's syncs go through lockSync, one at a time
 	// across processes.
-	b.log.alone.Store(false)
+	b.log.SetAlone(false)
 
 	want := map[string][]event.Event{}
 	handles := map[string]*Handle{}
@@ -129,14 +129,14 @@ func TestFlushPlacedDuringAnotherProcessSync(t *testing.T) {
 		want[id] = append(want[id], evs...)
 	}
 
-	placedBefore := b.log.placedEnd.Load()
+	placedBefore := b.log.PlacedEnd()
 	bFlushed := make(chan error, 1)
 	hooked := make(chan string, 1)
 	hfs.arm(func() {
 		// A's fdatasync is over; A has not published yet.
 		go func() { bFlushed <- handles["b"].Flush(ctx) }()
 		deadline := time.Now().Add(5 * time.Second)
-		for b.log.placedEnd.Load() == placedBefore || b.shared.shm.Uint32(shmSyncWaiters).Load() == 0 {
+		for b.log.PlacedEnd() == placedBefore || b.shared.shm.Uint32(shmSyncWaiters).Load() == 0 {
 			if time.Now().After(deadline) {
 				hooked <- "B never placed its frames and waited for A's sync"
 				return
@@ -206,13 +206,13 @@ func TestFlushPlacedDuringItsProcessSync(t *testing.T) {
 		hs[id], want[id] = h, evs
 	}
 	// s: frames placed by the write-out behind a full Append, not synced.
-	placed := db.log.placedEnd.Load()
+	placed := db.log.PlacedEnd()
 	evs := testgen.Events(2, 30, 300) // (more than a frame)
 	if err := hs["s"].Append(ctx, evs...); err != nil {
 		t.Fatal(err)
 	}
 	want["s"] = append(want["s"], evs...)
-	for deadline := time.Now().Add(5 * time.Second); db.log.placedEnd.Load() == placed; time.Sleep(100 * time.Microsecond) {
+	for deadline := time.Now().Add(5 * time.Second); db.log.PlacedEnd() == placed; time.Sleep(100 * time.Microsecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the write-out behind the Append placed nothing")
 		}
@@ -232,10 +232,7 @@ func TestFlushPlacedDuringItsProcessSync(t *testing.T) {
 		close(letWrite)
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			db.log.smu.Lock()
-			waiting := db.log.waiting
-			db.log.smu.Unlock()
-			if waiting > 0 {
+			if db.log.SyncWaiters() > 0 {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -98,7 +98,7 @@ func TestUsageWhileTheActiveSegmentRolls(t *testing.T) {
 	}
 	// The next segment, prepared ahead of the roll (as the preparer does
 	// once the active one is half full): Usage lists it.
-	if err := db.log.prepareNext(); err != nil {
+	if err := db.log.PrepareNext(); err != nil {
 		t.Fatal(err)
 	}
 	// The follower reads up to the durable position now: Usage's catch-up
@@ -109,7 +109,7 @@ func TestUsageWhileTheActiveSegmentRolls(t *testing.T) {
 	var hookErr error
 	fsys.arm(func() {
 		write(7) // 7..13 in segment 1, after Usage's durable position
-		if hookErr = db.log.rollNow(); hookErr != nil {
+		if hookErr = db.log.RollNow(); hookErr != nil {
 			return
 		}
 		write(7) // 14..20 in segment 2

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/wal"
 	"maps"
 	"slices"
 	"sort"
@@ -58,7 +59,7 @@ func (db *DB) writeHandles() []*Handle {
 // concurrent callers, and with the other processes: one fdatasync covers
 // every frame placed before it).
 func (db *DB) sync() error {
-	return db.log.sync(db.log.placedEnd.Load())
+	return db.log.SyncPlaced()
 }
 
 // catchUpAll brings a writing DB up to every frame any process placed,
@@ -69,7 +70,7 @@ func (db *DB) sync() error {
 // another process began and never finished is then ended (endDeadGroup).
 func (db *DB) catchUpAll(id string) error {
 	if t := db.shared.field(shmTail).Load(); t > db.shared.field(shmDurable).Load() {
-		if err := db.log.sync(t); err != nil {
+		if err := db.log.Sync(t); err != nil {
 			return err
 		}
 	}
@@ -101,15 +102,15 @@ func (db *DB) endDeadGroup(id string) error {
 	}
 	// Registered (the fold told) under db.mu as it is placed: this
 	// process's follower skips its own frames.
-	pl := &placement{frames: []*segment.Encoded{e}, register: func([]placed, int) {
+	pl := &wal.Placement{Frames: []*segment.Encoded{e}, Register: func([]wal.Placed, int) {
 		if db.fold.replacing[id] == rp {
 			db.fold.abandon(rp)
 		}
 	}}
-	if err := db.log.place(pl); err != nil {
+	if err := db.log.Place(pl); err != nil {
 		return fmt.Errorf("engine: ending the unfinished group of session %q: %w", id, err)
 	}
-	if err := db.log.sync(db.log.placedEnd.Load()); err != nil {
+	if err := db.log.SyncPlaced(); err != nil {
 		return fmt.Errorf("engine: ending the unfinished group of session %q: %w", id, err)
 	}
 	what := "a migration"
@@ -177,14 +178,14 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 	if header != nil {
 		es = append([]*segment.Encoded{header}, frames...)
 	}
-	err := db.log.place(&placement{frames: es, register: func(at []placed, first int) {
+	err := db.log.Place(&wal.Placement{Frames: es, Register: func(at []wal.Placed, first int) {
 		for i, p := range at {
-			ref := frameRef{seg: p.seg, off: p.loc.Offset, size: uint32(p.loc.Size)}
+			ref := frameRef{seg: p.Seg, off: p.Loc.Offset, size: uint32(p.Loc.Size)}
 			k := first + i
 			if header != nil {
 				if k == 0 {
 					s.pending = false
-					s.size += p.loc.Size
+					s.size += p.Loc.Size
 					db.mu.pend = append(db.mu.pend, pendFrame{s: s, header: true, ref: ref})
 					continue
 				}
@@ -256,12 +257,12 @@ func (db *DB) prepareLoop() {
 		if active == failedFor && time.Since(failedAt) < prepareBackoff {
 			continue // one warning per segment and backoff, not one per append
 		}
-		if err := db.log.grow(); err != nil {
+		if err := db.log.Grow(); err != nil {
 			failedFor, failedAt = active, time.Now()
 			db.opts.Logger.Warn("engine: growing the active segment failed; appends extend it", "error", err)
 			continue
 		}
-		if err := db.log.prepareNext(); err != nil {
+		if err := db.log.PrepareNext(); err != nil {
 			failedFor, failedAt = active, time.Now()
 			db.opts.Logger.Warn("engine: preparing the next segment failed; the roll will create it", "error", err)
 		}
@@ -272,7 +273,7 @@ func (db *DB) prepareLoop() {
 // dictionary once the active segment may hold frames that name one.
 func (db *DB) encoder() segment.Encoder {
 	e := segment.Encoder{Uncompressed: db.opts.Uncompressed}
-	if db.dict != nil && db.log.dictSegment() {
+	if db.dict != nil && db.log.DictSegment() {
 		e.Dict = db.dict.cur.Load()
 	}
 	return e

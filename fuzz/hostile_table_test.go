@@ -244,9 +244,7 @@ func buildHostileStore(root string) (st *hsStore, err error) {
 		must(e)
 		r.Close()
 		if res.End > segment.HeaderSize {
-			w, e := segment.Create(vfs.Default, filepath.Join(dir, segment.Name(last+1)), last+1, segment.WriterOptions{Size: 4096, Preallocate: true})
-			must(e)
-			must(w.Close())
+			must(segment.Create(vfs.Default, filepath.Join(dir, segment.Name(last+1)), last+1, segment.CreateOptions{Size: 4096, Preallocate: true}))
 		}
 	}
 

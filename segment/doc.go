@@ -6,7 +6,11 @@
 // index. The format is specified in docs/DESIGN.md#segment-format and
 // summarized in format.go.
 //
-// A [Writer] appends frames to the active segment and seals it; [Scan]
+// Segments are written by one writer, the engine's (package
+// engine/internal/wal: placements at the shared tail, rolls, growth, group
+// fdatasync), with what this package exports for it: [Create] (a new
+// segment, its header synced and renamed into place), an [Encoder] and
+// [Encoded.AppendFrame], [AppendSeal], [DecodeHeader]. [Scan]
 // walks frames, stops at the first bad one and tells a torn tail (cut it
 // off; nothing synced is lost) from damage in synced data (a
 // [*CorruptionError] with the offset); a [Reader] maps a segment with mmap
@@ -23,15 +27,12 @@
 // nothing of the index, handles, recovery, plan or the engine, and starts no
 // goroutines.
 //
-// Concurrency: a Writer and a Reader are safe for concurrent use (Close
-// excepted). A Writer has one mutex over its buffer; one goroutine at a time
-// owns the file for a write and its fdatasync, without holding the mutex,
-// so appends proceed while a sync is in flight and the next sync carries
-// everything they appended (group commit).
+// Concurrency: an Encoder, a Reader and Dicts are safe for concurrent use
+// (a Reader's Close excepted).
 //
-//	w, _ := segment.Create(vfs.Default, "db/00000001.seg", 1, segment.WriterOptions{})
-//	loc, _ := w.Append("session-1", 0, events)
-//	_ = w.Sync() // durable from here
-//	r, _ := segment.OpenReader(vfs.Default, "db/00000001.seg")
-//	f, _ := r.ReadFrame(loc.Offset)
+//	_ = segment.Create(vfs.Default, "db/0000000000000001.seg", 1, segment.CreateOptions{})
+//	e, _ := segment.Encoder{}.Events("session-1", 0, events)
+//	f.WriteAt(e.AppendFrame(nil, segment.HeaderSize), segment.HeaderSize); f.Sync()
+//	r, _ := segment.OpenReader(vfs.Default, "db/0000000000000001.seg")
+//	fr, _ := r.ReadFrame(segment.HeaderSize)
 package segment

@@ -17,15 +17,12 @@ type CorruptionError = base.CorruptionError
 // not read; Newer tells the direction.
 type FormatError = base.FormatError
 
-// Errors returned by a Writer.
+// Errors of the write side.
 var (
-	// ErrFull is returned by Writer.Append when the frame would take the
-	// segment past its size limit. Seal the segment and append to the next.
-	ErrFull = errors.New("segment: full")
-	// ErrSealed is returned by Writer.Append after Seal, and by OpenWriter
-	// for a segment that carries a seal frame.
+	// ErrSealed is returned for a segment that carries a seal frame where
+	// one that does not was wanted (a tail to append to).
 	ErrSealed = errors.New("segment: sealed")
-	// ErrTooLarge is returned by Writer.Append for a batch whose encoding
+	// ErrTooLarge is returned by an Encoder for a batch whose encoding
 	// exceeds MaxFrameRaw, or a session key longer than MaxKeyLen.
 	ErrTooLarge = errors.New("segment: frame too large")
 	// ErrClosed is returned after Close.

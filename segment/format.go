@@ -44,7 +44,7 @@ const (
 	frameHeaderSize = 40
 	frameAlign      = 8
 
-	// Version is the segment format version a Writer creates segments
+	// Version is the segment format version Create creates segments
 	// with: DictVersion.
 	Version = DictVersion
 	// RewriteVersion is the version of a version 1 or 2 segment rewritten

@@ -27,7 +27,7 @@ type ScanOptions struct {
 	MaxFrameRaw int
 	// Limit, if positive, ends the scan there, as if the file ended: a
 	// frame boundary up to which a segment still being written is durable
-	// (Writer.Durable), so that frames being written past it are not read.
+	// (the durable position), so that frames being written past it are not read.
 	Limit int64
 }
 
@@ -220,7 +220,7 @@ func DecodeFrame(path string, data []byte, off int64, maxRaw int, dicts *Dicts) 
 }
 
 // DecodeFrameAt is DecodeFrame on buf, which holds the frame that starts at
-// offset off of the segment (as Writer.ReadBuffered returns it).
+// offset off of the segment (a copy of it read from the file).
 func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int, dicts *Dicts) (*Frame, error) {
 	if maxRaw <= 0 || maxRaw > DefaultMaxFrameRaw {
 		maxRaw = DefaultMaxFrameRaw

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -195,35 +192,22 @@ func TestHeaderValidation(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func TestWriterLimits(t *testing.T) {
-	fsys := vfs.NewMem()
-	w := mustCreate(t, fsys, "/1.seg", WriterOptions{Size: 4096, Uncompressed: true})
-	if _, err := w.Append("", 0, makeEvents(0, 1, 10)); !errors.Is(err, ErrTooLarge) {
+// TestEncoderLimits: an Encoder refuses an empty key, one longer than
+// MaxKeyLen and a batch whose encoding exceeds MaxFrameRaw (ErrTooLarge);
+// Create refuses a segment size outside the format's bounds.
+func TestEncoderLimits(t *testing.T) {
+	enc := Encoder{Uncompressed: true}
+	if _, err := enc.Events("", 0, makeEvents(0, 1, 10)); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("empty key: %v", err)
 	}
-	if _, err := w.Append(string(make([]byte, MaxKeyLen+1)), 0, makeEvents(0, 1, 10)); !errors.Is(err, ErrTooLarge) {
+	if _, err := enc.Events(string(make([]byte, MaxKeyLen+1)), 0, makeEvents(0, 1, 10)); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("long key: %v", err)
 	}
-	// The first frame may exceed Size; the next one gets ErrFull.
-	mustAppend(t, w, "s", makeEvents(0, 1, 5000))
-	if _, err := w.Append("s", 1, makeEvents(1, 1, 10)); !errors.Is(err, ErrFull) {
-		t.Errorf("append past Size: %v, want ErrFull", err)
-	}
-	w2 := mustCreate(t, fsys, "/2.seg", WriterOptions{MaxFrameRaw: 1000})
-	if _, err := w2.Append("s", 0, makeEvents(0, 1, 2000)); !errors.Is(err, ErrTooLarge) {
+	if _, err := (Encoder{MaxFrameRaw: 1000}).Events("s", 0, makeEvents(0, 1, 2000)); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("frame over MaxFrameRaw: %v", err)
 	}
-	if _, err := Create(fsys, "/3.seg", 1, WriterOptions{Size: 10, MaxFrameRaw: -1}); err == nil {
+	if err := Create(vfs.NewMem(), "/3.seg", 1, CreateOptions{Size: 10}); err == nil {
 		t.Error("bad options accepted")
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Append("s", 1, makeEvents(1, 1, 10)); !errors.Is(err, ErrClosed) {
-		t.Errorf("append after Close: %v", err)
-	}
-	if err := w.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
 	}
 }
 
@@ -247,9 +231,6 @@ func TestSealAndPreallocate(t *testing.T) {
 	if err := w.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Append("s", 3, makeEvents(3, 1, 10)); !errors.Is(err, ErrSealed) {
-		t.Errorf("append after seal: %v", err)
-	}
 	data := readAll(t, fsys, "/1.seg")
 	if int64(len(data)) != w.Size() {
 		t.Errorf("sealed file is %d bytes, want trimmed to %d", len(data), w.Size())
@@ -257,9 +238,6 @@ func TestSealAndPreallocate(t *testing.T) {
 	res, err = Scan("1.seg", data, ScanOptions{}, nil)
 	if err != nil || !res.Sealed || res.Frames != 1 {
 		t.Fatalf("scan of sealed segment = %+v, %v", res, err)
-	}
-	if _, err := OpenWriter(fsys, "/1.seg", res, o); !errors.Is(err, ErrSealed) {
-		t.Errorf("OpenWriter on sealed: %v", err)
 	}
 	// Anything after the seal is corruption.
 	bad := append(bytes.Clone(data), 1, 2, 3, 4, 5, 6, 7, 8)
@@ -269,142 +247,11 @@ func TestSealAndPreallocate(t *testing.T) {
 	}
 }
 
-func TestStickyIOErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		rule vfs.Rule
-	}{
-		{"fsync fails", vfs.Rule{Op: vfs.OpSync, Nth: 1}},
-		{"ENOSPC", vfs.Rule{Op: vfs.OpWrite, Nth: 1, Err: syscall.ENOSPC}},
-		{"short write", vfs.Rule{Op: vfs.OpWrite, Nth: 1, Short: -1}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			mem := vfs.NewMem()
-			ff := vfs.NewFault(mem)
-			w := mustCreate(t, ff, "/1.seg", smallOpts())
-			ff.Add(tc.rule)
-			mustAppend(t, w, "s", makeEvents(0, 2, 100))
-			err := w.Sync()
-			if err == nil {
-				t.Fatal("Sync succeeded despite the fault")
-			}
-			syncs := ff.Count(vfs.OpSync)
-			for range 3 {
-				if err2 := w.Sync(); !errors.Is(err2, vfs.ErrInjected) && !errors.Is(err2, syscall.ENOSPC) {
-					t.Errorf("later Sync = %v, want the sticky error", err2)
-				}
-				if _, err2 := w.Append("s", 2, makeEvents(2, 1, 10)); err2 == nil {
-					t.Error("Append after a failed sync succeeded")
-				}
-			}
-			if got := ff.Count(vfs.OpSync); got != syncs {
-				t.Errorf("failed writer issued %d more syncs: fsync must never be retried", got-syncs)
-			}
-			if w.Durable() != HeaderSize {
-				t.Errorf("Durable() = %d after failure, want %d", w.Durable(), HeaderSize)
-			}
-		})
-	}
-}
-
-// The write discipline: a spill write is issued only after every earlier
-// write has been synced, so at most one unsynced write exists at a time.
-func TestWriteDiscipline(t *testing.T) {
-	mem := vfs.NewMem()
-	w := mustCreate(t, mem, "/1.seg", WriterOptions{Size: 1 << 20, BufferSize: 1024, Uncompressed: true})
-	for i := range 20 {
-		mustAppend(t, w, "s", makeEvents(uint64(i), 1, 400))
-		if n := mem.UnsyncedWrites(); n > 1 {
-			t.Fatalf("after append %d: %d unsynced writes, want at most 1", i, n)
-		}
-	}
-	mustSync(t, w)
-	if n := mem.UnsyncedWrites(); n != 0 {
-		t.Fatalf("after Sync: %d unsynced writes", n)
-	}
-}
-
-func TestOpenWriterAfterTornTail(t *testing.T) {
-	for _, prealloc := range []bool{false, true} {
-		mem := vfs.NewMem()
-		o := smallOpts()
-		o.Preallocate = prealloc
-		w := mustCreate(t, mem, "/1.seg", o)
-		mustAppend(t, w, "s", makeEvents(0, 2, 100))
-		mustSync(t, w)
-		good := w.Size()
-		mustAppend(t, w, "s", makeEvents(2, 2, 100))
-		mustSync(t, w)
-		w.Close()
-		// Tear the second frame: keep half of it.
-		f, _ := mem.OpenReadWrite("/1.seg")
-		f.WriteAt(make([]byte, 40), good+40)
-		f.Close()
-		res, err := Scan("1.seg", readAll(t, mem, "/1.seg"), ScanOptions{}, nil)
-		if err != nil || !res.Torn || res.End != good {
-			t.Fatalf("prealloc=%v: scan = %+v, %v; want torn at %d", prealloc, res, err, good)
-		}
-		w2, err := OpenWriter(mem, "/1.seg", res, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mustAppend(t, w2, "s", makeEvents(2, 3, 100))
-		mustSync(t, w2)
-		w2.Close()
-		res, err = Scan("1.seg", readAll(t, mem, "/1.seg"), ScanOptions{}, nil)
-		if err != nil || res.Torn || res.Frames != 2 {
-			t.Fatalf("prealloc=%v: after resume scan = %+v, %v", prealloc, res, err)
-		}
-	}
-}
-
 func TestCreatedTimeFromClock(t *testing.T) {
 	at := time.Unix(1000, 5)
-	w := mustCreate(t, vfs.NewMem(), "/1.seg", WriterOptions{Now: func() time.Time { return at }})
+	w := mustCreate(t, vfs.NewMem(), "/1.seg", writerOpts{Now: func() time.Time { return at }})
 	if w.Header().CreatedNs != at.UnixNano() {
 		t.Errorf("CreatedNs = %d", w.Header().CreatedNs)
-	}
-}
-
-// Concurrent Syncs share fdatasyncs (group commit), and every frame a Sync
-// acknowledged is in the file.
-func TestGroupCommitSharesSyncs(t *testing.T) {
-	mem := vfs.NewMem()
-	ff := vfs.NewFault(mem)
-	w := mustCreate(t, ff, "/1.seg", WriterOptions{Size: 16 << 20})
-	ff.SetLatency(vfs.OpSync, time.Millisecond)
-	const writers, per = 16, 20
-	before := ff.Count(vfs.OpSync)
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for g := range writers {
-		wg.Go(func() {
-			key := fmt.Sprintf("s%d", g)
-			for i := range per {
-				if _, err := w.Append(key, uint64(i), makeEvents(uint64(i), 1, 100)); err != nil {
-					errs <- err
-					return
-				}
-				if err := w.Sync(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	syncs := ff.Count(vfs.OpSync) - before
-	if syncs >= writers*per {
-		t.Errorf("%d Syncs issued %d fdatasyncs: none were shared", writers*per, syncs)
-	}
-	t.Logf("%d Syncs, %d fdatasyncs", writers*per, syncs)
-	res, err := Scan("1.seg", readAll(t, mem, "/1.seg"), ScanOptions{}, nil)
-	if err != nil || res.Frames != writers*per || res.Torn {
-		t.Fatalf("scan = %+v, %v; want %d frames", res, err, writers*per)
 	}
 }
 
@@ -436,7 +283,7 @@ func TestMinCompress(t *testing.T) {
 // or a Scan of it touches pages past the end (SIGBUS on a real file).
 func TestRemapAfterSealTrim(t *testing.T) {
 	path := filepath.Join(t.TempDir(), Name(1))
-	w := mustCreate(t, vfs.Default, path, WriterOptions{Size: 1 << 20, Preallocate: true})
+	w := mustCreate(t, vfs.Default, path, writerOpts{Size: 1 << 20, Preallocate: true})
 	mustAppend(t, w, "s", makeEvents(0, 3, 100))
 	mustSync(t, w)
 	r, err := OpenReader(vfs.Default, path)

@@ -36,6 +36,10 @@ var mustNotDepend = map[string][]string{
 	"jsonl":             {"segment", "index", "engine", "bench", "fuzz", "cmd/seglog", "backend"},
 	"storekit":          {"segment", "index", "engine", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
 	"engine":            {"bench", "fuzz", "cmd/seglog", "backend"},
+	// The log's writer (placement, rolls, growth, group fdatasync) sits
+	// below the engine: it knows segments and the file system, nothing of
+	// sessions, the index or the contract.
+	"engine/internal/wal": {"engine", "store", "index", "handle", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
 	"bench":             {"bench/chart", "fuzz", "cmd/seglog", "backend"},
 	"bench/chart":       {"fuzz", "cmd/seglog", "backend"},
 	"backend/jetstream": {"engine", "index", "bench", "fuzz", "cmd/seglog"},

@@ -1,0 +1,813 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seglog/seglog/internal/bufpool"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
+)
+
+// Log is a writing process's side of the shared log (docs/DESIGN.md,
+// Many processes, Appending). Every process appends to the same active
+// segment: under the append lock it reads the tail from shm, writes its
+// frames there in one pwrite, registers them and moves the tail. It never
+// fdatasyncs under the lock: Sync, outside it, fdatasyncs the segment for
+// every frame placed so far, by any process, and raises durable.
+//
+// In the process, placements and syncs are both group commits: callers
+// queue their frames and one of them places every queued frame at once;
+// callers wait for their frames to be durable and one of them syncs for
+// all.
+type Log struct {
+	// TestHookGrow, if set, runs in Grow once it decided to grow the
+	// file, before the first zero is written (tests only).
+	TestHookGrow func()
+	// TestHookSync, if set, runs at the start of every Sync, after the
+	// placements it is to cover (tests only).
+	TestHookSync func()
+
+	cfg Config
+	sh  Shared
+
+	qmu     sync.Mutex
+	qcond   *sync.Cond
+	queue   []*Placement
+	leading bool
+
+	fmu      sync.Mutex
+	files    map[uint64]vfs.File // segment files open for writing, by ID
+	versions map[uint64]int      // their format versions, once read
+	// tailVersion: the format version of the segment of the last
+	// placement (0: not known yet)
+	tailVersion atomic.Int32
+
+	// pmu: one creation of a segment at a time in this process (the byte
+	// lock LockPrepare is per open file: it keeps other processes out,
+	// not this one's goroutines)
+	pmu sync.Mutex
+
+	smu     sync.Mutex
+	scond   *sync.Cond
+	syncing bool
+	inSync  atomic.Bool // the syncer holds LockSync: placers leave their frames to it
+	// waiters: syncs waiting for the one in progress; the syncer yields
+	// once before the next fdatasync when the last one released several
+	released, waiting int
+
+	// placedEnd is the position after the last frame this process placed
+	placedEnd atomic.Uint64
+	// alone: no other process wrote the store when last looked (each
+	// checkpoint tick): syncs skip LockSync, which only groups the
+	// fdatasyncs of several processes
+	alone atomic.Bool
+	// prepared is the newest segment known to exist (created or checked)
+	prepared atomic.Uint64
+	// gmu: one growth at a time in this process
+	gmu sync.Mutex
+	// extent is how far the active segment's file is known to reach
+	// (position: segment and size), as the preparer last saw it
+	extent atomic.Uint64
+}
+
+// Placed is where a frame went.
+type Placed struct {
+	Seg uint64
+	Loc segment.Location
+}
+
+// Placement is one caller's frames: they go into the log contiguously, in
+// order (a roll may split them between two segments).
+type Placement struct {
+	Frames []*segment.Encoded
+	// Register records Frames[first:first+len(at)] at their places, with
+	// Config.Locker held, before any other process can see them; with
+	// Whole it is called only once every frame is placed.
+	Register func(at []Placed, first int)
+	Whole    bool
+
+	at      []Placed // where Frames[:len(at)] went
+	written int      // how many of them are written
+	regd    int      // how many of them are registered
+	err     error
+	done    bool
+}
+
+// Written returns how many of p's frames were written (after Place).
+func (p *Placement) Written() int { return p.written }
+
+// New returns the log of a writing process, as cfg describes it.
+func New(cfg Config) *Log {
+	a := &Log{cfg: cfg, sh: cfg.Shared, files: map[uint64]vfs.File{}, versions: map[uint64]int{}}
+	a.qcond = sync.NewCond(&a.qmu)
+	a.scond = sync.NewCond(&a.smu)
+	return a
+}
+
+// place writes p's frames at the log's tail and registers them. It
+// returns once they are placed (not yet durable: see sync). On an error,
+// the frames it could place are registered (p.at) and the others were not
+// written.
+func (a *Log) Place(p *Placement) error {
+	a.qmu.Lock()
+	a.queue = append(a.queue, p)
+	for !p.done {
+		if a.leading || a.inSync.Load() {
+			// A sync in progress: its frames are on their way to the disk,
+			// and what queues meanwhile goes with the next one; the syncer
+			// wakes this placer when it is done, if no other placed it.
+			a.qcond.Wait()
+			continue
+		}
+		a.lead(a.syncReleased() > 1)
+	}
+	a.qmu.Unlock()
+	return p.err
+}
+
+// drain places what is queued, unless a placement is in progress (its
+// leader places the rest). The syncer calls it before it reads the tail,
+// so that one fdatasync covers the frames of every flusher that queued
+// meanwhile.
+func (a *Log) drain() {
+	a.qmu.Lock()
+	if !a.leading && len(a.queue) > 0 {
+		a.lead(false)
+	}
+	a.qmu.Unlock()
+}
+
+// lead places the queued frames as their leader. Called and returns with
+// qmu held.
+func (a *Log) lead(yield bool) {
+	a.leading = true
+	if yield {
+		// Group placement under load: the last sync released several
+		// flushers, likely about to queue their frames. Let them in, so
+		// that one pwrite (and one pair of lock calls) places them all.
+		a.qmu.Unlock()
+		runtime.Gosched()
+		a.qmu.Lock()
+	}
+	batch := a.queue
+	a.queue = nil
+	a.qmu.Unlock()
+	a.placeBatch(batch)
+	a.qmu.Lock()
+	for _, p := range batch {
+		p.done = true
+	}
+	a.leading = false
+	a.qcond.Broadcast()
+}
+
+// syncReleased is how many waiters the last sync released.
+func (a *Log) syncReleased() int {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	return a.released
+}
+
+// placeBatch places the frames of batch under LockAppend.
+func (a *Log) placeBatch(batch []*Placement) {
+	err := a.placeLocked(batch)
+	for _, p := range batch {
+		if p.err == nil && len(p.at) < len(p.Frames) {
+			p.err = err
+		}
+	}
+}
+
+func (a *Log) placeLocked(batch []*Placement) error {
+	if err := a.cfg.Poisoned(); err != nil {
+		return err
+	}
+	a.cfg.AppendMu.Lock()
+	defer a.cfg.AppendMu.Unlock()
+	if err := a.sh.Lock(LockAppend); err != nil {
+		return fmt.Errorf("engine: taking the append lock: %w", err)
+	}
+	defer a.sh.Unlock(LockAppend)
+	seg, off := splitPosition(a.sh.Word(Tail).Load())
+	placing := a.sh.Word(Placing).Load()
+	// Only from a whole shm: a cut one reads as zeros (one fstat per
+	// placement, under the lock it takes anyway), and so does one grown
+	// back or written over (no segment is 0).
+	if err := a.sh.Verify(); err != nil {
+		return err
+	}
+	if seg == 0 {
+		return a.sh.Wiped()
+	}
+	if placing > position(seg, off) {
+		if err := a.undoDead(seg, off, placing); err != nil {
+			return err
+		}
+	}
+	start := off
+	total := 0
+	for _, p := range batch {
+		for _, e := range p.Frames {
+			total += int(e.Size())
+		}
+	}
+	buf := placeBufs.Get(total)
+	defer func() { placeBufs.Put(buf) }()
+	var chunk []*Placement // placements with frames in buf
+	var events uint64
+	var tally Tally // the frames in buf, for DB.Metrics
+	write := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		end := position(seg, start+int64(len(buf)))
+		a.sh.Word(Placing).Store(end)
+		f, err := a.file(seg)
+		if err == nil {
+			_, err = f.WriteAt(buf, start)
+		}
+		if err != nil {
+			// Nothing of this write counts: the tail stays before it, and
+			// the next placement zeroes what it may have left.
+			for _, p := range chunk {
+				p.at = p.at[:p.written]
+			}
+			return fmt.Errorf("engine: writing frames to %s at %d: %w", a.segPath(seg), start, err)
+		}
+		a.cfg.Locker.Lock()
+		for _, p := range chunk {
+			for _, at := range p.at[p.written:] {
+				a.cfg.OnWrite(at.Seg, at.Loc.Offset)
+			}
+			p.written = len(p.at)
+			if p.Register != nil && p.regd < len(p.at) && (!p.Whole || len(p.at) == len(p.Frames)) {
+				p.Register(p.at[p.regd:], p.regd)
+				p.regd = len(p.at)
+			}
+		}
+		a.cfg.Locker.Unlock()
+		a.sh.Word(Frames).Add(events)
+		a.sh.Word(Tail).Store(end)
+		a.placedEnd.Store(end)
+		a.cfg.Written(&tally)
+		start, buf, chunk, events = start+int64(len(buf)), buf[:0], chunk[:0], 0
+		return nil
+	}
+	ver := a.Version(seg)
+	for _, p := range batch {
+		for i, e := range p.Frames {
+			e = fit(e, ver)
+			n := e.Size()
+			if start+int64(len(buf)) > segment.HeaderSize && start+int64(len(buf))+n > a.cfg.SegmentSize(seg) {
+				if err := write(); err != nil {
+					return err
+				}
+				var err error
+				if seg, err = a.roll(seg, start); err != nil {
+					return err
+				}
+				start = segment.HeaderSize
+				ver = a.Version(seg)
+				e = fit(e, ver) // (a segment takes its first frame whatever its size)
+				n = e.Size()
+			}
+			p.Frames[i] = e
+			if len(chunk) == 0 || chunk[len(chunk)-1] != p {
+				chunk = append(chunk, p)
+			}
+			base := int64(segment.HeaderSize)
+			if dseg, doff := splitPosition(a.sh.Word(Durable).Load()); dseg == seg {
+				base = min(doff, start)
+			}
+			p.at = append(p.at, Placed{Seg: seg, Loc: segment.Location{Offset: start + int64(len(buf)), Size: n}})
+			buf = e.AppendFrame(buf, base)
+			tally.Add(e)
+			if e.Events() {
+				events++
+			}
+		}
+	}
+	if err := write(); err != nil {
+		return err
+	}
+	a.tailVersion.Store(int32(ver))
+	if !a.cfg.NoPreallocate && (start > a.cfg.SegmentSize(seg)/2 || a.growDue(seg, start)) {
+		select {
+		case a.cfg.Kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// placeBufs keeps the buffers placements lay their frames out in: a bulk
+// load places a batch's frames (some 100 KiB) per call, and a fresh buffer
+// each time was garbage for the collector to clear and return.
+var placeBufs = bufpool.Pool{Max: 4 << 20}
+
+// undoDead zeroes what a placer that died mid-write left past the tail
+// (seg, off) up to placing, and makes the zeros durable, so that no frame
+// of it can ever be read as part of the log. Called under LockAppend.
+func (a *Log) undoDead(seg uint64, off int64, placing uint64) error {
+	pseg, poff := splitPosition(placing)
+	if pseg != seg { // (cannot be: placing moves to a new segment with the tail)
+		poff = math.MaxInt64
+	}
+	f, err := a.file(seg)
+	if err != nil {
+		return err
+	}
+	size, err := f.Size()
+	if err != nil {
+		return err
+	}
+	if end := min(poff, size); end > off {
+		if _, err := f.WriteAt(make([]byte, end-off), off); err != nil {
+			return fmt.Errorf("engine: clearing a write cut short in %s at %d: %w", a.segPath(seg), off, err)
+		}
+		if err := f.Sync(); err != nil {
+			return a.cfg.Poison(fmt.Errorf("%w: %s: %w", segment.ErrSyncFailed, a.segPath(seg), err))
+		}
+	}
+	a.sh.Word(Placing).Store(position(seg, off))
+	return nil
+}
+
+// roll seals segment seg, whose frames end at off, and moves the tail to
+// the start of the next segment (created now, unless a process prepared
+// it). Called under LockAppend. A failed fdatasync poisons the store.
+func (a *Log) roll(seg uint64, off int64) (uint64, error) {
+	f, err := a.file(seg)
+	if err != nil {
+		return 0, err
+	}
+	base := int64(segment.HeaderSize)
+	if dseg, doff := splitPosition(a.sh.Word(Durable).Load()); dseg == seg {
+		base = min(doff, off)
+	}
+	seal := segment.AppendSeal(nil, uint32(a.sh.Word(Frames).Load()), base)
+	end := off + int64(len(seal))
+	a.sh.Word(Placing).Store(position(seg, end))
+	if _, err := f.WriteAt(seal, off); err != nil {
+		return 0, fmt.Errorf("engine: sealing %s: %w", a.segPath(seg), err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, a.syncFailed(seg, err)
+	}
+	if size, err := f.Size(); err == nil && size > end {
+		// The zeros of a preallocated segment go.
+		if err := f.Truncate(end); err != nil {
+			return 0, fmt.Errorf("engine: trimming sealed %s: %w", a.segPath(seg), err)
+		}
+		if err := f.Sync(); err != nil {
+			return 0, a.syncFailed(seg, err)
+		}
+	}
+	next := seg + 1
+	if err := a.Prepare(next, true); err != nil {
+		return 0, fmt.Errorf("engine: roll to %s: %w", a.segPath(next), err)
+	}
+	a.tailVersion.Store(int32(a.Version(next)))
+	p := position(next, segment.HeaderSize)
+	a.sh.Word(Frames).Store(0)
+	a.sh.Word(Tail).Store(p)
+	a.sh.Word(Placing).Store(p)
+	a.sh.Publish(p) // the sealed segment is durable, and the new one's header
+	return next, nil
+}
+
+// rollNow seals the active segment, if it holds a frame, and starts the
+// next: compaction makes the dead part of the active segment reclaimable.
+func (a *Log) RollNow() error {
+	a.cfg.AppendMu.Lock()
+	defer a.cfg.AppendMu.Unlock()
+	if err := a.sh.Lock(LockAppend); err != nil {
+		return fmt.Errorf("engine: taking the append lock: %w", err)
+	}
+	defer a.sh.Unlock(LockAppend)
+	seg, off := splitPosition(a.sh.Word(Tail).Load())
+	placing := a.sh.Word(Placing).Load()
+	if err := a.sh.Verify(); err != nil {
+		return err
+	}
+	if seg == 0 {
+		return a.sh.Wiped()
+	}
+	if placing > position(seg, off) {
+		if err := a.undoDead(seg, off, placing); err != nil {
+			return err
+		}
+	}
+	if off <= segment.HeaderSize {
+		return nil
+	}
+	_, err := a.roll(seg, off)
+	return err
+}
+
+// syncFailed poisons the store after the fdatasync of segment seg failed.
+func (a *Log) syncFailed(seg uint64, err error) error {
+	return a.cfg.Poison(fmt.Errorf("%w: %s: %w", segment.ErrSyncFailed, a.segPath(seg), err))
+}
+
+// prepare creates segment id if no process has yet, under LockPrepare
+// (waiting for another process that is creating it, with wait; else
+// giving up at once).
+func (a *Log) Prepare(id uint64, wait bool) error {
+	if wait {
+		a.pmu.Lock()
+	} else if !a.pmu.TryLock() {
+		return nil
+	}
+	defer a.pmu.Unlock()
+	if wait {
+		if err := a.sh.Lock(LockPrepare); err != nil {
+			return err
+		}
+	} else if ok, err := a.sh.TryLock(LockPrepare); err != nil || !ok {
+		return err
+	}
+	defer a.sh.Unlock(LockPrepare)
+	if a.prepared.Load() >= id {
+		return nil
+	}
+	path := a.segPath(id)
+	if r, err := segment.OpenReader(a.cfg.FS, path); err == nil {
+		h := r.Header()
+		r.Close()
+		if h.ID != id {
+			return &segment.CorruptionError{Path: path, Offset: 0, Reason: fmt.Sprintf("segment header names segment %d", h.ID)}
+		}
+		raise(&a.prepared, id)
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	err := segment.Create(a.cfg.FS, path, id, a.cfg.CreateOptions(id))
+	if errors.Is(err, segment.ErrSyncFailed) {
+		// The directory may or may not hold the new segment.
+		return a.cfg.Poison(err)
+	}
+	if err != nil {
+		return err
+	}
+	raise(&a.prepared, id)
+	return nil
+}
+
+// prepareNext creates the segment after the active one ahead of its roll.
+// It waits until the active segment is half full: a store that writes
+// little has no spare.
+func (a *Log) PrepareNext() error {
+	seg, off := splitPosition(a.sh.Word(Tail).Load())
+	if a.prepared.Load() > seg || off <= a.cfg.SegmentSize(seg)/2 {
+		return nil
+	}
+	return a.Prepare(seg+1, false)
+}
+
+// growDue reports whether the file of the active segment seg, whose
+// frames end at off, is to be grown ahead of them: off is past half of
+// its extent (as last seen), which is short of the segment's size.
+func (a *Log) growDue(seg uint64, off int64) bool {
+	eseg, size := splitPosition(a.extent.Load())
+	return eseg != seg || size < a.cfg.SegmentSize(seg) && off > size/2
+}
+
+// grow zero-fills the active segment's file ahead of its tail, in place:
+// once the tail is past half of the file, the file doubles (up to the
+// segment's size), and the zeros are fdatasynced, so that the data syncs
+// that follow overwrite allocated blocks (docs/DESIGN.md, Preallocation).
+// Each step of the fill is written under LockAppend and only past the
+// tail: no placement (of any process or build) writes there meanwhile,
+// and one placed after it overwrites the zeros. A tail that reached the
+// end of the file (a placer wrote past it) or moved to another segment
+// ends the growth. Each step is written back before the next, so that a
+// data sync meanwhile finds few zeros to write with its frames.
+//
+// It uses a file description of its own: a failed write-back or sync of
+// it poisons the store, and the error stays reported to the placers'
+// description as well (the kernel reports it to every one).
+func (a *Log) Grow() error {
+	a.gmu.Lock()
+	defer a.gmu.Unlock()
+	seg, off := splitPosition(a.sh.Word(Tail).Load())
+	limit := a.cfg.SegmentSize(seg)
+	path := a.segPath(seg)
+	f, err := a.cfg.FS.OpenReadWrite(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return err
+	}
+	a.extent.Store(position(seg, size))
+	if size >= limit || off <= size/2 {
+		return nil
+	}
+	target := min(limit, max(2*size, size+a.cfg.PreallocateStart))
+	if a.TestHookGrow != nil {
+		a.TestHookGrow()
+	}
+	from := size
+	for size < target {
+		n := min(int64(growChunk), target-size)
+		ok, err := a.zeroAhead(seg, f, size, n)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if err := vfs.WriteBack(f, size, n); err != nil {
+			return a.syncFailed(seg, err)
+		}
+		size += n
+	}
+	if size == from {
+		return nil
+	}
+	if err := f.Sync(); err != nil {
+		return a.syncFailed(seg, err)
+	}
+	a.extent.Store(position(seg, size))
+	return nil
+}
+
+// growChunk is how many zeros grow writes under one hold of LockAppend.
+const growChunk = 256 << 10
+
+// zeros is what grow writes (never written to).
+var zeros = make([]byte, growChunk)
+
+// zeroAhead writes n zeros at the end of segment seg's file, which is
+// size bytes long, if the tail is still in seg and not past size, and no
+// placement or seal was cut short there. It reports whether it wrote
+// them.
+func (a *Log) zeroAhead(seg uint64, f vfs.File, size, n int64) (bool, error) {
+	if err := a.cfg.Poisoned(); err != nil {
+		return false, err
+	}
+	a.cfg.AppendMu.Lock()
+	defer a.cfg.AppendMu.Unlock()
+	if err := a.sh.Lock(LockAppend); err != nil {
+		return false, fmt.Errorf("engine: taking the append lock: %w", err)
+	}
+	defer a.sh.Unlock(LockAppend)
+	// Only past a clean tail: a placement cut short or a seal whose roll
+	// did not finish (placing past tail) is cleared by the next placement
+	// first, and nothing is written after a seal.
+	tail := a.sh.Word(Tail).Load()
+	if tseg, off := splitPosition(tail); tseg != seg || off > size || a.sh.Word(Placing).Load() != tail {
+		return false, nil
+	}
+	if now, err := f.Size(); err != nil || now != size {
+		return false, err
+	}
+	if _, err := f.WriteAt(zeros[:n], size); err != nil {
+		// Nothing past the tail counts: cut what the fill left (a full
+		// disk), so that the file ends where it did.
+		if terr := f.Truncate(size); terr != nil {
+			return false, fmt.Errorf("engine: growing %s at %d: %w (and cutting it back: %v)", a.segPath(seg), size, err, terr)
+		}
+		return false, fmt.Errorf("engine: growing %s at %d: %w", a.segPath(seg), size, err)
+	}
+	return true, nil
+}
+
+// fit returns e as a segment of format version ver may hold it: without
+// its dictionary in a segment of a format before segment.DictVersion (an
+// older build's, whose builds would meet the codec as damage).
+func fit(e *segment.Encoded, ver int) *segment.Encoded {
+	if e.Dict() != 0 && ver < segment.DictVersion {
+		return e.WithoutDict()
+	}
+	return e
+}
+
+// version returns the format version of segment seg (0 if its header
+// cannot be read).
+func (a *Log) Version(seg uint64) int {
+	f, err := a.file(seg)
+	if err != nil {
+		return 0
+	}
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	if v, ok := a.versions[seg]; ok {
+		return v
+	}
+	var b [segment.HeaderSize]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil {
+		return 0
+	}
+	h, err := segment.DecodeHeader(a.segPath(seg), b[:])
+	if err != nil {
+		return 0
+	}
+	a.versions[seg] = h.Version
+	return h.Version
+}
+
+// dictSegment reports whether the active segment (as of this process's
+// last placement, or now) may hold frames compressed with a dictionary.
+// (A frame encoded so and placed in another segment is refitted there.)
+func (a *Log) DictSegment() bool {
+	v := a.tailVersion.Load()
+	if v == 0 {
+		seg, _ := splitPosition(a.sh.Word(Tail).Load())
+		v = int32(a.Version(seg))
+		a.tailVersion.Store(v)
+	}
+	return v >= segment.DictVersion
+}
+
+// file returns segment seg open for writing.
+func (a *Log) file(seg uint64) (vfs.File, error) {
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	if f := a.files[seg]; f != nil {
+		return f, nil
+	}
+	f, err := a.cfg.FS.OpenReadWrite(a.segPath(seg))
+	if err != nil {
+		return nil, err
+	}
+	a.files[seg] = f
+	return f, nil
+}
+
+// sync returns once everything before position target is durable: it
+// fdatasyncs the active segment (for every frame any process placed before
+// it read the tail) and raises durable, unless another sync did.
+func (a *Log) Sync(target uint64) error {
+	if a.TestHookSync != nil {
+		a.TestHookSync()
+	}
+	for {
+		if err := a.cfg.Poisoned(); err != nil {
+			return err
+		}
+		if a.sh.Word(Durable).Load() >= target {
+			return nil
+		}
+		a.smu.Lock()
+		if a.syncing {
+			a.waiting++
+			a.scond.Wait()
+			a.waiting--
+			a.smu.Unlock()
+			continue
+		}
+		a.syncing = true
+		yield := a.released > 1
+		a.smu.Unlock()
+		err := a.syncOnce(target, yield)
+		a.smu.Lock()
+		a.syncing = false
+		a.inSync.Store(false)
+		a.released = a.waiting
+		a.scond.Broadcast()
+		a.smu.Unlock()
+		a.qmu.Lock()
+		a.qcond.Broadcast() // placers that waited for this sync
+		a.qmu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// syncWaitMax bounds a wait for another process's sync: its notify wakes
+// the waiter at once, unless it died before it could (or is of an older
+// build, which does not notify).
+const syncWaitMax = time.Millisecond
+
+// syncOnce fdatasyncs the segment at the tail and publishes the tail as
+// durable, unless another process's sync covers target first.
+func (a *Log) syncOnce(target uint64, yield bool) error {
+	if yield {
+		// Group commit under load: the last sync released several
+		// waiters, likely about to place again. Let their frames in.
+		runtime.Gosched()
+	}
+	if a.alone.Load() {
+		a.inSync.Store(true)
+		defer a.inSync.Store(false)
+		return a.syncTail(false)
+	}
+	// Group commit across processes: one fdatasync at a time. While
+	// another process syncs, this one sleeps until that sync is done
+	// (notify) and stops waiting if it covered target (its flushers go
+	// at once, not after the syncs queued before its own); if not, its
+	// own sync covers what every process placed meanwhile.
+	for {
+		seq := a.sh.SyncSeq()
+		ok, err := a.sh.TryLock(LockSync)
+		if err != nil {
+			return fmt.Errorf("engine: taking the sync lock: %w", err)
+		}
+		if ok {
+			break
+		}
+		if a.sh.Word(Durable).Load() >= target {
+			return nil
+		}
+		if err := a.sh.Lost(); err != nil {
+			return err // (a lost shm's Wait returns at once)
+		}
+		a.sh.WaitSync(seq, syncWaitMax)
+	}
+	// From here this process's placers leave their frames to this sync
+	// (while it waited for the lock they placed them themselves, so that
+	// the other process's sync could cover them).
+	a.inSync.Store(true)
+	defer a.inSync.Store(false)
+	return a.syncTail(true)
+}
+
+// syncTail places what is queued, then fdatasyncs the segment at the tail
+// and publishes the tail as durable. With locked (the caller holds
+// LockSync) it releases the lock before it publishes, so that the next
+// process's sync can start before this one's waiters wake, and
+// publish's notify wakes them with both the lock free and durable raised;
+// if it publishes nothing, its release notifies them itself.
+func (a *Log) syncTail(locked bool) error {
+	published := false
+	if locked {
+		defer func() {
+			if !published {
+				a.sh.Unlock(LockSync)
+				a.sh.Notify()
+			}
+		}()
+	}
+	a.drain()
+	t := a.sh.Word(Tail).Load()
+	d := a.sh.Word(Durable).Load()
+	// A cut shm reads as zeros, which would pass for everything synced
+	// (one fstat per sync, beside its fdatasync); so does one grown back
+	// or written over (no segment is 0).
+	if err := a.sh.Verify(); err != nil {
+		return err
+	}
+	if seg, _ := splitPosition(t); seg == 0 {
+		return a.sh.Wiped()
+	}
+	if d >= t {
+		return nil // another process's sync covered everything placed
+	}
+	seg, _ := splitPosition(t)
+	f, err := a.file(seg)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	a.cfg.Fsynced()
+	if err != nil {
+		return a.syncFailed(seg, err)
+	}
+	if locked {
+		a.sh.Unlock(LockSync)
+	}
+	published = true
+	a.sh.Publish(t)
+	a.closeBefore(seg)
+	return nil
+}
+
+// closeBefore closes the files of segments before seg: they are sealed,
+// and no placement or sync of this process uses them again. Called by the
+// syncer.
+func (a *Log) closeBefore(seg uint64) {
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	for id, f := range a.files {
+		if id < seg {
+			f.Close()
+			delete(a.files, id)
+			delete(a.versions, id)
+		}
+	}
+}
+
+// close closes every file.
+func (a *Log) Close() error {
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	var errs []error
+	for id, f := range a.files {
+		errs = append(errs, f.Close())
+		delete(a.files, id)
+	}
+	return errors.Join(errs...)
+}
