@@ -67,5 +67,7 @@
 // TestEngineLockOrder holds engine/doc.go's lock order, a list of the
 // engine's mutexes outermost first, against the pairs the analysis finds:
 // each pair in the list's order, each mutex taken with another listed, no
-// listed one gone.
+// listed one gone. TestReadingTheSource holds docs/DESIGN.md's "Reading
+// the source" (the hops of Append, Flush, Read and Wait) against the code:
+// each function it names is declared in the file named before it.
 package lint
