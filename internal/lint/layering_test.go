@@ -32,17 +32,17 @@ var mustNotDepend = map[string][]string{
 	"testgen":            {"segment", "index", "handle", "engine", "recovery", "plan", "bench", "fuzz", "vfs"},
 	// store is the contract every backend implements: types, errors, the
 	// session rules; no storage.
-	"store":             {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
-	"jsonl":             {"segment", "index", "engine", "bench", "fuzz", "cmd/seglog", "backend"},
-	"storekit":          {"segment", "index", "engine", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
-	"engine":            {"bench", "fuzz", "cmd/seglog", "backend"},
+	"store":    {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
+	"jsonl":    {"segment", "index", "engine", "bench", "fuzz", "cmd/seglog", "backend"},
+	"storekit": {"segment", "index", "engine", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
+	"engine":   {"bench", "fuzz", "cmd/seglog", "backend"},
 	// The log's writer (placement, rolls, growth, group fdatasync) sits
 	// below the engine: it knows segments and the file system, nothing of
 	// sessions, the index or the contract.
 	"engine/internal/wal": {"engine", "store", "index", "handle", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
-	"bench":             {"bench/chart", "fuzz", "cmd/seglog", "backend"},
-	"bench/chart":       {"fuzz", "cmd/seglog", "backend"},
-	"backend/jetstream": {"engine", "index", "bench", "fuzz", "cmd/seglog"},
+	"bench":               {"bench/chart", "fuzz", "cmd/seglog", "backend"},
+	"bench/chart":         {"fuzz", "cmd/seglog", "backend"},
+	"backend/jetstream":   {"engine", "index", "bench", "fuzz", "cmd/seglog"},
 	// The embedded NATS servers know nothing of seglog.
 	"backend/jetstream/embedded": {"*"},
 }
