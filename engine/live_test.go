@@ -384,8 +384,7 @@ func TestCatchUpDuringACompaction(t *testing.T) {
 		}
 	})
 	hook, fired := compactOnce(t, w)
-	testHookFollow = hook
-	defer func() { testHookFollow = nil }()
+	r.knobs.follow = hook
 	if snap, err := r.Stat(ctx, "b"); err != nil || snap.EventCount != 1 {
 		t.Fatalf("stat beside a compaction: %+v, %v", snap, err)
 	}
@@ -405,9 +404,9 @@ func TestReadOnlyOpenDuringACompaction(t *testing.T) {
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, SegmentSize: 1 << 16, IndexInterval: time.Hour})
 	deadSegments(t, w, nil)
 	hook, fired := compactOnce(t, w)
-	testHookListed = hook
-	defer func() { testHookListed = nil }()
-	r, err := Open(dir, &Options{ReadOnly: true, NoIndex: true})
+	opts := &Options{ReadOnly: true, NoIndex: true}
+	opts.testing.listed = hook
+	r, err := Open(dir, opts)
 	if err != nil {
 		t.Fatalf("read-only open beside a compaction: %v", err)
 	}
@@ -465,7 +464,7 @@ func TestFirstReadAfterTheIndexMovedOn(t *testing.T) {
 	o, _ := w.Create(ctx, Header{ID: "other", CreatedAt: 1})
 	appendFlushed(t, o, testgen.Events(0, 1, 100)...) // something for the reader to follow
 	fired := false
-	testHookFollow = func() {
+	r.knobs.follow = func() {
 		if fired {
 			return
 		}
@@ -484,7 +483,6 @@ func TestFirstReadAfterTheIndexMovedOn(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	defer func() { testHookFollow = nil }()
 	if _, err := h.Read(ctx, 0, -1); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("first read of a session deleted and created again since: %v, want ErrSessionNotFound", err)
 	}
@@ -535,7 +533,7 @@ func TestForkFirstReadAfterTheIndexMovedOn(t *testing.T) {
 			o, _ := w.Create(ctx, Header{ID: "other", CreatedAt: 1})
 			appendFlushed(t, o, testgen.Events(0, 1, 100)...) // something for the reader to follow
 			fired := false
-			testHookFollow = func() {
+			r.knobs.follow = func() {
 				if fired {
 					return
 				}
@@ -552,7 +550,6 @@ func TestForkFirstReadAfterTheIndexMovedOn(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			defer func() { testHookFollow = nil }()
 			if evs, err := h.Read(ctx, 0, -1); !errors.Is(err, ErrSessionNotFound) {
 				t.Fatalf("first read of a fork deleted and indexed since: %d events, %v; want ErrSessionNotFound", len(evs), err)
 			}
