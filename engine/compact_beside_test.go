@@ -233,6 +233,7 @@ func TestCompactBesideALaggingWriter(t *testing.T) {
 // process, on its next read, finishes the intent and reads every session
 // right, and so does the compactor's process.
 func TestCompactorDiesAfterTheRename(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts())
@@ -274,6 +275,7 @@ func TestCompactorDiesAfterTheRename(t *testing.T) {
 // compaction lock, taking every change for its own, and read stale
 // offsets in the new file: "bad frame magic".)
 func TestReadWhileItsProcessStartsACompaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts())

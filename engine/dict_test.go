@@ -145,6 +145,7 @@ func dictStore(t *testing.T, dir string) ([]event.Event, string) {
 // compressed with it, and the store reads back the same, reopened with
 // and without the index, read-only too; check finds nothing.
 func TestDictRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	want, dpath := dictStore(t, dir)
 	if _, err := os.Stat(dpath); err != nil {
@@ -172,6 +173,7 @@ func TestDictRoundTrip(t *testing.T) {
 // with a dictionary made after it opened the store, and takes that
 // dictionary when it needs one instead of training its own.
 func TestDictOtherProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	a, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
@@ -278,6 +280,7 @@ func TestDictDamaged(t *testing.T) {
 // active segment is of format version 1) gets no frame compressed with a
 // dictionary in that segment, but does in the next one.
 func TestDictOlderSegment(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, n := range []string{segment.Name(1), segment.Name(2), "index.db"} {
 		b, err := os.ReadFile(filepath.Join("testdata/golden", n))
@@ -526,6 +529,7 @@ func testDictTraining(t *testing.T, dt *dictTuning, spare bool) {
 // TestDictSmallBudget: small frames are compressed with the dictionary
 // only within their CPU budget; beyond it they are stored as they are.
 func TestDictSmallBudget(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))

@@ -374,6 +374,7 @@ func readsAll(t *testing.T, label string, h *Handle, want []event.Event) {
 // reader's catch-up is about to read (the reader saw the old layout)
 // makes the catch-up start over from the store as it is, not fail.
 func TestCatchUpDuringACompaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, SegmentSize: 1 << 16})
@@ -399,6 +400,7 @@ func TestCatchUpDuringACompaction(t *testing.T) {
 // TestReadOnlyOpenDuringACompaction: a compaction that removes a segment
 // a read-only open has listed makes the open start over, not fail.
 func TestReadOnlyOpenDuringACompaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, SegmentSize: 1 << 16, IndexInterval: time.Hour})
