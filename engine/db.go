@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -198,7 +197,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		db.knobs.waitMax = waitMax
 	}
 	sh.bumpHook = db.knobs.bump
-	sh.watch.poll = cmp.Or(db.knobs.watchPoll, watchPoll)
+	sh.watch.poll = db.knobs.watchPoll
 	db.stopCtx, db.stopCancel = context.WithCancel(context.Background())
 	db.metrics.start = time.Now()
 	db.checkpointer.Store(sh.index)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"sync"
 	"time"
 )
@@ -11,8 +12,9 @@ import (
 // sleeps on the word for all of them, and only while some wait.
 type durableWatch struct {
 	sh *shared
-	// poll bounds one sleep of the watching goroutine (watchPoll, or its
-	// DB's knob); set at the open, before the goroutine can start
+	// poll, if set, bounds one sleep of the watching goroutine instead of
+	// watchPoll (its DB's knob); set at the open, before the goroutine
+	// can start
 	poll time.Duration
 
 	mu      sync.Mutex
@@ -64,7 +66,7 @@ func (w *durableWatch) run(done chan struct{}) {
 		}
 		s := w.seq
 		w.mu.Unlock()
-		w.sh.waitSync(s, w.poll)
+		w.sh.waitSync(s, cmp.Or(w.poll, watchPoll))
 		w.mu.Lock()
 		if w.ch != nil && (w.sh.syncSeq() != w.seq || w.sh.shm.Lost()) {
 			// (A lost shm's Wait returns at once: its waiters learn of it
