@@ -221,7 +221,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 			atEnd := crashCopy(t, dir)
 
 			var atRoll string
-			testHookAppended = func() {
+			db.knobs.appended = func() {
 				if seg, _ := splitPosition(db.shared.field(shmTail).Load()); seg != 2 || atRoll != "" {
 					return
 				}
@@ -230,7 +230,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 				}
 				atRoll = crashCopy(t, dir)
 			}
-			defer func() { testHookAppended = nil }()
+			defer func() { db.knobs.appended = nil }()
 			b, err := db.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 			if err != nil {
 				t.Fatal(err)
@@ -242,7 +242,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 			if err := b.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			testHookAppended = nil
+			db.knobs.appended = nil
 			if atRoll == "" {
 				t.Fatal("no placement in segment 2")
 			}
@@ -275,7 +275,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 		run(t, hdr.End(), func(dir string, db *DB) bool {
 			var split string
 			layout := true
-			testHookMigrated = func() {
+			db.knobs.migrated = func() {
 				if got := db.shared.field(shmTail).Load(); got != position(2, segment.HeaderSize+last.Size) {
 					layout = false
 					return
@@ -289,7 +289,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 				}
 				split = crashCopy(t, dir)
 			}
-			defer func() { testHookMigrated = nil }()
+			defer func() { db.knobs.migrated = nil }()
 			if _, err := db.Migrate(ctx, "m"); err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,7 @@
 package engine
 
 // Internal tests of the index checkpoint against appends in flight: they
-// set testHookAppended / testHookMigrated to run a checkpoint in the window
+// set db.knobs.appended / db.knobs.migrated to run a checkpoint in the window
 // an append leaves, then "crash" by copying the store's files as they are
 // (what a SIGKILL leaves: every written byte, nothing more).
 
@@ -119,7 +119,7 @@ func TestCheckpointDuringAppend(t *testing.T) {
 
 	var done <-chan error
 	fired := false
-	testHookAppended = func() {
+	db.knobs.appended = func() {
 		if fired {
 			return
 		}
@@ -137,7 +137,7 @@ func TestCheckpointDuringAppend(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	defer func() { testHookAppended = nil }()
+	defer func() { db.knobs.appended = nil }()
 
 	b, err := db.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	if err != nil {
@@ -228,13 +228,13 @@ func TestCheckpointDuringMigration(t *testing.T) {
 	}
 
 	var crashed string
-	testHookMigrated = func() {
+	db.knobs.migrated = func() {
 		if err := db.checkpoint(); err != nil {
 			t.Error(err)
 		}
 		crashed = crashCopy(t, dir) // the migration's last part is not written yet
 	}
-	defer func() { testHookMigrated = nil }()
+	defer func() { db.knobs.migrated = nil }()
 	if _, err := db.Migrate(ctx, "m"); err != nil {
 		t.Fatal(err)
 	}
@@ -285,13 +285,13 @@ func TestCheckpointDuringDelete(t *testing.T) {
 		}
 	}
 	var crashed string
-	testHookDeleted = func() {
+	db.knobs.deleted = func() {
 		if err := db.checkpoint(); err != nil {
 			t.Error(err)
 		}
 		crashed = crashCopy(t, dir) // the tombstone is not written yet
 	}
-	defer func() { testHookDeleted = nil }()
+	defer func() { db.knobs.deleted = nil }()
 	if err := db.Delete(ctx, "d"); err != nil {
 		t.Fatal(err)
 	}

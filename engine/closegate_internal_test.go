@@ -41,15 +41,15 @@ func reopenRead(t *testing.T, dir string, opts *Options, id string) ([]event.Eve
 }
 
 // closeWhileBlocked runs db.Close on a goroutine and returns once it
-// waits for the operations in progress (testHookCloseWaits), once it
+// waits for the operations in progress (db.knobs.closeWaits), once it
 // returned (a Close that waits for nothing), or after 5 s (a Close
 // blocked elsewhere, as one that lacks the hook was, on the lock of a
 // handle the caller holds). done gets Close's error.
 func closeWhileBlocked(t *testing.T, db *DB) (done chan error) {
 	waits := make(chan struct{})
 	var once sync.Once
-	testHookCloseWaits = func() { once.Do(func() { close(waits) }) }
-	t.Cleanup(func() { testHookCloseWaits = nil })
+	db.knobs.closeWaits = func() { once.Do(func() { close(waits) }) }
+	t.Cleanup(func() { db.knobs.closeWaits = nil })
 	done = make(chan error, 1)
 	returned := make(chan struct{})
 	go func() {
@@ -79,12 +79,12 @@ func TestCreateRacesClose(t *testing.T) {
 	}
 	var closed chan error
 	var once atomic.Bool
-	testHookCreateLeased = func() {
+	db.knobs.createLeased = func() {
 		if once.CompareAndSwap(false, true) {
 			closed = closeWhileBlocked(t, db)
 		}
 	}
-	defer func() { testHookCreateLeased = nil }()
+	defer func() { db.knobs.createLeased = nil }()
 	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
 	if err != nil {
 		t.Fatalf("Create that began before Close: %v", err)
@@ -135,14 +135,14 @@ func TestNoHandleOpensDuringClose(t *testing.T) {
 	var createErr error
 	flushed := make(chan error, 1)
 	inCut := make(chan struct{})
-	testHookCut = func(h *Handle) {
+	db.knobs.cut = func(h *Handle) {
 		if h == late {
 			close(inCut)
 			<-closeReturned // (the rest of the Flush once Close is over)
 		}
 	}
 	var once atomic.Bool
-	testHookAppended = func() { // (Close's flush of h0, after it listed its handles)
+	db.knobs.appended = func() { // (Close's flush of h0, after it listed its handles)
 		if !once.CompareAndSwap(false, true) {
 			return
 		}
@@ -157,7 +157,7 @@ func TestNoHandleOpensDuringClose(t *testing.T) {
 		go func() { flushed <- late.Flush(ctx) }()
 		<-inCut
 	}
-	defer func() { testHookCut, testHookAppended = nil, nil }()
+	defer func() { db.knobs.cut, db.knobs.appended = nil, nil }()
 	err = db.Close()
 	close(closeReturned)
 	if err != nil {
@@ -199,7 +199,7 @@ func TestCloseWaitsForAFlush(t *testing.T) {
 	var closed chan error
 	var once atomic.Bool
 	var closedEarly atomic.Bool
-	testHookCut = func(x *Handle) {
+	db.knobs.cut = func(x *Handle) {
 		if x != h || !once.CompareAndSwap(false, true) {
 			return
 		}
@@ -211,7 +211,7 @@ func TestCloseWaitsForAFlush(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	defer func() { testHookCut = nil }()
+	defer func() { db.knobs.cut = nil }()
 	if err := h.Flush(ctx); err != nil {
 		t.Fatalf("Flush that began before Close: %v", err)
 	}
@@ -358,7 +358,7 @@ func TestNothingBeginsOnceCloseBegan(t *testing.T) {
 		{"Wait", func() error { _, err := r.Wait(ctx, 1000); return err }},
 	}
 	ran := false
-	testHookCloseWaits = func() {
+	db.knobs.closeWaits = func() {
 		ran = true
 		before := writesOf(ff)
 		for _, o := range ops {
@@ -371,9 +371,9 @@ func TestNothingBeginsOnceCloseBegan(t *testing.T) {
 			}
 		}
 	}
-	defer func() { testHookCloseWaits = nil }()
+	defer func() { db.knobs.closeWaits = nil }()
 	err = db.Close()
-	testHookCloseWaits = nil
+	db.knobs.closeWaits = nil
 	if err != nil {
 		t.Fatalf("DB.Close: %v", err)
 	}
@@ -546,13 +546,13 @@ func TestCloseWaitsForAFork(t *testing.T) {
 	}
 	started, release := make(chan struct{}), make(chan struct{})
 	var once atomic.Bool
-	testHookForkPlacing = func() {
+	db.knobs.forkPlacing = func() {
 		if once.CompareAndSwap(false, true) {
 			close(started)
 			<-release
 		}
 	}
-	defer func() { testHookForkPlacing = nil }()
+	defer func() { db.knobs.forkPlacing = nil }()
 	type result struct {
 		h   *Handle
 		err error

@@ -40,11 +40,6 @@ type CompactReport struct {
 	Scanned        int // sealed segments examined
 }
 
-// testHookRewrite, if set, runs after a rewritten segment is in place and
-// before the index learns the new offsets; an error it returns ends the
-// compaction there, as a crash would (tests only).
-var testHookRewrite func(seg uint64) error
-
 // Compact reclaims the space of deleted and replaced (migrated)
 // incarnations in sealed segments. A segment with nothing alive left is
 // removed; a segment whose live bytes are under LiveRatio of its size is
@@ -262,10 +257,6 @@ func (db *DB) indexNotKept() string {
 	return "it found no index at its open"
 }
 
-// testHookCompactLocked, if set, runs once a compaction holds its locks,
-// before it settles or relayouts (tests only).
-var testHookCompactLocked func()
-
 // compactLocks takes what a compaction needs across processes:
 // lockCompact, then lockFixed exclusive (no writing process that cannot
 // follow a compaction is open, and none opens until it is done), or,
@@ -298,8 +289,8 @@ func (db *DB) compactLocks() (release func(), err error) {
 		}
 		db.shared.endCompact()
 	}
-	if testHookCompactLocked != nil {
-		testHookCompactLocked()
+	if db.knobs.compactLocked != nil {
+		db.knobs.compactLocked()
 	}
 	if err := db.settleLocked(); err != nil {
 		done()
@@ -522,8 +513,8 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 		}
 		return 0, err
 	}
-	if testHookRewrite != nil {
-		if err := testHookRewrite(si.id); err != nil {
+	if db.knobs.rewrite != nil {
+		if err := db.knobs.rewrite(si.id); err != nil {
 			return 0, err
 		}
 	}

@@ -234,6 +234,7 @@ func TestCompactBesideALaggingWriter(t *testing.T) {
 // process, on its next read, finishes the intent and reads every session
 // right, and so does the compactor's process.
 func TestCompactorDiesAfterTheRename(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts())
@@ -243,12 +244,12 @@ func TestCompactorDiesAfterTheRename(t *testing.T) {
 	if err := w1.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	testHookRewrite = func(uint64) error { return errHook }
-	defer func() { testHookRewrite = nil }()
+	w2.knobs.rewrite = func(uint64) error { return errHook }
+	defer func() { w2.knobs.rewrite = nil }()
 	if _, err := w2.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9}); !errors.Is(err, errHook) {
 		t.Fatalf("compaction: %v, want the hook's error", err)
 	}
-	testHookRewrite = nil
+	w2.knobs.rewrite = nil
 	if rw, ok, _ := w1.idxRewrite(); !ok || !rw.HasMoves || len(rw.Moves) == 0 {
 		t.Fatalf("rewrite intent = %+v, %v; want one with its moves", rw, ok)
 	}
@@ -275,6 +276,7 @@ func TestCompactorDiesAfterTheRename(t *testing.T) {
 // compaction lock, taking every change for its own, and read stale
 // offsets in the new file: "bad frame magic".)
 func TestReadWhileItsProcessStartsACompaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts())
@@ -296,7 +298,7 @@ func TestReadWhileItsProcessStartsACompaction(t *testing.T) {
 		t.Fatalf("compaction: %+v, %v; want segments rewritten", rep, err)
 	}
 	fired := false
-	testHookCompactLocked = func() {
+	w3.knobs.compactLocked = func() {
 		if fired {
 			return
 		}
@@ -314,7 +316,7 @@ func TestReadWhileItsProcessStartsACompaction(t *testing.T) {
 			}
 		}
 	}
-	defer func() { testHookCompactLocked = nil }()
+	defer func() { w3.knobs.compactLocked = nil }()
 	if _, err := w3.Compact(ctx, CompactOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +347,7 @@ func TestOwnBumpIsNoLayoutChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := make(chan bool, 16)
-	testHookBump = func() {
+	w.shared.bumpHook = func() {
 		go func() { moved <- w.shared.layoutMoved(&w.follow.layout) }()
 		select {
 		case m := <-moved:
@@ -353,9 +355,9 @@ func TestOwnBumpIsNoLayoutChange(t *testing.T) {
 		case <-time.After(time.Second):
 		}
 	}
-	defer func() { testHookBump = nil }()
+	defer func() { w.shared.bumpHook = nil }()
 	rep, err := w.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9})
-	testHookBump = nil
+	w.shared.bumpHook = nil
 	if err != nil || len(rep.Rewritten)+len(rep.Dropped) == 0 {
 		t.Fatalf("compaction: %+v, %v; want segments reclaimed", rep, err)
 	}
@@ -383,12 +385,12 @@ func TestJoinWhileAnotherSettlesADeadCompaction(t *testing.T) {
 	w1 := liveOpen(t, dir, besideOpts())
 	w2 := liveOpen(t, dir, besideOpts())
 	want := mixedIndexed(t, w1, w2)
-	testHookRewrite = func(uint64) error { return errHook }
-	defer func() { testHookRewrite = nil }()
+	w2.knobs.rewrite = func(uint64) error { return errHook }
+	defer func() { w2.knobs.rewrite = nil }()
 	if _, err := w2.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9}); !errors.Is(err, errHook) {
 		t.Fatalf("compaction: %v, want the hook's error", err)
 	}
-	testHookRewrite = nil
+	w2.knobs.rewrite = nil
 	if w1.shared.layout()%2 != 1 {
 		t.Fatal("the layout counter is even after a rewrite cut short")
 	}
@@ -399,11 +401,12 @@ func TestJoinWhileAnotherSettlesADeadCompaction(t *testing.T) {
 	locked, release := make(chan struct{}), make(chan struct{})
 	compacted := make(chan error, 1)
 	var once sync.Once
-	testHookCompactLocked = func() {
+	w1.knobs.compactLocked = func() {
 		close(locked)
 		<-release
 	}
-	testHookJoinSettle = func() {
+	joinOpts := besideOpts()
+	joinOpts.testing.joinSettle = func() {
 		once.Do(func() {
 			go func() {
 				_, err := w1.Compact(ctx, CompactOptions{LiveRatio: -1})
@@ -412,14 +415,14 @@ func TestJoinWhileAnotherSettlesADeadCompaction(t *testing.T) {
 			<-locked
 		})
 	}
-	defer func() { testHookCompactLocked, testHookJoinSettle = nil, nil }()
+	defer func() { w1.knobs.compactLocked = nil }()
 	type opened struct {
 		db  *DB
 		err error
 	}
 	ch := make(chan opened, 1)
 	go func() {
-		db, err := Open(dir, besideOpts())
+		db, err := Open(dir, joinOpts)
 		ch <- opened{db, err}
 	}()
 	var o opened
@@ -438,7 +441,7 @@ func TestJoinWhileAnotherSettlesADeadCompaction(t *testing.T) {
 	if err := <-compacted; err != nil {
 		t.Fatalf("w1's compaction: %v", err)
 	}
-	testHookCompactLocked, testHookJoinSettle = nil, nil
+	w1.knobs.compactLocked = nil
 	if !w3.joined {
 		t.Fatal("the third writer did not join the others")
 	}

@@ -72,17 +72,17 @@ func TestCompactionCutAfterDroppingAReplacedHeader(t *testing.T) {
 	}
 	errCut := errors.New("cut")
 	var crashed string
-	testHookRewrite = func(seg uint64) error {
+	db.knobs.rewrite = func(seg uint64) error {
 		if seg == 1 {
 			crashed = crashCopy(t, dir) // segment 1 rewritten, segment 2 still there
 		}
 		return errCut
 	}
-	defer func() { testHookRewrite = nil }()
+	defer func() { db.knobs.rewrite = nil }()
 	if _, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 1}); !errors.Is(err, errCut) {
 		t.Fatalf("compaction: %v", err)
 	}
-	testHookRewrite = nil
+	db.knobs.rewrite = nil
 	if crashed == "" {
 		t.Fatal("the compaction did not rewrite segment 1 first")
 	}

@@ -1,7 +1,7 @@
 package engine
 
 // Internal tests of compaction racing Delete, Create, Migrate and Usage:
-// testHookRewrite runs the racing operation at a fixed point of a rewrite
+// db.knobs.rewrite runs the racing operation at a fixed point of a rewrite
 // (after the rename, before the index learns the new offsets).
 
 import (
@@ -54,7 +54,7 @@ func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := 0
-	testHookRewrite = func(seg uint64) error {
+	db.knobs.rewrite = func(seg uint64) error {
 		calls++
 		if calls > 1 {
 			return nil
@@ -85,7 +85,7 @@ func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 		}
 		return db.checkpoint() // the index learns all of it before the relocation
 	}
-	defer func() { testHookRewrite = nil }()
+	defer func() { db.knobs.rewrite = nil }()
 	rep, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99})
 	if err != nil {
 		t.Fatalf("compaction racing delete/create/migrate: %+v, %v", rep, err)
@@ -93,7 +93,7 @@ func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 	if calls == 0 {
 		t.Fatal("nothing was rewritten: the race was not run")
 	}
-	testHookRewrite = nil
+	db.knobs.rewrite = nil
 	if rw, ok, err := db.idxRewrite(); ok || err != nil {
 		t.Fatalf("a rewrite intent %+v (%v) is left after the compaction", rw, err)
 	}
@@ -250,9 +250,9 @@ func TestCompactSettlesLeftoverIntent(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := interleavedStore(t, db)
-			testHookRewrite = func(uint64) error { return errHook } // stops after the rename
+			db.knobs.rewrite = func(uint64) error { return errHook } // stops after the rename
 			_, err = db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99})
-			testHookRewrite = nil
+			db.knobs.rewrite = nil
 			if !errors.Is(err, errHook) {
 				t.Fatalf("compact = %v, want the hook's error", err)
 			}
@@ -315,12 +315,12 @@ func TestCompactRewriteIndexFailure(t *testing.T) {
 	}
 	defer func() { db.Close() }()
 	var intent index.Rewrite
-	testHookRewrite = func(uint64) error {
+	db.knobs.rewrite = func(uint64) error {
 		intent, _, _ = db.idxRewrite()
 		return db.idxClearRewrite()
 	}
 	_, err = db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99})
-	testHookRewrite = nil
+	db.knobs.rewrite = nil
 	if err == nil || !db.poisoned() {
 		t.Fatalf("compact with a failing index: %v (poisoned %v)", err, db.poisoned())
 	}

@@ -109,12 +109,11 @@ type DB struct {
 	metrics dbMetrics
 	// lostLogged: the checkpoint tick logged that shm was cut
 	lostLogged atomic.Bool
-}
 
-// testHookJoinSettle, if set, runs in a joining writer's open each time it
-// finds a layout change that a dead compaction left, before it tries to
-// settle it (tests only).
-var testHookJoinSettle func()
+	// knobs are the test hooks and overrides (knobs.go): Options.testing
+	// with the defaults filled in
+	knobs testingKnobs
+}
 
 // Open opens the store in dir, creating it if needed. Other processes may
 // have it open too (docs/DESIGN.md, Many processes): the first to open it
@@ -190,7 +189,16 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		gate:         newGate(),
 		stop:         make(chan struct{}),
 		closed:       make(chan struct{}),
+		knobs:        o.testing,
 	}
+	if db.knobs.waitMin == 0 {
+		db.knobs.waitMin = waitMin
+	}
+	if db.knobs.waitMax == 0 {
+		db.knobs.waitMax = waitMax
+	}
+	sh.bumpHook = db.knobs.bump
+	sh.watch.poll = db.knobs.watchPoll
 	db.stopCtx, db.stopCancel = context.WithCancel(context.Background())
 	db.metrics.start = time.Now()
 	db.checkpointer.Store(sh.index)
@@ -217,8 +225,8 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		// rebuildLive): wait for it. Never read the index meanwhile: with a
 		// rewrite in place and its moves not applied, this open would find
 		// the index unusable, and run without one for its whole life.
-		if testHookJoinSettle != nil {
-			testHookJoinSettle()
+		if db.knobs.joinSettle != nil {
+			db.knobs.joinSettle()
 		}
 		if sh.tryCompact() {
 			err := (&indexFile{path: o.IndexPath}).use(true, db.settleRewriteIn)
@@ -366,8 +374,8 @@ func (db *DB) Create(ctx context.Context, h store.Header, opts ...store.CreateOp
 	if err != nil {
 		return nil, sessionErr(h.ID, "create", store.ErrSessionExists)
 	}
-	if testHookCreateLeased != nil {
-		testHookCreateLeased()
+	if db.knobs.createLeased != nil {
+		db.knobs.createLeased()
 	}
 	if err := db.catchUpAll(h.ID); err != nil {
 		lease.Release()
@@ -386,10 +394,6 @@ func (db *DB) Create(ctx context.Context, h store.Header, opts ...store.CreateOp
 	s.owner = hd
 	return hd, nil
 }
-
-// testHookCreateLeased, if set, runs in Create once it holds the new
-// session's lease, before it catches up (tests only).
-var testHookCreateLeased func()
 
 // Open returns a handle on an existing session: ErrSessionNotFound if it
 // does not exist, ErrAlreadyOwned for Write while another write handle (or
@@ -673,8 +677,8 @@ func (db *DB) Delete(ctx context.Context, id string, opts ...store.DeleteOption)
 		return sessionErr(id, "delete", err)
 	}
 	db.dead.Store(true)
-	if testHookDeleted != nil {
-		testHookDeleted()
+	if db.knobs.deleted != nil {
+		db.knobs.deleted()
 	}
 	if err := db.sync(); err != nil {
 		return sessionErr(id, "delete", err)
@@ -703,8 +707,8 @@ func (db *DB) Close() error {
 	defer close(db.closed)
 	close(db.stop) // (wakes the Waits, cancels a background compaction)
 	db.stopCancel()
-	if testHookCloseWaits != nil {
-		testHookCloseWaits()
+	if db.knobs.closeWaits != nil {
+		db.knobs.closeWaits()
 	}
 	db.gate.wait() // (and the write-outs behind appends)
 	if db.opts.ReadOnly {

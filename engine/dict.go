@@ -38,7 +38,9 @@ import (
 // frames name from the directory (segment.Dicts).
 // Dictionaries are never removed: compaction keeps frames' bytes as they
 // are, so every dictionary a frame ever named stays readable.
-var (
+// (These are the defaults of a DB's dictTuning; a test's DB may have
+// others, testingKnobs.dict.)
+const (
 	// dictTrainAfter: raw bytes of small events frames a process
 	// encodes before it trains the store's first dictionary (or takes
 	// another's)
@@ -82,18 +84,36 @@ var (
 // have written enough to train from). A host flushing turns (a few thousand frames a second at
 // most) stays within it; a store flushing single events as fast as the
 // disk allows trains none.
-var (
+const (
 	dictSmallShare = 0.10
 	dictSmallBurst = 4 * time.Millisecond
 	dictSmallCost  = 10 * time.Microsecond
 )
 
+// dictTuning is how a process trains its dictionary and budgets its
+// small frames: the constants above, or a test's (testingKnobs.dict).
+type dictTuning struct {
+	trainAfter, small, history, pool, window, retrainMin int
+	drift                                                float64
+	smallShare                                           float64
+	smallBurst, smallCost                                time.Duration
+}
+
+func defaultDictTuning() dictTuning {
+	return dictTuning{
+		trainAfter: dictTrainAfter, small: dictSmall, history: dictHistory,
+		pool: dictPool, window: dictWindow, retrainMin: dictRetrainMin,
+		drift: dictDrift, smallShare: dictSmallShare,
+		smallBurst: dictSmallBurst, smallCost: dictSmallCost,
+	}
+}
+
 // refillLocked brings the budget up to now. Called with bmu held.
 func (d *dictState) refillLocked(now time.Time) {
 	if d.budgetAt.IsZero() {
-		d.budget = dictSmallBurst
+		d.budget = d.t.smallBurst
 	} else {
-		d.budget = min(dictSmallBurst, d.budget+time.Duration(float64(now.Sub(d.budgetAt))*dictSmallShare))
+		d.budget = min(d.t.smallBurst, d.budget+time.Duration(float64(now.Sub(d.budgetAt))*d.t.smallShare))
 	}
 	d.budgetAt = now
 }
@@ -103,7 +123,7 @@ func (d *dictState) spare() bool {
 	d.bmu.Lock()
 	defer d.bmu.Unlock()
 	d.refillLocked(time.Now())
-	return d.budget > 0 && d.budget >= dictSmallBurst/2
+	return d.budget > 0 && d.budget >= d.t.smallBurst/2
 }
 
 // encodeSmall encodes the events evs of session id as one small frame
@@ -115,9 +135,9 @@ func (d *dictState) encodeSmall(enc segment.Encoder, id string, evs []event.Even
 	d.refillLocked(time.Now())
 	switch {
 	case enc.Dict == nil: // none yet: charged what one would take
-		d.budget = max(d.budget-dictSmallCost, -dictSmallBurst)
+		d.budget = max(d.budget-d.t.smallCost, -d.t.smallBurst)
 	case d.budget > 0:
-		d.budget -= dictSmallCost
+		d.budget -= d.t.smallCost
 	default:
 		enc.Dict = nil // over the budget: stored as it is
 	}
@@ -132,6 +152,9 @@ const dictBackoff = 5 * time.Second
 // dictState is a writing process's side of the store's dictionaries.
 type dictState struct {
 	db *DB
+	// t is the tuning, fixed at the open (but a test changes smallShare
+	// and smallBurst with bmu held)
+	t dictTuning
 	// cur is what this process's events frames are compressed with (nil:
 	// none yet): a copy of the set's, whose encoders (built once, shared
 	// by all sessions) go with it when it is replaced
@@ -165,7 +188,11 @@ type dictState struct {
 }
 
 func newDictState(db *DB) *dictState {
-	return &dictState{db: db, kick: make(chan struct{}, 1), collecting: true}
+	t := defaultDictTuning()
+	if db.knobs.dict != nil {
+		t = *db.knobs.dict
+	}
+	return &dictState{db: db, t: t, kick: make(chan struct{}, 1), collecting: true}
 }
 
 // load takes the newest dictionary of the store, if there is one, at a
@@ -206,17 +233,17 @@ func (d *dictState) observe(es []*segment.Encoded) {
 	cur := d.cur.Load()
 	for _, e := range es {
 		raw := e.Raw()
-		if len(raw) < dictSmall {
+		if len(raw) < d.t.small {
 			d.small += len(raw)
 		}
-		if d.collecting && len(raw) < dictSmall { // (a store of large frames only trains none)
+		if d.collecting && len(raw) < d.t.small { // (a store of large frames only trains none)
 			// A sample is a small frame's payload, as the frames the
 			// dictionary is for are: a large one (a tool result of
 			// hundreds of KiB) would fill the pool and the history.
 			// A copy: the frame's buffers go back to their pool once placed.
 			d.pool = append(d.pool, bytes.Clone(raw))
 			d.poolN += len(raw)
-			for d.poolN-len(d.pool[0]) >= dictPool {
+			for d.poolN-len(d.pool[0]) >= d.t.pool {
 				d.poolN -= len(d.pool[0])
 				d.pool[0] = nil
 				d.pool = d.pool[1:]
@@ -235,13 +262,13 @@ func (d *dictState) observe(es []*segment.Encoded) {
 		d.winRaw, d.winStored = 0, 0
 		if d.base == 0 {
 			d.base = r
-		} else if r > d.base*dictDrift && d.seen >= dictRetrainMin {
+		} else if r > d.base*d.t.drift && d.seen >= d.t.retrainMin {
 			d.collecting = true // the next training learns from what comes now
 		}
 	case d.collecting && cur == nil:
-		due = d.small >= dictTrainAfter
+		due = d.small >= d.t.trainAfter
 	case d.collecting:
-		due = d.poolN >= dictPool
+		due = d.poolN >= d.t.pool
 	}
 	due = due && !d.busy && time.Since(d.failedAt) >= dictBackoff && d.spare()
 	if due {
@@ -315,7 +342,7 @@ func (d *dictState) renew() error {
 	d.mu.Unlock()
 	for try := 0; ; try++ {
 		// zstd leaves IDs under 32768 to registered dictionaries.
-		nd, err := segment.TrainDict(32768+rand.Uint32N(math.MaxUint32-32768), time.Now().UnixNano(), samples, dictHistory)
+		nd, err := segment.TrainDict(32768+rand.Uint32N(math.MaxUint32-32768), time.Now().UnixNano(), samples, d.t.history)
 		if err != nil {
 			return err
 		}
@@ -327,7 +354,7 @@ func (d *dictState) renew() error {
 			return err
 		}
 		db.dicts.Add(nd)
-		d.use(nd, n >= dictPool)
+		d.use(nd, n >= d.t.pool)
 		return nil
 	}
 }

@@ -21,13 +21,22 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// dictKnobs makes dictionaries small and trained only when a test says
-// (renew), for the length of the test.
-func dictKnobs(t *testing.T) {
-	after, history := dictTrainAfter, dictHistory
-	dictTrainAfter, dictHistory = math.MaxInt, 16<<10
-	t.Cleanup(func() { dictTrainAfter, dictHistory = after, history })
+// dictKnobs is a dictionary tuning that makes dictionaries small and
+// trains them only when a test says (renew).
+func dictKnobs() *dictTuning {
+	dt := defaultDictTuning()
+	dt.trainAfter, dt.history = math.MaxInt, 16<<10
+	return &dt
 }
+
+// withDict returns o with the dictionary tuning dt (its DB's knob).
+func withDict(o *Options, dt *dictTuning) *Options {
+	o.testing.dict = dt
+	return o
+}
+
+// dictOpts returns o with the tuning of dictKnobs.
+func dictOpts(o *Options) *Options { return withDict(o, dictKnobs()) }
 
 // writeFlushed appends events first..first+n-1 of session h in batches of
 // two, each flushed: small frames, as an agent host's turns make.
@@ -109,7 +118,7 @@ func sameEvents(t *testing.T, label string, got, want []event.Event) {
 // returns the events and the dictionary's file.
 func dictStore(t *testing.T, dir string) ([]event.Event, string) {
 	t.Helper()
-	db, err := Open(dir, &Options{CompactInterval: -1})
+	db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +146,7 @@ func dictStore(t *testing.T, dir string) ([]event.Event, string) {
 // compressed with it, and the store reads back the same, reopened with
 // and without the index, read-only too; check finds nothing.
 func TestDictRoundTrip(t *testing.T) {
-	dictKnobs(t)
+	t.Parallel()
 	dir := t.TempDir()
 	want, dpath := dictStore(t, dir)
 	if _, err := os.Stat(dpath); err != nil {
@@ -148,7 +157,7 @@ func TestDictRoundTrip(t *testing.T) {
 		t.Fatalf("frames by codec %v, %d small ones with the dictionary: want the 100 after it compressed with it", codecs, small)
 	}
 	for _, o := range []Options{{CompactInterval: -1}, {NoIndex: true, CompactInterval: -1}, {ReadOnly: true}} {
-		db, err := Open(dir, &o)
+		db, err := Open(dir, dictOpts(&o))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,15 +174,15 @@ func TestDictRoundTrip(t *testing.T) {
 // with a dictionary made after it opened the store, and takes that
 // dictionary when it needs one instead of training its own.
 func TestDictOtherProcess(t *testing.T) {
-	dictKnobs(t)
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	a, err := Open(dir, &Options{CompactInterval: -1})
+	a, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(dir, &Options{CompactInterval: -1})
+	b, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +220,6 @@ func TestDictOtherProcess(t *testing.T) {
 // one problem at its file; reads of the frames that name it: corruption
 // naming both files); a write open refuses a damaged newest one.
 func TestDictDamaged(t *testing.T) {
-	dictKnobs(t)
 	for _, tc := range []struct {
 		name   string
 		damage func(path string) error
@@ -238,7 +246,7 @@ func TestDictDamaged(t *testing.T) {
 			if err != nil || len(rep.Problems) != 1 || rep.Problems[0].Path != dpath || !strings.Contains(rep.Problems[0].What, tc.what) {
 				t.Fatalf("check: %v %v; want one problem at %s: %s", rep.Problems, err, dpath, tc.what)
 			}
-			db, err := Open(dir, &Options{ReadOnly: true})
+			db, err := Open(dir, dictOpts(&Options{ReadOnly: true}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,7 +260,7 @@ func TestDictDamaged(t *testing.T) {
 				t.Fatalf("read: %v; want corruption at a frame naming %s", err, dpath)
 			}
 			db.Close()
-			db, err = Open(dir, &Options{CompactInterval: -1})
+			db, err = Open(dir, dictOpts(&Options{CompactInterval: -1}))
 			if tc.name == "missing" {
 				// No dictionary left to take: the open goes on, and its
 				// reads of those frames fail as above.
@@ -273,7 +281,7 @@ func TestDictDamaged(t *testing.T) {
 // active segment is of format version 1) gets no frame compressed with a
 // dictionary in that segment, but does in the next one.
 func TestDictOlderSegment(t *testing.T) {
-	dictKnobs(t)
+	t.Parallel()
 	dir := t.TempDir()
 	for _, n := range []string{segment.Name(1), segment.Name(2), "index.db"} {
 		b, err := os.ReadFile(filepath.Join("testdata/golden", n))
@@ -284,7 +292,7 @@ func TestDictOlderSegment(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db, err := Open(dir, &Options{CompactInterval: -1})
+	db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +332,7 @@ func TestDictOlderSegment(t *testing.T) {
 func dictCrashWorkload(fsys vfs.FS) (map[string][]event.Event, map[string]int, error) {
 	ctx := context.Background()
 	appended, acked := map[string][]event.Event{}, map[string]int{}
-	db, err := Open("/db", &Options{FS: fsys, SegmentSize: 64 << 10, CompactInterval: -1})
+	db, err := Open("/db", withDict(&Options{FS: fsys, SegmentSize: 64 << 10, CompactInterval: -1}, dictCrashTuning()))
 	if err != nil {
 		return appended, acked, err
 	}
@@ -358,14 +366,20 @@ func dictCrashWorkload(fsys vfs.FS) (map[string][]event.Event, map[string]int, e
 	return appended, acked, nil
 }
 
+// dictCrashTuning is the dictionary tuning of TestDictPowerCut's stores:
+// dictKnobs', with smaller dictionaries.
+func dictCrashTuning() *dictTuning {
+	dt := dictKnobs()
+	dt.history = 8 << 10
+	return dt
+}
+
 // TestDictPowerCut cuts the power at every operation of a workload that
 // makes a dictionary between its flushes (the cut operation and every
 // later one fail), keeps none, all or a random part of what was not
 // synced, and reopens: no frame names a dictionary that is not there,
 // check finds nothing, every acknowledged event reads back.
 func TestDictPowerCut(t *testing.T) {
-	dictKnobs(t)
-	dictHistory = 8 << 10
 	probe := vfs.NewFault(vfs.NewMem())
 	if _, _, err := dictCrashWorkload(probe); err != nil {
 		t.Fatalf("workload without faults: %v", err)
@@ -375,7 +389,7 @@ func TestDictPowerCut(t *testing.T) {
 	if testing.Short() {
 		step = max(ops/40, 1)
 	}
-	var withDict int
+	var dicted int
 	for k := 1; k <= ops; k += step {
 		mem := vfs.NewMem()
 		appended, acked, _ := dictCrashWorkload(vfs.NewFault(mem, vfs.Rule{Op: vfs.OpAny, Nth: k, Sticky: true}))
@@ -396,9 +410,9 @@ func TestDictPowerCut(t *testing.T) {
 				t.Fatalf("%s: check: %v", label, p)
 			}
 			if codecs, _ := frameCodecs(t, crashed, "/db"); codecs[segment.CodecZstdDict] > 0 {
-				withDict++
+				dicted++
 			}
-			db, err := Open("/db", &Options{FS: crashed, CompactInterval: -1})
+			db, err := Open("/db", withDict(&Options{FS: crashed, CompactInterval: -1}, dictCrashTuning()))
 			if err != nil {
 				t.Fatalf("%s: reopen: %v", label, err)
 			}
@@ -415,7 +429,7 @@ func TestDictPowerCut(t *testing.T) {
 			db.Close()
 		}
 	}
-	if withDict == 0 {
+	if dicted == 0 {
 		t.Fatal("no cut left a frame compressed with the dictionary")
 	}
 	if names, _ := probe.List("/db"); !slices.ContainsFunc(names, func(n string) bool { _, ok := segment.ParseDictName(n); return ok }) {
@@ -431,26 +445,23 @@ func TestDictPowerCut(t *testing.T) {
 // never holds much more than dictPool. Without spare CPU (no budget) it
 // trains none.
 func TestDictTraining(t *testing.T) {
-	after, pool, small, history, share, burst := dictTrainAfter, dictPool, dictSmall, dictHistory, dictSmallShare, dictSmallBurst
-	dictTrainAfter, dictPool, dictSmall, dictHistory = 16<<10, 64<<10, 4<<10, 8<<10
-	t.Cleanup(func() {
-		dictTrainAfter, dictPool, dictSmall, dictHistory, dictSmallShare, dictSmallBurst = after, pool, small, history, share, burst
-	})
 	for _, spare := range []bool{true, false} {
 		t.Run(fmt.Sprintf("spare=%v", spare), func(t *testing.T) {
-			dictSmallShare, dictSmallBurst = 1e6, time.Second
+			dt := defaultDictTuning()
+			dt.trainAfter, dt.pool, dt.small, dt.history = 16<<10, 64<<10, 4<<10, 8<<10
+			dt.smallShare, dt.smallBurst = 1e6, time.Second
 			if !spare {
-				dictSmallShare, dictSmallBurst = 0, 0
+				dt.smallShare, dt.smallBurst = 0, 0
 			}
-			testDictTraining(t, spare)
+			testDictTraining(t, &dt, spare)
 		})
 	}
 }
 
-func testDictTraining(t *testing.T, spare bool) {
+func testDictTraining(t *testing.T, dt *dictTuning, spare bool) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := Open(dir, &Options{CompactInterval: -1})
+	db, err := Open(dir, withDict(&Options{CompactInterval: -1}, dt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +497,7 @@ func testDictTraining(t *testing.T, spare bool) {
 		if err := h.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, n := state(); n > dictPool+1024 {
+		if _, _, n := state(); n > dt.pool+1024 {
 			t.Fatalf("the pool holds %d bytes", n)
 		}
 	}
@@ -519,12 +530,10 @@ func testDictTraining(t *testing.T, spare bool) {
 // TestDictSmallBudget: small frames are compressed with the dictionary
 // only within their CPU budget; beyond it they are stored as they are.
 func TestDictSmallBudget(t *testing.T) {
-	dictKnobs(t)
-	share, burst := dictSmallShare, dictSmallBurst
-	t.Cleanup(func() { dictSmallShare, dictSmallBurst = share, burst })
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := Open(dir, &Options{CompactInterval: -1})
+	db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,20 +547,26 @@ func TestDictSmallBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, before := frameCodecs(t, nil, dir)
-	dictSmallShare, dictSmallBurst = 0, 0 // no budget
+	budget(db, 0, 0) // no budget
 	want = append(want, writeFlushed(t, h, 100, 100)...)
 	if _, n := frameCodecs(t, nil, dir); n != before {
 		t.Fatalf("%d small frames compressed with the dictionary without a budget", n-before)
 	}
-	db.dict.bmu.Lock()
-	db.dict.budget, db.dict.budgetAt = 0, time.Time{}
-	db.dict.bmu.Unlock()
-	dictSmallShare, dictSmallBurst = 1e6, time.Second // all the budget needed
+	budget(db, 1e6, time.Second) // all the budget needed
 	want = append(want, writeFlushed(t, h, 200, 100)...)
 	if _, n := frameCodecs(t, nil, dir); n-before < 45 {
 		t.Fatalf("%d of the 50 small frames compressed with the dictionary within the budget", n-before)
 	}
 	sameEvents(t, "read back", readAll(t, db, "s"), want)
+}
+
+// budget sets the CPU budget of db's small frames (its share of a core
+// and its burst) and empties it.
+func budget(db *DB, share float64, burst time.Duration) {
+	db.dict.bmu.Lock()
+	db.dict.t.smallShare, db.dict.t.smallBurst = share, burst
+	db.dict.budget, db.dict.budgetAt = 0, time.Time{}
+	db.dict.bmu.Unlock()
 }
 
 // TestDictLargeEvent: a session flushed an event at a time with one tool
@@ -561,9 +576,6 @@ func TestDictSmallBudget(t *testing.T) {
 // the spread of the pool took it), on the engine's own goroutine, and
 // took the host's process down: 2 runs of 2 on the old code panicked.
 func TestDictLargeEvent(t *testing.T) {
-	share, burst := dictSmallShare, dictSmallBurst
-	dictSmallShare, dictSmallBurst = 1e6, time.Second // spare CPU: train as soon as due
-	t.Cleanup(func() { dictSmallShare, dictSmallBurst = share, burst })
 	for at := 0; at < 220; at += 14 {
 		t.Run(fmt.Sprint("at=", at), func(t *testing.T) { testDictLargeEvent(t, at) })
 	}
@@ -572,7 +584,9 @@ func TestDictLargeEvent(t *testing.T) {
 func testDictLargeEvent(t *testing.T, at int) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := Open(dir, &Options{CompactInterval: -1})
+	dt := defaultDictTuning()
+	dt.smallShare, dt.smallBurst = 1e6, time.Second // spare CPU: train as soon as due
+	db, err := Open(dir, withDict(&Options{CompactInterval: -1}, &dt))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func wantReadsBack(t *testing.T, label, dir string, want map[string][]event.Even
 				t.Fatal(err)
 			}
 		}
-		db, err := Open(dir, &Options{CompactInterval: -1})
+		db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
 		if err != nil {
 			t.Fatalf("%s: reopen (index removed: %v): %v", label, noIndex, err)
 		}
@@ -101,7 +101,6 @@ func wantReadsBack(t *testing.T, label, dir string, want map[string][]event.Even
 // the next segment. None of them lands in the version 1 segment with its
 // dictionary; after the roll they do in the new one.
 func TestDictFramesIntoAnOlderSegment(t *testing.T) {
-	dictKnobs(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	for _, n := range []string{segment.Name(1), segment.Name(2), "index.db"} {
@@ -113,7 +112,7 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db, err := Open(dir, &Options{SegmentSize: 64 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1})
+	db, err := Open(dir, dictOpts(&Options{SegmentSize: 64 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,10 +208,9 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 // segment whose live frames name a dictionary; the copy keeps format
 // version 3, so that no segment of an older version holds them.
 func TestDictSegmentRewriteKeepsItsVersion(t *testing.T) {
-	dictKnobs(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := Open(dir, &Options{CompactInterval: -1})
+	db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,11 +55,10 @@ func TestDictSyncFails(t *testing.T) {
 		{"directory", vfs.Rule{Op: vfs.OpSyncDir, Nth: 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dictKnobs(t)
 			ctx := context.Background()
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem)
-			opts := func(fs vfs.FS) *Options { return &Options{FS: fs, CompactInterval: -1} }
+			opts := func(fs vfs.FS) *Options { return dictOpts(&Options{FS: fs, CompactInterval: -1}) }
 			db, err := Open("/db", opts(ff))
 			if err != nil {
 				t.Fatal(err)
@@ -144,11 +143,10 @@ func TestDictSyncFails(t *testing.T) {
 func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
 	for _, takes := range []string{"renew", "open"} {
 		t.Run(takes, func(t *testing.T) {
-			dictKnobs(t)
 			ctx := context.Background()
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem)
-			opts := func(fs vfs.FS) *Options { return &Options{FS: fs, CompactInterval: -1} }
+			opts := func(fs vfs.FS) *Options { return dictOpts(&Options{FS: fs, CompactInterval: -1}) }
 			a, err := Open("/db", opts(ff))
 			if err != nil {
 				t.Fatal(err)

@@ -138,7 +138,8 @@
 // follow.go: following the frames the
 // other processes write, and Handle.Wait; metrics.go: DB.Metrics and the
 // counters behind it; gate.go: the operations in progress, which Close
-// waits for; contract.go: the engine's session errors.
+// waits for; contract.go: the engine's session errors;
+// knobs.go: the test hooks and tuning overrides.
 //
 // # Recovery and failing storage
 //
@@ -151,4 +152,15 @@
 // left, and only the flushes it carried fail (their events stay with
 // their handles); an fsync error poisons the DB until it is closed and
 // opened again.
+//
+// # Tests
+//
+// Test hooks and tuning overrides are per DB, as pebble's testing knobs:
+// testingKnobs (knobs.go), an unexported field of Options that Open copies
+// into the DB, so only this package's tests set them, and tests that do
+// can run in parallel (TestKnobsPerDB). No package variable is a test
+// hook (internal/lint's TestNoPackageTestHooks); the log's are fields of
+// wal.Log (TestHookGrow, TestHookSync). The
+// tests of package engine_test reach what they need of them through
+// export_test.go (NoWaitPolls).
 package engine

@@ -130,8 +130,8 @@ func (db *DB) follow1(f *follower, d uint64) error {
 	if d <= f.pos {
 		return nil
 	}
-	if testHookFollow != nil {
-		testHookFollow()
+	if db.knobs.follow != nil {
+		db.knobs.follow()
 	}
 	seg, off := splitPosition(f.pos)
 	dseg, doff := splitPosition(d)
@@ -211,9 +211,6 @@ func (db *DB) follow1(f *follower, d uint64) error {
 	}
 }
 
-// testHookFollow, if set, runs in a catch-up before it reads frames.
-var testHookFollow func()
-
 // durablePos is the durable position the writing processes published, 0
 // if there is none to know of (a read-only DB of a store it cannot
 // coordinate on, or that no process writes).
@@ -291,7 +288,7 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		return 0, sessionErr(h.ID(), "wait", err)
 	}
 	defer db.leave()
-	delay := waitMin
+	delay := db.knobs.waitMin
 	var t *time.Timer
 	for {
 		// Taken before looking: a sync that publishes after this point
@@ -326,17 +323,17 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		case <-db.stop: // Close began: it waits for this Wait to end
 			return 0, sessionErr(h.ID(), "wait", store.ErrClosed)
 		case <-synced: // (nil, never, if this process cannot watch)
-			delay = waitMin
+			delay = db.knobs.waitMin
 		case <-t.C:
-			delay = min(2*delay, waitMax)
+			delay = min(2*delay, db.knobs.waitMax)
 		}
 	}
 }
 
 // Wait's polling interval grows from waitMin to waitMax while nothing
-// comes. (Variables: a test turns the polls off, so that only a wake-up
-// ends a Wait.)
-var (
+// comes. (A test turns the polls off in its DB's knobs, so that only a
+// wake-up ends a Wait.)
+const (
 	waitMin = 500 * time.Microsecond
 	waitMax = 5 * time.Millisecond
 )

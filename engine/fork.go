@@ -286,8 +286,8 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr store
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
-	if testHookForkPlacing != nil {
-		testHookForkPlacing()
+	if db.knobs.forkPlacing != nil {
+		db.knobs.forkPlacing()
 	}
 	if err := db.appendFork(p, c, he, me); err != nil {
 		return nil, sessionErr(c.id, "fork", err)
@@ -302,10 +302,6 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr store
 	done = true
 	return hd, nil
 }
-
-// testHookForkPlacing, if set, runs in a fork by shared frames after it
-// looked at the parent's frames and before it places its own (tests).
-var testHookForkPlacing func()
 
 // holdParent keeps session parent from being deleted or migrated, by any
 // process, until release: its write lease, or, if a write handle of this

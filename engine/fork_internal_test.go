@@ -137,11 +137,11 @@ func TestForkBesideACompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := false
-	testHookForkPlacing = func() {
+	db.knobs.forkPlacing = func() {
 		rep, err := db.Compact(ctx, CompactOptions{LiveRatio: 0.99})
 		moved = err == nil && len(rep.Rewritten) > 0
 	}
-	defer func() { testHookForkPlacing = nil }()
+	defer func() { db.knobs.forkPlacing = nil }()
 	c, err := db.Fork(ctx, "p", 50, store.Header{ID: "c", CreatedAt: 2})
 	if err != nil {
 		t.Fatal(err)

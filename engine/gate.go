@@ -84,7 +84,3 @@ func (db *DB) leave() { db.gate.leave() }
 // handle's lease (ErrOwnershipLost, as the contract has it for a write
 // through a handle of a closed store).
 var errClosedLease = fmt.Errorf("%w (%w)", store.ErrClosed, store.ErrOwnershipLost)
-
-// testHookCloseWaits, if set, runs in DB.Close once the gate is shut,
-// before it waits for the operations in it (tests only).
-var testHookCloseWaits func()

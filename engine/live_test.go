@@ -375,6 +375,7 @@ func readsAll(t *testing.T, label string, h *Handle, want []event.Event) {
 // reader's catch-up is about to read (the reader saw the old layout)
 // makes the catch-up start over from the store as it is, not fail.
 func TestCatchUpDuringACompaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, SegmentSize: 1 << 16})
@@ -385,8 +386,7 @@ func TestCatchUpDuringACompaction(t *testing.T) {
 		}
 	})
 	hook, fired := compactOnce(t, w)
-	testHookFollow = hook
-	defer func() { testHookFollow = nil }()
+	r.knobs.follow = hook
 	if snap, err := r.Stat(ctx, "b"); err != nil || snap.EventCount != 1 {
 		t.Fatalf("stat beside a compaction: %+v, %v", snap, err)
 	}
@@ -401,14 +401,15 @@ func TestCatchUpDuringACompaction(t *testing.T) {
 // TestReadOnlyOpenDuringACompaction: a compaction that removes a segment
 // a read-only open has listed makes the open start over, not fail.
 func TestReadOnlyOpenDuringACompaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := checkedDir(t)
 	w := liveOpen(t, dir, &Options{CompactInterval: -1, SegmentSize: 1 << 16, IndexInterval: time.Hour})
 	deadSegments(t, w, nil)
 	hook, fired := compactOnce(t, w)
-	testHookListed = hook
-	defer func() { testHookListed = nil }()
-	r, err := Open(dir, &Options{ReadOnly: true, NoIndex: true})
+	opts := &Options{ReadOnly: true, NoIndex: true}
+	opts.testing.listed = hook
+	r, err := Open(dir, opts)
 	if err != nil {
 		t.Fatalf("read-only open beside a compaction: %v", err)
 	}
@@ -466,7 +467,7 @@ func TestFirstReadAfterTheIndexMovedOn(t *testing.T) {
 	o, _ := w.Create(ctx, store.Header{ID: "other", CreatedAt: 1})
 	appendFlushed(t, o, testgen.Events(0, 1, 100)...) // something for the reader to follow
 	fired := false
-	testHookFollow = func() {
+	r.knobs.follow = func() {
 		if fired {
 			return
 		}
@@ -485,7 +486,6 @@ func TestFirstReadAfterTheIndexMovedOn(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	defer func() { testHookFollow = nil }()
 	if _, err := h.Read(ctx, 0, -1); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Fatalf("first read of a session deleted and created again since: %v, want ErrSessionNotFound", err)
 	}
@@ -536,7 +536,7 @@ func TestForkFirstReadAfterTheIndexMovedOn(t *testing.T) {
 			o, _ := w.Create(ctx, store.Header{ID: "other", CreatedAt: 1})
 			appendFlushed(t, o, testgen.Events(0, 1, 100)...) // something for the reader to follow
 			fired := false
-			testHookFollow = func() {
+			r.knobs.follow = func() {
 				if fired {
 					return
 				}
@@ -553,7 +553,6 @@ func TestForkFirstReadAfterTheIndexMovedOn(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			defer func() { testHookFollow = nil }()
 			if evs, err := h.Read(ctx, 0, -1); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Fatalf("first read of a fork deleted and indexed since: %d events, %v; want ErrSessionNotFound", len(evs), err)
 			}

@@ -165,8 +165,8 @@ func (db *DB) Migrate(ctx context.Context, id string) (store.Snapshot, error) {
 	if err := db.appendMigration(old, ns, he, frames); err != nil {
 		return store.Snapshot{}, sessionErr(id, "migrate", err)
 	}
-	if testHookMigrated != nil {
-		testHookMigrated()
+	if db.knobs.migrated != nil {
+		db.knobs.migrated()
 	}
 	if err := db.sync(); err != nil {
 		return store.Snapshot{}, sessionErr(id, "migrate", err)
@@ -175,10 +175,6 @@ func (db *DB) Migrate(ctx context.Context, id string) (store.Snapshot, error) {
 	defer db.mu.Unlock()
 	return ns.snapshot(), nil
 }
-
-// testHookMigrated, if set, runs in Migrate after the migration's frames
-// are appended and before they are synced.
-var testHookMigrated func()
 
 // appendMigration appends the new incarnation's header and frames as one
 // contiguous group and switches the session to it. The index takes the

@@ -112,6 +112,9 @@ type Options struct {
 	// durable position a read-only open reads up to (both of Check's
 	// opens read the same prefix); 0: what the writer published.
 	bound uint64
+	// testing are the test hooks and overrides of the DB (knobs.go); set
+	// by package engine's tests only
+	testing testingKnobs
 }
 
 const (

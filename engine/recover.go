@@ -354,8 +354,8 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 	if ids, err = db.planTail(ids, cp); err != nil {
 		return err
 	}
-	if testHookListed != nil {
-		testHookListed()
+	if db.knobs.listed != nil {
+		db.knobs.listed()
 	}
 	if db.bound != 0 {
 		// Another process writes the store: read what it made durable,
@@ -443,10 +443,6 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 	}
 	return nil
 }
-
-// testHookListed, if set, runs in an open's replay once it has listed the
-// segments.
-var testHookListed func()
 
 // carryOut is a write open's part of the recovery, once the replay
 // succeeded.

@@ -1,6 +1,6 @@
 package engine
 
-// Internal tests: they set testHookRewrite to stop a compaction between a
+// Internal tests: they set db.knobs.rewrite to stop a compaction between a
 // rewrite's rename and its index update.
 
 import (
@@ -110,8 +110,8 @@ func TestRewriteIndexIntent(t *testing.T) {
 			}
 			want := interleavedStore(t, db)
 			if stage == "after-rename" {
-				testHookRewrite = func(uint64) error { return errHook }
-				defer func() { testHookRewrite = nil }()
+				db.knobs.rewrite = func(uint64) error { return errHook }
+				defer func() { db.knobs.rewrite = nil }()
 			}
 			rep, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9})
 			if stage == "after-rename" {
@@ -125,7 +125,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 				t.Fatalf("compact = %+v, %v; want rewrites", rep, err)
 			}
 			checkSessions(t, "before reopen", db, want)
-			testHookRewrite = nil
+			db.knobs.rewrite = nil
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}

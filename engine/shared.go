@@ -128,6 +128,9 @@ type shared struct {
 	// bumpMu makes a bump of the layout counter and of seen one step for
 	// layoutMoved
 	bumpMu sync.Mutex
+	// bumpHook, if set, runs in a bump between the counter's move and
+	// the follower's (tests only: the DB's testingKnobs.bump)
+	bumpHook func()
 	// slot: the shm slot this writing process publishes its follow
 	// position in, -1 if it has none (it holds lockFixed shared instead)
 	slot int
@@ -656,17 +659,13 @@ func (sh *shared) bump() {
 	sh.bumpMu.Lock()
 	defer sh.bumpMu.Unlock()
 	now := sh.field(shmLayout).Add(1)
-	if testHookBump != nil {
-		testHookBump()
+	if sh.bumpHook != nil {
+		sh.bumpHook()
 	}
 	if sh.seen != nil {
 		sh.seen.CompareAndSwap(now-1, now)
 	}
 }
-
-// testHookBump, if set, runs in a bump between the counter's move and
-// the follower's (tests only).
-var testHookBump func()
 
 // layoutMoved reports whether the layout counter differs from seen (a
 // follower's layout): whether another process removed or rewrote

@@ -78,7 +78,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 	// undoes it and places; the power is cut after it placed, before its
 	// sync.
 	var cuts []*vfs.MemFS
-	testHookAppended = func() {
+	db.knobs.appended = func() {
 		if cuts != nil {
 			return
 		}
@@ -87,7 +87,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 			cuts = append(cuts, mem.CrashClone(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(k), 3)), Garble: true}))
 		}
 	}
-	defer func() { testHookAppended = nil }()
+	defer func() { db.knobs.appended = nil }()
 	b, err := db.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 	if err := b.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	testHookAppended = nil
+	db.knobs.appended = nil
 	if cuts == nil {
 		t.Fatal("no placement after the dead write")
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"sync"
 	"time"
 )
@@ -11,6 +12,10 @@ import (
 // sleeps on the word for all of them, and only while some wait.
 type durableWatch struct {
 	sh *shared
+	// poll, if set, bounds one sleep of the watching goroutine instead of
+	// watchPoll (its DB's knob); set at the open, before the goroutine
+	// can start
+	poll time.Duration
 
 	mu      sync.Mutex
 	ch      chan struct{} // closed once the word moves past seq; nil: no one waits
@@ -22,9 +27,9 @@ type durableWatch struct {
 
 // watchPoll bounds one sleep of the watching goroutine: a notify it missed
 // (its notifier died between its move and its wake-up call) is seen then.
-// (A variable: a test turns the poll off, so that only a wake-up ends
-// the sleep.)
-var watchPoll = 50 * time.Millisecond
+// (A test turns the poll off in its DB's knobs, so that only a wake-up
+// ends the sleep.)
+const watchPoll = 50 * time.Millisecond
 
 // changed returns a channel closed once a sync of any process published
 // after the call (or lockSync was released), and nil if this process
@@ -61,7 +66,7 @@ func (w *durableWatch) run(done chan struct{}) {
 		}
 		s := w.seq
 		w.mu.Unlock()
-		w.sh.waitSync(s, watchPoll)
+		w.sh.waitSync(s, cmp.Or(w.poll, watchPoll))
 		w.mu.Lock()
 		if w.ch != nil && (w.sh.syncSeq() != w.seq || w.sh.shm.Lost()) {
 			// (A lost shm's Wait returns at once: its waiters learn of it

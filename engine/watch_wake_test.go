@@ -55,10 +55,9 @@ func wantWoken(t *testing.T, waited <-chan error, got *uint64, want uint64) {
 // maps the shared memory and locks through its own files); a read handle
 // of one waits, the other flushes.
 func TestWaitWokenAcrossDBs(t *testing.T) {
-	engine.NoWaitPolls(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	opts := &engine.Options{CompactInterval: -1}
+	opts := engine.NoWaitPolls(&engine.Options{CompactInterval: -1})
 	writer, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +108,6 @@ func TestWaitWokenAcrossDBs(t *testing.T) {
 // TestWaitWokenAcrossProcesses: the writer is another OS process (this
 // test binary again, serving a store: enginetest.StartPeer).
 func TestWaitWokenAcrossProcesses(t *testing.T) {
-	engine.NoWaitPolls(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	peer := enginetest.StartPeer(t, dir)
@@ -123,7 +121,7 @@ func TestWaitWokenAcrossProcesses(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waiter, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	waiter, err := engine.Open(dir, engine.NoWaitPolls(&engine.Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}

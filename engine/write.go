@@ -218,19 +218,11 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 		// what was not placed stays open and is encoded again.
 		e.Release()
 	}
-	if testHookAppended != nil {
-		testHookAppended()
+	if db.knobs.appended != nil {
+		db.knobs.appended()
 	}
 	return err
 }
-
-// testHookAppended, if set, runs in appendFrames after the frames are
-// placed and registered.
-var testHookAppended func()
-
-// testHookDeleted, if set, runs in Delete after the tombstone is appended
-// and before it is synced.
-var testHookDeleted func()
 
 // indexBatchFrames is how many unindexed frames wake the indexer before
 // its interval: index commits stay batched and off the flush path.
@@ -365,16 +357,11 @@ func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
 }
 
 func (w *handleWriter) Cut(context.Context) error {
-	if testHookCut != nil {
-		testHookCut((*Handle)(w))
+	if w.db.knobs.cut != nil {
+		w.db.knobs.cut((*Handle)(w))
 	}
 	return (*Handle)(w).cut()
 }
-
-// testHookCut, if set, runs in a handle's synchronous cut (a flush's, a
-// full Append's without the write-out behind, DB.Close's), with the
-// handle's Front locked, before anything is encoded (tests only).
-var testHookCut func(*Handle)
 
 // CutBehind is Append's write-out of a full batch: it waits for the
 // previous one (returning its error, the events of which are still

@@ -3,6 +3,11 @@
 // packages do no I/O) and the module boundaries of docs/DESIGN.md#modules
 // (the core module depends on five modules only; go.work, the README's
 // test command and .ci/run name every module). It has no non-test code.
+// TestNoPackageTestHooks (testhooks_test.go) keeps test knobs per DB:
+// no package-level variable of func type or named testHook* in the core
+// module's non-test files, and no test assigning a package variable of
+// its package (a tuning overridden for the whole test binary), but the
+// few it lists as left.
 //
 // # Locks
 //
