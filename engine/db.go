@@ -31,8 +31,8 @@ type DB struct {
 	log *wal.Log
 	// joined: a write open of a store other processes were writing, whose
 	// recovery changed nothing (it is theirs as much as this process's)
-	joined bool
-	idx    *index.Index // the index while Open's recovery holds it; nil after
+	joined   bool
+	recIndex *index.Index // the index while Open's recovery holds it; nil after
 	// index is the index between uses once the store is open (nil with
 	// NoIndex, or when a read-only open set it aside)
 	index *indexFile
@@ -257,7 +257,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		}
 		return nil, err
 	}
-	if !o.ReadOnly && db.idx == nil && sh.write {
+	if !o.ReadOnly && db.recIndex == nil && sh.write {
 		// A joining writer that found the index unusable (it leaves the
 		// rebuild to the next first opener), or one without an index: it
 		// cannot follow a compaction, which tells only the index where the
@@ -273,12 +273,12 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		db.closeFiles()
 		return nil, errLayoutMoved
 	}
-	if db.idx != nil {
+	if db.recIndex != nil {
 		// From here on the index is opened for each use: other processes
 		// may need it too.
-		db.index = &indexFile{path: db.idx.Path()}
-		err := db.idx.Close()
-		db.idx = nil
+		db.index = &indexFile{path: db.recIndex.Path()}
+		err := db.recIndex.Close()
+		db.recIndex = nil
 		if err != nil {
 			db.closeFiles()
 			return nil, fmt.Errorf("engine: closing the index after recovery: %w", err)
@@ -755,8 +755,8 @@ func (db *DB) closeFiles() error {
 	if db.log != nil {
 		errs = append(errs, db.log.Close())
 	}
-	if db.idx != nil {
-		errs = append(errs, db.idx.Close())
+	if db.recIndex != nil {
+		errs = append(errs, db.recIndex.Close())
 	}
 	errs = append(errs, db.shared.close())
 	return errors.Join(errs...)

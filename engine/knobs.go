@@ -27,7 +27,7 @@ type testingKnobs struct {
 	// it is synced.
 	deleted func()
 	// cut runs in a handle's synchronous cut (a flush's, a full Append's
-	// without the write-out behind, DB.Close's), with the handle's Front
+	// without the write-out behind, DB.Close's), with the handle's store.Front
 	// locked, before anything is encoded.
 	cut func(*Handle)
 	// forkPlacing runs in a fork by shared frames after it looked at the

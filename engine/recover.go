@@ -66,12 +66,12 @@ func (db *DB) recover() error {
 	}
 	db.startFold()
 	notes := len(db.rec.notes)
-	if db.rebuildIndex && db.idx != nil {
+	if db.rebuildIndex && db.recIndex != nil {
 		err = errRebuildRequested
 	} else {
 		err = db.replay(cp, false)
 	}
-	if err != nil && db.idx != nil && (isCorruption(err) || err == errRebuildRequested) {
+	if err != nil && db.recIndex != nil && (isCorruption(err) || err == errRebuildRequested) {
 		// The index may disagree with the segments: replay all of them.
 		why := "it disagrees with the segments: " + err.Error()
 		if err == errRebuildRequested {
@@ -176,14 +176,14 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 	if err != nil {
 		return index.Checkpoint{}, db.setIndexAside("it cannot be read: " + err.Error())
 	}
-	db.idx = idx
+	db.recIndex = idx
 	if err := db.checkRewriteIntent(); err != nil {
 		return index.Checkpoint{}, err
 	}
-	if db.idx == nil {
+	if db.recIndex == nil {
 		return index.Checkpoint{}, nil
 	}
-	cp, err := db.idx.Checkpoint()
+	cp, err := db.recIndex.Checkpoint()
 	if err == nil && cp.Created != 0 {
 		// The checkpoint's segment must be the one the index was written
 		// with: an index of another store, or an old copy of this one,
@@ -217,9 +217,9 @@ func (db *DB) startFold() {
 // checkpoint fills with everything replayed; a read-only open just reads
 // every segment.
 func (db *DB) setIndexAside(why string) error {
-	if db.idx != nil {
-		db.idx.Close()
-		db.idx = nil
+	if db.recIndex != nil {
+		db.recIndex.Close()
+		db.recIndex = nil
 	}
 	db.rec.rebuild = why
 	if db.passive() {
@@ -247,7 +247,7 @@ func (db *DB) newIndex(away func() error) error {
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	db.idx = idx
+	db.recIndex = idx
 	return nil
 }
 
@@ -318,7 +318,7 @@ func (db *DB) checkIndexClaims(cp index.Checkpoint) error {
 		}
 	}
 	var lost []string
-	err := db.idx.Sessions(func(is index.Session) error {
+	err := db.recIndex.Sessions(func(is index.Session) error {
 		if db.fold.ended[is.UID] {
 			return nil
 		}
@@ -532,7 +532,7 @@ func (db *DB) lastSegmentID() uint64 {
 // segments (read only: not used). Otherwise the rewrite changed nothing and
 // its intent is cleared.
 func (db *DB) checkRewriteIntent() error {
-	rw, ok, err := db.idx.Rewrite()
+	rw, ok, err := db.recIndex.Rewrite()
 	if err != nil {
 		return db.setIndexAside("it cannot be read: " + err.Error())
 	}
@@ -556,15 +556,15 @@ func (db *DB) checkRewriteIntent() error {
 		return nil
 	case (!landed || readable) && settle:
 		// (A layout change the compaction left is ended by open.)
-		if settled, err := db.settleIntent(db.idx, rw, landed); err != nil || settled {
+		if settled, err := db.settleIntent(db.recIndex, rw, landed); err != nil || settled {
 			return err
 		}
 	case readable && rw.HasMoves:
 		db.rec.note("a compaction's rewrite of segment %d is in place and its index moves are not applied yet: a write open applies them", rw.Segment)
 	}
 	why := fmt.Sprintf("a compaction was cut short after rewriting segment %d: its offsets in the index are stale", rw.Segment)
-	db.idx.Close()
-	db.idx = nil
+	db.recIndex.Close()
+	db.recIndex = nil
 	db.rec.rebuild = why
 	if db.passive() {
 		db.rec.note("the index is not used (%s): the next write open rebuilds it from the segments", why)

@@ -195,7 +195,7 @@ func TestLeases(t *testing.T) {
 	}
 }
 
-// Front checks each Enqueue from the seq after the stored log and what it
+// Behind checks each Enqueue from the seq after the stored log and what it
 // buffered, buffers copies, and moves on only when the batch is taken.
 func TestFront(t *testing.T) {
 	var written []event.Event
@@ -214,7 +214,7 @@ func TestFront(t *testing.T) {
 		}
 		return nil
 	}
-	var f handle.Front
+	var f handle.Behind
 	if f.Buffer() != nil {
 		t.Fatal("a buffer before the first Enqueue")
 	}

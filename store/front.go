@@ -34,8 +34,8 @@ type Front struct {
 
 	mu       sync.Mutex // held over the Writer's calls; guards the fields below
 	closed   bool
-	closeErr error        // what the first Close returned, for the next ones
-	behind   handle.Front // Enqueue's write-behind
+	closeErr error         // what the first Close returned, for the next ones
+	behind   handle.Behind // Enqueue's write-behind
 
 	seen atomic.Uint64 // the longest log a read through the handle saw
 

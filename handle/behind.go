@@ -6,14 +6,14 @@ import (
 	"github.com/seglog/seglog/event"
 )
 
-// Front is a write handle's side of write-behind, the same for every
+// Behind is a write handle's side of write-behind, the same for every
 // backend: Enqueue checks a batch against the seq that follows everything
 // appended and enqueued so far, and buffers copies of it (the caller may
 // reuse its events' bytes at once) in a WriteBehind made on first use.
 // Before an Append, Drain writes what is buffered, so the two paths keep
-// seq order. A Front is guarded by its handle's mutex; its WriteBehind is
+// seq order. A Behind is guarded by its handle's mutex; its WriteBehind is
 // safe for concurrent use.
-type Front struct {
+type Behind struct {
 	wb   *WriteBehind[event.Event]
 	next uint64 // the seq the next Enqueue starts at, if past the stored log
 }
@@ -22,7 +22,7 @@ type Front struct {
 // seq) and the seq after what was enqueued, and buffers copies. cfg makes
 // the WriteBehind on the first call. check's error is returned as it is; a
 // closed buffer returns ErrClosed.
-func (f *Front) Enqueue(cfg WriteBehindConfig[event.Event], stored uint64, evs []event.Event, check func(evs []event.Event, next uint64) error) error {
+func (f *Behind) Enqueue(cfg WriteBehindConfig[event.Event], stored uint64, evs []event.Event, check func(evs []event.Event, next uint64) error) error {
 	f.next = max(f.next, stored)
 	if err := check(evs, f.next); err != nil {
 		return err
@@ -43,11 +43,11 @@ func (f *Front) Enqueue(cfg WriteBehindConfig[event.Event], stored uint64, evs [
 
 // Next returns the seq the next Enqueue starts at: the seq after what
 // was enqueued, or stored (the log's next seq) if that is larger.
-func (f *Front) Next(stored uint64) uint64 { return max(f.next, stored) }
+func (f *Behind) Next(stored uint64) uint64 { return max(f.next, stored) }
 
 // Buffer returns the WriteBehind, or nil before the first Enqueue. Callers
 // take it under the handle's mutex and drain it without.
-func (f *Front) Buffer() *WriteBehind[event.Event] { return f.wb }
+func (f *Behind) Buffer() *WriteBehind[event.Event] { return f.wb }
 
 // DrainPending writes what wb buffered, if anything, once a background
 // write in flight is done: what an Append does first. An empty buffer is
