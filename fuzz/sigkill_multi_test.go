@@ -1100,7 +1100,7 @@ func multiSlotOf(id string) string {
 // killed, Check finds no problem, a write open finds every acknowledged
 // event, Check again after its Close.
 //
-// 20 rounds (about a second each on two idle cores; 10 with -short, 200
+// 20 rounds (a second or two each; 10 with -short, 200
 // with SEGLOG_LONG=1; SEGLOG_SIGKILL_ROUNDS=n: n). The first four rounds
 // are one of each kind (see the loop), so every run reaches them all.
 //
