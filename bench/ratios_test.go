@@ -5,11 +5,16 @@ import (
 	"testing"
 )
 
-// TestRatioBounds is the short guard CI runs: small sizes, generous
-// bounds that only a real regression breaks (group commit gone, an extra
-// sync on the flush path, compression off).
+// TestRatioBounds is the short guard of the ratios that are no timing:
+// small sizes, generous bounds that only a real regression breaks
+// (compression off, preallocation that does not grow with the data). The
+// timing ratios (durable p50 against the raw fdatasync, the group-commit
+// gain, events/s against the references) vary with the machine's load:
+// the regression guard (bench/cmd/regress) compares them with the
+// baseline, and engine's TestFlushSyncsOnce and TestGroupCommitSharesSyncs
+// check what they stand for by counting fdatasyncs.
 func TestRatioBounds(t *testing.T) {
-	r, err := MeasureRatios(context.Background(), t.TempDir(), RatioConfig{Durable: 200, Sessions: 16, Bulk: 20_000, AgentTurns: 3, Count: 3})
+	r, err := MeasureRatios(context.Background(), t.TempDir(), RatioConfig{Durable: 200, Sessions: 16, Bulk: 20_000, AgentTurns: 3, Count: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,23 +25,15 @@ func TestRatioBounds(t *testing.T) {
 	if r.AgentWrittenPerRaw <= 0 || r.AgentWrittenPerRaw > 0.6 {
 		t.Errorf("the agent-host turns take %.2f bytes written per raw JSON byte: compression is not working", r.AgentWrittenPerRaw)
 	}
-	if r.AgentVsReference <= 0 {
-		t.Errorf("the agent host's events/s against the reference's: %v, want a ratio", r.AgentVsReference)
-	}
-	if r.BulkVsJSONL <= 0 {
-		t.Errorf("the bulk load's events/s against JSON lines': %v, want a ratio", r.BulkVsJSONL)
-	}
 	if r.AgentRestPerRaw <= 0 || r.AgentRestPerRaw > 4 {
 		t.Errorf("the agent-host store takes %.2f bytes at rest per raw JSON byte: preallocation is not growing with the data", r.AgentRestPerRaw)
 	}
-	if raceEnabled {
-		return // the race detector slows the engine, not the raw fdatasync: no timing bounds
-	}
-	if r.DurableP50VsRaw > 3 {
-		t.Errorf("durable p50 is %.2fx the raw fdatasync: the flush path does more than one sync", r.DurableP50VsRaw)
-	}
-	if r.GroupCommitGain < 2 {
-		t.Errorf("16 sessions flush only %.2fx faster than one: group commit is not working", r.GroupCommitGain)
+	// Each timing ratio is measured (a workload that failed leaves 0).
+	for name, v := range map[string]float64{"durable p50 vs raw": r.DurableP50VsRaw, "group commit gain": r.GroupCommitGain,
+		"agent host vs reference": r.AgentVsReference, "bulk load vs JSON lines": r.BulkVsJSONL} {
+		if !(v > 0) {
+			t.Errorf("%s: %v, want a ratio", name, v)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/internal/testlong"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
@@ -28,12 +29,9 @@ import (
 // and the DB, read, list, stat, wait, fork, delete, compact, measure
 // usage and register types, each until a call fails with ErrClosed,
 // while DB.Close is called after a random number of calls. Run it with
-// -race.
+// -race. 60 rounds (15 with -short, 600 with SEGLOG_LONG=1).
 func TestDBCloseRacesOperations(t *testing.T) {
-	rounds := 60
-	if testing.Short() {
-		rounds = 15
-	}
+	rounds := testlong.Pick(15, 60, 600)
 	for round := range rounds {
 		t.Run(fmt.Sprint(round), func(t *testing.T) { closeRaceRound(t, round) })
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testlong"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
@@ -162,7 +163,9 @@ func sameEvent(a, b event.Event) bool {
 
 // TestPowerCutAtEverySyncAndWrite cuts the power at every sync and every
 // write of a fixed workload (the cut operation and all later ones fail),
-// keeps a random part of what was not synced, reopens and checks.
+// keeps a random part of what was not synced, reopens and checks. Every
+// one with SEGLOG_LONG=1; by default every fifth, about 20 of each kind
+// with -short, spread over the whole workload (see sweepPoints).
 //
 // It runs without an index (every open replays every segment) and with a
 // persistent index checkpointed every millisecond, whose checkpoints then
@@ -176,7 +179,8 @@ func TestPowerCutAtEverySyncAndWrite(t *testing.T) {
 
 // TestPowerCutTwoWriters is the sweep with two writing DBs on the store
 // (as two processes), their steps interleaved: every cut keeps what
-// either acknowledged, and the reopened store takes appends.
+// either acknowledged, and the reopened store takes appends. The cut
+// points as in TestPowerCutAtEverySyncAndWrite.
 func TestPowerCutTwoWriters(t *testing.T) {
 	for _, seed := range []uint64{42, 7} {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { powerCutSweepN(t, seed, 300, false, 2) })
@@ -200,16 +204,13 @@ func powerCutSweepN(t *testing.T, seed uint64, steps int, withIndex bool, writer
 		t.Fatalf("workload without faults: %v", err)
 	}
 	syncs, writes := probe.Count(vfs.OpSync), probe.Count(vfs.OpWrite)
-	if testing.Short() {
-		syncs, writes = min(syncs, 20), min(writes, 20)
-	}
 	points := 0
 	for _, cut := range []struct {
 		op    vfs.Op
 		n     int
 		short int
 	}{{vfs.OpSync, syncs, 0}, {vfs.OpWrite, writes, -1}} {
-		for k := 1; k <= cut.n; k++ {
+		for _, k := range sweepPoints(cut.n, seed) {
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem, vfs.Rule{Op: cut.op, Nth: k, Sticky: true, Short: cut.short})
 			ipath := indexPath()
@@ -226,4 +227,20 @@ func powerCutSweepN(t *testing.T, seed uint64, steps int, withIndex bool, writer
 		}
 	}
 	t.Logf("checked %d cut points (%d syncs, %d writes in the workload)", points, syncs, writes)
+}
+
+// sweepPoints are the operations 1..n a power-cut sweep cuts at: every
+// one with SEGLOG_LONG=1; by default every fifth, with -short about 20;
+// spread over the whole workload (its first rolls and its last flushes
+// alike), from an offset that seed picks, and the last one always.
+func sweepPoints(n int, seed uint64) []int {
+	stride := testlong.Pick(max(1, n/20), 5, 1)
+	var ks []int
+	for k := 1 + int(seed%uint64(stride)); k <= n; k += stride {
+		ks = append(ks, k)
+	}
+	if n > 0 && (len(ks) == 0 || ks[len(ks)-1] != n) {
+		ks = append(ks, n)
+	}
+	return ks
 }

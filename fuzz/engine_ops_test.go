@@ -16,6 +16,7 @@ import (
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testclock"
+	"github.com/seglog/seglog/internal/testlong"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
@@ -598,12 +599,10 @@ func FuzzEngineOpsIndexed(f *testing.F) {
 }
 
 // TestEngineOpsRandom runs random scripts as a plain test, so that go test
-// exercises the model check beyond the seed corpus.
+// exercises the model check beyond the seed corpus: 200 (30 with -short,
+// 5000 with SEGLOG_LONG=1).
 func TestEngineOpsRandom(t *testing.T) {
-	n := 200
-	if testing.Short() {
-		n = 30
-	}
+	n := testlong.Pick(30, 200, 5000)
 	for seed := range uint64(n) {
 		r := rand.New(rand.NewPCG(seed, 11))
 		script := make([]byte, 2*(10+r.IntN(60)))
@@ -615,12 +614,10 @@ func TestEngineOpsRandom(t *testing.T) {
 }
 
 // TestEngineOpsIndexedRandom is TestEngineOpsRandom with the persistent
-// index (FuzzEngineOpsIndexed's scripts).
+// index (FuzzEngineOpsIndexed's scripts): 100 (15 with -short, 2000 with
+// SEGLOG_LONG=1).
 func TestEngineOpsIndexedRandom(t *testing.T) {
-	n := 100
-	if testing.Short() {
-		n = 15
-	}
+	n := testlong.Pick(15, 100, 2000)
 	for seed := range uint64(n) {
 		r := rand.New(rand.NewPCG(seed, 13))
 		script := make([]byte, 2*(10+r.IntN(60)))

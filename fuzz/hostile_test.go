@@ -11,6 +11,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testlong"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
@@ -193,9 +194,10 @@ func FuzzOpenDamaged(f *testing.F) {
 	f.Fuzz(func(t *testing.T, script []byte) { checkHostile(t, script) })
 }
 
-// TestOpenDamagedRandom runs random damage scripts as a plain test.
+// TestOpenDamagedRandom runs random damage scripts as a plain test: 300
+// (5000 with SEGLOG_LONG=1).
 func TestOpenDamagedRandom(t *testing.T) {
-	for seed := range 300 {
+	for seed := range testlong.Pick(300, 300, 5000) {
 		script := make([]byte, 4*(1+seed%4))
 		x := uint32(seed*2654435761 + 1)
 		for i := range script {
@@ -211,7 +213,8 @@ func TestOpenDamagedRandom(t *testing.T) {
 
 // With its index (the default on the OS), a cleanly closed store knows how
 // far every segment was durable: damage to any segment is then a typed
-// error or harmless, and never silently cuts a session short.
+// error or harmless, and never silently cuts a session short. 150 damage
+// scripts (2000 with SEGLOG_LONG=1).
 func TestOpenDamagedIndexed(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir()
@@ -251,7 +254,7 @@ func TestOpenDamagedIndexed(t *testing.T) {
 		t.Fatal(err)
 	}
 	outcomes := map[string]int{}
-	for seed := range 150 {
+	for seed := range testlong.Pick(150, 150, 2000) {
 		script := make([]byte, 4*(1+seed%3))
 		x := uint32(seed*2246822519 + 7)
 		for i := range script {

@@ -21,11 +21,11 @@ import (
 // processes); after each kill the reader keeps serving them, the next
 // writer opens the store while the reader has it open, and continues every
 // session from what is stored.
+//
+// 16 rounds (8 with -short, 100 with SEGLOG_LONG=1; SEGLOG_SIGKILL_ROUNDS=n:
+// n).
 func TestSIGKILLLiveReader(t *testing.T) {
-	rounds := 40
-	if testing.Short() {
-		rounds = 8
-	}
+	rounds := sigkillRounds(t, 8, 16, 100)
 	dir := t.TempDir()
 	ctx := context.Background()
 	acked := map[string]uint64{}

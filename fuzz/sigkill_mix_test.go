@@ -477,34 +477,20 @@ func (m *mixRound) add(kind, format string, args ...any) {
 //   - after Close, engine.Check reports no problem;
 //   - the child of the round reported no failed operation.
 //
-// SEGLOG_SIGKILL_ROUNDS sets the number of rounds (a long campaign);
-// SEGLOG_SIGKILL_KEEPGOING=1 goes on after a failed round with a fresh
-// store and reports the failure rate at the end.
+// 12 rounds (about a second each; 5 with -short, 100 with SEGLOG_LONG=1);
+// SEGLOG_SIGKILL_ROUNDS=n sets n rounds; SEGLOG_SIGKILL_KEEPGOING=1 goes
+// on after a failed round with a fresh store and reports the failure rate
+// at the end.
 func TestSIGKILLMix(t *testing.T) {
-	rounds, budget := 40, 35*time.Second
-	if testing.Short() {
-		rounds = 5
-	}
-	if s := os.Getenv(mixRoundsEnv); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q is not a positive number", mixRoundsEnv, s)
-		}
-		rounds, budget = n, 0
-	}
+	rounds := sigkillRounds(t, 5, 12, 100)
 	keepGoing := os.Getenv(mixGoingEnv) == "1"
 	base := t.TempDir()
-	start := time.Now()
 	storeN := 0
 	dir := filepath.Join(base, "store0")
 	st := mixState{}
 	var ran, failed, fresh, storeRounds, kept, shown int
 	stats := mixStats{}
 	for round := range rounds {
-		if budget > 0 && time.Since(start) > budget {
-			t.Logf("stopping after %d rounds: the default run keeps within %v (set %s for more)", round, budget, mixRoundsEnv)
-			break
-		}
 		ran++
 		res, stderrTail := mixRunRound(t, dir, round, st)
 		storeRounds++

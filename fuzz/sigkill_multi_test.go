@@ -96,9 +96,31 @@ func multiEvent(id string, gen int64, seq uint64) event.Event {
 	default:
 		return e
 	}
-	big := testgen.Event(seq, size)
-	e.Data = json.RawMessage(fmt.Sprintf(`{"session":%q,%s`, key, big.Data[1:]))
+	ck := key + "/" + strconv.FormatUint(seq, 10)
+	multiBig.Lock()
+	data, ok := multiBig.data[ck]
+	multiBig.Unlock()
+	if !ok {
+		big := testgen.Event(seq, size)
+		data = json.RawMessage(fmt.Sprintf(`{"session":%q,%s`, key, big.Data[1:]))
+		multiBig.Lock()
+		if multiBig.bytes += len(data); multiBig.data == nil || multiBig.bytes > 64<<20 {
+			multiBig.data, multiBig.bytes = map[string]json.RawMessage{}, len(data)
+		}
+		multiBig.data[ck] = data
+		multiBig.Unlock()
+	}
+	e.Data = data
 	return e
+}
+
+// multiBig keeps the Data of multiEvent's large events (making them took
+// most of the checks' time: every check makes every event it compares),
+// up to 64 MiB, then starts over. Callers only read it.
+var multiBig struct {
+	sync.Mutex
+	data  map[string]json.RawMessage
+	bytes int
 }
 
 // multiFork describes a fork the campaign made: its header's
@@ -459,8 +481,9 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 // owner deleted it). Between them it reads every session, also through
 // Handle.Wait: the events read must be intact, and a session must never
 // go back (to an earlier incarnation or fewer events). It prints "ready",
-// "bad <what>" for each violation and "stats <acks checked> <reads>"
-// now and then.
+// "checked <id> <n>" after each ack it checked (the moment the parent's
+// "ack" kill of the reader waits for), "bad <what>" for each violation
+// and "stats <acks checked> <reads>" now and then.
 func multiReader(dir string, start int64, say func(string, ...any)) int {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(uint64(start), 23))
@@ -625,6 +648,7 @@ func multiReader(dir string, start int64, say func(string, ...any)) int {
 				n, _ := strconv.ParseUint(f[3], 10, 64)
 				checkAck(f[1], gen, n)
 				acks++
+				say("checked %s %d", f[1], n)
 			case "delete":
 				if absent[f[1]] == gen {
 					delete(absent, f[1])
@@ -843,6 +867,11 @@ func (m *multiRun) start(role string) *multiProc {
 					m.mu.Lock()
 					m.stats = line
 					m.mu.Unlock()
+				case strings.HasPrefix(line, "checked "):
+					select {
+					case p.note <- line:
+					default:
+					}
 				}
 				continue
 			}
@@ -1072,8 +1101,9 @@ func multiSlotOf(id string) string {
 // killed, Check finds no problem, a write open finds every acknowledged
 // event, Check again after its Close.
 //
-// 200 rounds (20 with -short; about 140 s and 10 s); SEGLOG_SIGKILL_ROUNDS
-// sets another number.
+// 20 rounds (a second or two each; 10 with -short, 200
+// with SEGLOG_LONG=1; SEGLOG_SIGKILL_ROUNDS=n: n). The first four rounds
+// are one of each kind (see the loop), so every run reaches them all.
 //
 // It found four engine bugs, each with its own test now: a read-only
 // open that a compaction overtook failed instead of starting over
@@ -1084,17 +1114,7 @@ func multiSlotOf(id string) string {
 // shared events from no frame once the index had dropped them with the
 // fork and its parent (TestForkFirstReadAfterTheIndexMovedOn).
 func TestSIGKILLMulti(t *testing.T) {
-	rounds := 200
-	if testing.Short() {
-		rounds = 20
-	}
-	if s := os.Getenv(mixRoundsEnv); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q is not a positive number", mixRoundsEnv, s)
-		}
-		rounds = n
-	}
+	rounds := sigkillRounds(t, 10, 20, 200)
 	m := &multiRun{t: t, dir: t.TempDir(), facts: map[string]*multiFacts{}, writers: map[*multiProc]bool{}}
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	var writers [multiWriters]*multiProc
@@ -1175,7 +1195,7 @@ func TestSIGKILLMulti(t *testing.T) {
 		switch {
 		case last == "compacting":
 			midCompact++
-		case how == "ack" && strings.HasPrefix(last, "ack "):
+		case how == "ack" && (strings.HasPrefix(last, "ack ") || strings.HasPrefix(last, "checked ")):
 			afterAck++
 		}
 		m.log("round %d: killed %s (child %d) %s %v, its last line %q", round, p.role, p.start, how, wait, last)
@@ -1183,9 +1203,19 @@ func TestSIGKILLMulti(t *testing.T) {
 		m.verifyLive(label, func(id string) bool { return slotDead && multiSlotOf(id) == p.role })
 	}
 	start := time.Now()
+	// The first four rounds are one of each kind, in a random order, so
+	// that the shortest run reaches every kind: the reader and a writer
+	// killed right after an ack (the writer's replacement killed again
+	// while it joins), a writer mid-compaction, a writer alone. Later
+	// rounds draw the kind and the moment.
+	first := rnd.Perm(4)
 	for round := range rounds {
 		hows := []string{"delay", "delay", "ack"}
-		switch v := rnd.IntN(20); {
+		v := rnd.IntN(20)
+		if round < len(first) {
+			v, hows = []int{0, 5, 12, 16}[first[round]], []string{"ack"}
+		}
+		switch {
 		case v < 5:
 			// The reader.
 			killOne(round, reader, hows[rnd.IntN(len(hows))], false)
@@ -1195,7 +1225,7 @@ func TestSIGKILLMulti(t *testing.T) {
 			k := rnd.IntN(multiWriters)
 			killOne(round, writers[k], hows[rnd.IntN(len(hows))], true)
 			startWriter(k)
-			if rnd.IntN(8) == 0 {
+			if rnd.IntN(8) == 0 || round < len(first) {
 				// Again while it may still be joining the store.
 				time.Sleep(time.Duration(rnd.IntN(15)) * time.Millisecond)
 				killOne(round, writers[k], "delay", true)

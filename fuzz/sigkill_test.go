@@ -17,6 +17,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/internal/testlong"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
@@ -96,15 +97,33 @@ func childWriter(dir string) int {
 	}
 }
 
+// sigkillRounds is the number of rounds of a SIGKILL campaign: short
+// under -short, def by default, long with SEGLOG_LONG=1 (package
+// internal/testlong); SEGLOG_SIGKILL_ROUNDS=n sets n rounds in every
+// SIGKILL campaign instead.
+func sigkillRounds(t *testing.T, short, def, long int) int {
+	t.Helper()
+	if s := os.Getenv(mixRoundsEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q is not a positive number", mixRoundsEnv, s)
+		}
+		return n
+	}
+	return testlong.Pick(short, def, long)
+}
+
 // TestSIGKILL runs a child process that appends and flushes, kills it with
 // SIGKILL at a random moment, and checks that every event the child
 // reported flushed is in the reopened store, intact, and that nothing but
 // the child's own events is there. Each round continues the same store.
+//
+// 40 rounds (a few seconds; 20 with -short, 200 with SEGLOG_LONG=1;
+// SEGLOG_SIGKILL_ROUNDS=n: n). Each kills the child 20-140 ms in, in an
+// append, a flush or a roll (the default run writes a few MiB: rolls of
+// its 256 KiB segments).
 func TestSIGKILL(t *testing.T) {
-	rounds := 200
-	if testing.Short() {
-		rounds = 20
-	}
+	rounds := sigkillRounds(t, 20, 40, 200)
 	dir := t.TempDir()
 	ctx := context.Background()
 	acked := map[string]uint64{}

@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/seglog/seglog/internal/base"
+	"github.com/seglog/seglog/internal/testlong"
 )
 
 // state is everything an index holds, as its API reads it.
@@ -274,12 +275,10 @@ func TestHostileIndexFiles(t *testing.T) {
 			mod(func(b []byte) { clear(b[p*psz : (p+1)*psz]) }), false, p < 2)
 	}
 
-	// Random bytes flipped anywhere.
+	// Random bytes flipped anywhere: 100 (50 with -short, 2000 with
+	// SEGLOG_LONG=1).
 	rng := rand.New(rand.NewPCG(3, 4))
-	flips := 400
-	if testing.Short() {
-		flips = 50
-	}
+	flips := testlong.Pick(50, 100, 2000)
 	for range flips {
 		off := rng.IntN(len(file))
 		x := byte(1 + rng.IntN(255))

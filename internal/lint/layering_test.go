@@ -30,6 +30,7 @@ var mustNotDepend = map[string][]string{
 	"plan":               {"segment", "index", "engine", "bench", "fuzz", "vfs"},
 	"internal/testclock": {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "vfs"},
 	"testgen":            {"segment", "index", "handle", "engine", "recovery", "plan", "bench", "fuzz", "vfs"},
+	"internal/testlong":  {"*"},
 	// store is the contract every backend implements: types, errors, the
 	// session rules; no storage.
 	"store":    {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
