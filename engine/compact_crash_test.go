@@ -248,14 +248,14 @@ func TestCompactAfterCutMigration(t *testing.T) {
 					} else if snap.FormatStatus != status {
 						t.Fatalf("%s: m is %v, was %v", label, snap.FormatStatus, status)
 					}
-					sameEvents(t, label+" m", readAllOf(t, db, "m"), wantM)
+					engine.SameEvents(t, label+" m", engine.ReadAll(t, db, "m"), wantM)
 					// side: the acknowledged events at least, a prefix of
 					// what was appended, and the same from the first reopen on.
 					// (-1: no session; its header alone may have survived)
 					got := -1
 					if _, err := db.Stat(ctx, "side"); err == nil {
-						evs := readAllOf(t, db, "side")
-						sameEvents(t, label+" side", evs, side[:len(evs)])
+						evs := engine.ReadAll(t, db, "side")
+						engine.SameEvents(t, label+" side", evs, side[:len(evs)])
 						got = len(evs)
 					}
 					if (acked > 0 && got < acked) || (!first && got != sideLen) {
@@ -274,7 +274,7 @@ func TestCompactAfterCutMigration(t *testing.T) {
 						t.Fatalf("%s: %d sessions, want %d", label, len(list), n)
 					}
 					for id, evs := range want {
-						sameEvents(t, label+" "+id, readAllOf(t, db, id), evs)
+						engine.SameEvents(t, label+" "+id, engine.ReadAll(t, db, id), evs)
 					}
 				}
 				crashed := mem.CrashClone(cfg)

@@ -203,7 +203,7 @@ func TestCompactAfterCutCompactionWithIndex(t *testing.T) {
 	if _, err := db.Migrate(ctx, "m"); err != nil {
 		t.Fatal(err)
 	}
-	want["m"] = readAllOf(t, db, "m")
+	want["m"] = engine.ReadAll(t, db, "m")
 	h, err := db.Create(ctx, store.Header{ID: "s001", CreatedAt: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -298,11 +298,11 @@ func TestCompactAfterCutMigrationWithIndex(t *testing.T) {
 			} else if snap.FormatStatus != status {
 				t.Fatalf("%s: m is %v, was %v", label, snap.FormatStatus, status)
 			}
-			sameEvents(t, label+" m", readAllOf(t, db, "m"), wantM)
+			engine.SameEvents(t, label+" m", engine.ReadAll(t, db, "m"), wantM)
 			got := -1
 			if _, err := db.Stat(ctx, "side"); err == nil {
-				evs := readAllOf(t, db, "side")
-				sameEvents(t, label+" side", evs, side[:len(evs)])
+				evs := engine.ReadAll(t, db, "side")
+				engine.SameEvents(t, label+" side", evs, side[:len(evs)])
 				got = len(evs)
 			}
 			if (i >= ackedAt && got < 5) || (sideLen != -2 && got != sideLen) {
@@ -310,7 +310,7 @@ func TestCompactAfterCutMigrationWithIndex(t *testing.T) {
 			}
 			sideLen = got
 			for id, evs := range want {
-				sameEvents(t, label+" "+id, readAllOf(t, db, id), evs)
+				engine.SameEvents(t, label+" "+id, engine.ReadAll(t, db, id), evs)
 			}
 			list, err := db.List(ctx)
 			if err != nil {

@@ -246,7 +246,7 @@ func TestBackgroundCompaction(t *testing.T) {
 		t.Fatalf("background compaction left %d of %d segments", left, nsegs)
 	}
 	for _, id := range []string{"s11"} {
-		if got := readAllOf(t, db, id); len(got) != 60 {
+		if got := engine.ReadAll(t, db, id); len(got) != 60 {
 			t.Errorf("%s holds %d events after background compaction, want 60", id, len(got))
 		}
 	}
@@ -258,7 +258,7 @@ func TestBackgroundCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readAllOf(t, db, "live"); uint64(len(got)) != seq {
+	if got := engine.ReadAll(t, db, "live"); uint64(len(got)) != seq {
 		t.Errorf("live holds %d events after reopen, want %d", len(got), seq)
 	}
 	if snaps, _ := db.List(ctx); len(snaps) != 2 {
@@ -325,7 +325,7 @@ func mixedStore(t *testing.T, fsys vfs.FS) (*engine.DB, map[string][]event.Event
 	if _, err := db.Migrate(ctx, "m"); err != nil {
 		t.Fatal(err)
 	}
-	want["m"] = readAllOf(t, db, "m")
+	want["m"] = engine.ReadAll(t, db, "m")
 	// s1 again: a new incarnation after the deleted one.
 	h, err := db.Create(ctx, store.Header{ID: "s1", CreatedAt: 2})
 	if err != nil {
@@ -352,7 +352,7 @@ func expectSessions(t *testing.T, label string, db *engine.DB, want map[string][
 		t.Fatalf("%s: %d sessions, want %d", label, len(snaps), len(want))
 	}
 	for id, evs := range want {
-		sameEvents(t, label+" "+id, readAllOf(t, db, id), evs)
+		engine.SameEvents(t, label+" "+id, engine.ReadAll(t, db, id), evs)
 	}
 }
 

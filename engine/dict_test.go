@@ -86,34 +86,6 @@ func frameCodecs(t *testing.T, fsys vfs.FS, dir string) (map[segment.Codec]int, 
 	return n, small
 }
 
-func readAll(t *testing.T, db *DB, id string) []event.Event {
-	t.Helper()
-	h, err := db.Open(context.Background(), id, store.Read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	evs, err := h.Read(context.Background(), 0, -1)
-	if err != nil {
-		t.Fatalf("read %s: %v", id, err)
-	}
-	return evs
-}
-
-func sameEvents(t *testing.T, label string, got, want []event.Event) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d events, want %d", label, len(got), len(want))
-	}
-	for i := range got {
-		g, w := got[i], want[i]
-		if g.Seq != w.Seq || g.Type != w.Type || g.Time != w.Time || string(g.Data) != string(w.Data) || g.Ignorable != w.Ignorable ||
-			string(g.SurfaceOp) != string(w.SurfaceOp) || !slices.Equal(g.SourceEventSeqs, w.SourceEventSeqs) {
-			t.Fatalf("%s: event %d differs", label, i)
-		}
-	}
-}
-
 // dictStore writes session "s": 100 events, a dictionary, 200 more. It
 // returns the events and the dictionary's file.
 func dictStore(t *testing.T, dir string) ([]event.Event, string) {

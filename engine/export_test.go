@@ -3,7 +3,12 @@ package engine
 // What package engine_test needs of the engine's internals (Go's
 // export_test.go idiom: compiled only into the package's tests).
 
-import "time"
+import (
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/event"
+)
 
 // NoWaitPolls returns o with the polls that end a Handle.Wait (its timer)
 // and a sleep of the watching goroutine without a wake-up turned off, in
@@ -24,3 +29,12 @@ func SyncWaiters(db *DB) uint32 { return db.shared.shm.Uint32(shmSyncWaiters).Lo
 // NoPollFor is how long NoWaitPolls keeps the watcher asleep without a
 // wake-up.
 const NoPollFor = 20 * time.Second
+
+// ReadAll reads session id of db whole through a read handle (readAll).
+func ReadAll(t *testing.T, db *DB, id string) []event.Event { return readAll(t, db, id) }
+
+// SameEvents fails t unless got and want are the same events (sameEvents).
+func SameEvents(t *testing.T, label string, got, want []event.Event) {
+	t.Helper()
+	sameEvents(t, label, got, want)
+}

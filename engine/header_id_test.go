@@ -79,7 +79,7 @@ func TestCreateRefusesBadIDs(t *testing.T) {
 			t.Fatalf("List: %d sessions, want %d", len(snaps), len(good))
 		}
 		for _, s := range snaps {
-			if s.EventCount != 2 || readAllOf(t, db, s.Header.ID) == nil {
+			if s.EventCount != 2 || engine.ReadAll(t, db, s.Header.ID) == nil {
 				t.Fatalf("session %q: %+v", s.Header.ID, s)
 			}
 		}

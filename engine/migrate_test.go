@@ -31,32 +31,6 @@ func createV2(t *testing.T, db *engine.DB, id string, evs []event.Event) {
 	}
 }
 
-func readAllOf(t *testing.T, db *engine.DB, id string) []event.Event {
-	t.Helper()
-	h, err := db.Open(context.Background(), id, store.Read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	evs, err := h.Read(context.Background(), 0, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs
-}
-
-func sameEvents(t *testing.T, label string, got, want []event.Event) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d events, want %d", label, len(got), len(want))
-	}
-	for i := range got {
-		if !sameEvent(got[i], want[i]) {
-			t.Fatalf("%s: event %d = %+v, want %+v", label, i, got[i], want[i])
-		}
-	}
-}
-
 func TestMigrate(t *testing.T) {
 	for _, backend := range []struct {
 		name string
@@ -85,7 +59,7 @@ func TestMigrate(t *testing.T) {
 			if err != nil || snap.FormatStatus != store.FormatMigrationRequired || snap.Header.Version != 2 || snap.EventCount != uint64(len(src)) {
 				t.Fatalf("Stat before = %+v, %v", snap, err)
 			}
-			sameEvents(t, "read before migration", readAllOf(t, db, "old"), want)
+			engine.SameEvents(t, "read before migration", engine.ReadAll(t, db, "old"), want)
 			h, err := db.Open(ctx, "old", store.Read)
 			if err != nil {
 				t.Fatal(err)
@@ -110,7 +84,7 @@ func TestMigrate(t *testing.T) {
 			if after.FormatStatus != store.FormatCurrent || after.Header.Version != store.FormatVersion || after.EventCount != uint64(len(want)) || after.Revision == snap.Revision {
 				t.Fatalf("Migrate = %+v (before %+v)", after, snap)
 			}
-			sameEvents(t, "read after migration", readAllOf(t, db, "old"), want)
+			engine.SameEvents(t, "read after migration", engine.ReadAll(t, db, "old"), want)
 			if again, err := db.Migrate(ctx, "old"); err != nil || again.Revision != after.Revision {
 				t.Errorf("second Migrate = %+v, %v; want a no-op", again, err)
 			}
@@ -140,7 +114,7 @@ func TestMigrate(t *testing.T) {
 				if db, err = engine.Open(dir, backend.opts(dir)); err != nil {
 					t.Fatal(err)
 				}
-				sameEvents(t, "after reopen", readAllOf(t, db, "old"), want)
+				engine.SameEvents(t, "after reopen", engine.ReadAll(t, db, "old"), want)
 				list, err := db.List(ctx)
 				if err != nil || len(list) != 2 || list[0].FormatStatus != store.FormatCurrent || list[1].FormatStatus != store.FormatCurrent {
 					t.Fatalf("List after reopen = %+v, %v", list, err)
@@ -158,13 +132,13 @@ func TestMigrate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sameEvents(t, "after compaction", readAllOf(t, db, "old"), want)
+			engine.SameEvents(t, "after compaction", engine.ReadAll(t, db, "old"), want)
 			db.Close()
 			db, err = engine.Open(dir, backend.opts(dir))
 			if err != nil {
 				t.Fatalf("reopen after compaction (%+v): %v", rep, err)
 			}
-			sameEvents(t, "reopen after compaction", readAllOf(t, db, "old"), want)
+			engine.SameEvents(t, "reopen after compaction", engine.ReadAll(t, db, "old"), want)
 		})
 	}
 }
@@ -277,7 +251,7 @@ func TestMigratePowerCut(t *testing.T) {
 				if runErr == nil && snap.FormatStatus != store.FormatCurrent {
 					t.Fatalf("%s: Migrate returned nil but the session reopened unmigrated", label)
 				}
-				sameEvents(t, label, readAllOf(t, db, "m"), want)
+				engine.SameEvents(t, label, engine.ReadAll(t, db, "m"), want)
 				if _, err := db.Migrate(ctx, "m"); err != nil {
 					t.Fatalf("%s: migrate after reopen: %v", label, err)
 				}
@@ -289,7 +263,7 @@ func TestMigratePowerCut(t *testing.T) {
 				if s, _ := db.Stat(ctx, "m"); s.FormatStatus != store.FormatCurrent {
 					t.Fatalf("%s: not migrated after Migrate: %+v", label, s)
 				}
-				sameEvents(t, label+" (migrated)", readAllOf(t, db, "m"), want)
+				engine.SameEvents(t, label+" (migrated)", engine.ReadAll(t, db, "m"), want)
 				db.Close()
 				points++
 			}

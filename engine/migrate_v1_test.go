@@ -108,7 +108,7 @@ func TestMigrateV1(t *testing.T) {
 				if err != nil || snap.FormatStatus != store.FormatMigrationRequired || snap.Header.Version != 1 || snap.EventCount != uint64(len(srcs[id])) {
 					t.Fatalf("Stat(%s) before = %+v, %v", id, snap, err)
 				}
-				sameEvents(t, id+": read before migration", readAllOf(t, db, id), wants[id])
+				engine.SameEvents(t, id+": read before migration", engine.ReadAll(t, db, id), wants[id])
 				if _, err := db.Open(ctx, id, store.Write); !errors.Is(err, store.ErrMigrationRequired) {
 					t.Fatalf("write open of a v1 session: %v, want ErrMigrationRequired", err)
 				}
@@ -139,7 +139,7 @@ func TestMigrateV1(t *testing.T) {
 					after.Revision == before.Revision || after.InheritedEventCount != cuts[id] || after.Header.IsSeeded != hdrs[id].IsSeeded {
 					t.Fatalf("Migrate(%s) = %+v (before %+v)", id, after, before)
 				}
-				sameEvents(t, id+": read after migration", readAllOf(t, db, id), wants[id])
+				engine.SameEvents(t, id+": read after migration", engine.ReadAll(t, db, id), wants[id])
 			}
 			// The migrated child passes a write open's seed rules and takes
 			// appends.
@@ -163,7 +163,7 @@ func TestMigrateV1(t *testing.T) {
 					t.Fatal(err)
 				}
 				for id := range hdrs {
-					sameEvents(t, id+": after reopen", readAllOf(t, db, id), wants[id])
+					engine.SameEvents(t, id+": after reopen", engine.ReadAll(t, db, id), wants[id])
 				}
 				if s, _ := db.Stat(ctx, "child"); s.InheritedEventCount != cuts["child"] || s.FormatStatus != store.FormatCurrent {
 					t.Fatalf("Stat(child) after reopen = %+v", s)

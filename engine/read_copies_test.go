@@ -57,13 +57,13 @@ func TestReadAndAppendShareNothingWithTheCaller(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sameEvents(t, label, got, want)
+			engine.SameEvents(t, label, got, want)
 			scribble(got)
 			part, err := h.Read(ctx, 2, 5)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sameEvents(t, label+" (part)", part, want[2:7])
+			engine.SameEvents(t, label+" (part)", part, want[2:7])
 			scribble(part)
 		}
 	}

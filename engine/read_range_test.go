@@ -59,7 +59,7 @@ func TestReadHugeOffsetsAndLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"v2", "v3"} {
-		all := readAllOf(t, db, id)
+		all := engine.ReadAll(t, db, id)
 		n := len(all)
 		r, err := db.Open(ctx, id, store.Read)
 		if err != nil {
@@ -82,7 +82,7 @@ func TestReadHugeOffsetsAndLimits(t *testing.T) {
 					}
 					want = all[off:end]
 				}
-				sameEvents(t, label, got, want)
+				engine.SameEvents(t, label, got, want)
 			}
 		}
 		r.Close()

@@ -64,7 +64,7 @@ func TestAppendRefusesUnstorableTime(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sameEvents(t, "before reopen", readAllOf(t, db, "t"), want)
+	engine.SameEvents(t, "before reopen", engine.ReadAll(t, db, "t"), want)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestAppendRefusesUnstorableTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameEvents(t, "after reopen", readAllOf(t, db, "t"), want)
+		engine.SameEvents(t, "after reopen", engine.ReadAll(t, db, "t"), want)
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}

@@ -224,12 +224,12 @@ func reviewAppend(t *testing.T, h *engine.Handle, model reviewModel, k, step int
 	model[id] = append(model[id], evs...)
 }
 
-// TestReviewForkChains: forks of forks of forks at cuts inside frames,
+// TestForkChains: forks of forks of forks at cuts inside frames,
 // at and past the inherited markers, the ancestors deleted in several
 // orders, compacted (rewrites and drops), and reopened after each step
 // (with the index, without, with the index rebuilt, after a power cut).
 // Every live session always reads what a copy would.
-func TestReviewForkChains(t *testing.T) {
+func TestForkChains(t *testing.T) {
 	ctx := context.Background()
 	orders := [][]string{
 		{"p", "c1", "c2"},
@@ -353,7 +353,7 @@ func reviewForkReads(db *engine.DB, id string, parent []event.Event, n int) erro
 	return nil
 }
 
-// TestReviewForkPowerCut: a power cut at every write and every sync of
+// TestForkChainPowerCut: a power cut at every write and every sync of
 // a Fork, then the parent's Delete and a compaction; the fork is by
 // shared frames (a v3 parent) or by copy (a v2 parent, read migrated).
 // The store opens again; an acknowledged Fork (or Delete) is never lost,
@@ -362,7 +362,7 @@ func reviewForkReads(db *engine.DB, id string, parent []event.Event, n int) erro
 // then appends the parent's events and the marker in separate writes, so
 // a cut (or a write error, when the drop that follows fails too) leaves a
 // seeded session with some of the parent's events and no marker.
-func TestReviewForkPowerCut(t *testing.T) {
+func TestForkChainPowerCut(t *testing.T) {
 	for _, path := range []string{"shared", "copy"} {
 		t.Run(path, func(t *testing.T) { reviewForkPowerCut(t, path) })
 	}
@@ -410,7 +410,7 @@ func reviewForkPowerCut(t *testing.T, path string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		parent = readAllOf(t, db, parentID)
+		parent = engine.ReadAll(t, db, parentID)
 		db.Close()
 	}
 	type acks struct{ fork, del bool }
@@ -475,12 +475,12 @@ func reviewForkPowerCut(t *testing.T, path string) {
 	t.Logf("%d crash points", points)
 }
 
-// TestReviewForkIDReuse: a fork deleted and its ID created again (as a
+// TestForkIDReuse: a fork deleted and its ID created again (as a
 // fork of another session, as a plain session, as a fork of the same
 // parent at another cut), a parent deleted and its ID created again and
 // forked again: the older forks still read their original events, through
 // compactions and reopens.
-func TestReviewForkIDReuse(t *testing.T) {
+func TestForkIDReuse(t *testing.T) {
 	ctx := context.Background()
 	modes := []string{"os-index", "os-noindex", "os-rebuild", "mem-crash"}
 	if testing.Short() {
@@ -593,13 +593,13 @@ func TestReviewForkIDReuse(t *testing.T) {
 	}
 }
 
-// TestReviewForkBesideWriters: forks of a parent whose write handle
+// TestForkChainBesideWriters: forks of a parent whose write handle
 // another process holds and keeps appending to (Fork copies), and of one
 // this process's handle writes from another goroutine, which is closed
 // and the parent deleted meanwhile (Fork shares, or fails cleanly). Each
 // fork that Fork returned reads a prefix of the parent, in this process,
 // the other, and after a reopen; compactions run in the other process.
-func TestReviewForkBesideWriters(t *testing.T) {
+func TestForkChainBesideWriters(t *testing.T) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
 	opts := &engine.Options{SegmentSize: 16 << 10, CompactInterval: -1}
@@ -824,9 +824,9 @@ func TestReviewForkBesideWriters(t *testing.T) {
 	}
 }
 
-// TestReviewForkBadInput: every bad Fork fails with its typed error and
+// TestForkBadInput: every bad Fork fails with its typed error and
 // creates nothing (not even after a reopen); edge cuts work.
-func TestReviewForkBadInput(t *testing.T) {
+func TestForkBadInput(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []string{"os-index", "mem-crash"} {
 		t.Run(mode, func(t *testing.T) {
@@ -840,7 +840,7 @@ func TestReviewForkBadInput(t *testing.T) {
 			reviewAppend(t, p, model, 40, 8)
 			p.Close()
 			createV2(t, s.db, "old", v2Events(6))
-			model["old"] = readAllOf(t, s.db, "old")
+			model["old"] = engine.ReadAll(t, s.db, "old")
 			seeded := enginetest.Meta("seeded")
 			seeded.IsSeeded = true
 			sh, err := s.db.Create(ctx, seeded, store.Inherited(3))
@@ -853,7 +853,7 @@ func TestReviewForkBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 			sh.Close()
-			model["seeded"] = readAllOf(t, s.db, "seeded")
+			model["seeded"] = engine.ReadAll(t, s.db, "seeded")
 
 			hdr := func(id string, edit func(*store.Header)) store.Header {
 				h := enginetest.Meta(id)
@@ -931,14 +931,14 @@ func TestReviewForkBadInput(t *testing.T) {
 	}
 }
 
-// TestReviewForkOfUnwrittenParent: a fork at 0 of a session created but
+// TestForkOfUnwrittenParent: a fork at 0 of a session created but
 // not yet written (its header is written with its first events). FAILED
 // before the fix: the fork's header named the parent's incarnation,
 // whose header was not in the log before it (or ever, if the parent
 // vanished unwritten): the next Open failed with a *CorruptionError
 // ("the parent's incarnation ... is not in the log before it"), and so
 // did Check: the whole store, not only the fork, could not be opened.
-func TestReviewForkOfUnwrittenParent(t *testing.T) {
+func TestForkOfUnwrittenParent(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []string{"os-index", "os-noindex", "mem-crash"} {
 		t.Run(mode, func(t *testing.T) {
@@ -975,14 +975,14 @@ func TestReviewForkOfUnwrittenParent(t *testing.T) {
 	}
 }
 
-// TestReviewForkOlderFormatHeader: a Fork whose header asks for an older
+// TestForkOlderFormatHeader: a Fork whose header asks for an older
 // format (Version 2) is ErrInvalidHeader and creates nothing. FAILED
 // before the fix: Fork accepted it and made a v2 fork of the parent's v3
 // events, which its own write handle could not read (ErrSeed: reads of a
 // v2 session migrate its events, the v3 ones too), a write open refused
 // (migrate it first), and a read handle read migrated, not the parent's
 // events.
-func TestReviewForkOlderFormatHeader(t *testing.T) {
+func TestForkOlderFormatHeader(t *testing.T) {
 	ctx := context.Background()
 	db, err := engine.Open("/db", &engine.Options{FS: vfs.NewMem()})
 	if err != nil {
@@ -1019,32 +1019,32 @@ func TestReviewForkOlderFormatHeader(t *testing.T) {
 	c.Close()
 }
 
-// TestReviewForkV2ParentEnd: a fork of a v2 session (read migrated) at
+// TestForkV2ParentEnd: a fork of a v2 session (read migrated) at
 // the end of its log as reads see it. FAILS: the parent reads 32 events
 // (migrated), but Fork refuses n = 32 with a *ForkRangeError ("it has 31
 // events"): store.CopyFork checks n against the read handle's Len, which
 // for a session read migrated is the count of events stored (31), not
 // the longest log a read returned (Handle.Len's doc).
-func TestReviewForkV2ParentEnd(t *testing.T) {
+func TestForkV2ParentEnd(t *testing.T) {
 	db, err := engine.Open("/db", &engine.Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	createV2(t, db, "old", v2Events(6))
-	model := reviewModel{"old": readAllOf(t, db, "old")}
+	model := reviewModel{"old": engine.ReadAll(t, db, "old")}
 	reviewFork(t, db, model, "old", uint64(len(model["old"])), "c").Close()
 	verifyModel(t, "fork at the end of a v2 session", db, model)
 }
 
-// TestReviewForkUsage: Usage's LiveBytes is "what a rewrite would keep":
+// TestForkUsage: Usage's LiveBytes is "what a rewrite would keep":
 // with its parent deleted, a fork keeps the parent's frames (compaction
 // rewrites nothing), so they count as live. FAILS: Usage (and the LIVE
 // column of seglog segments) counts only the frames of live
 // incarnations, so the segments of a deleted parent look mostly dead
 // (19% live in a CLI run) though no compaction can reclaim a byte of
 // them.
-func TestReviewForkUsage(t *testing.T) {
+func TestForkUsage(t *testing.T) {
 	ctx := context.Background()
 	db, err := engine.Open("/db", &engine.Options{FS: vfs.NewMem(), SegmentSize: 64 << 10, NoPreallocate: true, CompactInterval: -1})
 	if err != nil {
