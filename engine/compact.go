@@ -41,33 +41,14 @@ type CompactReport struct {
 }
 
 // Compact reclaims the space of deleted and replaced (migrated)
-// incarnations in sealed segments. A segment with nothing alive left is
-// removed; a segment whose live bytes are under LiveRatio of its size is
-// rewritten (segment.Rewrite) with only the frames that must stay, under
-// the same ID; other segments are left as they are.
-//
-// An incarnation goes whole or not at all: its frames are dropped only if
-// every segment holding them is removed or rewritten, and a tombstone (or
-// the migration header that replaced it) stays as long as frames of the
-// incarnation it ends remain anywhere. Segments are processed in segment
-// order, each step durable (a rewrite is renamed into place, a removal is
-// followed by a directory sync) before the next, so a crash at any point
-// leaves a store that replays to the same sessions: frames always go
-// before the tombstones that end them.
-//
-// With an index, a rewrite is bracketed by a durable intent in the index:
-// the index's offsets into the segment are updated, and the intent
-// cleared, in one transaction after the rename; a crash in between makes
-// the next open rebuild the index from the segments. The offsets moved are
-// those the index holds at that moment: sessions deleted, created again or
-// migrated since the plan are no error. A rewrite that fails before its
-// rename clears its intent (or the next compaction does); one that fails
-// after it poisons the store, which serves the old file until it is
-// reopened and the index rebuilt.
-//
-// Appends go on meanwhile (only sealed segments are touched; the active
-// one is sealed first only with Roll); reads wait only while a rewritten
-// segment is switched in.
+// incarnations in sealed segments: a segment with nothing alive left is
+// removed, one whose live bytes are under LiveRatio of its size is
+// rewritten with only the frames that must stay, others are kept. An
+// incarnation goes whole or not at all, and each step is durable before
+// the next, so a crash anywhere leaves a store that replays to the same
+// sessions. Appends go on meanwhile; reads wait only while a rewritten
+// segment is switched in. docs/DESIGN.md (Segment file, Compaction) says
+// how.
 func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactReport, err error) {
 	if db.opts.ReadOnly {
 		return nil, store.ErrReadOnlyStore

@@ -13,30 +13,15 @@ import (
 
 // Fork creates session h.ID as a fork of session parent at n events: its
 // events 0..n-1 are the parent's, seq n is the inherited end-seed marker
-// (session/end-seed {"inherited": true}), and its header is seeded
-// (IsSeeded, InheritedEventCount n), names the parent (ParentSession is
-// set when empty; another value is ErrInvalidHeader) and is in the
-// current format (an older Version is ErrInvalidHeader). It returns the
-// child's write handle once the fork is durable; the host appends the
-// child's own events from seq n+1. A fork past the parent's end is a
-// *ForkRangeError (errors.Is ErrInvalidArgument) and creates nothing; an
-// ID that exists is ErrSessionExists.
-//
-// The fork shares the parent's frames: it writes its header and its
-// marker, a few hundred bytes whatever n is, and reads the first n events
-// from the parent's frames (events of it appended through this DB and not
-// yet cut into frames are cut first, as a Flush would). Deleting or compacting the parent leaves it
-// whole: compaction keeps a deleted parent's frames while a fork of them
-// lives (docs/DESIGN.md, Forks). It does so while no other process can
-// delete or migrate the parent: Fork holds the parent's write lease for
-// its duration, or, if a write handle of this DB holds it, keeps that
-// handle's lease from being released until it is done. Otherwise (a
-// write handle of another process holds the parent, the parent is in an
-// older format or was created here and never written, or n is 0:
-// nothing to share) it copies the parent's first n events into the fork's own
-// frames (forkCopy), which reads the same; the copy is written as one
-// group, never seen (nor left by a crash) in part. MarkerTime stamps
-// the marker with a given time (default: now).
+// (session/end-seed {"inherited": true}, stamped now or at MarkerTime),
+// and its header is seeded (IsSeeded, InheritedEventCount n, ParentSession
+// the parent) in the current format. It returns the fork's write handle
+// once the fork is durable; the host appends from seq n+1. A fork past
+// the parent's end is a *store.ForkRangeError (ErrInvalidArgument), an ID
+// that exists ErrSessionExists; either creates nothing. The fork shares
+// the parent's frames when it can, else copies them as one group; either
+// reads the same and survives the parent's deletion (docs/DESIGN.md,
+// Forks).
 func (db *DB) Fork(ctx context.Context, parent string, n uint64, h store.Header, opts ...store.ForkOption) (*Handle, error) {
 	if db.opts.ReadOnly {
 		return nil, store.ErrReadOnlyStore
