@@ -195,21 +195,9 @@ func (a *Log) placeLocked(batch []*Placement) error {
 		return fmt.Errorf("engine: taking the append lock: %w", err)
 	}
 	defer a.sh.Unlock(LockAppend)
-	seg, off := splitPosition(a.sh.Word(Tail).Load())
-	placing := a.sh.Word(Placing).Load()
-	// Only from a whole shm: a cut one reads as zeros (one fstat per
-	// placement, under the lock it takes anyway), and so does one grown
-	// back or written over (no segment is 0).
-	if err := a.sh.Verify(); err != nil {
+	seg, off, err := a.tailLocked()
+	if err != nil {
 		return err
-	}
-	if seg == 0 {
-		return a.sh.Wiped()
-	}
-	if placing > position(seg, off) {
-		if err := a.undoDead(seg, off, placing); err != nil {
-			return err
-		}
 	}
 	start := off
 	total := 0
@@ -307,6 +295,28 @@ func (a *Log) placeLocked(batch []*Placement) error {
 	return nil
 }
 
+// tailLocked returns the shared tail (segment and offset), read under
+// the append lock, once it has cleared what a placer that died mid-write
+// left past it (undoDead). Only from a whole shm: a cut one reads as zeros
+// (one fstat, under the lock taken anyway), and so does one grown back or
+// written over (no segment is 0).
+func (a *Log) tailLocked() (uint64, int64, error) {
+	seg, off := splitPosition(a.sh.Word(Tail).Load())
+	placing := a.sh.Word(Placing).Load()
+	if err := a.sh.Verify(); err != nil {
+		return 0, 0, err
+	}
+	if seg == 0 {
+		return 0, 0, a.sh.Wiped()
+	}
+	if placing > position(seg, off) {
+		if err := a.undoDead(seg, off, placing); err != nil {
+			return 0, 0, err
+		}
+	}
+	return seg, off, nil
+}
+
 // placeBufs keeps the buffers placements lay their frames out in: a bulk
 // load places a batch's frames (some 100 KiB) per call, and a fresh buffer
 // each time was garbage for the collector to clear and return.
@@ -392,23 +402,14 @@ func (a *Log) RollNow() error {
 		return fmt.Errorf("engine: taking the append lock: %w", err)
 	}
 	defer a.sh.Unlock(LockAppend)
-	seg, off := splitPosition(a.sh.Word(Tail).Load())
-	placing := a.sh.Word(Placing).Load()
-	if err := a.sh.Verify(); err != nil {
+	seg, off, err := a.tailLocked()
+	if err != nil {
 		return err
-	}
-	if seg == 0 {
-		return a.sh.Wiped()
-	}
-	if placing > position(seg, off) {
-		if err := a.undoDead(seg, off, placing); err != nil {
-			return err
-		}
 	}
 	if off <= segment.HeaderSize {
 		return nil
 	}
-	_, err := a.roll(seg, off)
+	_, err = a.roll(seg, off)
 	return err
 }
 
