@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -58,6 +59,12 @@ func freshOptions() *Options {
 		Create:      true,
 		Host:        "test-host",
 		LockDir:     lockDir,
+		// Each request's bound: the default 5 s is too short for a server
+		// that fsyncs every message on a CI machine whose other packages'
+		// tests load the disk (a read open's message get of a 1 MiB
+		// message once took longer). Tests of a server that does not
+		// answer set their own.
+		Timeout: 30 * time.Second,
 	}
 }
 
