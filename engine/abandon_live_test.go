@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/engine/internal/wal"
 	"testing"
 
@@ -67,7 +68,7 @@ func TestDeadForkDoesNotHoldTheCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tseg, toff := splitPosition(w1.shared.field(shmDurable).Load())
+	tseg, toff := coord.SplitPosition(w1.shared.Word(coord.Durable).Load())
 	if cp.Segment != tseg || cp.Offset != toff {
 		t.Fatalf("checkpoint at segment %d @%d, the log durable to segment %d @%d: it stopped at the dead fork's header", cp.Segment, cp.Offset, tseg, toff)
 	}

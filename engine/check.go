@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -172,7 +173,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	if err != nil {
 		return nil, false, err
 	}
-	bseg, boff := splitPosition(bound)
+	bseg, boff := coord.SplitPosition(bound)
 	dicts := segment.NewDicts(o.FS, dir)
 	type badDict struct {
 		err    error
@@ -272,7 +273,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	}
 	rep.Problems = dedupProblems(rep.Problems)
 	if opened != nil && opened.follow != nil {
-		moved = opened.shared.layoutMoved(&opened.follow.layout)
+		moved = opened.shared.LayoutMoved(&opened.follow.layout)
 	}
 	return rep, moved, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -115,7 +116,7 @@ func TestCheckResumesForwardWithinTheBound(t *testing.T) {
 	var rep *CheckReport
 	go func() {
 		defer close(done)
-		rep, err = Check(dir, &Options{bound: position(cp.Segment, cp.Offset)})
+		rep, err = Check(dir, &Options{bound: coord.Position(cp.Segment, cp.Offset)})
 	}()
 	select {
 	case <-done:

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
@@ -209,7 +210,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 			if _, err := db.Migrate(ctx, "m"); err != nil {
 				t.Fatal(err)
 			}
-			if got := db.shared.field(shmTail).Load(); got != position(1, last.End()) {
+			if got := db.shared.Word(coord.Tail).Load(); got != coord.Position(1, last.End()) {
 				return false
 			}
 			if err := db.checkpoint(); err != nil {
@@ -222,7 +223,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 
 			var atRoll string
 			db.knobs.appended = func() {
-				if seg, _ := splitPosition(db.shared.field(shmTail).Load()); seg != 2 || atRoll != "" {
+				if seg, _ := coord.SplitPosition(db.shared.Word(coord.Tail).Load()); seg != 2 || atRoll != "" {
 					return
 				}
 				if err := db.checkpoint(); err != nil {
@@ -249,7 +250,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 			if fs := segFrames(t, atRoll, 2); len(fs) != 0 {
 				t.Fatalf("the crash at the roll kept frames of segment 2 that were not durable: %+v", fs)
 			}
-			if cp := indexCheckpoint(t, atRoll); position(cp.Segment, cp.Offset) > position(2, segment.HeaderSize) {
+			if cp := indexCheckpoint(t, atRoll); coord.Position(cp.Segment, cp.Offset) > coord.Position(2, segment.HeaderSize) {
 				t.Fatalf("checkpoint at the roll at %d/%d, past the durable 2/%d", cp.Segment, cp.Offset, segment.HeaderSize)
 			}
 			if err := b.Close(); err != nil {
@@ -276,7 +277,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 			var split string
 			layout := true
 			db.knobs.migrated = func() {
-				if got := db.shared.field(shmTail).Load(); got != position(2, segment.HeaderSize+last.Size) {
+				if got := db.shared.Word(coord.Tail).Load(); got != coord.Position(2, segment.HeaderSize+last.Size) {
 					layout = false
 					return
 				}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -52,9 +53,9 @@ func crashCopy(t *testing.T, dir string) string {
 	}
 	// The crash loses what is not durable: the active segment from the
 	// durable position the writers published on.
-	if b, err := os.ReadFile(filepath.Join(dir, shmName)); err == nil && len(b) >= shmSize &&
-		binary.LittleEndian.Uint64(b[shmMagic:]) == shmMagicValue {
-		seg, off := splitPosition(binary.LittleEndian.Uint64(b[shmDurable:]))
+	if b, err := os.ReadFile(filepath.Join(dir, coord.ShmFile)); err == nil && len(b) >= coord.ShmSize &&
+		binary.LittleEndian.Uint64(b[coord.Magic:]) == coord.MagicValue {
+		seg, off := coord.SplitPosition(binary.LittleEndian.Uint64(b[coord.Durable:]))
 		p := filepath.Join(dst, segment.Name(seg))
 		if fi, err := os.Stat(p); err == nil && fi.Size() > off {
 			if err := os.Truncate(p, off); err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -78,7 +79,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 		}
 	}
 	db.dead.Store(false) // what is deleted from here on waits for the next run
-	if _, off := splitPosition(db.shared.field(shmTail).Load()); opts.Roll && off > segment.HeaderSize {
+	if _, off := coord.SplitPosition(db.shared.Word(coord.Tail).Load()); opts.Roll && off > segment.HeaderSize {
 		if err := db.log.RollNow(); err != nil {
 			return nil, err
 		}
@@ -116,12 +117,12 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 		if err != nil {
 			return nil, err
 		}
-		cpos = position(cp.Segment, cp.Offset)
-		horizon = min(db.shared.horizon(followed), cpos)
+		cpos = coord.Position(cp.Segment, cp.Offset)
+		horizon = min(db.shared.Horizon(followed), cpos)
 	}
 	// Only the segments wholly before it may go or move.
-	hseg, hoff := splitPosition(horizon)
-	if aseg, _ := splitPosition(db.durablePos()); hseg < aseg {
+	hseg, hoff := coord.SplitPosition(horizon)
+	if aseg, _ := coord.SplitPosition(db.durablePos()); hseg < aseg {
 		// Held back (another process has not followed, or the checkpoint
 		// is behind): the background compactor tries again next time.
 		defer db.dead.Store(true)
@@ -192,13 +193,13 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 // that a compaction which died left (its rewrite intent was in that
 // index) ends with it.
 func (db *DB) setIndexAsideAlone(why string) error {
-	db.shared.layoutBegin()
+	db.shared.LayoutBegin()
 	err := moveAside(vfs.Default, db.indexFilePath(), db.quarantineDir())
-	db.shared.layoutEnd()
+	db.shared.LayoutEnd()
 	if err != nil {
 		return fmt.Errorf("engine: compact: setting aside the index this process does not keep: %w", err)
 	}
-	db.shared.settleLayout()
+	db.shared.SettleLayout()
 	db.opts.Logger.Warn("engine: compacting without the index: it is set aside, and the next open of the store by a process alone rebuilds it", "reason", why, "quarantine", db.quarantineDir())
 	return nil
 }
@@ -239,36 +240,36 @@ func (db *DB) indexNotKept() string {
 }
 
 // compactLocks takes what a compaction needs across processes:
-// lockCompact, then lockFixed exclusive (no writing process that cannot
+// coord.LockCompact, then coord.LockFixed exclusive (no writing process that cannot
 // follow a compaction is open, and none opens until it is done), or,
-// without an index, lockWriters exclusive: it runs only while no other
+// without an index, coord.LockWriters exclusive: it runs only while no other
 // process writes (they would have no index to reload moved frames from).
 // Then it settles what a compaction that died left, and brings this
 // process's view up to the compactions since its last catch-up. release
 // gives the locks back.
 func (db *DB) compactLocks() (release func(), err error) {
-	locks := db.shared.locks
-	if !db.shared.tryCompact() {
+	sh := db.shared
+	if !sh.TryCompact() {
 		return nil, fmt.Errorf("engine: compact: %w: another process is compacting the store", store.ErrLocked)
 	}
-	other, why := int64(lockFixed), "a process that cannot follow a compaction (more than 64 writing processes, or one without an index) writes the store"
+	other, why := coord.LockFixed, "a process that cannot follow a compaction (more than 64 writing processes, or one without an index) writes the store"
 	if db.index == nil {
-		other, why = lockWriters, "other processes write the store (without an index, compaction runs while one process writes it)"
+		other, why = coord.LockWriters, "other processes write the store (without an index, compaction runs while one process writes it)"
 	}
-	if ok, err := locks.TryLock(other, true); err != nil || !ok {
-		db.shared.endCompact()
+	if ok, err := sh.TryLock(other, true); err != nil || !ok {
+		db.shared.EndCompact()
 		if err == nil {
 			err = fmt.Errorf("engine: compact: %w: %s", store.ErrLocked, why)
 		}
 		return nil, err
 	}
 	done := func() {
-		if other == lockWriters {
-			locks.TryLock(lockWriters, false) // back to shared
+		if other == coord.LockWriters {
+			sh.TryLock(coord.LockWriters, false) // back to shared
 		} else {
-			locks.Unlock(lockFixed)
+			sh.Unlock(coord.LockFixed)
 		}
-		db.shared.endCompact()
+		db.shared.EndCompact()
 	}
 	if db.knobs.compactLocked != nil {
 		db.knobs.compactLocked()
@@ -279,7 +280,7 @@ func (db *DB) compactLocks() (release func(), err error) {
 	}
 	// Another process may have compacted since this one last looked.
 	db.follow.mu.Lock()
-	if db.shared.layoutMoved(&db.follow.layout) {
+	if db.shared.LayoutMoved(&db.follow.layout) {
 		err = db.relayout(db.follow)
 	}
 	db.follow.mu.Unlock()
@@ -297,14 +298,14 @@ func (db *DB) settleCompaction() error {
 		return nil // this process compacts: it settles
 	}
 	defer db.compactMu.Unlock()
-	if !db.shared.tryCompact() {
+	if !db.shared.TryCompact() {
 		return nil // a compaction runs (or the store has no locks)
 	}
-	defer db.shared.endCompact()
+	defer db.shared.EndCompact()
 	return db.settleLocked()
 }
 
-// settleLocked, with lockCompact held, finishes what a compaction that
+// settleLocked, with coord.LockCompact held, finishes what a compaction that
 // died left: its rewrite intent is finished or cleared (see
 // settleRewriteIntent), then a layout change it began is ended.
 func (db *DB) settleLocked() error {
@@ -317,7 +318,7 @@ func (db *DB) settleLocked() error {
 	if err := db.settleRewriteIntent(); err != nil {
 		return err
 	}
-	db.shared.settleLayout()
+	db.shared.SettleLayout()
 	return nil
 }
 
@@ -361,7 +362,7 @@ func (db *DB) planSegment(ctx context.Context, p *compactPlan, id uint64, limit 
 // 0 if none): whole if both are past it.
 func (db *DB) horizonLimit(id uint64, off int64, followed, cpos uint64) (int64, error) {
 	limit := max(off, segment.HeaderSize)
-	if aseg, _ := splitPosition(db.durablePos()); id >= aseg {
+	if aseg, _ := coord.SplitPosition(db.durablePos()); id >= aseg {
 		return limit, nil // (the active segment: positions in it are its frames')
 	}
 	rd, err := db.reader(id)
@@ -378,7 +379,7 @@ func (db *DB) horizonLimit(id uint64, off int64, followed, cpos uint64) (int64, 
 	if cpos != 0 {
 		bound = min(bound, cpos)
 	}
-	if bseg, boff := splitPosition(bound); bseg == id {
+	if bseg, boff := coord.SplitPosition(bound); bseg == id {
 		return max(boff, segment.HeaderSize), nil
 	}
 	return 0, nil
@@ -397,10 +398,10 @@ func (db *DB) dropSegment(id uint64) error {
 	if rd != nil {
 		rd.Close()
 	}
-	db.shared.layoutBegin()
+	db.shared.LayoutBegin()
 	err := db.opts.FS.Remove(db.segPath(id))
 	db.layoutMu.Unlock()
-	db.shared.layoutEnd()
+	db.shared.LayoutEnd()
 	if err != nil {
 		return err
 	}
@@ -425,7 +426,7 @@ func (db *DB) dropSegment(id uint64) error {
 // next clears it: see settleRewriteIntent), and a failure after it
 // poisons this process, which serves the old file it still has open, and
 // leaves the intent and the odd counter to whoever settles next: any
-// writing process that finds the counter odd and lockCompact free, or the
+// writing process that finds the counter odd and coord.LockCompact free, or the
 // next first opener, finishes the intent.
 func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	rd, err := db.reader(si.id)
@@ -471,7 +472,7 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 		}
 		// Other processes see the segment's layout change from here until
 		// the intent is finished.
-		db.shared.layoutBegin()
+		db.shared.LayoutBegin()
 		layoutOdd = true
 		return nil
 	})
@@ -490,7 +491,7 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 			}
 		}
 		if layoutOdd {
-			db.shared.layoutEnd()
+			db.shared.LayoutEnd()
 		}
 		return 0, err
 	}
@@ -535,7 +536,7 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	if old != nil {
 		old.Close()
 	}
-	db.shared.layoutEnd()
+	db.shared.LayoutEnd()
 	return res.Size, nil
 }
 
@@ -965,7 +966,7 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 		return nil, err
 	}
 	live := db.liveIncarnations()
-	aid, durable := splitPosition(db.durablePos())
+	aid, durable := coord.SplitPosition(db.durablePos())
 	db.mu.Unlock()
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
@@ -1018,7 +1019,7 @@ func (db *DB) segmentUsage(ctx context.Context, p *compactPlan, id uint64, limit
 	db.layoutMu.RLock()
 	defer db.layoutMu.RUnlock()
 	if limit > 0 {
-		if seg, _ := splitPosition(db.durablePos()); seg != id {
+		if seg, _ := coord.SplitPosition(db.durablePos()); seg != id {
 			limit = 0 // sealed since
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -195,7 +196,7 @@ func TestCompactBesideALaggingWriter(t *testing.T) {
 	dir := checkedDir(t)
 	w1 := liveOpen(t, dir, besideOpts()) // the checkpointer, and the compactor
 	w2 := liveOpen(t, dir, besideOpts()) // follows nothing until it reads
-	lagging := w2.shared.field(shmSlots + 8*w2.shared.slot).Load()
+	lagging := w2.shared.Word(coord.SlotWord(w2.shared.Slot())).Load()
 	if lagging == 0 {
 		t.Fatal("the second writer published no follow position")
 	}
@@ -207,7 +208,7 @@ func TestCompactBesideALaggingWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lseg, _ := splitPosition(lagging)
+	lseg, _ := coord.SplitPosition(lagging)
 	for _, id := range append(rep.Dropped, rep.Rewritten...) {
 		if id >= lseg {
 			t.Fatalf("compaction touched segment %d, at or past where the lagging writer stands (segment %d): %+v", id, lseg, rep)
@@ -253,7 +254,7 @@ func TestCompactorDiesAfterTheRename(t *testing.T) {
 	if rw, ok, _ := w1.idxRewrite(); !ok || !rw.HasMoves || len(rw.Moves) == 0 {
 		t.Fatalf("rewrite intent = %+v, %v; want one with its moves", rw, ok)
 	}
-	if w1.shared.layout()%2 != 1 {
+	if w1.shared.Layout()%2 != 1 {
 		t.Fatal("the layout counter is even after a rewrite cut short")
 	}
 	checkBoth(t, "after the compactor stopped", []*DB{w1, w2}, want)
@@ -347,17 +348,17 @@ func TestOwnBumpIsNoLayoutChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := make(chan bool, 16)
-	w.shared.bumpHook = func() {
-		go func() { moved <- w.shared.layoutMoved(&w.follow.layout) }()
+	w.shared.Knobs.Bump = func() {
+		go func() { moved <- w.shared.LayoutMoved(&w.follow.layout) }()
 		select {
 		case m := <-moved:
 			moved <- m
 		case <-time.After(time.Second):
 		}
 	}
-	defer func() { w.shared.bumpHook = nil }()
+	defer func() { w.shared.Knobs.Bump = nil }()
 	rep, err := w.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9})
-	w.shared.bumpHook = nil
+	w.shared.Knobs.Bump = nil
 	if err != nil || len(rep.Rewritten)+len(rep.Dropped) == 0 {
 		t.Fatalf("compaction: %+v, %v; want segments reclaimed", rep, err)
 	}
@@ -371,7 +372,7 @@ func TestOwnBumpIsNoLayoutChange(t *testing.T) {
 // TestJoinWhileAnotherSettlesADeadCompaction: a compaction died after its
 // rewritten segment was renamed into place (its intent, with the moves,
 // in the index; the layout counter odd). A writer that joins finds
-// lockCompact free, but before it can take it to settle, another process
+// coord.LockCompact free, but before it can take it to settle, another process
 // takes it (its compaction starting, which settles first). The joiner must
 // wait for that settle, not read the index meanwhile: the index's offsets
 // into the rewritten segment are stale until then, and an open that finds
@@ -391,12 +392,12 @@ func TestJoinWhileAnotherSettlesADeadCompaction(t *testing.T) {
 		t.Fatalf("compaction: %v, want the hook's error", err)
 	}
 	w2.knobs.rewrite = nil
-	if w1.shared.layout()%2 != 1 {
+	if w1.shared.Layout()%2 != 1 {
 		t.Fatal("the layout counter is even after a rewrite cut short")
 	}
 
 	// The joiner's first try to settle: w1 starts a compaction first, and
-	// holds it (lockCompact taken, nothing settled) until the joiner's open
+	// holds it (coord.LockCompact taken, nothing settled) until the joiner's open
 	// returned, or for a second.
 	locked, release := make(chan struct{}), make(chan struct{})
 	compacted := make(chan error, 1)
@@ -572,9 +573,9 @@ func TestCompactWithAStaleSlot(t *testing.T) {
 	size := rd.Size()
 	// Where a process stood in that segment before the rewrite: past the
 	// rewritten file's end, in w2's slot (held: as if w2 had just taken it).
-	slot := w2.shared.field(shmSlots + 8*w2.shared.slot)
+	slot := w2.shared.Word(coord.SlotWord(w2.shared.Slot()))
 	real := slot.Load()
-	slot.Store(position(seg, size+1000))
+	slot.Store(coord.Position(seg, size+1000))
 	writeMore(t, hs, want, false)
 	if err := w1.checkpoint(); err != nil {
 		t.Fatal(err)

@@ -53,8 +53,8 @@ func TestCompactWhileAWriterOpens(t *testing.T) {
 	if !ran.Load() {
 		t.Fatal("the joiner's open never listed the directory")
 	}
-	if !j.joined || j.shared.slot < 0 {
-		t.Fatalf("joined %v, slot %d: want a joiner with a follow slot", j.joined, j.shared.slot)
+	if !j.joined || j.shared.Slot() < 0 {
+		t.Fatalf("joined %v, slot %d: want a joiner with a follow slot", j.joined, j.shared.Slot())
 	}
 	if duringErr != nil {
 		t.Fatalf("compaction while a writer opens: %v", duringErr)

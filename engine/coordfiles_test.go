@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -210,13 +211,13 @@ func (f *coordFixture) reopen(t *testing.T) {
 func TestJoinAfterShmRemoved(t *testing.T) {
 	coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		f := newCoordFixture(t, fsys, dir)
-		f.remove(t, shmName)
-		f.refused(t, shmName)
-		if _, err := fsys.Open(filepath.Join(dir, shmName)); err == nil {
+		f.remove(t, coord.ShmFile)
+		f.refused(t, coord.ShmFile)
+		if _, err := fsys.Open(filepath.Join(dir, coord.ShmFile)); err == nil {
 			t.Fatal("a refused open made shm")
 		}
 		f.goesOn(t)
-		f.refused(t, shmName)
+		f.refused(t, coord.ShmFile)
 		f.reopen(t)
 	})
 }
@@ -228,8 +229,8 @@ func TestJoinAfterShmRemoved(t *testing.T) {
 func TestJoinAfterLocksRemoved(t *testing.T) {
 	coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		f := newCoordFixture(t, fsys, dir)
-		f.remove(t, locksName)
-		f.refused(t, locksName)
+		f.remove(t, coord.LocksFile)
+		f.refused(t, coord.LocksFile)
 		f.goesOn(t)
 		f.reopen(t)
 	})
@@ -243,8 +244,8 @@ func TestJoinAfterLocksRemoved(t *testing.T) {
 func TestJoinAfterLOCKRemoved(t *testing.T) {
 	coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		f := newCoordFixture(t, fsys, dir)
-		f.remove(t, lockName)
-		f.refused(t, lockName)
+		f.remove(t, coord.LockFile)
+		f.refused(t, coord.LockFile)
 		f.goesOn(t)
 		f.reopen(t)
 	})
@@ -256,7 +257,7 @@ func TestJoinAfterLOCKRemoved(t *testing.T) {
 func TestJoinAfterAllCoordinationFilesRemoved(t *testing.T) {
 	coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		f := newCoordFixture(t, fsys, dir)
-		for _, name := range []string{lockName, locksName, shmName} {
+		for _, name := range []string{coord.LockFile, coord.LocksFile, coord.ShmFile} {
 			f.remove(t, name)
 		}
 		db, err := Open(f.dir, f.opts)
@@ -278,7 +279,7 @@ func TestJoinAfterAllCoordinationFilesRemoved(t *testing.T) {
 func TestJoinAfterShmReplacedByACopy(t *testing.T) {
 	coordFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		f := newCoordFixture(t, fsys, dir)
-		path := filepath.Join(f.dir, shmName)
+		path := filepath.Join(f.dir, coord.ShmFile)
 		var b []byte
 		if fsys == vfs.Default {
 			var err error
@@ -288,9 +289,9 @@ func TestJoinAfterShmReplacedByACopy(t *testing.T) {
 		} else {
 			// (A MemFS mapping is not the file's contents: the copy is
 			// of the live state as a real one would be.)
-			b = make([]byte, shmSize)
-			for off := 0; off < shmSize; off += 8 {
-				binary.LittleEndian.PutUint64(b[off:], f.dbs[0].shared.field(off).Load())
+			b = make([]byte, coord.ShmSize)
+			for off := 0; off < coord.ShmSize; off += 8 {
+				binary.LittleEndian.PutUint64(b[off:], f.dbs[0].shared.Word(coord.Word(off)).Load())
 			}
 		}
 		c, err := fsys.Create(path + ".copy")
@@ -304,7 +305,7 @@ func TestJoinAfterShmReplacedByACopy(t *testing.T) {
 		if err := fsys.Rename(path+".copy", path); err != nil {
 			t.Fatal(err)
 		}
-		f.refused(t, shmName)
+		f.refused(t, coord.ShmFile)
 		f.goesOn(t)
 		f.reopen(t)
 	})
@@ -314,7 +315,7 @@ func TestJoinAfterShmReplacedByACopy(t *testing.T) {
 // shell redirection does.
 func (f *coordFixture) cutShm(t *testing.T, size int64) {
 	t.Helper()
-	shm, err := f.fsys.OpenReadWrite(filepath.Join(f.dir, shmName))
+	shm, err := f.fsys.OpenReadWrite(filepath.Join(f.dir, coord.ShmFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func (f *coordFixture) cutShm(t *testing.T, size int64) {
 // shmSize returns the size of the store's shm file.
 func (f *coordFixture) shmSize(t *testing.T) int64 {
 	t.Helper()
-	shm, err := f.fsys.Open(filepath.Join(f.dir, shmName))
+	shm, err := f.fsys.Open(filepath.Join(f.dir, coord.ShmFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,10 +393,10 @@ func testShmCut(t *testing.T, fsys vfs.FS, dir string, size int64, newcomer, reg
 	}
 	f.cutShm(t, size)
 	if regrown {
-		f.cutShm(t, shmSize)
+		f.cutShm(t, coord.ShmSize)
 	}
 	if newcomer {
-		f.refused(t, shmName)
+		f.refused(t, coord.ShmFile)
 		if n := f.shmSize(t); n != size {
 			t.Fatalf("a refused open left shm %d bytes long, not the %d it was cut to", n, size)
 		}
@@ -420,7 +421,7 @@ func testShmCut(t *testing.T, fsys vfs.FS, dir string, size int64, newcomer, reg
 			t.Fatal("a Wait still waits 10 s after shm was cut")
 		}
 	}
-	f.refused(t, shmName)
+	f.refused(t, coord.ShmFile)
 	f.reopen(t)
 }
 
@@ -445,7 +446,7 @@ func TestShmCutBetweenPlacementAndSync(t *testing.T) {
 					once.Do(func() {
 						f.cutShm(t, c.size)
 						if c.regrown {
-							f.cutShm(t, shmSize)
+							f.cutShm(t, coord.ShmSize)
 						}
 					})
 				}
@@ -484,7 +485,7 @@ func TestJoinBesideAnOlderBuild(t *testing.T) {
 	h.Close()
 	// The older build: LOCK shared, and shm set up without a stamp (as
 	// a's, once a is gone).
-	old, err := vfs.Default.LockShared(filepath.Join(dir, lockName))
+	old, err := vfs.Default.LockShared(filepath.Join(dir, coord.LockFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,16 +493,16 @@ func TestJoinBesideAnOlderBuild(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	shm, err := vfs.Default.MapShared(filepath.Join(dir, shmName), shmSize, false)
+	shm, err := vfs.Default.MapShared(filepath.Join(dir, coord.ShmFile), coord.ShmSize, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shm.Uint64(shmStamp).Store(0)
+	shm.Uint64(int(coord.Stamp)).Store(0)
 	shm.Close()
 
 	b := liveOpen(t, dir, nil)
-	if b.shared.first || !b.joined {
-		t.Fatalf("beside an older build's process: first %v, joined %v; want a joining writer", b.shared.first, b.joined)
+	if b.shared.First() || !b.joined {
+		t.Fatalf("beside an older build's process: first %v, joined %v; want a joining writer", b.shared.First(), b.joined)
 	}
 	hb, err := b.Create(ctx, store.Header{ID: "b", CreatedAt: 1})
 	if err != nil {
@@ -533,42 +534,11 @@ func (noDirLocks) LockDir(dir string, _ bool) (vfs.FileLock, error) {
 func TestJoinWithoutADirectoryLock(t *testing.T) {
 	fsys := noDirLocks{vfs.NewMem()}
 	f := newCoordFixture(t, fsys, "/s")
-	f.remove(t, locksName)
-	f.refused(t, locksName)
+	f.remove(t, coord.LocksFile)
+	f.refused(t, coord.LocksFile)
 	f.goesOn(t)
-	f.remove(t, shmName)
-	f.refused(t, shmName)
+	f.remove(t, coord.ShmFile)
+	f.refused(t, coord.ShmFile)
 	f.goesOn(t)
 	f.reopen(t)
-}
-
-// TestRaiseGivesUpOnALostWord: raise on a field of a shm cut under the
-// mapping (whose swaps never succeed) returns instead of spinning: the
-// caller's next look at shm finds it lost.
-func TestRaiseGivesUpOnALostWord(t *testing.T) {
-	m := vfs.NewMem()
-	shm, err := m.MapShared("/shm", shmSize, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shm.Close()
-	f, err := m.OpenReadWrite("/shm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Truncate(0)
-	f.Close()
-	done := make(chan struct{})
-	go func() {
-		raise(shm.Uint64(shmDurable), 5)
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("raise on a lost word still runs after 10 s")
-	}
-	if !shm.Lost() {
-		t.Fatal("the word is not lost")
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
@@ -21,7 +22,7 @@ type DB struct {
 	dir  string
 	opts Options
 	// shared is the store's coordination with other processes
-	shared *shared
+	shared *coord.Shared
 	// bound, in a read-only open of a store another process writes, is
 	// the durable position its recovery reads up to (0: every frame)
 	bound uint64
@@ -44,7 +45,7 @@ type DB struct {
 
 	owners handle.Owners
 
-	// appendMu is held while this process places frames (with lockAppend
+	// appendMu is held while this process places frames (with coord.LockAppend
 	// across processes).
 	appendMu sync.Mutex
 
@@ -86,7 +87,7 @@ type DB struct {
 	compactMu sync.Mutex  // serializes compactions
 	dead      atomic.Bool // something was deleted or migrated since the last compaction
 	idxMu     sync.Mutex  // serializes checkpoints
-	// checkpointer: this process checkpoints the index (shared.index, for
+	// checkpointer: this process checkpoints the index (coord.Shared.HoldsIndex, for
 	// readers that do not hold idxMu)
 	checkpointer atomic.Bool
 	idxKick      chan struct{}
@@ -169,13 +170,13 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 		}
 	}
-	sh, err := join(o.FS, dir, !o.ReadOnly, !o.NoIndex)
+	sh, err := coord.Join(o.FS, dir, !o.ReadOnly, !o.NoIndex)
 	if err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
-	if rebuildIndex && !sh.first {
+	if rebuildIndex && !sh.First() {
 		// Replacing the index needs the store to itself.
-		sh.close()
+		sh.Close()
 		return nil, fmt.Errorf("engine: rebuild the index of %s: %w: %w", dir, store.ErrLocked, errOthersOpen)
 	}
 	db := &DB{
@@ -197,11 +198,10 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	if db.knobs.waitMax == 0 {
 		db.knobs.waitMax = waitMax
 	}
-	sh.bumpHook = db.knobs.bump
-	sh.watch.poll = db.knobs.watchPoll
+	sh.Knobs = coord.Knobs{Bump: db.knobs.bump, WatchPoll: db.knobs.watchPoll}
 	db.stopCtx, db.stopCancel = context.WithCancel(context.Background())
 	db.metrics.start = time.Now()
-	db.checkpointer.Store(sh.index)
+	db.checkpointer.Store(sh.HoldsIndex())
 	db.mu.sessions = map[string]*session{}
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.handles = map[*Handle]struct{}{}
@@ -209,42 +209,42 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	// A write open of a store that other processes write joins their log:
 	// like a read-only open, its recovery reads up to what they made
 	// durable and changes nothing.
-	db.joined = !o.ReadOnly && sh.live()
+	db.joined = !o.ReadOnly && sh.Live()
 	// A compaction may remove or rewrite segments during the open (a
 	// joining writer's slot holds position 0 only from now on): an open
 	// that saw the layout counter move is done again.
-	layout := sh.layout()
+	layout := sh.Layout()
 	if o.ReadOnly || db.joined {
-		layout = sh.stableLayout()
+		layout = sh.StableLayout()
 	}
 	for db.joined && layout%2 == 1 && !o.NoIndex {
-		// A compaction died mid-change (stableLayout found lockCompact
+		// A compaction died mid-change (StableLayout found coord.LockCompact
 		// free): finish (or clear) the rewrite intent it left, and end the
 		// change, before reading the index. If another process took
-		// lockCompact first, it settles before anything else (compactLocks,
+		// coord.LockCompact first, it settles before anything else (compactLocks,
 		// rebuildLive): wait for it. Never read the index meanwhile: with a
 		// rewrite in place and its moves not applied, this open would find
 		// the index unusable, and run without one for its whole life.
 		if db.knobs.joinSettle != nil {
 			db.knobs.joinSettle()
 		}
-		if sh.tryCompact() {
+		if sh.TryCompact() {
 			err := (&indexFile{path: o.IndexPath}).use(true, db.settleRewriteIn)
 			if err == nil {
-				sh.settleLayout()
+				sh.SettleLayout()
 			}
-			sh.endCompact()
+			sh.EndCompact()
 			if err != nil {
 				db.closeFiles()
 				return nil, fmt.Errorf("engine: open %s: settling a compaction that died: %w", dir, err)
 			}
 		}
-		layout = sh.stableLayout()
+		layout = sh.StableLayout()
 	}
-	moved := func() bool { return (o.ReadOnly || db.joined) && sh.shm != nil && sh.layout() != layout }
+	moved := func() bool { return (o.ReadOnly || db.joined) && sh.Mapped() && sh.Layout() != layout }
 	if o.ReadOnly || db.joined {
 		db.bound = o.bound
-		if d, ok := sh.durable(); ok && db.bound == 0 {
+		if d, ok := sh.Durable(); ok && db.bound == 0 {
 			db.bound = d
 		}
 	}
@@ -257,13 +257,13 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		}
 		return nil, err
 	}
-	if !o.ReadOnly && db.recIndex == nil && sh.write {
+	if !o.ReadOnly && db.recIndex == nil && sh.Writes() {
 		// A joining writer that found the index unusable (it leaves the
 		// rebuild to the next first opener), or one without an index: it
 		// cannot follow a compaction, which tells only the index where the
-		// frames it moves went. It holds lockFixed instead of a slot (no
+		// frames it moves went. It holds coord.LockFixed instead of a slot (no
 		// compaction runs while it is open), and never checkpoints.
-		if err := sh.withoutIndex(); err != nil {
+		if err := sh.WithoutIndex(); err != nil {
 			db.closeFiles()
 			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 		}
@@ -289,25 +289,25 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		if db.log == nil {
 			db.log = newLog(db)
 		}
-		db.log.SetAlone(sh.alone())
+		db.log.SetAlone(sh.Alone())
 		// Keep up with the other writing processes.
 		db.follow = &follower{pos: db.rec.end}
 		db.follow.layout.Store(layout)
-		sh.seen = &db.follow.layout
+		sh.SetSeen(&db.follow.layout)
 		if db.joined {
 			db.follow.pos = db.bound
 		}
-		if !db.joined && layout%2 == 1 && sh.tryCompact() {
+		if !db.joined && layout%2 == 1 && sh.TryCompact() {
 			// A compaction died mid-change, and this open's recovery
 			// finished or cleared its rewrite intent: end the change.
-			if sh.layout() == layout {
-				sh.settleLayout()
+			if sh.Layout() == layout {
+				sh.SettleLayout()
 				db.follow.layout.Store(layout + 1)
 			}
-			sh.endCompact()
+			sh.EndCompact()
 		}
-		sh.publishFollow(db.follow.pos)
-	case sh.shm != nil && o.bound == 0:
+		sh.PublishFollow(db.follow.pos)
+	case sh.Mapped() && o.bound == 0:
 		// Keep up with the writing processes.
 		db.follow = &follower{pos: db.bound}
 		db.follow.layout.Store(layout)
@@ -317,7 +317,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	default:
 		db.fold = nil
 	}
-	if err := db.shared.opened(); err != nil {
+	if err := db.shared.Opened(); err != nil {
 		db.closeFiles()
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
@@ -758,6 +758,6 @@ func (db *DB) closeFiles() error {
 	if db.recIndex != nil {
 		errs = append(errs, db.recIndex.Close())
 	}
-	errs = append(errs, db.shared.close())
+	errs = append(errs, db.shared.Close())
 	return errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 )
@@ -33,7 +34,7 @@ import (
 // before a frame names it. Its ID is random, so that a
 // dictionary file lost to damage is never replaced by another of the same
 // ID that its frames would be decoded with. Dictionaries are made under
-// lockDict, and a process about to train takes the newest dictionary
+// coord.LockDict, and a process about to train takes the newest dictionary
 // instead if another process made it. Readers load the dictionaries that
 // frames name from the directory (segment.Dicts).
 // Dictionaries are never removed: compaction keeps frames' bytes as they
@@ -310,16 +311,16 @@ func (d *dictState) loop() {
 
 // renew replaces the current dictionary: by one another process made
 // since, if there is one, else by one trained from this process's recent
-// payloads, stored as the store's next ID. Under lockDict.
+// payloads, stored as the store's next ID. Under coord.LockDict.
 func (d *dictState) renew() error {
 	db := d.db
 	if err := db.poisonErr(); err != nil {
 		return nil // nothing more is written
 	}
-	if err := db.shared.locks.Lock(lockDict, true); err != nil {
+	if err := db.shared.Lock(coord.LockDict, true); err != nil {
 		return fmt.Errorf("engine: taking the dictionary lock: %w", err)
 	}
-	defer db.shared.locks.Unlock(lockDict)
+	defer db.shared.Unlock(coord.LockDict)
 	newest, err := segment.NewestDict(db.opts.FS, db.dir)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -137,7 +138,7 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 	crossed := false
 	for i := 0; !crossed; i++ {
 		n := 1 + (i*5)%12
-		if _, off := splitPosition(db.shared.field(shmTail).Load()); off > db.opts.segmentSize(2)-(6<<10) {
+		if _, off := coord.SplitPosition(db.shared.Word(coord.Tail).Load()); off > db.opts.segmentSize(2)-(6<<10) {
 			n = 1
 			if off > db.opts.segmentSize(2)-(5<<10) {
 				n = 40 // some 6 frames: the first fits, the others roll

@@ -24,7 +24,7 @@ func NoWaitPolls(o *Options) *Options {
 
 // SyncWaiters is how many sleepers, of every process, the store's shared
 // memory counts on the word a sync's notify wakes.
-func SyncWaiters(db *DB) uint32 { return db.shared.shm.Uint32(shmSyncWaiters).Load() }
+func SyncWaiters(db *DB) uint32 { return db.shared.Waiters() }
 
 // NoPollFor is how long NoWaitPolls keeps the watcher asleep without a
 // wake-up.

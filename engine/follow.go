@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
 )
@@ -24,7 +25,7 @@ type follower struct {
 	mu  sync.Mutex // one catch-up at a time
 	pos uint64     // position up to which the fold has been fed
 	// layout is the layout counter the state was built at. This process's
-	// own compactions move it along with the counter (shared.bump), so
+	// own compactions move it along with the counter (coord.Shared.LayoutBegin and LayoutEnd), so
 	// only other processes' changes make them differ.
 	layout atomic.Uint64
 }
@@ -41,15 +42,15 @@ func (db *DB) catchUp() error {
 	defer f.mu.Unlock()
 	// Read under f.mu: a compaction of this process passes its own
 	// follower (under f.mu) before it rewrites what the follower read.
-	d, ok := db.shared.durable()
-	if err := db.shared.followable(d, ok); err != nil {
+	d, ok := db.shared.Durable()
+	if err := db.shared.Followable(d, ok); err != nil {
 		return err
 	}
 	if !ok {
 		return nil
 	}
 	switch {
-	case !db.shared.layoutMoved(&f.layout):
+	case !db.shared.LayoutMoved(&f.layout):
 	case db.opts.ReadOnly:
 		return db.reload()
 	default:
@@ -58,14 +59,14 @@ func (db *DB) catchUp() error {
 		}
 	}
 	err := db.follow1(f, d)
-	if err != nil && db.opts.ReadOnly && db.shared.layoutMoved(&f.layout) {
+	if err != nil && db.opts.ReadOnly && db.shared.LayoutMoved(&f.layout) {
 		// A compaction removed or rewrote a segment under the catch-up:
 		// what it read may be gone; start over from the store as it is.
 		// (A writing process's follower never meets one: compactions
 		// leave alone what it has not followed.)
 		return db.reload()
 	}
-	db.shared.publishFollow(f.pos)
+	db.shared.PublishFollow(f.pos)
 	return err
 }
 
@@ -79,16 +80,16 @@ func (db *DB) catchUp() error {
 // since the open does. A compaction that died mid-change is settled
 // first. Called with f.mu held.
 func (db *DB) relayout(f *follower) error {
-	l := db.shared.stableLayout()
+	l := db.shared.StableLayout()
 	if l%2 == 1 {
 		if err := db.settleCompaction(); err != nil {
 			return err
 		}
-		l = db.shared.stableLayout()
+		l = db.shared.StableLayout()
 	}
 	if db.index == nil {
 		// (No other process compacts beside a writer without an index:
-		// lockFixed.)
+		// coord.LockFixed.)
 		f.layout.Store(l)
 		return nil
 	}
@@ -133,8 +134,8 @@ func (db *DB) follow1(f *follower, d uint64) error {
 	if db.knobs.follow != nil {
 		db.knobs.follow()
 	}
-	seg, off := splitPosition(f.pos)
-	dseg, doff := splitPosition(d)
+	seg, off := coord.SplitPosition(f.pos)
+	dseg, doff := coord.SplitPosition(d)
 	if seg == 0 {
 		// The open found no segment: start at the first there is.
 		ids, err := segment.List(db.opts.FS, db.dir)
@@ -165,7 +166,7 @@ func (db *DB) follow1(f *follower, d uint64) error {
 			if fi.Kind == segment.KindSeal {
 				return nil
 			}
-			p := position(seg, fi.Offset)
+			p := coord.Position(seg, fi.Offset)
 			own := db.mu.own
 			for len(own) > 0 && own[0] < p {
 				own = own[1:]
@@ -198,7 +199,7 @@ func (db *DB) follow1(f *follower, d uint64) error {
 		if !res.Sealed {
 			return &store.CorruptionError{Path: r.Path(), Offset: res.End, Reason: "segment before the durable one is not sealed"}
 		}
-		f.pos = position(seg, res.End)
+		f.pos = coord.Position(seg, res.End)
 		ids, err := segment.List(db.opts.FS, db.dir)
 		if err != nil {
 			return err
@@ -215,7 +216,7 @@ func (db *DB) follow1(f *follower, d uint64) error {
 // if there is none to know of (a read-only DB of a store it cannot
 // coordinate on, or that no process writes).
 func (db *DB) durablePos() uint64 {
-	d, _ := db.shared.durable()
+	d, _ := db.shared.Durable()
 	return d
 }
 
@@ -246,7 +247,7 @@ func (db *DB) reload() error {
 	db.mu.Unlock()
 	db.layoutMu.Unlock()
 	nd.mu.readers = nil
-	nd.shared.close()
+	nd.shared.Close()
 	for _, r := range old {
 		r.Close()
 	}
@@ -293,7 +294,7 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 	for {
 		// Taken before looking: a sync that publishes after this point
 		// closes it.
-		synced := db.shared.watch.changed()
+		synced := db.shared.Changed()
 		if err := h.front.CheckRead(ctx, 0); err != nil {
 			return 0, err
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -52,7 +53,7 @@ func TestActiveSegmentGrowsInPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, off := splitPosition(db.shared.field(shmTail).Load()); off <= 1<<19 || off > 1<<20 {
+	if _, off := coord.SplitPosition(db.shared.Word(coord.Tail).Load()); off <= 1<<19 || off > 1<<20 {
 		t.Fatalf("the tail is at %d, want it past half of the first MiB", off)
 	}
 	// The preparer may have grown it already; then this finds it done.
@@ -161,7 +162,7 @@ func TestGrowBesidePlacements(t *testing.T) {
 		}
 	}
 	check(db, "before the reopen")
-	if seg, _ := splitPosition(db.shared.field(shmTail).Load()); seg < 3 {
+	if seg, _ := coord.SplitPosition(db.shared.Word(coord.Tail).Load()); seg < 3 {
 		t.Fatalf("the log is in segment %d: the workload should roll a few times", seg)
 	}
 	if err := db.Close(); err != nil {

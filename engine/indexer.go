@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/store"
 )
@@ -61,22 +62,21 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 	sh := db.shared
 	// (One fstat per tick: a cut of shm that faults nothing is found
 	// here if no placement or sync found it first.)
-	if err := sh.verify(true); err != nil {
+	if err := sh.Verify(true); err != nil {
 		return err
 	}
-	wanted := sh.indexWanted()
-	if sh.index && wanted {
+	wanted := sh.IndexWanted()
+	if sh.HoldsIndex() && wanted {
 		// A rebuild of the index (check --repair) in another process
 		// waits for it: step down, between two checkpoints.
-		if err := sh.locks.Unlock(lockIndex); err != nil {
+		if err := sh.ReleaseIndex(); err != nil {
 			return err
 		}
-		sh.index = false
 	}
-	if !sh.index && !wanted && db.index != nil {
+	if !sh.HoldsIndex() && !wanted && db.index != nil {
 		// Another process checkpoints, unless it is gone: then this one
 		// takes over.
-		ok, err := sh.locks.TryLock(lockIndex, true)
+		ok, err := sh.TakeIndex()
 		if err != nil {
 			return err
 		}
@@ -86,22 +86,21 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 			// been compacted since (its offsets in pend would be stale).
 			cp, err := db.index.checkpoint()
 			if err != nil {
-				sh.locks.Unlock(lockIndex)
+				sh.ReleaseIndex()
 				return err
 			}
-			raise(sh.field(shmIndexed), position(cp.Segment, cp.Offset))
+			coord.Raise(sh.Word(coord.Indexed), coord.Position(cp.Segment, cp.Offset))
 		}
-		sh.index = ok
 	}
-	db.checkpointer.Store(sh.index)
-	db.log.SetAlone(sh.alone())
-	if !sh.index {
+	db.checkpointer.Store(sh.HoldsIndex())
+	db.log.SetAlone(sh.Alone())
+	if !sh.HoldsIndex() {
 		// Frames below the checkpoint the checkpointer committed are
 		// indexed: they leave the backlog as if this process had indexed
 		// them. This process follows the others only when it needs to (a
 		// read, a lease), or when the list of its own placements its
 		// follower has to skip grows long.
-		indexed := sh.field(shmIndexed).Load()
+		indexed := sh.Word(coord.Indexed).Load()
 		db.mu.Lock()
 		was := len(db.mu.pend)
 		db.takeIndexed(indexed)
@@ -114,7 +113,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 		// Nor may it fall a segment behind the checkpoint: a compaction
 		// leaves alone what a writing process has not followed.
 		db.follow.mu.Lock()
-		behind := db.follow.pos>>40 < indexed>>40 || db.shared.layoutMoved(&db.follow.layout)
+		behind := db.follow.pos>>40 < indexed>>40 || db.shared.LayoutMoved(&db.follow.layout)
 		db.follow.mu.Unlock()
 		if long || behind {
 			return db.catchUp()
@@ -132,7 +131,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 	// (A process that took the checkpointer's place may still hold frames
 	// the last one committed.)
 	db.mu.Lock()
-	db.takeIndexed(sh.field(shmIndexed).Load())
+	db.takeIndexed(sh.Word(coord.Indexed).Load())
 	db.mu.Unlock()
 	// The follower has passed every frame below its position, and every
 	// frame this process placed below it is registered (a placement
@@ -146,7 +145,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 	db.follow.mu.Unlock()
 	db.appendMu.Unlock()
 	var created int64
-	cseg, _ := splitPosition(cpos)
+	cseg, _ := coord.SplitPosition(cpos)
 	if cseg != 0 {
 		r, err := db.reader(cseg)
 		if err != nil {
@@ -174,7 +173,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 			break
 		}
 	}
-	cseg2, coff := splitPosition(cpos)
+	cseg2, coff := coord.SplitPosition(cpos)
 	if cseg2 != cseg {
 		r := db.mu.readers[cseg2]
 		if r == nil {
@@ -211,7 +210,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 		db.mu.Unlock()
 		return err
 	}
-	raise(sh.field(shmIndexed), cpos)
+	coord.Raise(sh.Word(coord.Indexed), cpos)
 	db.metrics.checkpoints.Add(1)
 	db.metrics.caughtUpNow()
 	return nil

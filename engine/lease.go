@@ -3,8 +3,6 @@ package engine
 import (
 	"sync"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/seglog/seglog/handle"
 )
 
@@ -20,12 +18,6 @@ type lease struct {
 	once sync.Once
 }
 
-// leaseByte is the byte of the locks file that is session id's lease.
-// (Two IDs that hash alike share a byte: one waits for the other.)
-func leaseByte(id string) int64 {
-	return leaseBase + int64(xxhash.Sum64String(id)%(1<<62))
-}
-
 // acquire takes session id's lease, or fails with handle.ErrAlreadyOwned
 // while a write handle of this process or of another holds it.
 func (db *DB) acquire(id string) (*lease, error) {
@@ -33,7 +25,7 @@ func (db *DB) acquire(id string) (*lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok, err := db.shared.lockLease(id)
+	ok, err := db.shared.LockLease(id)
 	if err != nil || !ok {
 		l.Release()
 		if err == nil {
@@ -51,28 +43,7 @@ func (l *lease) Release() {
 		l.db.waitUnpinned(l.id)
 		// The byte first: while this process's lease is still held, no
 		// other handle of it can take the byte and lose it here.
-		l.db.shared.unlockLease(l.id)
+		l.db.shared.UnlockLease(l.id)
 		l.Lease.Release()
 	})
-}
-
-// lockLease takes session id's byte without waiting, and reports whether
-// it did. Without a locks file (nothing to coordinate with) it always does.
-func (sh *shared) lockLease(id string) (bool, error) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.locks == nil {
-		return !sh.closed, nil
-	}
-	return sh.locks.TryLock(leaseByte(id), true)
-}
-
-// unlockLease releases session id's byte (nothing once the DB is closed:
-// closing released every lock).
-func (sh *shared) unlockLease(id string) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.locks != nil {
-		sh.locks.Unlock(leaseByte(id))
-	}
 }

@@ -93,10 +93,10 @@ func (db *DB) refreshMeta(ctx context.Context, s *session) error {
 	for try := 1; ; try++ {
 		var layout uint64
 		if db.follow != nil {
-			layout = db.shared.stableLayout()
+			layout = db.shared.StableLayout()
 		}
 		err := db.refreshMetaOnce(ctx, s)
-		if err == nil || db.follow == nil || db.shared.layout() == layout || try == openTries {
+		if err == nil || db.follow == nil || db.shared.Layout() == layout || try == openTries {
 			return err
 		}
 		// A compaction by another process moved frames: again, from the

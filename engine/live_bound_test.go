@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -34,7 +35,7 @@ func TestReaderBoundRisesToTheCheckpoint(t *testing.T) {
 		want = append(want, evs...)
 	}
 	flushMore(10)
-	stale, ok := w.shared.durable()
+	stale, ok := w.shared.Durable()
 	if !ok {
 		t.Fatal("the writer published no durable position")
 	}
@@ -48,19 +49,19 @@ func TestReaderBoundRisesToTheCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sseg, _ := splitPosition(stale); cp.Segment <= sseg {
+	if sseg, _ := coord.SplitPosition(stale); cp.Segment <= sseg {
 		t.Fatalf("setup: checkpoint in segment %d, the stale position in %d: want it in a later one", cp.Segment, sseg)
 	}
 	// The reader reads shm before the checkpoint moved past it.
-	w.shared.shm.Uint64(shmDurable).Store(stale)
+	w.shared.Word(coord.Durable).Store(stale)
 
 	r, err := Open(dir, &Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("read-only open with shm's durable position older than the index checkpoint: %v", err)
 	}
 	t.Cleanup(func() { r.Close() })
-	if r.bound != position(cp.Segment, cp.Offset) {
-		t.Errorf("reader's bound %x, want the checkpoint's %x", r.bound, position(cp.Segment, cp.Offset))
+	if r.bound != coord.Position(cp.Segment, cp.Offset) {
+		t.Errorf("reader's bound %x, want the checkpoint's %x", r.bound, coord.Position(cp.Segment, cp.Offset))
 	}
 	ra, err := r.Open(ctx, "a", store.Read)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -66,7 +67,7 @@ func TestJoinWhileTheActiveSegmentIsSealed(t *testing.T) {
 		evs := testgen.Events(uint64(len(want)), 3, 100)
 		appendFlushed(t, h, evs...)
 		want = append(want, evs...)
-		active, _ = splitPosition(w.shared.field(shmTail).Load())
+		active, _ = coord.SplitPosition(w.shared.Word(coord.Tail).Load())
 		if err := w.log.Prepare(active+1, true); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -217,7 +218,7 @@ func TestWaitSleepsOnTheSyncWord(t *testing.T) {
 	a.Append(ctx, testgen.Events(0, 1, 100)...)
 	a.Flush(ctx)
 	r := liveOpen(t, dir, &Options{ReadOnly: true})
-	synced := r.shared.watch.changed()
+	synced := r.shared.Changed()
 	if synced == nil {
 		t.Fatal("a read-only process of a live store cannot watch its syncs")
 	}
@@ -265,11 +266,11 @@ func TestWriterAfterACompactionCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := liveOpen(t, dir, &Options{ReadOnly: true}) // the store stays open: no first opener resets shm
-	w1.shared.layoutBegin()                         // a compaction began...
+	w1.shared.LayoutBegin()                         // a compaction began...
 	dieNow(w1)                                      // ...and the process died: its locks went with it
 	defer w1.closeFiles()
 	w2 := liveOpen(t, dir, nil)
-	if l := w2.shared.layout(); l%2 != 0 {
+	if l := w2.shared.Layout(); l%2 != 0 {
 		t.Errorf("layout counter %d left odd by the new writer", l)
 	}
 	w3 := liveOpen(t, dir, nil)
@@ -309,18 +310,18 @@ func TestReaderBeforeAnyWriter(t *testing.T) {
 func TestFirstOpenerClearsShm(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
-	sh, err := vfs.Default.MapShared(dir+"/"+shmName, shmSize, true)
+	sh, err := vfs.Default.MapShared(dir+"/"+coord.ShmFile, coord.ShmSize, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh.Uint64(shmVersion).Store(shmVersionValue)
-	sh.Uint64(shmDurable).Store(position(999, 1<<20))
-	sh.Uint64(shmMagic).Store(shmMagicValue)
+	sh.Uint64(int(coord.Version)).Store(coord.VersionValue)
+	sh.Uint64(int(coord.Durable)).Store(coord.Position(999, 1<<20))
+	sh.Uint64(int(coord.Magic)).Store(coord.MagicValue)
 	sh.Close()
 	w := liveOpen(t, dir, nil)
 	h, _ := w.Create(ctx, store.Header{ID: "a", CreatedAt: 1})
 	appendFlushed(t, h, testgen.Events(0, 2, 100)...)
-	if d, ok := w.shared.durable(); !ok || d >= position(999, 0) {
+	if d, ok := w.shared.Durable(); !ok || d >= coord.Position(999, 0) {
 		t.Fatalf("published durable position %x (%v): the stale one survived the first open", d, ok)
 	}
 	r := liveOpen(t, dir, &Options{ReadOnly: true})

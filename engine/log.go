@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/engine/internal/wal"
 	"github.com/seglog/seglog/vfs"
 )
@@ -23,7 +24,7 @@ func newLog(db *DB) *wal.Log {
 		Locker:           &db.mu,
 		// (under db.mu) the frames this process placed, which its
 		// follower passes over
-		OnWrite:  func(seg uint64, off int64) { db.mu.own = append(db.mu.own, position(seg, off)) },
+		OnWrite:  func(seg uint64, off int64) { db.mu.own = append(db.mu.own, coord.Position(seg, off)) },
 		Poisoned: db.poisonErr,
 		Poison: func(err error) error {
 			db.poisonWith(err)
@@ -35,23 +36,23 @@ func newLog(db *DB) *wal.Log {
 	})
 }
 
-// walShared is the log's view of shared: its byte locks (exclusive) and
-// its shm words.
-type walShared struct{ sh *shared }
+// walShared is the log's view of the store's coordination (package
+// coord): its byte locks (exclusive) and its shm words.
+type walShared struct{ sh *coord.Shared }
 
 var (
-	walLocks = [...]int64{wal.LockAppend: lockAppend, wal.LockPrepare: lockPrepare, wal.LockSync: lockSync}
-	walWords = [...]int{wal.Tail: shmTail, wal.Placing: shmPlacing, wal.Durable: shmDurable, wal.Frames: shmFrames}
+	walLocks = [...]coord.Lock{wal.LockAppend: coord.LockAppend, wal.LockPrepare: coord.LockPrepare, wal.LockSync: coord.LockSync}
+	walWords = [...]coord.Word{wal.Tail: coord.Tail, wal.Placing: coord.Placing, wal.Durable: coord.Durable, wal.Frames: coord.Frames}
 )
 
-func (s walShared) Lock(l wal.Lock) error                { return s.sh.locks.Lock(walLocks[l], true) }
-func (s walShared) TryLock(l wal.Lock) (bool, error)     { return s.sh.locks.TryLock(walLocks[l], true) }
-func (s walShared) Unlock(l wal.Lock)                    { s.sh.locks.Unlock(walLocks[l]) }
-func (s walShared) Word(w wal.Word) vfs.Word64           { return s.sh.field(walWords[w]) }
-func (s walShared) Verify() error                        { return s.sh.verify(true) }
-func (s walShared) Lost() error                          { return s.sh.lost() }
-func (s walShared) Wiped() error                         { return s.sh.wiped() }
-func (s walShared) Publish(p uint64)                     { s.sh.publish(p) }
-func (s walShared) Notify()                              { s.sh.notify() }
-func (s walShared) SyncSeq() uint32                      { return s.sh.syncSeq() }
-func (s walShared) WaitSync(seq uint32, d time.Duration) { s.sh.waitSync(seq, d) }
+func (s walShared) Lock(l wal.Lock) error                { return s.sh.Lock(walLocks[l], true) }
+func (s walShared) TryLock(l wal.Lock) (bool, error)     { return s.sh.TryLock(walLocks[l], true) }
+func (s walShared) Unlock(l wal.Lock)                    { s.sh.Unlock(walLocks[l]) }
+func (s walShared) Word(w wal.Word) vfs.Word64           { return s.sh.Word(walWords[w]) }
+func (s walShared) Verify() error                        { return s.sh.Verify(true) }
+func (s walShared) Lost() error                          { return s.sh.Lost() }
+func (s walShared) Wiped() error                         { return s.sh.Wiped() }
+func (s walShared) Publish(p uint64)                     { s.sh.Publish(p) }
+func (s walShared) Notify()                              { s.sh.Notify() }
+func (s walShared) SyncSeq() uint32                      { return s.sh.SyncSeq() }
+func (s walShared) WaitSync(seq uint32, d time.Duration) { s.sh.WaitSync(seq, d) }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -121,7 +122,7 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 			if err := db.log.RollNow(); err != nil {
 				t.Fatal(err)
 			}
-			k, _ := splitPosition(db.shared.field(shmTail).Load())
+			k, _ := coord.SplitPosition(db.shared.Word(coord.Tail).Load())
 			seg := k
 			if c.next {
 				seg++
@@ -135,7 +136,7 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 			if err == nil {
 				t.Fatal("Migrate returned nil though it failed")
 			}
-			if now, _ := splitPosition(db.shared.field(shmTail).Load()); now < k {
+			if now, _ := coord.SplitPosition(db.shared.Word(coord.Tail).Load()); now < k {
 				t.Fatalf("the tail went back to segment %d", now)
 			}
 			syncs := ff.Count(vfs.OpSync)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -207,7 +208,7 @@ func dieNow(db *DB) {
 	close(db.stop)
 	db.stopCancel()
 	db.wg.Wait()
-	db.shared.close()
+	db.shared.Close()
 }
 
 // TestWriterDiesHoldingASession: a writer that placed frames and died
@@ -285,7 +286,7 @@ func TestPlacerDiesMidWrite(t *testing.T) {
 	x.Close()
 	// The dead placer's write: junk as long as x's tombstone, then a copy
 	// of a's last frame (seq 0..2: a reopen would find a's events twice).
-	seg, off := splitPosition(w.shared.field(shmTail).Load())
+	seg, off := coord.SplitPosition(w.shared.Word(coord.Tail).Load())
 	path := filepath.Join(dir, segment.Name(seg))
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -309,7 +310,7 @@ func TestPlacerDiesMidWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	w.shared.field(shmPlacing).Store(position(seg, off+int64(len(dead))))
+	w.shared.Word(coord.Placing).Store(coord.Position(seg, off+int64(len(dead))))
 
 	if err := w.Delete(ctx, "x"); err != nil {
 		t.Fatal(err)
@@ -333,15 +334,15 @@ func TestPlacerDiesMidWrite(t *testing.T) {
 func TestOlderBuildWriter(t *testing.T) {
 	dir := t.TempDir()
 	r := liveOpen(t, dir, &Options{ReadOnly: true})
-	old, err := vfs.Default.OpenLocks(filepath.Join(dir, locksName))
+	old, err := vfs.Default.OpenLocks(filepath.Join(dir, coord.LocksFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	if ok, err := old.TryLock(lockBuild, true); err != nil || !ok {
+	if ok, err := old.TryLock(int64(coord.LockBuild), true); err != nil || !ok {
 		t.Fatalf("older build's lock: %v %v", ok, err)
 	}
-	r.shared.field(shmPID).Store(4242)
+	r.shared.Word(coord.PID).Store(4242)
 	_, err = Open(dir, nil)
 	var le *store.LockError
 	if !errors.Is(err, store.ErrLocked) || !errors.As(err, &le) || le.PID != 4242 {

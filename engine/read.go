@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
@@ -69,10 +70,10 @@ func (h *Handle) Read(ctx context.Context, offset, limit int) ([]event.Event, er
 	for try := 1; ; try++ {
 		var layout uint64
 		if db.follow != nil {
-			layout = db.shared.stableLayout()
+			layout = db.shared.StableLayout()
 		}
 		evs, err := h.read(ctx, offset, limit)
-		if db.follow == nil || db.shared.layout() == layout || try == openTries {
+		if db.follow == nil || db.shared.Layout() == layout || try == openTries {
 			if err == nil {
 				err = h.front.CheckSeeds(evs)
 			}
@@ -363,7 +364,7 @@ func indexFrames(x *index.Index, id string, uid uint64, fork []store.ForkLink, m
 		if err != nil {
 			return nil, false, err
 		}
-		if position(cp.Segment, cp.Offset) > marker {
+		if coord.Position(cp.Segment, cp.Offset) > marker {
 			return nil, false, nil // indexed, and deleted since
 		}
 	}

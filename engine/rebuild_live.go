@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -26,7 +27,7 @@ var rebuildWait = 30 * time.Second
 // rebuildLive is RebuildIndex of a store other processes have open. It
 // joins them as one more writing process, keeps compactions out (frame
 // offsets stay where they are), takes the index over from the process
-// that checkpoints it (shmIndexWant asks it to step down at its next
+// that checkpoints it (coord.IndexWant asks it to step down at its next
 // checkpoint), catches up with every process's durable frames, replays
 // every segment up to there into a new index file beside the old one, and
 // renames it over the old one (a copy of which goes to quarantine/).
@@ -59,33 +60,32 @@ func (db *DB) rebuildIndexLive() error {
 	}
 	db.compactMu.Lock()
 	defer db.compactMu.Unlock()
-	if err := poll("a compaction ran", func() (bool, error) { return sh.tryCompact(), nil }); err != nil {
+	if err := poll("a compaction ran", func() (bool, error) { return sh.TryCompact(), nil }); err != nil {
 		return err
 	}
-	defer sh.endCompact()
+	defer sh.EndCompact()
 	if err := db.settleLocked(); err != nil {
 		return err
 	}
 	db.idxMu.Lock()
 	defer db.idxMu.Unlock()
-	if !sh.index {
-		// lockWant says the request is alive: if this process dies, the
+	if !sh.HoldsIndex() {
+		// coord.LockWant says the request is alive: if this process dies, the
 		// others forget it (indexWanted).
-		ok, err := sh.locks.TryLock(lockWant, true)
+		ok, err := sh.TryLock(coord.LockWant, true)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return fmt.Errorf("engine: rebuild the index of %s: %w: another rebuild runs", db.dir, store.ErrLocked)
 		}
-		sh.field(shmIndexWant).Store(1)
-		err = poll("the checkpointing process kept the index", func() (bool, error) { return sh.locks.TryLock(lockIndex, true) })
-		sh.field(shmIndexWant).Store(0)
-		sh.locks.Unlock(lockWant)
+		sh.Word(coord.IndexWant).Store(1)
+		err = poll("the checkpointing process kept the index", sh.TakeIndex)
+		sh.Word(coord.IndexWant).Store(0)
+		sh.Unlock(coord.LockWant)
 		if err != nil {
 			return err
 		}
-		sh.index = true
 		db.checkpointer.Store(true)
 	}
 	if err := db.catchUp(); err != nil {
@@ -119,11 +119,11 @@ func (db *DB) rebuildIndexLive() error {
 	if err := vfs.Default.SyncDir(filepath.Dir(db.opts.IndexPath)); err != nil {
 		return fmt.Errorf("engine: rebuild the index of %s: %w", db.dir, err)
 	}
-	pos := position(cp.Segment, cp.Offset)
+	pos := coord.Position(cp.Segment, cp.Offset)
 	db.mu.Lock()
 	db.takeIndexed(pos)
 	db.mu.Unlock()
-	raise(sh.field(shmIndexed), pos)
+	coord.Raise(sh.Word(coord.Indexed), pos)
 	db.opts.Logger.Warn("engine: the index was rebuilt from the segments beside other processes", "index", db.opts.IndexPath, "quarantine", qdir)
 	return nil
 }
@@ -135,7 +135,7 @@ func (db *DB) buildIndex(path string, until uint64) (index.Checkpoint, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return index.Checkpoint{}, err
 	}
-	useg, uoff := splitPosition(until)
+	useg, uoff := coord.SplitPosition(until)
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
 		return index.Checkpoint{}, err
@@ -180,7 +180,7 @@ func (db *DB) buildIndex(path string, until uint64) (index.Checkpoint, error) {
 	b.mu.pend = pend
 	b.sortPend()
 	u, _ := b.indexUpdate(b.mu.pend)
-	cseg, coff := splitPosition(cpos)
+	cseg, coff := coord.SplitPosition(cpos)
 	u.Checkpoint = index.Checkpoint{Segment: cseg, Offset: coff, Created: created[cseg]}
 	x, err := index.Open(path, nil)
 	if err != nil {

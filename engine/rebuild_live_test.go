@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/seglog/seglog/engine/internal/coord"
 )
 
 // TestRebuildIndexBesideWriters: RebuildIndex (seglog check --repair) of a
@@ -42,7 +44,7 @@ func TestRebuildIndexBesideWriters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if position(cp.Segment, cp.Offset) >= durable {
+		if coord.Position(cp.Segment, cp.Offset) >= durable {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -99,7 +101,7 @@ func TestRebuildDamagedIndexBesideWriters(t *testing.T) {
 
 // TestRebuildThatDiedWhileWaiting: a rebuild killed while it waited for
 // the checkpointer left its request in shm; the checkpointer finds no
-// process behind it (lockWant is free), forgets it and goes on
+// process behind it (coord.LockWant is free), forgets it and goes on
 // checkpointing, rather than stepping down for good.
 func TestRebuildThatDiedWhileWaiting(t *testing.T) {
 	dir := checkedDir(t)
@@ -108,13 +110,13 @@ func TestRebuildThatDiedWhileWaiting(t *testing.T) {
 	for _, h := range hs {
 		h.Close()
 	}
-	w.shared.field(shmIndexWant).Store(1)
+	w.shared.Word(coord.IndexWant).Store(1)
 	if err := w.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	if !w.shared.index || w.shared.field(shmIndexWant).Load() != 0 {
+	if !w.shared.HoldsIndex() || w.shared.Word(coord.IndexWant).Load() != 0 {
 		t.Fatalf("after a dead rebuild's request: checkpointer %v, request %d; want the checkpointer to go on, the request gone",
-			w.shared.index, w.shared.field(shmIndexWant).Load())
+			w.shared.HoldsIndex(), w.shared.Word(coord.IndexWant).Load())
 	}
 	checkBoth(t, "after", []*DB{w}, want)
 }

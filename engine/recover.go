@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/engine/internal/wal"
 	"io/fs"
 	"maps"
@@ -102,7 +103,7 @@ func (db *DB) recover() error {
 			db.fold.replacing = nil // Check: the store as one reopen would see it
 		}
 		if db.rec.tail != nil {
-			db.rec.end = position(db.rec.tailID, db.rec.tail.End)
+			db.rec.end = coord.Position(db.rec.tailID, db.rec.tail.End)
 		}
 		return nil
 	}
@@ -361,10 +362,10 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 		// Another process writes the store: read what it made durable,
 		// never a frame it is writing. Its index checkpoint (read after
 		// the durable position was) may be past it, and is durable too.
-		if c := position(cp.Segment, cp.Offset); cp.Segment != 0 && c > db.bound {
+		if c := coord.Position(cp.Segment, cp.Offset); cp.Segment != 0 && c > db.bound {
 			db.bound = c
 		}
-		bseg, _ := splitPosition(db.bound)
+		bseg, _ := coord.SplitPosition(db.bound)
 		ids = slices.DeleteFunc(ids, func(id uint64) bool { return id > bseg })
 	}
 	if cp.Segment != 0 && !slices.Contains(ids, cp.Segment) {
@@ -388,7 +389,7 @@ func (db *DB) replay(cp index.Checkpoint, all bool) error {
 		}
 		db.mu.readers[id] = r
 		opts := segment.ScanOptions{}
-		if bseg, boff := splitPosition(db.bound); db.bound != 0 && id == bseg {
+		if bseg, boff := coord.SplitPosition(db.bound); db.bound != 0 && id == bseg {
 			opts.Limit = boff
 			if err := r.Remap(); err != nil {
 				return err
@@ -455,7 +456,7 @@ func (db *DB) carryOut() error {
 		}
 	}
 	drop := db.rec.drop
-	if !db.shared.first {
+	if !db.shared.First() {
 		// Readers have the store open: a file they may be about to open
 		// stays. An empty segment prepared ahead of a roll is the next
 		// roll's (or this open's next segment, below).
@@ -500,8 +501,8 @@ func (db *DB) carryOut() error {
 		tailID, tailEnd = next, segment.HeaderSize
 	}
 	// The shared log starts where the recovery left the files.
-	db.shared.setUp(tailID, tailEnd, frames)
-	db.rec.end = position(tailID, tailEnd)
+	db.shared.SetUp(tailID, tailEnd, frames)
+	db.rec.end = coord.Position(tailID, tailEnd)
 	db.log = newLog(db)
 	return db.abandonMigrations()
 }
@@ -632,7 +633,7 @@ func (db *DB) planTail(ids []uint64, cp index.Checkpoint) ([]uint64, error) {
 		if id <= cp.Segment {
 			return ids, nil
 		}
-		if bseg, _ := splitPosition(db.bound); db.bound != 0 && id > bseg {
+		if bseg, _ := coord.SplitPosition(db.bound); db.bound != 0 && id > bseg {
 			// Past what the writing processes made durable: theirs
 			// (prepared, or written and sealed now; a seal trims the
 			// segment before it, and a scan of a mapping past the file's

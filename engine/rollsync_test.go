@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -53,7 +54,7 @@ func TestSyncFailsAtTheSealOfARoll(t *testing.T) {
 			defer h.Close()
 			acked := testgen.Events(0, 6, 300)
 			appendFlushed(t, h, acked...)
-			if seg, _ := splitPosition(db.shared.field(shmTail).Load()); seg != 1 {
+			if seg, _ := coord.SplitPosition(db.shared.Word(coord.Tail).Load()); seg != 1 {
 				t.Fatalf("the first flush went to segment %d", seg)
 			}
 			ff.Add(vfs.Rule{Op: vfs.OpSync, Nth: c.nth, Name: "/db/" + segment.Name(1)})
@@ -66,11 +67,11 @@ func TestSyncFailsAtTheSealOfARoll(t *testing.T) {
 			if !errors.Is(err, segment.ErrSyncFailed) {
 				t.Fatalf("the flush whose placement rolled, the fdatasync of the seal failing: %v, want ErrSyncFailed", err)
 			}
-			tail, placing := db.shared.field(shmTail).Load(), db.shared.field(shmPlacing).Load()
-			if seg, _ := splitPosition(tail); seg != 1 || placing <= tail {
+			tail, placing := db.shared.Word(coord.Tail).Load(), db.shared.Word(coord.Placing).Load()
+			if seg, _ := coord.SplitPosition(tail); seg != 1 || placing <= tail {
 				t.Fatalf("the tail at %x, the placement in progress ending at %x: want a roll of segment 1 cut short after its seal", tail, placing)
 			}
-			if d := db.shared.field(shmDurable).Load(); d > tail {
+			if d := db.shared.Word(coord.Durable).Load(); d > tail {
 				t.Errorf("durable (%x) past the tail (%x) of the failed roll", d, tail)
 			}
 			syncs := ff.Count(vfs.OpSync)

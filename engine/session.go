@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 )
@@ -59,7 +60,7 @@ type frameRef struct {
 }
 
 // pos is the frame's position in the log (see position).
-func (r frameRef) pos() uint64 { return position(r.seg, r.off) }
+func (r frameRef) pos() uint64 { return coord.Position(r.seg, r.off) }
 
 // addFrame records a frame of s's events, which continue its framed seqs,
 // and returns its entry for the index. Called with db.mu held (or during

@@ -105,7 +105,7 @@ func TestFlushPlacedDuringAnotherProcessSync(t *testing.T) {
 		t.Fatal("A, which joined B, thinks it writes alone")
 	}
 	// As B's next look (a checkpoint tick) would find: another process
-	// writes the store, so B's syncs go through lockSync, one at a time
+	// writes the store, so B's syncs go through coord.LockSync, one at a time
 	// across processes.
 	b.log.SetAlone(false)
 
@@ -136,7 +136,7 @@ func TestFlushPlacedDuringAnotherProcessSync(t *testing.T) {
 		// A's fdatasync is over; A has not published yet.
 		go func() { bFlushed <- handles["b"].Flush(ctx) }()
 		deadline := time.Now().Add(5 * time.Second)
-		for b.log.PlacedEnd() == placedBefore || b.shared.shm.Uint32(shmSyncWaiters).Load() == 0 {
+		for b.log.PlacedEnd() == placedBefore || b.shared.Waiters() == 0 {
 			if time.Now().After(deadline) {
 				hooked <- "B never placed its frames and waited for A's sync"
 				return

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/vfs"
@@ -141,10 +142,10 @@ func (db *DB) RegisterTypes(ctx context.Context, types ...string) error {
 		return err
 	}
 	sh := db.shared
-	if err := sh.locks.Lock(lockTypes, true); err != nil {
+	if err := sh.Lock(coord.LockTypes, true); err != nil {
 		return fmt.Errorf("engine: taking the types lock: %w", err)
 	}
-	defer sh.locks.Unlock(lockTypes)
+	defer sh.Unlock(coord.LockTypes)
 	have, err := readTypes(db.opts.FS, db.dir)
 	if err != nil {
 		return err
@@ -166,7 +167,7 @@ func (db *DB) RegisterTypes(ctx context.Context, types ...string) error {
 }
 
 // writeTypes replaces the types file whole: a temporary, synced, renamed
-// over it, the directory synced. Called under lockTypes.
+// over it, the directory synced. Called under coord.LockTypes.
 func (db *DB) writeTypes(types []string) error {
 	b, err := json.Marshal(typesFile{Types: types})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -54,7 +55,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 	// The dead placer's write at the tail: a frame of a's next events
 	// (its lease holder's, who died before it moved the tail), made
 	// durable by a sync of the segment.
-	seg, off := splitPosition(db.shared.field(shmTail).Load())
+	seg, off := coord.SplitPosition(db.shared.Word(coord.Tail).Load())
 	deadEvs := testgen.Events(3, 3, 140)
 	e, err := db.encoder().Events("a", 3, deadEvs)
 	if err != nil {
@@ -72,7 +73,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	db.shared.field(shmPlacing).Store(position(seg, off+int64(len(dead))))
+	db.shared.Word(coord.Placing).Store(coord.Position(seg, off+int64(len(dead))))
 
 	// The next placement (b's first frames, shorter than the dead write)
 	// undoes it and places; the power is cut after it placed, before its

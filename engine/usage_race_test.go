@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -93,7 +94,7 @@ func TestUsageWhileTheActiveSegmentRolls(t *testing.T) {
 		next += uint64(n)
 	}
 	write(7)
-	if seg, _ := splitPosition(db.durablePos()); seg != 1 {
+	if seg, _ := coord.SplitPosition(db.durablePos()); seg != 1 {
 		t.Fatalf("events 0..6 in segment %d, want 1", seg)
 	}
 	// The next segment, prepared ahead of the roll (as the preparer does

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/engine/internal/wal"
 	"maps"
 	"slices"
@@ -69,7 +70,7 @@ func (db *DB) sync() error {
 // owner continues after them, never beside them. A group of id that
 // another process began and never finished is then ended (endDeadGroup).
 func (db *DB) catchUpAll(id string) error {
-	if t := db.shared.field(shmTail).Load(); t > db.shared.field(shmDurable).Load() {
+	if t := db.shared.Word(coord.Tail).Load(); t > db.shared.Word(coord.Durable).Load() {
 		if err := db.log.Sync(t); err != nil {
 			return err
 		}
@@ -167,7 +168,7 @@ func (db *DB) poisonErr() error {
 	if err != nil {
 		return err
 	}
-	return db.shared.lost()
+	return db.shared.Lost()
 }
 
 // appendFrames places encoded frames of s (made from the head of s.open)
@@ -245,7 +246,7 @@ func (db *DB) prepareLoop() {
 			return
 		case <-db.prepKick:
 		}
-		active, _ := splitPosition(db.shared.field(shmTail).Load())
+		active, _ := coord.SplitPosition(db.shared.Word(coord.Tail).Load())
 		if active == failedFor && time.Since(failedAt) < prepareBackoff {
 			continue // one warning per segment and backoff, not one per append
 		}

@@ -1,4 +1,4 @@
-package engine
+package coord
 
 import (
 	"cmp"
@@ -6,16 +6,12 @@ import (
 	"time"
 )
 
-// durableWatch turns the shm word every sync moves (shmSyncSeq, see
-// notify) into a channel for the goroutines of this process that wait for
+// durableWatch turns the shm word every sync moves (syncSeq, see
+// Notify) into a channel for the goroutines of this process that wait for
 // another process's flush (Handle.Wait): one goroutine of the process
 // sleeps on the word for all of them, and only while some wait.
 type durableWatch struct {
-	sh *shared
-	// poll, if set, bounds one sleep of the watching goroutine instead of
-	// watchPoll (its DB's knob); set at the open, before the goroutine
-	// can start
-	poll time.Duration
+	sh *Shared
 
 	mu      sync.Mutex
 	ch      chan struct{} // closed once the word moves past seq; nil: no one waits
@@ -27,20 +23,25 @@ type durableWatch struct {
 
 // watchPoll bounds one sleep of the watching goroutine: a notify it missed
 // (its notifier died between its move and its wake-up call) is seen then.
-// (A test turns the poll off in its DB's knobs, so that only a wake-up
+// (A test turns the poll off in its Knobs, so that only a wake-up
 // ends the sleep.)
 const watchPoll = 50 * time.Millisecond
 
-// changed returns a channel closed once a sync of any process published
-// after the call (or lockSync was released), and nil if this process
-// cannot watch (no shared memory, or closed).
+// Changed returns a channel closed once a sync of any process published
+// after the call (or LockSync was released), and nil if this process
+// cannot watch (no shared memory, or closed). One goroutine of the
+// process sleeps on the word for all the channels, while some wait; Close
+// stops it.
+func (sh *Shared) Changed() <-chan struct{} { return sh.watch.changed() }
+
+// changed is Changed.
 func (w *durableWatch) changed() <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed || w.sh == nil || w.sh.shm == nil || w.sh.shm.Lost() {
 		return nil
 	}
-	s := w.sh.syncSeq()
+	s := w.sh.SyncSeq()
 	if w.ch != nil && w.seq != s {
 		close(w.ch) // the word moved before the watcher saw it
 		w.ch = nil
@@ -66,9 +67,9 @@ func (w *durableWatch) run(done chan struct{}) {
 		}
 		s := w.seq
 		w.mu.Unlock()
-		w.sh.waitSync(s, cmp.Or(w.poll, watchPoll))
+		w.sh.WaitSync(s, cmp.Or(w.sh.Knobs.WatchPoll, watchPoll))
 		w.mu.Lock()
-		if w.ch != nil && (w.sh.syncSeq() != w.seq || w.sh.shm.Lost()) {
+		if w.ch != nil && (w.sh.SyncSeq() != w.seq || w.sh.shm.Lost()) {
 			// (A lost shm's Wait returns at once: its waiters learn of it
 			// from their catch-up.)
 			close(w.ch)
@@ -89,7 +90,7 @@ func (w *durableWatch) stop() {
 	}
 	w.mu.Unlock()
 	if running {
-		w.sh.shm.Wake(shmSyncSeq) // (wakes the other processes' waiters too: they look again)
+		w.sh.shm.Wake(syncSeq) // (wakes the other processes' waiters too: they look again)
 		<-done
 	}
 }

@@ -1,0 +1,32 @@
+package coord
+
+import "github.com/cespare/xxhash/v2"
+
+// leaseByte is the byte of the locks file that is session id's write
+// lease. (Two IDs that hash alike share a byte: one waits for the other.)
+func leaseByte(id string) Lock {
+	return leaseBase + Lock(xxhash.Sum64String(id)%(1<<62))
+}
+
+// LockLease takes session id's write lease across processes (its byte in
+// the locks file, which the kernel releases when the process dies)
+// without waiting, and reports whether it did. Without a locks file
+// (nothing to coordinate with) it always does, until Close.
+func (sh *Shared) LockLease(id string) (bool, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.locks == nil {
+		return !sh.closed, nil
+	}
+	return sh.TryLock(leaseByte(id), true)
+}
+
+// UnlockLease releases session id's byte (nothing once closed: Close
+// released every lock).
+func (sh *Shared) UnlockLease(id string) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.locks != nil {
+		sh.Unlock(leaseByte(id))
+	}
+}
