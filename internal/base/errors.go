@@ -64,3 +64,23 @@ func (e *FormatError) Error() string {
 
 // Is reports whether target is ErrFormat.
 func (e *FormatError) Is(target error) bool { return target == ErrFormat }
+
+// ErrCoordinationLost is the kind of every *CoordinationError (store
+// documents it: a coordination file of a local store removed, replaced or
+// cut under the processes that have it open).
+var ErrCoordinationLost = errors.New("the store's coordination files changed under the processes that have it open")
+
+// CoordinationError names the coordination file that was removed,
+// replaced or cut, and what was found. errors.Is(err, ErrCoordinationLost)
+// holds.
+type CoordinationError struct {
+	Path   string // the file (DIR/LOCK, DIR/locks or DIR/shm)
+	Reason string // what happened to it, as far as this process can tell
+}
+
+func (e *CoordinationError) Error() string {
+	return fmt.Sprintf("engine: coordination file %s %s; close every process that has the store open, then open it again", e.Path, e.Reason)
+}
+
+// Is reports whether target is ErrCoordinationLost.
+func (e *CoordinationError) Is(target error) bool { return target == ErrCoordinationLost }

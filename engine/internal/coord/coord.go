@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/internal/base"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -38,7 +38,7 @@ type Shared struct {
 	first bool
 	// lostErr: shm was found cut (or its fields wiped) under this
 	// process: nothing it says is trusted any more
-	lostErr atomic.Pointer[store.CoordinationError]
+	lostErr atomic.Pointer[base.CoordinationError]
 	// sawLive: this process saw the log set up in shm (which only a first
 	// opener, with no other process left, ever undoes)
 	sawLive atomic.Bool
@@ -282,7 +282,7 @@ func (sh *Shared) lockDir(fsys vfs.FS) error {
 // lostFile is the error of an open that found the coordination file name
 // not to be the one the processes that have the store open hold.
 func (sh *Shared) lostFile(name string) error {
-	return &store.CoordinationError{
+	return &base.CoordinationError{
 		Path:   filepath.Join(sh.dir, name),
 		Reason: "is not the file the processes that have the store open hold: it was removed or replaced while they had it open",
 	}
@@ -381,7 +381,7 @@ func (sh *Shared) Wiped() error {
 // lose records why shm can no longer be trusted (the first reason stays)
 // and returns it.
 func (sh *Shared) lose(reason string) error {
-	sh.lostErr.CompareAndSwap(nil, &store.CoordinationError{Path: filepath.Join(sh.dir, ShmFile), Reason: reason})
+	sh.lostErr.CompareAndSwap(nil, &base.CoordinationError{Path: filepath.Join(sh.dir, ShmFile), Reason: reason})
 	return sh.lostErr.Load()
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/internal/base"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -264,8 +264,8 @@ func TestLayoutEncodes(t *testing.T) {
 // lost checks that err is a *CoordinationError on dir's file name.
 func lost(t *testing.T, what string, err error, dir, name string) {
 	t.Helper()
-	var ce *store.CoordinationError
-	if !errors.Is(err, store.ErrCoordinationLost) || !errors.As(err, &ce) || ce.Path != filepath.Join(dir, name) {
+	var ce *base.CoordinationError
+	if !errors.Is(err, base.ErrCoordinationLost) || !errors.As(err, &ce) || ce.Path != filepath.Join(dir, name) {
 		t.Fatalf("%s: %v; want a *CoordinationError on %s", what, err, name)
 	}
 }
