@@ -65,7 +65,7 @@
 //	compactLoop       the background compactor, with CompactInterval > 0 (compact.go): Close cancels db.stopCtx (a run in progress too), db.wg
 //	the updated sort  one sort of the most-recently-updated listing at a time (listupdated.go): ends by itself, db.wg
 //	sessionLoader.run an open's decoder of the index's session records (loadsessions.go): ends when the open's load finishes
-//	durableWatch.run  the futex watcher that wakes Waits (watch.go): stopped before the shared memory is unmapped
+//	the futex watch   wakes Waits when another process syncs (package engine/internal/coord, Shared.Changed): runs while a Wait waits; Close (coord.Shared.Close) stops it before the shared memory is unmapped
 //	a write-out       an Append's frames written behind its caller, one per handle (write.go): inside the DB's gate (Close waits for it); the handle's next cut waits for it
 //	write-behind      a handle's window timer (package handle, Options.AfterFunc): the handle's Close or DB.Close stops it
 //
@@ -86,7 +86,7 @@
 //	DB.compactMu           one compaction at a time
 //	DB.idxMu               one index checkpoint or relocation at a time
 //	wal.Log.gmu            one growth of the active segment
-//	DB.appendMu            this process's placements (lockAppend across processes)
+//	DB.appendMu            this process's placements (coord.LockAppend across processes)
 //	wal.Log.qmu            the placement queue (package engine/internal/wal)
 //	wal.Log.smu            the syncer
 //	wal.Log.pmu            one creation of a segment
@@ -96,20 +96,20 @@
 //	indexFile.mu           one use of the index file
 //	DB.mu                  the fields of DB.mu: sessions, handles, poison
 //	DB.pinMu               forks' pins on their parents' frames
-//	shared.bumpMu          one raise of a shared counter
-//	shared.mu              the shared memory's process-side state
-//	durableWatch.mu        the durable position's watchers
+//	coord.Shared.bumpMu    one raise of the layout counter (package engine/internal/coord)
+//	coord.Shared.mu        the leases' bytes against Close
+//	coord.durableWatch.mu  the durable position's watchers
 //	dictState.mu           the dictionary's training state
 //	dictState.bmu          its CPU budget
 //
 // A placement registers its frames under DB.mu before it moves the shared
 // tail; a checkpoint reads its position under it, so that no placement is
 // half registered. A read takes no handle lock. Across processes,
-// shared.go's byte locks: lockWriters (shared by writing processes for as
-// long as they are open, exclusive during a compaction) before lockInit
-// (held by an open until it is done), then lockAppend (a placement),
-// lockPrepare (creating a segment), and the leases (lease.go), each taken
-// without waiting; lockIndex is held by the checkpointing process until it
+// package coord's byte locks: LockWriters (shared by writing processes for
+// as long as they are open, exclusive during a compaction) before LockInit
+// (held by an open until it is done), then LockAppend (a placement),
+// LockPrepare (creating a segment), and the leases (lease.go), each taken
+// without waiting; LockIndex is held by the checkpointing process until it
 // closes. internal/lint's TestLockReentry
 // and TestLockOrder check the mutexes statically: no function takes one it
 // may hold already (a function whose doc says "Called with db.mu held" is
@@ -133,8 +133,9 @@
 // undo of a dead placer's write); lease.go: session leases across
 // processes; compact.go: compaction (its plan is
 // pure over what the fold attributes; its execution drops and rewrites
-// segments); migrate.go: v1 and v2 migration; shared.go: the store's processes
-// (the directory's lock, LOCK, byte locks, shared memory and its stamp);
+// segments); migrate.go: v1 and v2 migration; package engine/internal/coord: the
+// store's processes (the directory's lock, LOCK, byte locks, shared memory,
+// its layout and stamp, the futex watch);
 // follow.go: following the frames the
 // other processes write, and Handle.Wait; metrics.go: DB.Metrics and the
 // counters behind it; gate.go: the operations in progress, which Close
