@@ -48,9 +48,9 @@ var mustNotDepend = map[string][]string{
 	// it knows vfs and the error it returns (internal/base's, which store
 	// names), nothing of the contract, segments, sessions or the index.
 	"engine/internal/coord": {"engine", "store", "segment", "index", "handle", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
-	"bench":               {"bench/chart", "fuzz", "cmd/seglog", "backend"},
-	"bench/chart":         {"fuzz", "cmd/seglog", "backend"},
-	"backend/jetstream":   {"engine", "index", "bench", "fuzz", "cmd/seglog"},
+	"bench":                 {"bench/chart", "fuzz", "cmd/seglog", "backend"},
+	"bench/chart":           {"fuzz", "cmd/seglog", "backend"},
+	"backend/jetstream":     {"engine", "index", "bench", "fuzz", "cmd/seglog"},
 	// The embedded NATS servers know nothing of seglog.
 	"backend/jetstream/embedded": {"*"},
 }
