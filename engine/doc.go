@@ -83,8 +83,8 @@
 // against the code):
 //
 //	store.Front.mu         a handle's lock: one write through a handle at a time
-//	DB.compactMu           one compaction at a time
-//	DB.idxMu               one index checkpoint or relocation at a time
+//	DB.compaction          one compaction at a time
+//	DB.checkpoints         one index checkpoint or relocation at a time
 //	wal.Log.gmu            one growth of the active segment
 //	DB.appendMu            this process's placements (lockAppend across processes)
 //	wal.Log.qmu            the placement queue (package engine/internal/wal)
@@ -95,7 +95,7 @@
 //	DB.layoutMu            where frames are (reads shared, compaction exclusive)
 //	indexFile.mu           one use of the index file
 //	DB.mu                  the fields of DB.mu: sessions, handles, poison
-//	DB.pinMu               forks' pins on their parents' frames
+//	DB.pins                forks' pins on their parents' frames
 //	shared.bumpMu          one raise of a shared counter
 //	shared.mu              the shared memory's process-side state
 //	durableWatch.mu        the durable position's watchers

@@ -51,8 +51,8 @@ func (db *DB) checkpoint() error { return db.checkpointTo(false) }
 // even when no frame is pending, so that it moves past sealed segments
 // (compaction changes only segments wholly before it).
 func (db *DB) checkpointTo(advance bool) (err error) {
-	db.idxMu.Lock()
-	defer db.idxMu.Unlock()
+	db.checkpoints.Lock()
+	defer db.checkpoints.Unlock()
 	defer func() {
 		if err != nil {
 			db.metrics.checkpointFailures.Add(1)
@@ -93,7 +93,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 		}
 		sh.index = ok
 	}
-	db.checkpointer.Store(sh.index)
+	db.checkpoints.ours.Store(sh.index)
 	db.log.SetAlone(sh.alone())
 	if !sh.index {
 		// Frames below the checkpoint the checkpointer committed are

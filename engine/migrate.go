@@ -218,6 +218,6 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 	if changed {
 		return fmt.Errorf("engine: session %q changed during its migration", old.id)
 	}
-	db.dead.Store(true)
+	db.compaction.dead.Store(true)
 	return nil
 }

@@ -57,8 +57,8 @@ func (db *DB) rebuildIndexLive() error {
 			}
 		}
 	}
-	db.compactMu.Lock()
-	defer db.compactMu.Unlock()
+	db.compaction.Lock()
+	defer db.compaction.Unlock()
 	if err := poll("a compaction ran", func() (bool, error) { return sh.tryCompact(), nil }); err != nil {
 		return err
 	}
@@ -66,8 +66,8 @@ func (db *DB) rebuildIndexLive() error {
 	if err := db.settleLocked(); err != nil {
 		return err
 	}
-	db.idxMu.Lock()
-	defer db.idxMu.Unlock()
+	db.checkpoints.Lock()
+	defer db.checkpoints.Unlock()
 	if !sh.index {
 		// lockWant says the request is alive: if this process dies, the
 		// others forget it (indexWanted).
@@ -86,7 +86,7 @@ func (db *DB) rebuildIndexLive() error {
 			return err
 		}
 		sh.index = true
-		db.checkpointer.Store(true)
+		db.checkpoints.ours.Store(true)
 	}
 	if err := db.catchUp(); err != nil {
 		return err

@@ -206,7 +206,7 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 			db.mu.pend = append(db.mu.pend, p)
 			db.relist(s, false)
 		}
-		if len(db.mu.pend) >= indexBatchFrames && db.checkpointer.Load() {
+		if len(db.mu.pend) >= indexBatchFrames && db.checkpoints.ours.Load() {
 			select { // enough for a checkpoint before the next tick
 			case db.idxKick <- struct{}{}:
 			default:
