@@ -85,12 +85,12 @@
 //	store.Front.mu         a handle's lock: one write through a handle at a time
 //	DB.compaction          one compaction at a time
 //	DB.checkpoints         one index checkpoint or relocation at a time
-//	wal.Log.gmu            one growth of the active segment
+//	wal.Log.growth         one growth of the active segment
 //	DB.appendMu            this process's placements (lockAppend across processes)
-//	wal.Log.qmu            the placement queue (package engine/internal/wal)
-//	wal.Log.smu            the syncer
-//	wal.Log.pmu            one creation of a segment
-//	wal.Log.fmu            the open segment files
+//	wal.Log.queue          the placement queue (package engine/internal/wal)
+//	wal.Log.syncer         one sync at a time, and its waiters
+//	wal.Log.created        one creation of a segment
+//	wal.Log.files          the open segment files
 //	follower.mu            one catch-up on the other processes' frames
 //	DB.layoutMu            where frames are (reads shared, compaction exclusive)
 //	indexFile.mu           one use of the index file
