@@ -101,7 +101,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	// or rewrites, and each of them finds the frames it knows of there in
 	// the index (docs/DESIGN.md, Many processes, Maintenance).
 	db.follow.mu.Lock()
-	followed := db.follow.pos
+	followed := db.follow.mu.pos
 	db.follow.mu.Unlock()
 	horizon := followed
 	var cpos uint64 // the index checkpoint, if any

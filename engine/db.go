@@ -315,11 +315,12 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		}
 		db.log.SetAlone(sh.alone())
 		// Keep up with the other writing processes.
-		db.follow = &follower{pos: db.rec.end}
+		db.follow = &follower{}
+		db.follow.mu.pos = db.rec.end
 		db.follow.layout.Store(layout)
 		sh.seen = &db.follow.layout
 		if db.joined {
-			db.follow.pos = db.bound
+			db.follow.mu.pos = db.bound
 		}
 		if !db.joined && layout%2 == 1 && sh.tryCompact() {
 			// A compaction died mid-change, and this open's recovery
@@ -330,13 +331,14 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			}
 			sh.endCompact()
 		}
-		sh.publishFollow(db.follow.pos)
+		sh.publishFollow(db.follow.mu.pos)
 	case sh.shm != nil && o.bound == 0:
 		// Keep up with the writing processes.
-		db.follow = &follower{pos: db.bound}
+		db.follow = &follower{}
+		db.follow.mu.pos = db.bound
 		db.follow.layout.Store(layout)
 		if db.bound == 0 {
-			db.follow.pos = db.rec.end
+			db.follow.mu.pos = db.rec.end
 		}
 	default:
 		db.fold = nil

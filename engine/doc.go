@@ -99,8 +99,8 @@
 //	shared.bumpMu          one raise of a shared counter
 //	shared.mu              the shared memory's process-side state
 //	durableWatch.mu        the durable position's watchers
-//	dictState.mu           the dictionary's training state
-//	dictState.bmu          its CPU budget
+//	dictState.training     the dictionary's training state
+//	dictState.budget       its CPU budget
 //
 // A placement registers its frames under DB.mu before it moves the shared
 // tail; a checkpoint reads its position under it, so that no placement is

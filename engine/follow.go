@@ -21,8 +21,12 @@ import (
 // position, so it never meets a frame being written; it skips the frames
 // this process placed (db.mu.own), which it registered as it placed them.
 type follower struct {
-	mu  sync.Mutex // one catch-up at a time
-	pos uint64     // position up to which the fold has been fed
+	// mu: one catch-up at a time. After the log's locks, before
+	// DB.layoutMu.
+	mu struct {
+		sync.Mutex
+		pos uint64 // position up to which the fold has been fed
+	}
 	// layout is the layout counter the state was built at. This process's
 	// own compactions move it along with the counter (shared.bump), so
 	// only other processes' changes make them differ.
@@ -65,7 +69,7 @@ func (db *DB) catchUp() error {
 		// leave alone what it has not followed.)
 		return db.reload()
 	}
-	db.shared.publishFollow(f.pos)
+	db.shared.publishFollow(f.mu.pos)
 	return err
 }
 
@@ -124,16 +128,16 @@ func (db *DB) relayout(f *follower) error {
 	return nil
 }
 
-// follow1 feeds the fold the frames from f.pos up to d. Called with f.mu
+// follow1 feeds the fold the frames from f.mu.pos up to d. Called with f.mu
 // held.
 func (db *DB) follow1(f *follower, d uint64) error {
-	if d <= f.pos {
+	if d <= f.mu.pos {
 		return nil
 	}
 	if db.knobs.follow != nil {
 		db.knobs.follow()
 	}
-	seg, off := splitPosition(f.pos)
+	seg, off := splitPosition(f.mu.pos)
 	dseg, doff := splitPosition(d)
 	if seg == 0 {
 		// The open found no segment: start at the first there is.
@@ -192,13 +196,13 @@ func (db *DB) follow1(f *follower, d uint64) error {
 			if res.End != doff {
 				return &store.CorruptionError{Path: r.Path(), Offset: res.End, Reason: fmt.Sprintf("the log ends before the durable offset %d", doff)}
 			}
-			f.pos = d
+			f.mu.pos = d
 			return nil
 		}
 		if !res.Sealed {
 			return &store.CorruptionError{Path: r.Path(), Offset: res.End, Reason: "segment before the durable one is not sealed"}
 		}
-		f.pos = position(seg, res.End)
+		f.mu.pos = position(seg, res.End)
 		ids, err := segment.List(db.opts.FS, db.dir)
 		if err != nil {
 			return err
@@ -241,7 +245,7 @@ func (db *DB) reload() error {
 	if db.fold != nil {
 		db.fold.onList = db.relist // (nd's was nd's)
 	}
-	db.follow.pos = nd.follow.pos
+	db.follow.mu.pos = nd.follow.mu.pos
 	db.follow.layout.Store(nd.follow.layout.Load())
 	db.mu.Unlock()
 	db.layoutMu.Unlock()

@@ -114,7 +114,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 		// Nor may it fall a segment behind the checkpoint: a compaction
 		// leaves alone what a writing process has not followed.
 		db.follow.mu.Lock()
-		behind := db.follow.pos>>40 < indexed>>40 || db.shared.layoutMoved(&db.follow.layout)
+		behind := db.follow.mu.pos>>40 < indexed>>40 || db.shared.layoutMoved(&db.follow.layout)
 		db.follow.mu.Unlock()
 		if long || behind {
 			return db.catchUp()
@@ -142,7 +142,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 	// registers only once the group is whole) is over.
 	db.appendMu.Lock()
 	db.follow.mu.Lock()
-	cpos := db.follow.pos
+	cpos := db.follow.mu.pos
 	db.follow.mu.Unlock()
 	db.appendMu.Unlock()
 	var created int64

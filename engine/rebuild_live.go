@@ -93,7 +93,7 @@ func (db *DB) rebuildIndexLive() error {
 	}
 	db.appendMu.Lock()
 	db.follow.mu.Lock()
-	until := db.follow.pos
+	until := db.follow.mu.pos
 	db.follow.mu.Unlock()
 	db.appendMu.Unlock()
 	tmp := db.opts.IndexPath + ".rebuild"
