@@ -140,8 +140,8 @@ func New(cfg Config) *Log {
 	return a
 }
 
-// place writes p's frames at the log's tail and registers them. It
-// returns once they are placed (not yet durable: see sync). On an error,
+// Place writes p's frames at the log's tail and registers them. It
+// returns once they are placed (not yet durable: see Sync). On an error,
 // the frames it could place are registered (p.at) and the others were not
 // written.
 func (a *Log) Place(p *Placement) error {
@@ -422,7 +422,7 @@ func (a *Log) roll(seg uint64, off int64) (uint64, error) {
 	return next, nil
 }
 
-// rollNow seals the active segment, if it holds a frame, and starts the
+// RollNow seals the active segment, if it holds a frame, and starts the
 // next: compaction makes the dead part of the active segment reclaimable.
 func (a *Log) RollNow() error {
 	a.cfg.AppendMu.Lock()
@@ -447,7 +447,7 @@ func (a *Log) syncFailed(seg uint64, err error) error {
 	return a.cfg.Poison(fmt.Errorf("%w: %s: %w", segment.ErrSyncFailed, a.segPath(seg), err))
 }
 
-// prepare creates segment id if no process has yet, under LockPrepare
+// Prepare creates segment id if no process has yet, under LockPrepare
 // (waiting for another process that is creating it, with wait; else
 // giving up at once).
 func (a *Log) Prepare(id uint64, wait bool) error {
@@ -492,7 +492,7 @@ func (a *Log) Prepare(id uint64, wait bool) error {
 	return nil
 }
 
-// prepareNext creates the segment after the active one ahead of its roll.
+// PrepareNext creates the segment after the active one ahead of its roll.
 // It waits until the active segment is half full: a store that writes
 // little has no spare.
 func (a *Log) PrepareNext() error {
@@ -511,20 +511,12 @@ func (a *Log) growDue(seg uint64, off int64) bool {
 	return eseg != seg || size < a.cfg.SegmentSize(seg) && off > size/2
 }
 
-// grow zero-fills the active segment's file ahead of its tail, in place:
-// once the tail is past half of the file, the file doubles (up to the
-// segment's size), and the zeros are fdatasynced, so that the data syncs
-// that follow overwrite allocated blocks (docs/DESIGN.md, Preallocation).
-// Each step of the fill is written under LockAppend and only past the
-// tail: no placement (of any process or build) writes there meanwhile,
-// and one placed after it overwrites the zeros. A tail that reached the
-// end of the file (a placer wrote past it) or moved to another segment
-// ends the growth. Each step is written back before the next, so that a
-// data sync meanwhile finds few zeros to write with its frames.
-//
-// It uses a file description of its own: a failed write-back or sync of
-// it poisons the store, and the error stays reported to the placers'
-// description as well (the kernel reports it to every one).
+// Grow zero-fills the active segment's file ahead of its tail, in place,
+// once the tail is past half of the file: to twice its size, at most the
+// segment's, fdatasynced, so that the data syncs that follow overwrite
+// allocated blocks. It writes only past a clean tail, under LockAppend,
+// never over a frame (docs/DESIGN.md, Preallocation). A failed write-back
+// or sync poisons the store.
 func (a *Log) Grow() error {
 	a.growth.Lock()
 	defer a.growth.Unlock()
@@ -624,7 +616,7 @@ func fit(e *segment.Encoded, ver int) *segment.Encoded {
 	return e
 }
 
-// version returns the format version of segment seg (0 if its header
+// Version returns the format version of segment seg (0 if its header
 // cannot be read).
 func (a *Log) Version(seg uint64) int {
 	f, err := a.file(seg)
@@ -648,7 +640,7 @@ func (a *Log) Version(seg uint64) int {
 	return h.Version
 }
 
-// dictSegment reports whether the active segment (as of this process's
+// DictSegment reports whether the active segment (as of this process's
 // last placement, or now) may hold frames compressed with a dictionary.
 // (A frame encoded so and placed in another segment is refitted there.)
 func (a *Log) DictSegment() bool {
@@ -676,7 +668,7 @@ func (a *Log) file(seg uint64) (vfs.File, error) {
 	return f, nil
 }
 
-// sync returns once everything before position target is durable: it
+// Sync returns once everything before position target is durable: it
 // fdatasyncs the active segment (for every frame any process placed before
 // it read the tail) and raises durable, unless another sync did.
 func (a *Log) Sync(target uint64) error {
@@ -830,7 +822,7 @@ func (a *Log) closeBefore(seg uint64) {
 	}
 }
 
-// close closes every file.
+// Close closes every file.
 func (a *Log) Close() error {
 	a.files.Lock()
 	defer a.files.Unlock()
