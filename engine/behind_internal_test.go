@@ -42,7 +42,7 @@ func TestNoWriteOutAfterClose(t *testing.T) {
 	}
 	// The rest of that Append (Front.appendNow), past its lease check
 	// (nothing else uses the handle: the Front's lock is not needed).
-	w := (*handleWriter)(h)
+	w := handleWriter{h}
 	full, err := w.Stage(testgen.Events(5, 60, 300))
 	if err != nil || !full {
 		t.Fatalf("stage: full %v, %v; want a full batch", full, err)

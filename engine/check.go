@@ -47,29 +47,12 @@ type CheckReport struct {
 	Problems []Problem
 }
 
-// Check verifies a store at rest without changing it, by running what
-// Open runs and reading everything Open does not:
-//
-//   - a read-only open (the very recovery a write open runs: index, replay
-//     after its checkpoint, the newest segments): if it would fail, that is
-//     a problem; what a write open would do about the store (cut a torn
-//     tail, set the index aside and rebuild it, move a file to quarantine/,
-//     abandon a migration cut short) is listed in Notes;
-//   - a replay of every segment from the start, without the index (the
-//     same replay code), which must succeed and must agree with what the
-//     open would serve: the same sessions, incarnations and event counts,
-//     and every frame the index holds where the index says; every segment
-//     a read would use must be there (a missing one is a problem at its
-//     name: the open does not notice it, a read fails there);
-//   - every frame of every segment read and decoded (checksums, payloads);
-//     after damage the scan resumes at the next valid frame, so one bad
-//     frame is one problem. Damage before the index checkpoint is a
-//     problem, never taken for a torn tail (as in Open);
-//   - every dictionary file: a damaged one is a problem at it, and so is
-//     a missing or damaged one that frames name (one problem, with how
-//     many frames name it and where the first is).
-//
-// It returns an error only if the store cannot be read at all.
+// Check verifies a store at rest without changing it: it runs Open's
+// recovery read-only (what a write open would do about the store is in
+// Notes), replays every segment from the start and compares the result
+// with what the open serves, and decodes every frame and dictionary
+// (docs/DESIGN.md, Tools). Each inconsistency is a Problem with its file
+// and offset. It returns an error only if the store cannot be read at all.
 func Check(dir string, opts *Options) (*CheckReport, error) {
 	for try := 1; ; try++ {
 		rep, moved, err := checkOnce(dir, opts)

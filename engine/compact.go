@@ -65,8 +65,8 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 		return nil, err
 	}
 	defer db.leave()
-	db.compactMu.Lock()
-	defer db.compactMu.Unlock()
+	db.compaction.Lock()
+	defer db.compaction.Unlock()
 	release, err := db.compactLocks()
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 			return nil, err
 		}
 	}
-	db.dead.Store(false) // what is deleted from here on waits for the next run
+	db.compaction.dead.Store(false) // what is deleted from here on waits for the next run
 	if _, off := coord.SplitPosition(db.shared.Word(coord.Tail).Load()); opts.Roll && off > segment.HeaderSize {
 		if err := db.log.RollNow(); err != nil {
 			return nil, err
@@ -102,7 +102,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	// or rewrites, and each of them finds the frames it knows of there in
 	// the index (docs/DESIGN.md, Many processes, Maintenance).
 	db.follow.mu.Lock()
-	followed := db.follow.pos
+	followed := db.follow.mu.pos
 	db.follow.mu.Unlock()
 	horizon := followed
 	var cpos uint64 // the index checkpoint, if any
@@ -125,7 +125,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	if aseg, _ := coord.SplitPosition(db.durablePos()); hseg < aseg {
 		// Held back (another process has not followed, or the checkpoint
 		// is behind): the background compactor tries again next time.
-		defer db.dead.Store(true)
+		defer db.compaction.dead.Store(true)
 	}
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
@@ -294,10 +294,10 @@ func (db *DB) compactLocks() (release func(), err error) {
 // settleCompaction finishes what a compaction that died left, if no
 // compaction runs (see settleLocked).
 func (db *DB) settleCompaction() error {
-	if !db.compactMu.TryLock() {
+	if !db.compaction.TryLock() {
 		return nil // this process compacts: it settles
 	}
-	defer db.compactMu.Unlock()
+	defer db.compaction.Unlock()
 	if !db.shared.TryCompact() {
 		return nil // a compaction runs (or the store has no locks)
 	}
@@ -505,10 +505,11 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 		db.poisonWith(err) // the segment under its name is not what was just written
 		return 0, err
 	}
-	// idxMu before layoutMu (the lock order: a checkpoint holds idxMu
-	// then appendMu, the undo of a lost write appendMu then layoutMu).
-	db.idxMu.Lock()
-	defer db.idxMu.Unlock()
+	// checkpoints before layoutMu (the lock order: a checkpoint holds
+	// checkpoints then appendMu, the undo of a lost write appendMu then
+	// layoutMu).
+	db.checkpoints.Lock()
+	defer db.checkpoints.Unlock()
 	db.layoutMu.Lock()
 	defer db.layoutMu.Unlock()
 	// The index first: if it cannot learn the new offsets, the old file
@@ -914,7 +915,7 @@ func (db *DB) compactLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !db.dead.Load() {
+		if !db.compaction.dead.Load() {
 			continue
 		}
 		rep, err := db.Compact(ctx, CompactOptions{})
@@ -926,9 +927,9 @@ func (db *DB) compactLoop(ctx context.Context) {
 			db.opts.Logger.Warn("engine: background compaction stopped: the store failed", "error", err)
 			return
 		case errors.Is(err, store.ErrLocked):
-			db.dead.Store(true) // other processes write the store: next time
+			db.compaction.dead.Store(true) // other processes write the store: next time
 		case err != nil && ctx.Err() == nil:
-			db.dead.Store(true) // try again next time
+			db.compaction.dead.Store(true) // try again next time
 			db.opts.Logger.Warn("engine: background compaction failed", "error", err)
 		case err == nil && len(rep.Dropped)+len(rep.Rewritten) > 0:
 			db.opts.Logger.Info("engine: background compaction", "dropped", len(rep.Dropped), "rewritten", len(rep.Rewritten), "reclaimed_bytes", rep.ReclaimedBytes)
@@ -960,8 +961,8 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 		return nil, err
 	}
 	defer db.leave()
-	db.compactMu.Lock()
-	defer db.compactMu.Unlock()
+	db.compaction.Lock()
+	defer db.compaction.Unlock()
 	if err := db.lockOpen(ctx); err != nil {
 		return nil, err
 	}

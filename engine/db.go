@@ -45,11 +45,44 @@ type DB struct {
 
 	owners handle.Owners
 
-	// appendMu is held while this process places frames (with coord.LockAppend
-	// across processes).
-	appendMu sync.Mutex
+	// The DB's locks, outermost first (doc.go, "Lock order", has the
+	// others between them): each groups what it guards.
 
-	// mu guards the store's in-memory state. Taken last.
+	// compaction: one compaction at a time in this process (Compact, the
+	// background compactor, Usage, a rebuild of the index; lockCompact
+	// keeps the other processes out). After a handle's lock.
+	compaction struct {
+		sync.Mutex
+		// dead: something was deleted or migrated since the last
+		// compaction (atomic: set without the mutex; a compaction clears
+		// it holding the mutex)
+		dead atomic.Bool
+	}
+	// checkpoints: one index checkpoint at a time (a checkpoint, a
+	// compaction's relocation in the index, a rebuild of it); the mutex
+	// guards shared.index, whether this process checkpoints. After
+	// compaction, before the log's growth lock.
+	checkpoints struct {
+		sync.Mutex
+		// ours is shared.index, for those that do not hold the mutex
+		ours atomic.Bool
+	}
+	// appendMu is held while this process places frames (package wal's
+	// placements, seals and growth steps; coord.LockAppend keeps the other
+	// processes out): it guards the shared tail in this process. A
+	// checkpoint takes it to wait out a placement in progress. After the
+	// log's growth lock, before its queue.
+	appendMu sync.Mutex
+	// layoutMu guards where frames are (the segments' readers and the
+	// sessions' frame offsets, which mu guards besides): reads hold it
+	// (shared) from taking their frame list to decoding the last frame;
+	// compaction takes it to switch a rewritten segment's offsets and
+	// reader, and to close the reader of a removed one. After the log's
+	// locks and follower.mu, before indexFile.mu and mu.
+	layoutMu sync.RWMutex
+	// mu guards the store's in-memory state. After layoutMu and
+	// indexFile.mu; only pins and the locks of the shared memory and of
+	// the dictionary come after it.
 	mu struct {
 		sync.Mutex
 		sessions map[string]*session // by ID: the live incarnation of each session
@@ -66,11 +99,13 @@ type DB struct {
 		byUpdated updatedOrder
 	}
 	// pins: forks in progress of sessions a write handle of this process
-	// holds; the handle's lease waits for them (see holdParent). Taken
-	// after mu, never before it.
-	pinMu  sync.Mutex
-	pins   map[string]int
-	pinned *sync.Cond // on pinMu: pins fell
+	// holds; the handle's lease waits for them (see holdParent). After
+	// mu, never before it.
+	pins struct {
+		sync.Mutex
+		cond     sync.Cond      // on the mutex: a count fell to 0
+		byParent map[string]int // forks in progress, by parent session ID
+	}
 
 	// The open's recovery, run before the DB is shared.
 	fold *fold         // the replay; nil once it is over
@@ -79,19 +114,8 @@ type DB struct {
 	// index (RebuildIndex)
 	rebuildIndex bool
 
-	// layoutMu guards where frames are: reads hold it (shared) from taking
-	// their frame list to decoding the last frame; compaction takes it to
-	// switch a rewritten segment's offsets and reader, and to close the
-	// reader of a removed one. Taken before mu.
-	layoutMu  sync.RWMutex
-	compactMu sync.Mutex  // serializes compactions
-	dead      atomic.Bool // something was deleted or migrated since the last compaction
-	idxMu     sync.Mutex  // serializes checkpoints
-	// checkpointer: this process checkpoints the index (coord.Shared.HoldsIndex, for
-	// readers that do not hold idxMu)
-	checkpointer atomic.Bool
-	idxKick      chan struct{}
-	prepKick     chan struct{} // the active segment is half full: create the next
+	idxKick  chan struct{} // enough frames are pending: checkpoint now
+	prepKick chan struct{} // the active segment is half full: create the next
 	// gate counts the operations in progress; Close shuts it at its start
 	// and waits for them (gate.go)
 	gate gate
@@ -201,11 +225,11 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	sh.Knobs = coord.Knobs{Bump: db.knobs.bump, WatchPoll: db.knobs.watchPoll}
 	db.stopCtx, db.stopCancel = context.WithCancel(context.Background())
 	db.metrics.start = time.Now()
-	db.checkpointer.Store(sh.HoldsIndex())
+	db.checkpoints.ours.Store(sh.HoldsIndex())
 	db.mu.sessions = map[string]*session{}
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.handles = map[*Handle]struct{}{}
-	db.pinned = sync.NewCond(&db.pinMu)
+	db.pins.cond.L = &db.pins.Mutex
 	// A write open of a store that other processes write joins their log:
 	// like a read-only open, its recovery reads up to what they made
 	// durable and changes nothing.
@@ -267,7 +291,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			db.closeFiles()
 			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 		}
-		db.checkpointer.Store(false)
+		db.checkpoints.ours.Store(false)
 	}
 	if moved() {
 		db.closeFiles()
@@ -291,11 +315,12 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		}
 		db.log.SetAlone(sh.Alone())
 		// Keep up with the other writing processes.
-		db.follow = &follower{pos: db.rec.end}
+		db.follow = &follower{}
+		db.follow.mu.pos = db.rec.end
 		db.follow.layout.Store(layout)
 		sh.SetSeen(&db.follow.layout)
 		if db.joined {
-			db.follow.pos = db.bound
+			db.follow.mu.pos = db.bound
 		}
 		if !db.joined && layout%2 == 1 && sh.TryCompact() {
 			// A compaction died mid-change, and this open's recovery
@@ -306,13 +331,14 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			}
 			sh.EndCompact()
 		}
-		sh.PublishFollow(db.follow.pos)
+		sh.PublishFollow(db.follow.mu.pos)
 	case sh.Mapped() && o.bound == 0:
 		// Keep up with the writing processes.
-		db.follow = &follower{pos: db.bound}
+		db.follow = &follower{}
+		db.follow.mu.pos = db.bound
 		db.follow.layout.Store(layout)
 		if db.bound == 0 {
-			db.follow.pos = db.rec.end
+			db.follow.mu.pos = db.rec.end
 		}
 	default:
 		db.fold = nil
@@ -676,7 +702,7 @@ func (db *DB) Delete(ctx context.Context, id string, opts ...store.DeleteOption)
 	if err != nil {
 		return sessionErr(id, "delete", err)
 	}
-	db.dead.Store(true)
+	db.compaction.dead.Store(true)
 	if db.knobs.deleted != nil {
 		db.knobs.deleted()
 	}

@@ -109,22 +109,22 @@ func defaultDictTuning() dictTuning {
 	}
 }
 
-// refillLocked brings the budget up to now. Called with bmu held.
+// refillLocked brings the budget up to now. Called with d.budget held.
 func (d *dictState) refillLocked(now time.Time) {
-	if d.budgetAt.IsZero() {
-		d.budget = d.t.smallBurst
+	if d.budget.at.IsZero() {
+		d.budget.left = d.t.smallBurst
 	} else {
-		d.budget = min(d.t.smallBurst, d.budget+time.Duration(float64(now.Sub(d.budgetAt))*d.t.smallShare))
+		d.budget.left = min(d.t.smallBurst, d.budget.left+time.Duration(float64(now.Sub(d.budget.at))*d.t.smallShare))
 	}
-	d.budgetAt = now
+	d.budget.at = now
 }
 
 // spare reports whether half the burst of the budget is left.
 func (d *dictState) spare() bool {
-	d.bmu.Lock()
-	defer d.bmu.Unlock()
+	d.budget.Lock()
+	defer d.budget.Unlock()
 	d.refillLocked(time.Now())
-	return d.budget > 0 && d.budget >= d.t.smallBurst/2
+	return d.budget.left > 0 && d.budget.left >= d.t.smallBurst/2
 }
 
 // encodeSmall encodes the events evs of session id as one small frame
@@ -132,17 +132,17 @@ func (d *dictState) spare() bool {
 // budget is charged dictSmallCost, not the time taken, which depends as
 // much on what else the machine runs.
 func (d *dictState) encodeSmall(enc segment.Encoder, id string, evs []event.Event) (*segment.Encoded, error) {
-	d.bmu.Lock()
+	d.budget.Lock()
 	d.refillLocked(time.Now())
 	switch {
 	case enc.Dict == nil: // none yet: charged what one would take
-		d.budget = max(d.budget-d.t.smallCost, -d.t.smallBurst)
-	case d.budget > 0:
-		d.budget -= d.t.smallCost
+		d.budget.left = max(d.budget.left-d.t.smallCost, -d.t.smallBurst)
+	case d.budget.left > 0:
+		d.budget.left -= d.t.smallCost
 	default:
 		enc.Dict = nil // over the budget: stored as it is
 	}
-	d.bmu.Unlock()
+	d.budget.Unlock()
 	return enc.Events(id, evs[0].Seq, evs)
 }
 
@@ -154,7 +154,7 @@ const dictBackoff = 5 * time.Second
 type dictState struct {
 	db *DB
 	// t is the tuning, fixed at the open (but a test changes smallShare
-	// and smallBurst with bmu held)
+	// and smallBurst with budget held)
 	t dictTuning
 	// cur is what this process's events frames are compressed with (nil:
 	// none yet): a copy of the set's, whose encoders (built once, shared
@@ -162,30 +162,36 @@ type dictState struct {
 	cur  atomic.Pointer[segment.Dict]
 	kick chan struct{}
 
-	mu sync.Mutex
-	// collecting: the pool is kept (a training is to come); pool holds
-	// the raw payloads this process encoded last, oldest first, poolN
-	// bytes (at most about dictPool)
-	collecting bool
-	pool       [][]byte
-	poolN      int
-	// small: raw bytes of small events frames encoded since the open
-	small int
-	// busy: a training was asked for and has not finished
-	busy bool
-	// seen: raw bytes encoded since cur was taken (or the open)
-	seen int
-	// the window: raw and stored bytes of frames compressed with cur
-	winRaw, winStored int
-	// base: the ratio of the first window with cur (0 until measured)
-	base     float64
-	failedAt time.Time
+	// training: what decides when a dictionary is due, and the samples
+	// it is trained from. After DB.mu (doc.go, Lock order).
+	training struct {
+		sync.Mutex
+		// collecting: the pool is kept (a training is to come); pool
+		// holds the raw payloads this process encoded last, oldest
+		// first, poolN bytes (at most about dictPool)
+		collecting bool
+		pool       [][]byte
+		poolN      int
+		// small: raw bytes of small events frames encoded since the open
+		small int
+		// busy: a training was asked for and has not finished
+		busy bool
+		// seen: raw bytes encoded since cur was taken (or the open)
+		seen int
+		// the window: raw and stored bytes of frames compressed with cur
+		winRaw, winStored int
+		// base: the ratio of the first window with cur (0 until measured)
+		base     float64
+		failedAt time.Time
+	}
 
-	// bmu guards the CPU budget of small frames (encodeSmall): budget
-	// as of budgetAt
-	bmu      sync.Mutex
-	budget   time.Duration
-	budgetAt time.Time
+	// budget: the CPU budget of small frames (encodeSmall): left as of
+	// at. After training: the last lock of the engine's order.
+	budget struct {
+		sync.Mutex
+		left time.Duration
+		at   time.Time
+	}
 }
 
 func newDictState(db *DB) *dictState {
@@ -193,7 +199,9 @@ func newDictState(db *DB) *dictState {
 	if db.knobs.dict != nil {
 		t = *db.knobs.dict
 	}
-	return &dictState{db: db, t: t, kick: make(chan struct{}, 1), collecting: true}
+	d := &dictState{db: db, t: t, kick: make(chan struct{}, 1)}
+	d.training.collecting = true
+	return d
 }
 
 // load takes the newest dictionary of the store, if there is one, at a
@@ -218,64 +226,64 @@ func (d *dictState) load() error {
 // training is to follow (until drift): the pool is let go.
 func (d *dictState) use(nd *segment.Dict, last bool) {
 	d.cur.Store(nd.Clone())
-	d.mu.Lock()
-	d.seen, d.winRaw, d.winStored, d.base = 0, 0, 0, 0
+	d.training.Lock()
+	d.training.seen, d.training.winRaw, d.training.winStored, d.training.base = 0, 0, 0, 0
 	if last {
-		d.collecting, d.pool, d.poolN = false, nil, 0
+		d.training.collecting, d.training.pool, d.training.poolN = false, nil, 0
 	}
-	d.mu.Unlock()
+	d.training.Unlock()
 }
 
 // observe records encoded events frames: their payloads as training
 // input while a training is to come, their sizes for the ratio. It wakes
 // the trainer when a dictionary is due. Called on the flush path: cheap.
 func (d *dictState) observe(es []*segment.Encoded) {
-	d.mu.Lock()
+	d.training.Lock()
 	cur := d.cur.Load()
 	for _, e := range es {
 		raw := e.Raw()
 		if len(raw) < d.t.small {
-			d.small += len(raw)
+			d.training.small += len(raw)
 		}
-		if d.collecting && len(raw) < d.t.small { // (a store of large frames only trains none)
+		if d.training.collecting && len(raw) < d.t.small { // (a store of large frames only trains none)
 			// A sample is a small frame's payload, as the frames the
 			// dictionary is for are: a large one (a tool result of
 			// hundreds of KiB) would fill the pool and the history.
 			// A copy: the frame's buffers go back to their pool once placed.
-			d.pool = append(d.pool, bytes.Clone(raw))
-			d.poolN += len(raw)
-			for d.poolN-len(d.pool[0]) >= d.t.pool {
-				d.poolN -= len(d.pool[0])
-				d.pool[0] = nil
-				d.pool = d.pool[1:]
+			d.training.pool = append(d.training.pool, bytes.Clone(raw))
+			d.training.poolN += len(raw)
+			for d.training.poolN-len(d.training.pool[0]) >= d.t.pool {
+				d.training.poolN -= len(d.training.pool[0])
+				d.training.pool[0] = nil
+				d.training.pool = d.training.pool[1:]
 			}
 		}
-		d.seen += len(raw)
+		d.training.seen += len(raw)
 		if e.Dict() != 0 {
-			d.winRaw += len(raw)
-			d.winStored += e.StoredLen()
+			d.training.winRaw += len(raw)
+			d.training.winStored += e.StoredLen()
 		}
 	}
 	due := false
 	switch {
-	case !d.collecting && d.winRaw >= dictWindow:
-		r := float64(d.winStored) / float64(d.winRaw)
-		d.winRaw, d.winStored = 0, 0
-		if d.base == 0 {
-			d.base = r
-		} else if r > d.base*d.t.drift && d.seen >= d.t.retrainMin {
-			d.collecting = true // the next training learns from what comes now
+	case !d.training.collecting && d.training.winRaw >= dictWindow:
+		r := float64(d.training.winStored) / float64(d.training.winRaw)
+		d.training.winRaw, d.training.winStored = 0, 0
+		if d.training.base == 0 {
+			d.training.base = r
+		} else if r > d.training.base*d.t.drift && d.training.seen >= d.t.retrainMin {
+			d.training.collecting = true // the next training learns from what comes now
 		}
-	case d.collecting && cur == nil:
-		due = d.small >= d.t.trainAfter
-	case d.collecting:
-		due = d.poolN >= d.t.pool
+	case d.training.collecting && cur == nil:
+		due = d.training.small >= d.t.trainAfter
+	case d.training.collecting:
+		due = d.training.poolN >= d.t.pool
 	}
-	due = due && !d.busy && time.Since(d.failedAt) >= dictBackoff && d.spare()
+	due = due && !d.training.busy && time.Since(d.training.failedAt) >= dictBackoff && d.spare()
 	if due {
-		d.busy = true
+		d.training.busy = true
 	}
-	d.mu.Unlock()
+	d.training.Unlock()
 	if due {
 		select {
 		case d.kick <- struct{}{}:
@@ -294,12 +302,12 @@ func (d *dictState) loop() {
 		case <-d.kick:
 		}
 		err := d.renew()
-		d.mu.Lock()
-		d.busy = false
+		d.training.Lock()
+		d.training.busy = false
 		if err != nil {
-			d.failedAt = time.Now()
+			d.training.failedAt = time.Now()
 		}
-		d.mu.Unlock()
+		d.training.Unlock()
 		if err != nil {
 			if errors.Is(err, segment.ErrSyncFailed) {
 				d.db.poisonWith(err)
@@ -338,9 +346,9 @@ func (d *dictState) renew() error {
 		d.use(nd, true)
 		return nil
 	}
-	d.mu.Lock()
-	samples, n := slices.Clone(d.pool), d.poolN
-	d.mu.Unlock()
+	d.training.Lock()
+	samples, n := slices.Clone(d.training.pool), d.training.poolN
+	d.training.Unlock()
 	for try := 0; ; try++ {
 		// zstd leaves IDs under 32768 to registered dictionaries.
 		nd, err := segment.TrainDict(32768+rand.Uint32N(math.MaxUint32-32768), time.Now().UnixNano(), samples, d.t.history)

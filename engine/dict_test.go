@@ -443,9 +443,9 @@ func testDictTraining(t *testing.T, dt *dictTuning, spare bool) {
 		t.Fatal(err)
 	}
 	state := func() (collecting bool, n, bytes int) {
-		db.dict.mu.Lock()
-		defer db.dict.mu.Unlock()
-		return db.dict.collecting, len(db.dict.pool), db.dict.poolN
+		db.dict.training.Lock()
+		defer db.dict.training.Unlock()
+		return db.dict.training.collecting, len(db.dict.training.pool), db.dict.training.poolN
 	}
 	evs := testgen.Events(0, 2000, 300)
 	for i := 0; i < 1000; i += 20 { // ~6 KiB frames: 300 KiB
@@ -535,10 +535,10 @@ func TestDictSmallBudget(t *testing.T) {
 // budget sets the CPU budget of db's small frames (its share of a core
 // and its burst) and empties it.
 func budget(db *DB, share float64, burst time.Duration) {
-	db.dict.bmu.Lock()
+	db.dict.budget.Lock()
 	db.dict.t.smallShare, db.dict.t.smallBurst = share, burst
-	db.dict.budget, db.dict.budgetAt = 0, time.Time{}
-	db.dict.bmu.Unlock()
+	db.dict.budget.left, db.dict.budget.at = 0, time.Time{}
+	db.dict.budget.Unlock()
 }
 
 // TestDictLargeEvent: a session flushed an event at a time with one tool

@@ -21,14 +21,14 @@ import (
 func renewInBackground(t *testing.T, db *DB) {
 	t.Helper()
 	d := db.dict
-	d.mu.Lock()
-	d.busy = true
-	d.mu.Unlock()
+	d.training.Lock()
+	d.training.busy = true
+	d.training.Unlock()
 	d.kick <- struct{}{}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		d.mu.Lock()
-		busy := d.busy
-		d.mu.Unlock()
+		d.training.Lock()
+		busy := d.training.busy
+		d.training.Unlock()
 		if !busy {
 			return
 		}

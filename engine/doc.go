@@ -83,24 +83,24 @@
 // against the code):
 //
 //	store.Front.mu         a handle's lock: one write through a handle at a time
-//	DB.compactMu           one compaction at a time
-//	DB.idxMu               one index checkpoint or relocation at a time
-//	wal.Log.gmu            one growth of the active segment
+//	DB.compaction          one compaction at a time
+//	DB.checkpoints         one index checkpoint or relocation at a time
+//	wal.Log.growth         one growth of the active segment
 //	DB.appendMu            this process's placements (coord.LockAppend across processes)
-//	wal.Log.qmu            the placement queue (package engine/internal/wal)
-//	wal.Log.smu            the syncer
-//	wal.Log.pmu            one creation of a segment
-//	wal.Log.fmu            the open segment files
+//	wal.Log.queue          the placement queue (package engine/internal/wal)
+//	wal.Log.syncer         one sync at a time, and its waiters
+//	wal.Log.created        one creation of a segment
+//	wal.Log.files          the open segment files
 //	follower.mu            one catch-up on the other processes' frames
 //	DB.layoutMu            where frames are (reads shared, compaction exclusive)
 //	indexFile.mu           one use of the index file
 //	DB.mu                  the fields of DB.mu: sessions, handles, poison
-//	DB.pinMu               forks' pins on their parents' frames
+//	DB.pins                forks' pins on their parents' frames
 //	coord.Shared.bumpMu    one raise of the layout counter (package engine/internal/coord)
 //	coord.Shared.mu        the leases' bytes against Close
 //	coord.durableWatch.mu  the durable position's watchers
-//	dictState.mu           the dictionary's training state
-//	dictState.bmu          its CPU budget
+//	dictState.training     the dictionary's training state
+//	dictState.budget       its CPU budget
 //
 // A placement registers its frames under DB.mu before it moves the shared
 // tail; a checkpoint reads its position under it, so that no placement is

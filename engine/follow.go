@@ -22,8 +22,12 @@ import (
 // position, so it never meets a frame being written; it skips the frames
 // this process placed (db.mu.own), which it registered as it placed them.
 type follower struct {
-	mu  sync.Mutex // one catch-up at a time
-	pos uint64     // position up to which the fold has been fed
+	// mu: one catch-up at a time. After the log's locks, before
+	// DB.layoutMu.
+	mu struct {
+		sync.Mutex
+		pos uint64 // position up to which the fold has been fed
+	}
 	// layout is the layout counter the state was built at. This process's
 	// own compactions move it along with the counter (coord.Shared.LayoutBegin and LayoutEnd), so
 	// only other processes' changes make them differ.
@@ -66,7 +70,7 @@ func (db *DB) catchUp() error {
 		// leave alone what it has not followed.)
 		return db.reload()
 	}
-	db.shared.PublishFollow(f.pos)
+	db.shared.PublishFollow(f.mu.pos)
 	return err
 }
 
@@ -125,16 +129,16 @@ func (db *DB) relayout(f *follower) error {
 	return nil
 }
 
-// follow1 feeds the fold the frames from f.pos up to d. Called with f.mu
+// follow1 feeds the fold the frames from f.mu.pos up to d. Called with f.mu
 // held.
 func (db *DB) follow1(f *follower, d uint64) error {
-	if d <= f.pos {
+	if d <= f.mu.pos {
 		return nil
 	}
 	if db.knobs.follow != nil {
 		db.knobs.follow()
 	}
-	seg, off := coord.SplitPosition(f.pos)
+	seg, off := coord.SplitPosition(f.mu.pos)
 	dseg, doff := coord.SplitPosition(d)
 	if seg == 0 {
 		// The open found no segment: start at the first there is.
@@ -193,13 +197,13 @@ func (db *DB) follow1(f *follower, d uint64) error {
 			if res.End != doff {
 				return &store.CorruptionError{Path: r.Path(), Offset: res.End, Reason: fmt.Sprintf("the log ends before the durable offset %d", doff)}
 			}
-			f.pos = d
+			f.mu.pos = d
 			return nil
 		}
 		if !res.Sealed {
 			return &store.CorruptionError{Path: r.Path(), Offset: res.End, Reason: "segment before the durable one is not sealed"}
 		}
-		f.pos = coord.Position(seg, res.End)
+		f.mu.pos = coord.Position(seg, res.End)
 		ids, err := segment.List(db.opts.FS, db.dir)
 		if err != nil {
 			return err
@@ -242,7 +246,7 @@ func (db *DB) reload() error {
 	if db.fold != nil {
 		db.fold.onList = db.relist // (nd's was nd's)
 	}
-	db.follow.pos = nd.follow.pos
+	db.follow.mu.pos = nd.follow.mu.pos
 	db.follow.layout.Store(nd.follow.layout.Load())
 	db.mu.Unlock()
 	db.layoutMu.Unlock()

@@ -303,30 +303,30 @@ func (db *DB) holdParent(parent string) (release func(), err error) {
 	}
 	// Under mu: the handle's Close clears its ownership under mu before
 	// it releases the lease, which waits for the pin.
-	db.pinMu.Lock()
-	if db.pins == nil {
-		db.pins = map[string]int{}
+	db.pins.Lock()
+	if db.pins.byParent == nil {
+		db.pins.byParent = map[string]int{}
 	}
-	db.pins[parent]++
-	db.pinMu.Unlock()
+	db.pins.byParent[parent]++
+	db.pins.Unlock()
 	return func() {
-		db.pinMu.Lock()
-		if db.pins[parent]--; db.pins[parent] == 0 {
-			delete(db.pins, parent)
-			db.pinned.Broadcast()
+		db.pins.Lock()
+		if db.pins.byParent[parent]--; db.pins.byParent[parent] == 0 {
+			delete(db.pins.byParent, parent)
+			db.pins.cond.Broadcast()
 		}
-		db.pinMu.Unlock()
+		db.pins.Unlock()
 	}, nil
 }
 
 // waitUnpinned waits until no fork of session id is in progress (see
 // holdParent); a lease waits for it before it is released.
 func (db *DB) waitUnpinned(id string) {
-	db.pinMu.Lock()
-	for db.pins[id] > 0 {
-		db.pinned.Wait()
+	db.pins.Lock()
+	for db.pins.byParent[id] > 0 {
+		db.pins.cond.Wait()
 	}
-	db.pinMu.Unlock()
+	db.pins.Unlock()
 }
 
 // appendFork places a fork's header and marker as one group (the index

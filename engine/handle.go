@@ -29,7 +29,7 @@ func (db *DB) newHandle(s *session, access store.Access, lease *lease) *Handle {
 	var w store.Writer
 	if access == store.Write {
 		db.mu.handles[h] = struct{}{}
-		w = (*handleWriter)(h)
+		w = handleWriter{h}
 	}
 	h.front.Init(s.id, *s.hdr, s.inherited, access, w, store.FrontConfig{
 		Catalog: db.opts.Catalog, Reload: db.loadTypes, Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,

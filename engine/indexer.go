@@ -52,8 +52,8 @@ func (db *DB) checkpoint() error { return db.checkpointTo(false) }
 // even when no frame is pending, so that it moves past sealed segments
 // (compaction changes only segments wholly before it).
 func (db *DB) checkpointTo(advance bool) (err error) {
-	db.idxMu.Lock()
-	defer db.idxMu.Unlock()
+	db.checkpoints.Lock()
+	defer db.checkpoints.Unlock()
 	defer func() {
 		if err != nil {
 			db.metrics.checkpointFailures.Add(1)
@@ -92,7 +92,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 			coord.Raise(sh.Word(coord.Indexed), coord.Position(cp.Segment, cp.Offset))
 		}
 	}
-	db.checkpointer.Store(sh.HoldsIndex())
+	db.checkpoints.ours.Store(sh.HoldsIndex())
 	db.log.SetAlone(sh.Alone())
 	if !sh.HoldsIndex() {
 		// Frames below the checkpoint the checkpointer committed are
@@ -113,7 +113,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 		// Nor may it fall a segment behind the checkpoint: a compaction
 		// leaves alone what a writing process has not followed.
 		db.follow.mu.Lock()
-		behind := db.follow.pos>>40 < indexed>>40 || db.shared.LayoutMoved(&db.follow.layout)
+		behind := db.follow.mu.pos>>40 < indexed>>40 || db.shared.LayoutMoved(&db.follow.layout)
 		db.follow.mu.Unlock()
 		if long || behind {
 			return db.catchUp()
@@ -141,7 +141,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 	// registers only once the group is whole) is over.
 	db.appendMu.Lock()
 	db.follow.mu.Lock()
-	cpos := db.follow.pos
+	cpos := db.follow.mu.pos
 	db.follow.mu.Unlock()
 	db.appendMu.Unlock()
 	var created int64

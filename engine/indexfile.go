@@ -16,8 +16,9 @@ import (
 // processes).
 type indexFile struct {
 	path string
-	// mu: within this process a writing use excludes the others (bbolt's
-	// file lock would make them poll for it). Taken after layoutMu.
+	// mu guards the uses of the file: within this process a writing use
+	// excludes the others (bbolt's file lock would make them poll for
+	// it). After DB.layoutMu, before DB.mu.
 	mu sync.RWMutex
 	// fail, if set, fails every use (tests of a failing index)
 	fail error

@@ -74,18 +74,13 @@ func (h *Handle) settleMigratedInherited(ctx context.Context) error {
 }
 
 // Migrate upgrades a session stored in an older supported format
-// (FormatMigrationRequired) to the current one, in place: the log is read,
-// converted (see recovery.MigrateV2), and written as a new incarnation of
-// the same id that replaces the old one atomically. A crash at any point
-// leaves either the old session or the migrated one, never a mix: the new
-// incarnation takes over only once all its events are durable, and a
-// migration cut short is abandoned at the next open. Revisions change; the
-// old frames are reclaimed by compaction.
-//
-// Migrate takes the session's write lease for its duration
-// (ErrAlreadyOwned while a write handle holds it). For a session already
-// in the current format it does nothing. It returns the session's
-// snapshot afterwards.
+// (FormatMigrationRequired) to the current one, in place, as a new
+// incarnation of the same id that replaces the old one atomically: a
+// crash leaves either the old session or the migrated one, never a mix
+// (docs/DESIGN.md, Catalog, formats, seeds). Revisions change. It holds
+// the session's write lease meanwhile (ErrAlreadyOwned while a write
+// handle holds it), does nothing to a session in the current format, and
+// returns the session's snapshot afterwards.
 func (db *DB) Migrate(ctx context.Context, id string) (store.Snapshot, error) {
 	if db.opts.ReadOnly {
 		return store.Snapshot{}, store.ErrReadOnlyStore
@@ -218,6 +213,6 @@ func (db *DB) appendMigration(old, ns *session, header *segment.Encoded, frames 
 	if changed {
 		return fmt.Errorf("engine: session %q changed during its migration", old.id)
 	}
-	db.dead.Store(true)
+	db.compaction.dead.Store(true)
 	return nil
 }

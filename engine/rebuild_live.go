@@ -58,8 +58,8 @@ func (db *DB) rebuildIndexLive() error {
 			}
 		}
 	}
-	db.compactMu.Lock()
-	defer db.compactMu.Unlock()
+	db.compaction.Lock()
+	defer db.compaction.Unlock()
 	if err := poll("a compaction ran", func() (bool, error) { return sh.TryCompact(), nil }); err != nil {
 		return err
 	}
@@ -67,10 +67,10 @@ func (db *DB) rebuildIndexLive() error {
 	if err := db.settleLocked(); err != nil {
 		return err
 	}
-	db.idxMu.Lock()
-	defer db.idxMu.Unlock()
+	db.checkpoints.Lock()
+	defer db.checkpoints.Unlock()
 	if !sh.HoldsIndex() {
-		// coord.LockWant says the request is alive: if this process dies, the
+		// lockWant says the request is alive: if this process dies, the
 		// others forget it (indexWanted).
 		ok, err := sh.TryLock(coord.LockWant, true)
 		if err != nil {
@@ -86,14 +86,14 @@ func (db *DB) rebuildIndexLive() error {
 		if err != nil {
 			return err
 		}
-		db.checkpointer.Store(true)
+		db.checkpoints.ours.Store(true)
 	}
 	if err := db.catchUp(); err != nil {
 		return err
 	}
 	db.appendMu.Lock()
 	db.follow.mu.Lock()
-	until := db.follow.pos
+	until := db.follow.mu.pos
 	db.follow.mu.Unlock()
 	db.appendMu.Unlock()
 	tmp := db.opts.IndexPath + ".rebuild"

@@ -207,7 +207,7 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 			db.mu.pend = append(db.mu.pend, p)
 			db.relist(s, false)
 		}
-		if len(db.mu.pend) >= indexBatchFrames && db.checkpointer.Load() {
+		if len(db.mu.pend) >= indexBatchFrames && db.checkpoints.ours.Load() {
 			select { // enough for a checkpoint before the next tick
 			case db.idxKick <- struct{}{}:
 			default:
@@ -318,50 +318,54 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, err
 	return out, nil
 }
 
-// handleWriter is a write handle's side of its store.Front: the engine's
-// steps of Append, Flush and Close. Its methods are called with the
-// Front's lock held.
-type handleWriter Handle
+// handleWriter is a write handle's side of its store.Front (its
+// store.Writer): the engine's steps of Append, Flush and Close. Its
+// methods are called with the Front's lock held. A type of its own, not a
+// second name of Handle, so that Handle's method set stays the public
+// API; one pointer wide, it goes into the Front's interface without an
+// allocation.
+type handleWriter struct{ h *Handle }
 
 // Writable fails once the lease is lost.
-func (w *handleWriter) Writable() error {
-	if err := w.lease.Check(); err != nil {
+func (w handleWriter) Writable() error {
+	if err := w.h.lease.Check(); err != nil {
 		return store.ErrOwnershipLost
 	}
 	return nil
 }
 
-func (w *handleWriter) Next() uint64 {
-	w.db.mu.Lock()
-	defer w.db.mu.Unlock()
-	return w.s.next
+func (w handleWriter) Next() uint64 {
+	db := w.h.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return w.h.s.next
 }
 
-func (w *handleWriter) Check([]event.Event) error { return nil }
+func (w handleWriter) Check([]event.Event) error { return nil }
 
 // Stage takes a copy of evs into the session's open events.
-func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
-	db := w.db
+func (w handleWriter) Stage(evs []event.Event) (bool, error) {
+	db, s := w.h.db, w.h.s
 	cl, n := cloneBatch(evs)
 	db.mu.Lock()
 	if err := db.mu.poison; err != nil {
 		db.mu.Unlock()
 		return false, err
 	}
-	w.s.open = append(w.s.open, cl...)
-	w.s.openBytes += n + 64*len(cl)
-	w.s.next += uint64(len(cl))
-	full := w.s.openBytes >= db.opts.FrameBytes
+	s.open = append(s.open, cl...)
+	s.openBytes += n + 64*len(cl)
+	s.next += uint64(len(cl))
+	full := s.openBytes >= db.opts.FrameBytes
 	db.mu.Unlock()
 	db.metrics.staged(len(cl), n)
 	return full, nil
 }
 
-func (w *handleWriter) Cut(context.Context) error {
-	if w.db.knobs.cut != nil {
-		w.db.knobs.cut((*Handle)(w))
+func (w handleWriter) Cut(context.Context) error {
+	if w.h.db.knobs.cut != nil {
+		w.h.db.knobs.cut(w.h)
 	}
-	return (*Handle)(w).cut()
+	return w.h.cut()
 }
 
 // CutBehind is Append's write-out of a full batch: it waits for the
@@ -369,8 +373,8 @@ func (w *handleWriter) Cut(context.Context) error {
 // open), then encodes and places the open events on another goroutine,
 // so that the caller checks and copies its next batch while they are
 // compressed. Every later cut of the handle, and its Close, waits for it.
-func (w *handleWriter) CutBehind(context.Context) error {
-	h := (*Handle)(w)
+func (w handleWriter) CutBehind(context.Context) error {
+	h := w.h
 	if err := h.waitBehind(); err != nil {
 		return err
 	}

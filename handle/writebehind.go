@@ -52,21 +52,12 @@ type Stats struct {
 type Timer interface{ Stop() bool }
 
 // WriteBehind batches items enqueued synchronously and writes them in the
-// background.
-//
-//   - The first item of an idle buffer arms one timer of Window; items that
-//     arrive later join the batch without resetting it.
-//   - When it fires, one drain runs (single flight). Each write takes the
-//     whole buffer as one batch, so items arriving during a write form the
-//     next batch, in order.
-//   - A failed background write puts its batch back at the head of the
-//     buffer, in order, pauses the automatic path (new items arm no timer)
-//     and logs a warning. The next explicit Drain retries and returns the
-//     write's error to its caller; once a write succeeds the automatic path
-//     resumes. Each item is written exactly once.
-//   - Close drains what is left and stops the timer.
-//
-// It is safe for concurrent use.
+// background: the first item of an idle buffer arms one timer of Window,
+// and when it fires the whole buffer is written as one batch, in order. A
+// failed background write keeps its batch and stops the timer until the
+// next Drain, which returns its error; each item is written exactly once.
+// Close drains what is left (docs/DESIGN.md, What a flush does). It is
+// safe for concurrent use.
 type WriteBehind[T any] struct {
 	cfg WriteBehindConfig[T]
 

@@ -105,40 +105,16 @@ func (e *CopyConflictError) Error() string {
 // Is makes a *CopyConflictError match ErrSessionExists.
 func (e *CopyConflictError) Is(target error) bool { return target == ErrSessionExists }
 
-// Copy copies sessions from src to dst: each session's header and its
-// events in order, and a fork as a fork where the destination holds its
-// parent. It returns a result per session (in the order copied: parents
-// before their forks) and an error joining the failed sessions' errors
-// (nil if none failed), or the error that stopped it (listing the source,
-// the context).
-//
-// What carries over: the header (every field), the events (every field,
-// byte for byte: a read at the destination returns what one at the
-// source does), and so Stat's EventCount, InheritedEventCount, Title,
-// UpdatedAt and FormatStatus. What does not: Revision (the copy is a new
-// incarnation at the destination, with revisions of its own) and
-// SizeBytes (each backend's own bytes). Sessions stored in an older
-// format fail with ErrMigrationRequired (migrate them first: a copy holds
-// what reads return, and a backend may store only the current format).
-//
-// Copy reads the source through read handles only: it never takes a
-// source session's write lease, so hosts keep writing the source while
-// it runs. A session is copied up to its length when its copy began
-// (Stat's EventCount: the events durable at the source, and those
-// appended through the same store instance src): a consistent prefix of
-// its log. Events written after it are left for the next Copy, which
-// appends them (CopyResumed). A session deleted and created again at the
-// source during its copy fails (run Copy again).
-//
-// Copy can be run again after a crash or a failure midway, and any
-// number of times: a session the destination already holds is compared
-// with the source's, event by event. If it holds the same header and the
-// source's first events, the rest are appended (a copy cut short is
-// finished; nothing is written twice); if it holds all of them, nothing
-// is written; if the header or an event differs, the session fails with
-// a *CopyConflictError and the destination's is left as it is. Each
-// chunk (CopyOptions.Chunk) is flushed before the next is read, so a
-// crash loses at most one chunk of the copy.
+// Copy copies sessions from src to dst (all that src lists, or
+// opts.IDs): each session's header and its events up to its length when
+// its copy began, and a fork as a fork where dst holds its parent. It
+// takes no write lease at src, so hosts keep writing there. It may be run
+// again any number of times: it finishes a copy cut short and writes
+// nothing twice; a session dst holds differently fails with a
+// *CopyConflictError and stays as it is, one in an older format with
+// ErrMigrationRequired (docs/DESIGN.md, Copy). It returns a result per
+// session, parents before their forks, and an error joining the failed
+// sessions' errors, or the one that stopped it (listing src, the context).
 func Copy(ctx context.Context, dst, src Store, opts CopyOptions) ([]CopyResult, error) {
 	if opts.Chunk <= 0 {
 		opts.Chunk = 4096

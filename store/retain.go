@@ -72,23 +72,15 @@ type RetainFailure struct {
 const retainPage = 512
 
 // Retain deletes the sessions of s that policy p selects, most recently
-// updated first (ListPage in OrderUpdated, page by page), each with
-// Delete(IfRevision(the revision listed)): a session written after the
-// listing is skipped (Changed), as is one a writer holds
-// (ErrAlreadyOwned: Held; never forced); one deleted meanwhile by
-// someone else is left out of the report. Then, if p asks and the
-// backend keeps tombstones (TombstonePurger, reached through Unwrap),
-// it purges those older than p.TombstonesOlderThan.
-//
-// It returns the report and an error joining the failed deletes (nil if
-// none), or the error that stopped it (a bad policy: ErrInvalidArgument;
-// the listing; the context). Each delete is durable when it returns, so
-// a Retain cut short (a crash, a cancelled context) leaves some of the
-// sessions it chose deleted and the rest whole; running it again
-// finishes the work.
-//
-// A policy deletes nothing unless it sets OlderThan or Keep (a policy
-// with neither is ErrInvalidArgument, unless it only purges tombstones).
+// updated first, each only while its revision is the one listed: a
+// session written since is skipped (Changed), and so is one a writer
+// holds (Held), never forced. Then, if p asks and the backend keeps
+// tombstones (TombstonePurger), it purges those older than
+// p.TombstonesOlderThan (docs/DESIGN.md, Retention). A policy with a
+// negative field, or that sets none of OlderThan, Keep and
+// TombstonesOlderThan, is ErrInvalidArgument. It returns the report and an
+// error joining the failed deletes, or the one that stopped it (the
+// listing, the context); a Retain cut short is finished by running it again.
 func Retain(ctx context.Context, s Store, p RetainPolicy) (RetainReport, error) {
 	var rep RetainReport
 	switch {

@@ -34,7 +34,7 @@
 // returns leaves the rest holding), loops and gotos go round to a
 // fixpoint, a deferred Unlock holds to the end; if mu.TryLock() holds in
 // its branch. A function holds on entry what its doc says its callers
-// hold: "Called with db.mu held", "Called and returns with qmu held",
+// hold: "Called with db.mu held", "Called and returns with a.queue held",
 // "for a caller that holds db.mu" (a name is a parameter's or the
 // receiver's field path, as the package's methods name their receivers;
 // a doc naming something that is not a mutex of it fails the test, a

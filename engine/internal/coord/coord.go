@@ -46,7 +46,7 @@ type Shared struct {
 	// LockWriters shared)
 	write bool
 	// index: this process holds LockIndex: it checkpoints the index
-	// (guarded by the DB's idxMu once the store is open)
+	// (guarded by the DB's checkpoints lock once the store is open)
 	index bool
 	// compacting: this process holds LockCompact (tryCompact)
 	compacting atomic.Bool
@@ -97,7 +97,7 @@ func (sh *Shared) Slot() int { return sh.slot }
 func (sh *Shared) SetSeen(seen *atomic.Uint64) { sh.seen = seen }
 
 // HoldsIndex reports whether this process holds LockIndex: it
-// checkpoints the index. (The engine's idxMu guards it and TakeIndex and
+// checkpoints the index. (The engine's DB.checkpoints guards it and TakeIndex and
 // ReleaseIndex once the store is open.)
 func (sh *Shared) HoldsIndex() bool { return sh.index }
 
@@ -427,7 +427,7 @@ func (sh *Shared) WithoutIndex() error {
 }
 
 // TryCompact takes LockCompact, if no process holds it. Within a
-// process, the DB's compactMu keeps two holders apart.
+// process, the DB's compaction lock keeps two holders apart.
 func (sh *Shared) TryCompact() bool {
 	if sh.locks == nil {
 		return false

@@ -156,7 +156,7 @@ func (a *Log) SetTailVersion(v int) { a.tailVersion.Store(int32(v)) }
 // SyncWaiters returns how many syncs of this process wait for the one in
 // progress.
 func (a *Log) SyncWaiters() int {
-	a.smu.Lock()
-	defer a.smu.Unlock()
-	return a.waiting
+	a.syncer.Lock()
+	defer a.syncer.Unlock()
+	return a.syncer.waiting
 }

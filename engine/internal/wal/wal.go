@@ -37,30 +37,55 @@ type Log struct {
 	cfg Config
 	sh  Shared
 
-	qmu     sync.Mutex
-	qcond   *sync.Cond
-	queue   []*Placement
-	leading bool
+	// The log's locks, each with what it guards. In the engine's lock
+	// order (engine/doc.go): growth, the DB's Config.AppendMu, queue,
+	// syncer, created, files.
 
-	fmu      sync.Mutex
-	files    map[uint64]vfs.File // segment files open for writing, by ID
-	versions map[uint64]int      // their format versions, once read
+	// queue: Place's group commit. The mutex guards the placements
+	// queued and whether a leader is placing (it places without the
+	// mutex).
+	queue struct {
+		sync.Mutex
+		cond    sync.Cond    // on the mutex: a leader placed its batch, or a sync ended
+		pending []*Placement // queued, not taken by a leader yet
+		leading bool         // a leader is placing a batch
+	}
+
+	// files: the segment files open for writing. The mutex guards the
+	// maps (writes to a file take no lock).
+	files struct {
+		sync.Mutex
+		byID     map[uint64]vfs.File // by segment ID
+		versions map[uint64]int      // their format versions, once read
+	}
 	// tailVersion: the format version of the segment of the last
 	// placement (0: not known yet)
 	tailVersion atomic.Int32
 
-	// pmu: one creation of a segment at a time in this process (the byte
-	// lock LockPrepare is per open file: it keeps other processes out,
-	// not this one's goroutines)
-	pmu sync.Mutex
+	// created: one creation of a segment at a time in this process (the
+	// byte lock LockPrepare is per open file: it keeps other processes
+	// out, not this one's goroutines).
+	created struct {
+		sync.Mutex
+		// newest is the newest segment known to exist (created or
+		// checked): raised under the mutex, read without it
+		newest atomic.Uint64
+	}
 
-	smu     sync.Mutex
-	scond   *sync.Cond
-	syncing bool
-	inSync  atomic.Bool // the syncer holds LockSync: placers leave their frames to it
-	// waiters: syncs waiting for the one in progress; the syncer yields
-	// once before the next fdatasync when the last one released several
-	released, waiting int
+	// syncer: one sync at a time in this process; the others wait for
+	// it. The mutex guards running, released and waiting.
+	syncer struct {
+		sync.Mutex
+		cond    sync.Cond // on the mutex: the sync in progress ended
+		running bool      // a sync is in progress
+		// inSync: the syncer holds LockSync: placers leave their frames
+		// to it (atomic: set and read without the mutex)
+		inSync atomic.Bool
+		// waiting: syncs waiting for the one in progress; released: how
+		// many the last one released (the syncer yields once before the
+		// next fdatasync when it released several)
+		released, waiting int
+	}
 
 	// placedEnd is the position after the last frame this process placed
 	placedEnd atomic.Uint64
@@ -68,13 +93,15 @@ type Log struct {
 	// checkpoint tick): syncs skip LockSync, which only groups the
 	// fdatasyncs of several processes
 	alone atomic.Bool
-	// prepared is the newest segment known to exist (created or checked)
-	prepared atomic.Uint64
-	// gmu: one growth at a time in this process
-	gmu sync.Mutex
-	// extent is how far the active segment's file is known to reach
-	// (position: segment and size), as the preparer last saw it
-	extent atomic.Uint64
+	// growth: one growth of the active segment at a time in this
+	// process (Grow).
+	growth struct {
+		sync.Mutex
+		// extent is how far the active segment's file is known to
+		// reach (position: segment and size), as the last growth saw it:
+		// stored under the mutex, read without it
+		extent atomic.Uint64
+	}
 }
 
 // Placed is where a frame went.
@@ -105,30 +132,32 @@ func (p *Placement) Written() int { return p.written }
 
 // New returns the log of a writing process, as cfg describes it.
 func New(cfg Config) *Log {
-	a := &Log{cfg: cfg, sh: cfg.Shared, files: map[uint64]vfs.File{}, versions: map[uint64]int{}}
-	a.qcond = sync.NewCond(&a.qmu)
-	a.scond = sync.NewCond(&a.smu)
+	a := &Log{cfg: cfg, sh: cfg.Shared}
+	a.files.byID = map[uint64]vfs.File{}
+	a.files.versions = map[uint64]int{}
+	a.queue.cond.L = &a.queue.Mutex
+	a.syncer.cond.L = &a.syncer.Mutex
 	return a
 }
 
-// place writes p's frames at the log's tail and registers them. It
-// returns once they are placed (not yet durable: see sync). On an error,
+// Place writes p's frames at the log's tail and registers them. It
+// returns once they are placed (not yet durable: see Sync). On an error,
 // the frames it could place are registered (p.at) and the others were not
 // written.
 func (a *Log) Place(p *Placement) error {
-	a.qmu.Lock()
-	a.queue = append(a.queue, p)
+	a.queue.Lock()
+	a.queue.pending = append(a.queue.pending, p)
 	for !p.done {
-		if a.leading || a.inSync.Load() {
+		if a.queue.leading || a.syncer.inSync.Load() {
 			// A sync in progress: its frames are on their way to the disk,
 			// and what queues meanwhile goes with the next one; the syncer
 			// wakes this placer when it is done, if no other placed it.
-			a.qcond.Wait()
+			a.queue.cond.Wait()
 			continue
 		}
 		a.lead(a.syncReleased() > 1)
 	}
-	a.qmu.Unlock()
+	a.queue.Unlock()
 	return p.err
 }
 
@@ -137,42 +166,42 @@ func (a *Log) Place(p *Placement) error {
 // so that one fdatasync covers the frames of every flusher that queued
 // meanwhile.
 func (a *Log) drain() {
-	a.qmu.Lock()
-	if !a.leading && len(a.queue) > 0 {
+	a.queue.Lock()
+	if !a.queue.leading && len(a.queue.pending) > 0 {
 		a.lead(false)
 	}
-	a.qmu.Unlock()
+	a.queue.Unlock()
 }
 
 // lead places the queued frames as their leader. Called and returns with
-// qmu held.
+// a.queue held.
 func (a *Log) lead(yield bool) {
-	a.leading = true
+	a.queue.leading = true
 	if yield {
 		// Group placement under load: the last sync released several
 		// flushers, likely about to queue their frames. Let them in, so
 		// that one pwrite (and one pair of lock calls) places them all.
-		a.qmu.Unlock()
+		a.queue.Unlock()
 		runtime.Gosched()
-		a.qmu.Lock()
+		a.queue.Lock()
 	}
-	batch := a.queue
-	a.queue = nil
-	a.qmu.Unlock()
+	batch := a.queue.pending
+	a.queue.pending = nil
+	a.queue.Unlock()
 	a.placeBatch(batch)
-	a.qmu.Lock()
+	a.queue.Lock()
 	for _, p := range batch {
 		p.done = true
 	}
-	a.leading = false
-	a.qcond.Broadcast()
+	a.queue.leading = false
+	a.queue.cond.Broadcast()
 }
 
 // syncReleased is how many waiters the last sync released.
 func (a *Log) syncReleased() int {
-	a.smu.Lock()
-	defer a.smu.Unlock()
-	return a.released
+	a.syncer.Lock()
+	defer a.syncer.Unlock()
+	return a.syncer.released
 }
 
 // placeBatch places the frames of batch under LockAppend.
@@ -393,7 +422,7 @@ func (a *Log) roll(seg uint64, off int64) (uint64, error) {
 	return next, nil
 }
 
-// rollNow seals the active segment, if it holds a frame, and starts the
+// RollNow seals the active segment, if it holds a frame, and starts the
 // next: compaction makes the dead part of the active segment reclaimable.
 func (a *Log) RollNow() error {
 	a.cfg.AppendMu.Lock()
@@ -418,16 +447,16 @@ func (a *Log) syncFailed(seg uint64, err error) error {
 	return a.cfg.Poison(fmt.Errorf("%w: %s: %w", segment.ErrSyncFailed, a.segPath(seg), err))
 }
 
-// prepare creates segment id if no process has yet, under LockPrepare
+// Prepare creates segment id if no process has yet, under LockPrepare
 // (waiting for another process that is creating it, with wait; else
 // giving up at once).
 func (a *Log) Prepare(id uint64, wait bool) error {
 	if wait {
-		a.pmu.Lock()
-	} else if !a.pmu.TryLock() {
+		a.created.Lock()
+	} else if !a.created.TryLock() {
 		return nil
 	}
-	defer a.pmu.Unlock()
+	defer a.created.Unlock()
 	if wait {
 		if err := a.sh.Lock(LockPrepare); err != nil {
 			return err
@@ -436,7 +465,7 @@ func (a *Log) Prepare(id uint64, wait bool) error {
 		return err
 	}
 	defer a.sh.Unlock(LockPrepare)
-	if a.prepared.Load() >= id {
+	if a.created.newest.Load() >= id {
 		return nil
 	}
 	path := a.segPath(id)
@@ -446,7 +475,7 @@ func (a *Log) Prepare(id uint64, wait bool) error {
 		if h.ID != id {
 			return &segment.CorruptionError{Path: path, Offset: 0, Reason: fmt.Sprintf("segment header names segment %d", h.ID)}
 		}
-		raise(&a.prepared, id)
+		raise(&a.created.newest, id)
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -459,16 +488,16 @@ func (a *Log) Prepare(id uint64, wait bool) error {
 	if err != nil {
 		return err
 	}
-	raise(&a.prepared, id)
+	raise(&a.created.newest, id)
 	return nil
 }
 
-// prepareNext creates the segment after the active one ahead of its roll.
+// PrepareNext creates the segment after the active one ahead of its roll.
 // It waits until the active segment is half full: a store that writes
 // little has no spare.
 func (a *Log) PrepareNext() error {
 	seg, off := splitPosition(a.sh.Word(Tail).Load())
-	if a.prepared.Load() > seg || off <= a.cfg.SegmentSize(seg)/2 {
+	if a.created.newest.Load() > seg || off <= a.cfg.SegmentSize(seg)/2 {
 		return nil
 	}
 	return a.Prepare(seg+1, false)
@@ -478,27 +507,19 @@ func (a *Log) PrepareNext() error {
 // frames end at off, is to be grown ahead of them: off is past half of
 // its extent (as last seen), which is short of the segment's size.
 func (a *Log) growDue(seg uint64, off int64) bool {
-	eseg, size := splitPosition(a.extent.Load())
+	eseg, size := splitPosition(a.growth.extent.Load())
 	return eseg != seg || size < a.cfg.SegmentSize(seg) && off > size/2
 }
 
-// grow zero-fills the active segment's file ahead of its tail, in place:
-// once the tail is past half of the file, the file doubles (up to the
-// segment's size), and the zeros are fdatasynced, so that the data syncs
-// that follow overwrite allocated blocks (docs/DESIGN.md, Preallocation).
-// Each step of the fill is written under LockAppend and only past the
-// tail: no placement (of any process or build) writes there meanwhile,
-// and one placed after it overwrites the zeros. A tail that reached the
-// end of the file (a placer wrote past it) or moved to another segment
-// ends the growth. Each step is written back before the next, so that a
-// data sync meanwhile finds few zeros to write with its frames.
-//
-// It uses a file description of its own: a failed write-back or sync of
-// it poisons the store, and the error stays reported to the placers'
-// description as well (the kernel reports it to every one).
+// Grow zero-fills the active segment's file ahead of its tail, in place,
+// once the tail is past half of the file: to twice its size, at most the
+// segment's, fdatasynced, so that the data syncs that follow overwrite
+// allocated blocks. It writes only past a clean tail, under LockAppend,
+// never over a frame (docs/DESIGN.md, Preallocation). A failed write-back
+// or sync poisons the store.
 func (a *Log) Grow() error {
-	a.gmu.Lock()
-	defer a.gmu.Unlock()
+	a.growth.Lock()
+	defer a.growth.Unlock()
 	seg, off := splitPosition(a.sh.Word(Tail).Load())
 	limit := a.cfg.SegmentSize(seg)
 	path := a.segPath(seg)
@@ -511,7 +532,7 @@ func (a *Log) Grow() error {
 	if err != nil {
 		return err
 	}
-	a.extent.Store(position(seg, size))
+	a.growth.extent.Store(position(seg, size))
 	if size >= limit || off <= size/2 {
 		return nil
 	}
@@ -540,7 +561,7 @@ func (a *Log) Grow() error {
 	if err := f.Sync(); err != nil {
 		return a.syncFailed(seg, err)
 	}
-	a.extent.Store(position(seg, size))
+	a.growth.extent.Store(position(seg, size))
 	return nil
 }
 
@@ -595,16 +616,16 @@ func fit(e *segment.Encoded, ver int) *segment.Encoded {
 	return e
 }
 
-// version returns the format version of segment seg (0 if its header
+// Version returns the format version of segment seg (0 if its header
 // cannot be read).
 func (a *Log) Version(seg uint64) int {
 	f, err := a.file(seg)
 	if err != nil {
 		return 0
 	}
-	a.fmu.Lock()
-	defer a.fmu.Unlock()
-	if v, ok := a.versions[seg]; ok {
+	a.files.Lock()
+	defer a.files.Unlock()
+	if v, ok := a.files.versions[seg]; ok {
 		return v
 	}
 	var b [segment.HeaderSize]byte
@@ -615,11 +636,11 @@ func (a *Log) Version(seg uint64) int {
 	if err != nil {
 		return 0
 	}
-	a.versions[seg] = h.Version
+	a.files.versions[seg] = h.Version
 	return h.Version
 }
 
-// dictSegment reports whether the active segment (as of this process's
+// DictSegment reports whether the active segment (as of this process's
 // last placement, or now) may hold frames compressed with a dictionary.
 // (A frame encoded so and placed in another segment is refitted there.)
 func (a *Log) DictSegment() bool {
@@ -634,20 +655,20 @@ func (a *Log) DictSegment() bool {
 
 // file returns segment seg open for writing.
 func (a *Log) file(seg uint64) (vfs.File, error) {
-	a.fmu.Lock()
-	defer a.fmu.Unlock()
-	if f := a.files[seg]; f != nil {
+	a.files.Lock()
+	defer a.files.Unlock()
+	if f := a.files.byID[seg]; f != nil {
 		return f, nil
 	}
 	f, err := a.cfg.FS.OpenReadWrite(a.segPath(seg))
 	if err != nil {
 		return nil, err
 	}
-	a.files[seg] = f
+	a.files.byID[seg] = f
 	return f, nil
 }
 
-// sync returns once everything before position target is durable: it
+// Sync returns once everything before position target is durable: it
 // fdatasyncs the active segment (for every frame any process placed before
 // it read the tail) and raises durable, unless another sync did.
 func (a *Log) Sync(target uint64) error {
@@ -661,27 +682,27 @@ func (a *Log) Sync(target uint64) error {
 		if a.sh.Word(Durable).Load() >= target {
 			return nil
 		}
-		a.smu.Lock()
-		if a.syncing {
-			a.waiting++
-			a.scond.Wait()
-			a.waiting--
-			a.smu.Unlock()
+		a.syncer.Lock()
+		if a.syncer.running {
+			a.syncer.waiting++
+			a.syncer.cond.Wait()
+			a.syncer.waiting--
+			a.syncer.Unlock()
 			continue
 		}
-		a.syncing = true
-		yield := a.released > 1
-		a.smu.Unlock()
+		a.syncer.running = true
+		yield := a.syncer.released > 1
+		a.syncer.Unlock()
 		err := a.syncOnce(target, yield)
-		a.smu.Lock()
-		a.syncing = false
-		a.inSync.Store(false)
-		a.released = a.waiting
-		a.scond.Broadcast()
-		a.smu.Unlock()
-		a.qmu.Lock()
-		a.qcond.Broadcast() // placers that waited for this sync
-		a.qmu.Unlock()
+		a.syncer.Lock()
+		a.syncer.running = false
+		a.syncer.inSync.Store(false)
+		a.syncer.released = a.syncer.waiting
+		a.syncer.cond.Broadcast()
+		a.syncer.Unlock()
+		a.queue.Lock()
+		a.queue.cond.Broadcast() // placers that waited for this sync
+		a.queue.Unlock()
 		if err != nil {
 			return err
 		}
@@ -702,8 +723,8 @@ func (a *Log) syncOnce(target uint64, yield bool) error {
 		runtime.Gosched()
 	}
 	if a.alone.Load() {
-		a.inSync.Store(true)
-		defer a.inSync.Store(false)
+		a.syncer.inSync.Store(true)
+		defer a.syncer.inSync.Store(false)
 		return a.syncTail(false)
 	}
 	// Group commit across processes: one fdatasync at a time. While
@@ -731,8 +752,8 @@ func (a *Log) syncOnce(target uint64, yield bool) error {
 	// From here this process's placers leave their frames to this sync
 	// (while it waited for the lock they placed them themselves, so that
 	// the other process's sync could cover them).
-	a.inSync.Store(true)
-	defer a.inSync.Store(false)
+	a.syncer.inSync.Store(true)
+	defer a.syncer.inSync.Store(false)
 	return a.syncTail(true)
 }
 
@@ -790,25 +811,25 @@ func (a *Log) syncTail(locked bool) error {
 // and no placement or sync of this process uses them again. Called by the
 // syncer.
 func (a *Log) closeBefore(seg uint64) {
-	a.fmu.Lock()
-	defer a.fmu.Unlock()
-	for id, f := range a.files {
+	a.files.Lock()
+	defer a.files.Unlock()
+	for id, f := range a.files.byID {
 		if id < seg {
 			f.Close()
-			delete(a.files, id)
-			delete(a.versions, id)
+			delete(a.files.byID, id)
+			delete(a.files.versions, id)
 		}
 	}
 }
 
-// close closes every file.
+// Close closes every file.
 func (a *Log) Close() error {
-	a.fmu.Lock()
-	defer a.fmu.Unlock()
+	a.files.Lock()
+	defer a.files.Unlock()
 	var errs []error
-	for id, f := range a.files {
+	for id, f := range a.files.byID {
 		errs = append(errs, f.Close())
-		delete(a.files, id)
+		delete(a.files.byID, id)
 	}
 	return errors.Join(errs...)
 }
