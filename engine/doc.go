@@ -133,7 +133,10 @@
 // undo of a dead placer's write); lease.go: session leases across
 // processes; compact.go: compaction (its plan, package
 // engine/internal/compactplan, is pure over what the fold attributes:
-// planFold; its execution drops and rewrites segments); migrate.go: v1 and v2 migration; shared.go: the store's processes
+// planFold; its execution drops and rewrites segments); listorder.go,
+// listupdated.go: the orders ListPage keeps between pages (the lists
+// themselves are package engine/internal/listorder); listing.go: each
+// session's title and update time; migrate.go: v1 and v2 migration; shared.go: the store's processes
 // (the directory's lock, LOCK, byte locks, shared memory and its stamp);
 // follow.go: following the frames the
 // other processes write, and Handle.Wait; metrics.go: DB.Metrics and the
