@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/compactplan"
 	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
@@ -138,7 +139,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	// (or replaced) there is not live in this snapshot but not ended in
 	// the plan either, so its frames stay.
 
-	p := newCompactPlan(live)
+	p := newPlan(live)
 	rep = &CompactReport{}
 	for _, id := range ids {
 		if id > hseg {
@@ -159,26 +160,26 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 		}
 		rep.Scanned++
 	}
-	p.decide(ratio)
+	p.Decide(ratio)
 
-	for _, si := range p.segs { // in segment order: frames go before their tombstones
+	for _, si := range p.Segments() { // in segment order: frames go before their tombstones
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		switch si.action {
-		case actDrop:
-			if err := db.dropSegment(si.id); err != nil {
+		switch si.Action {
+		case compactplan.Drop:
+			if err := db.dropSegment(si.ID); err != nil {
 				return rep, err
 			}
-			rep.Dropped = append(rep.Dropped, si.id)
-			rep.ReclaimedBytes += si.size
-		case actRewrite:
+			rep.Dropped = append(rep.Dropped, si.ID)
+			rep.ReclaimedBytes += si.Size
+		case compactplan.Rewrite:
 			after, err := db.rewriteSegment(p, si)
 			if err != nil {
 				return rep, err
 			}
-			rep.Rewritten = append(rep.Rewritten, si.id)
-			rep.ReclaimedBytes += si.size - after
+			rep.Rewritten = append(rep.Rewritten, si.ID)
+			rep.ReclaimedBytes += si.Size - after
 		}
 	}
 	return rep, nil
@@ -336,7 +337,7 @@ func (db *DB) liveIncarnations() map[string]uint64 {
 
 // planSegment reads segment id into p, whole or (limit > 0: the active
 // segment's durable part) up to limit, and returns its reader.
-func (db *DB) planSegment(ctx context.Context, p *compactPlan, id uint64, limit int64, movable bool) (*segment.Reader, error) {
+func (db *DB) planSegment(ctx context.Context, p *compactplan.Plan, id uint64, limit int64, movable bool) (*segment.Reader, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -347,7 +348,7 @@ func (db *DB) planSegment(ctx context.Context, p *compactPlan, id uint64, limit 
 	if err := rd.Remap(); err != nil { // it may have grown since it was opened, while active
 		return nil, err
 	}
-	return rd, p.scan(rd, limit, movable)
+	return rd, p.Scan(rd, limit, movable)
 }
 
 // horizonLimit is how far the plan reads segment id, in which the horizon
@@ -428,12 +429,12 @@ func (db *DB) dropSegment(id uint64) error {
 // leaves the intent and the odd counter to whoever settles next: any
 // writing process that finds the counter odd and coord.LockCompact free, or the
 // next first opener, finishes the intent.
-func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
-	rd, err := db.reader(si.id)
+func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (int64, error) {
+	rd, err := db.reader(si.ID)
 	if err != nil {
 		return 0, err
 	}
-	intent := index.Rewrite{Segment: si.id, Generation: rd.Header().Generation + 1, HasMoves: true}
+	intent := index.Rewrite{Segment: si.ID, Generation: rd.Header().Generation + 1, HasMoves: true}
 	// Every events frame kept may have to move in the index, whoever it
 	// belongs to now: the intent's moves apply where the index still
 	// holds them at the old offset.
@@ -441,7 +442,7 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	at := 0
 	layoutOdd := false
 	res, err := segment.Rewrite(db.opts.FS, db.dir, rd, func(fi *segment.FrameInfo) bool {
-		keep, err := p.keep(si, at, fi)
+		keep, err := p.Stays(si, at, fi)
 		at++
 		if err != nil && ferr == nil {
 			ferr = err
@@ -455,14 +456,14 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 			// The plan recorded every frame of the sealed file; one that is
 			// not what it read there means the file changed under it: the
 			// new file cannot be trusted.
-			err := fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, ferr)
+			err := fmt.Errorf("engine: compact: rewrite segment %d: %w", si.ID, ferr)
 			db.poisonWith(err)
 			return err
 		}
 		for i := range intent.Moves {
 			intent.Moves[i].To = res.Moved[intent.Moves[i].From]
 		}
-		if err := db.keptLive(si.id, res.Moved); err != nil {
+		if err := db.keptLive(si.ID, res.Moved); err != nil {
 			return err
 		}
 		if db.index != nil {
@@ -483,7 +484,7 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 		}
 		// segment.Rewrite removed its file: nothing was renamed into place,
 		// the index is still right.
-		err = fmt.Errorf("engine: compact: rewrite segment %d: %w", si.id, err)
+		err = fmt.Errorf("engine: compact: rewrite segment %d: %w", si.ID, err)
 		if layoutOdd && db.index != nil {
 			if cerr := db.index.use(true, (*index.Index).ClearRewrite); cerr != nil {
 				// The counter stays odd: whoever settles next clears it.
@@ -496,11 +497,11 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 		return 0, err
 	}
 	if db.knobs.rewrite != nil {
-		if err := db.knobs.rewrite(si.id); err != nil {
+		if err := db.knobs.rewrite(si.ID); err != nil {
 			return 0, err
 		}
 	}
-	nr, err := db.openSegment(si.id)
+	nr, err := db.openSegment(si.ID)
 	if err != nil {
 		db.poisonWith(err) // the segment under its name is not what was just written
 		return 0, err
@@ -518,7 +519,7 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	if db.index != nil {
 		if err := db.index.use(true, func(x *index.Index) error { return x.FinishRewrite(intent) }); err != nil {
 			nr.Close()
-			err = fmt.Errorf("engine: compact: index relocation for segment %d (whoever settles next finishes it): %w", si.id, err)
+			err = fmt.Errorf("engine: compact: index relocation for segment %d (whoever settles next finishes it): %w", si.ID, err)
 			db.poisonWith(err)
 			return 0, err
 		}
@@ -526,13 +527,13 @@ func (db *DB) rewriteSegment(p *compactPlan, si *segPlan) (int64, error) {
 	db.mu.Lock()
 	for _, s := range db.mu.sessions {
 		for i := range s.frames {
-			if f := &s.frames[i]; f.seg == si.id {
+			if f := &s.frames[i]; f.seg == si.ID {
 				f.off = res.Moved[f.off]
 			}
 		}
 	}
-	old := db.mu.readers[si.id]
-	db.mu.readers[si.id] = nr
+	old := db.mu.readers[si.ID]
+	db.mu.readers[si.ID] = nr
 	db.mu.Unlock()
 	if old != nil {
 		old.Close()
@@ -623,284 +624,20 @@ func (db *DB) settleIntent(x *index.Index, rw index.Rewrite, landed bool) (bool,
 	return true, nil
 }
 
-// segAction is what Compact does with a sealed segment.
-type segAction uint8
+// planFold is the replay fold as compaction's plan attributes frames
+// with it (an attributing fold: no frame lists, no index entries).
+type planFold struct{ f *fold }
 
-const (
-	actKeep segAction = iota
-	actRewrite
-	actDrop
-)
-
-// segPlan is one sealed segment as the plan sees it.
-type segPlan struct {
-	id    uint64
-	size  int64
-	fixed int64            // bytes that never go: file header and seal frame
-	holds map[uint64]int64 // frame bytes per incarnation (0: frames whose header is not in a sealed segment)
-	tombs []tomb           // its tombstones and migration headers
-	// owners, of a movable segment, is each frame's incarnation in order
-	// (a tombstone's: the one it ends), for the rewrite to decide by
-	owners []frameOwner
-	// movable: sealed and before the index checkpoint, so it may be
-	// removed or rewritten
-	movable bool
-	action  segAction
+func newPlan(live map[string]uint64) *compactplan.Plan {
+	return compactplan.New(live, planFold{newFold(map[string]*session{}, false)})
 }
 
-// tomb is a frame that ends an incarnation: a tombstone (bytes > 0) or a
-// migration header (bytes 0: it goes with its own incarnation).
-type tomb struct {
-	key   string
-	uid   uint64 // the incarnation it ends
-	bytes int64
+func (a planFold) Frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (compactplan.Step, error) {
+	st, err := a.f.frame(r, seg, fi)
+	return compactplan.Step{Owner: st.owner, Ends: st.ends}, err
 }
 
-type frameOwner struct {
-	off int64
-	uid uint64
-}
-
-// compactPlan decides what stays. Frames of events carry no incarnation:
-// the replay fold, fed every segment in order, attributes them.
-type compactPlan struct {
-	live    map[string]uint64 // key -> live incarnation
-	liveUID map[uint64]bool   // the live incarnations
-	fold    *fold             // attributes frames to incarnations
-	segs    []*segPlan
-	frames  map[uint64]int    // frames per incarnation, all sealed segments
-	ends    map[uint64]bool   // incarnations a tombstone or migration ends
-	repl    map[uint64]uint64 // migration incarnation -> the one it replaces
-	orphans map[string]bool   // keys with frames of incarnation 0 anywhere
-	purge   map[uint64]bool   // incarnations whose frames all go
-	// pending: per key, the orphans met since its last header or
-	// tombstone (frames of an incarnation whose header a compaction cut
-	// short removed). A tombstone of the key next names their incarnation.
-	pending map[string][]orphanFrame
-	stuck   map[string]bool // keys with orphans no tombstone names (a migration accounts for them)
-}
-
-// orphanFrame is an orphan events frame the plan read: in si, at owners[at]
-// (at < 0: si is not movable).
-type orphanFrame struct {
-	si   *segPlan
-	at   int
-	size int64
-}
-
-func newCompactPlan(live map[string]uint64) *compactPlan {
-	p := &compactPlan{
-		live: live, liveUID: map[uint64]bool{}, fold: newFold(map[string]*session{}, false), frames: map[uint64]int{},
-		ends: map[uint64]bool{}, repl: map[uint64]uint64{}, orphans: map[string]bool{},
-		pending: map[string][]orphanFrame{}, stuck: map[string]bool{},
-	}
-	for _, uid := range live {
-		p.liveUID[uid] = true
-	}
-	return p
-}
-
-func (p *compactPlan) isLive(uid uint64) bool { return p.liveUID[uid] }
-
-// scan adds one segment, in segment order: a sealed one, or the durable
-// part (up to limit) of the active one. Only a movable segment may be
-// removed or rewritten; the others are read for what they hold.
-func (p *compactPlan) scan(rd *segment.Reader, limit int64, movable bool) error {
-	si := &segPlan{id: rd.Header().ID, size: rd.Size(), fixed: segment.HeaderSize, holds: map[uint64]int64{}, movable: movable}
-	res, err := rd.Scan(segment.ScanOptions{Limit: limit}, func(fi *segment.FrameInfo) error {
-		if fi.Kind == segment.KindSeal {
-			si.fixed += fi.Size
-			return nil
-		}
-		key := string(fi.Key)
-		st, err := p.fold.frame(rd, si.id, fi)
-		if err != nil {
-			return err
-		}
-		owner, ends := st.owner, st.ends
-		if movable {
-			uid := owner
-			if fi.Kind == segment.KindDelete {
-				uid = ends
-			}
-			si.owners = append(si.owners, frameOwner{off: fi.Offset, uid: uid})
-		}
-		switch fi.Kind {
-		case segment.KindHeader:
-			si.holds[owner] += fi.Size
-			p.frames[owner]++
-			// Orphans before a header (a migration's, which accounts for
-			// them) stay unattributed: their tombstones stay too.
-			if len(p.pending[key]) > 0 {
-				p.stuck[key] = true
-				delete(p.pending, key)
-			}
-			if ends != 0 {
-				si.tombs = append(si.tombs, tomb{key: key, uid: ends})
-				p.ends[ends] = true
-				p.repl[owner] = ends
-			}
-		case segment.KindEvents:
-			si.holds[owner] += fi.Size
-			p.frames[owner]++
-			if owner == 0 {
-				p.orphans[key] = true
-				at := -1
-				if movable {
-					at = len(si.owners) - 1
-				}
-				p.pending[key] = append(p.pending[key], orphanFrame{si: si, at: at, size: fi.Size})
-			}
-		case segment.KindDelete:
-			si.tombs = append(si.tombs, tomb{key: key, uid: ends, bytes: fi.Size})
-			p.ends[ends] = true
-			p.attributeOrphans(key, ends)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if !res.Sealed && movable {
-		return &store.CorruptionError{Path: rd.Path(), Offset: res.End, Reason: "segment before the active one is not sealed"}
-	}
-	p.segs = append(p.segs, si)
-	return nil
-}
-
-// attributeOrphans gives the orphans of key met since its last header or
-// tombstone to uid, the incarnation the tombstone that follows them ends
-// (the fold's rule: they are the frames of the incarnation whose header a
-// compaction cut short removed). So they go with it, as its other frames
-// would: without this, orphans and every later tombstone of their key
-// stayed for good.
-func (p *compactPlan) attributeOrphans(key string, uid uint64) {
-	fs := p.pending[key]
-	delete(p.pending, key)
-	if len(fs) == 0 {
-		return
-	}
-	if uid == 0 {
-		p.stuck[key] = true
-		return
-	}
-	for _, o := range fs {
-		o.si.holds[0] -= o.size
-		if o.si.holds[0] == 0 {
-			delete(o.si.holds, 0)
-		}
-		o.si.holds[uid] += o.size
-		if o.at >= 0 {
-			o.si.owners[o.at].uid = uid
-		}
-		p.frames[0]--
-		p.frames[uid]++
-	}
-	if !p.stuck[key] {
-		delete(p.orphans, key) // set again by orphans met after this tombstone
-	}
-}
-
-// dropTomb reports whether a tombstone of uid may go: its incarnation has
-// no frames left (or loses them all now), and no frames of an unknown
-// incarnation of its key remain that it might be the end of.
-func (p *compactPlan) dropTomb(t tomb) bool {
-	return !p.orphans[t.key] && (p.purge[t.uid] || p.frames[t.uid] == 0)
-}
-
-// decide picks each segment's action: the incarnations to purge are those
-// ended by a tombstone or a migration, not live, whose frames are all in
-// segments that are removed or rewritten. Keeping a segment keeps the
-// incarnations in it, which can keep other segments; iterate to a fixed
-// point (the purge set only shrinks).
-func (p *compactPlan) decide(ratio float64) {
-	p.purge = map[uint64]bool{}
-	for uid := range p.ends {
-		if uid != 0 && p.frames[uid] > 0 && !p.isLive(uid) {
-			p.purge[uid] = true
-		}
-	}
-	for uid, old := range p.repl {
-		// An abandoned migration of a live incarnation stays whole: its
-		// header and events must stay in order with its tombstone.
-		if p.isLive(old) {
-			delete(p.purge, uid)
-		}
-	}
-	for changed := true; changed; {
-		changed = false
-		for child, parent := range p.fold.forkOf {
-			// A fork reads its parent's frames: the parent stays whole
-			// (header, frames, tombstone: a replay attributes them as
-			// before) while the fork stays.
-			if !p.purge[child] && p.purge[parent] {
-				delete(p.purge, parent)
-				changed = true
-			}
-		}
-		for _, si := range p.segs {
-			var kept int64
-			for uid, n := range si.holds {
-				if !p.purge[uid] {
-					kept += n
-				}
-			}
-			for _, t := range si.tombs {
-				if t.bytes > 0 && !p.dropTomb(t) {
-					kept += t.bytes
-				}
-			}
-			switch {
-			case !si.movable:
-				si.action = actKeep
-			case kept == 0:
-				si.action = actDrop
-			case ratio > 0 && float64(kept+si.fixed) < ratio*float64(si.size):
-				si.action = actRewrite
-			default:
-				si.action = actKeep
-			}
-		}
-		for _, si := range p.segs {
-			if si.action != actKeep {
-				continue
-			}
-			for uid := range si.holds {
-				if p.purge[uid] {
-					delete(p.purge, uid)
-					changed = true
-				}
-			}
-		}
-		for uid, old := range p.repl {
-			// A migration header stays while frames of what it replaced
-			// stay: without it they would be the session again.
-			if p.purge[uid] && !p.purge[old] && p.frames[old] > 0 {
-				delete(p.purge, uid)
-				changed = true
-			}
-		}
-	}
-}
-
-// keep reports whether the frame of si at fi stays in its rewrite, by
-// the attribution its planning recorded (owners, the frames in order;
-// at is the frame's index there).
-func (p *compactPlan) keep(si *segPlan, at int, fi *segment.FrameInfo) (bool, error) {
-	if at >= len(si.owners) || si.owners[at].off != fi.Offset {
-		return true, fmt.Errorf("frame at %d is not the one the plan read there", fi.Offset)
-	}
-	uid := si.owners[at].uid
-	switch fi.Kind {
-	case segment.KindHeader:
-		return !p.purge[uid], nil
-	case segment.KindEvents:
-		return uid == 0 || !p.purge[uid], nil
-	case segment.KindDelete:
-		return !p.dropTomb(tomb{key: string(fi.Key), uid: uid, bytes: fi.Size}), nil
-	}
-	return true, nil
-}
+func (a planFold) ForkOf() map[uint64]uint64 { return a.f.forkOf }
 
 // compactLoop is the background compactor: every CompactInterval, if
 // something died since the last compaction, it runs Compact (without
@@ -973,7 +710,7 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := newCompactPlan(live)
+	p := newPlan(live)
 	var out []SegmentUsage
 	for _, id := range ids {
 		if aid != 0 && id > aid {
@@ -994,20 +731,8 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 	}
 	// A deleted parent of a live fork is alive too: compaction keeps it
 	// (known once the fork's header is read, after the parent's frames).
-	shared := map[uint64]bool{}
-	for uid := range p.liveUID {
-		for parent, ok := p.fold.forkOf[uid]; ok && !shared[parent]; parent, ok = p.fold.forkOf[parent] {
-			shared[parent] = true
-		}
-	}
-	if len(shared) > 0 {
-		for i, si := range p.segs {
-			for uid, n := range si.holds {
-				if shared[uid] && !p.isLive(uid) {
-					out[i].LiveBytes += n
-				}
-			}
-		}
+	for i, n := range p.ForkParentBytes() {
+		out[i].LiveBytes += n
 	}
 	return out, nil
 }
@@ -1016,7 +741,7 @@ func (db *DB) Usage(ctx context.Context) ([]SegmentUsage, error) {
 // undo of a lost write cuts the active segment under it). limit is
 // the durable end of the segment if it was the active one; if it has been
 // sealed since (and maybe rewritten, shorter), it is read whole.
-func (db *DB) segmentUsage(ctx context.Context, p *compactPlan, id uint64, limit int64) (SegmentUsage, error) {
+func (db *DB) segmentUsage(ctx context.Context, p *compactplan.Plan, id uint64, limit int64) (SegmentUsage, error) {
 	db.layoutMu.RLock()
 	defer db.layoutMu.RUnlock()
 	if limit > 0 {
@@ -1028,12 +753,7 @@ func (db *DB) segmentUsage(ctx context.Context, p *compactPlan, id uint64, limit
 	if err != nil {
 		return SegmentUsage{}, err
 	}
-	si := p.segs[len(p.segs)-1]
-	u := SegmentUsage{ID: id, Generation: rd.Header().Generation, Bytes: si.size}
-	for uid, n := range si.holds {
-		if p.isLive(uid) {
-			u.LiveBytes += n
-		}
-	}
-	return u, nil
+	segs := p.Segments()
+	si := segs[len(segs)-1]
+	return SegmentUsage{ID: id, Generation: rd.Header().Generation, Bytes: si.Size, LiveBytes: p.LiveBytes(si)}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seglog/seglog/engine/internal/listorder"
 	"github.com/seglog/seglog/engine/internal/wal"
 	"path/filepath"
 	"sync"
@@ -94,8 +95,8 @@ type DB struct {
 		handles map[*Handle]struct{}
 		poison  error // sticky write/sync error: nothing is acked after it
 		// list and byUpdated: the sessions in ID order and in
-		// OrderUpdated, for ListPage (see listOrder, updatedOrder)
-		list      listOrder
+		// OrderUpdated, for ListPage (see listorder.IDs, updatedOrder)
+		list      listorder.IDs
 		byUpdated updatedOrder
 	}
 	// pins: forks in progress of sessions a write handle of this process

@@ -131,11 +131,14 @@
 // one segment writer: placing frames at the tail under the append lock,
 // rolls, preparation and growth of segments, group commit of syncs, the
 // undo of a dead placer's write); lease.go: session leases across
-// processes; compact.go: compaction (its plan is
-// pure over what the fold attributes; its execution drops and rewrites
-// segments); migrate.go: v1 and v2 migration; package engine/internal/coord: the
-// store's processes (the directory's lock, LOCK, byte locks, shared memory,
-// its layout and stamp, the futex watch);
+// processes; compact.go: compaction (its plan, package
+// engine/internal/compactplan, is pure over what the fold attributes:
+// planFold; its execution drops and rewrites segments); listorder.go,
+// listupdated.go: the orders ListPage keeps between pages (the lists
+// themselves are package engine/internal/listorder); listing.go: each
+// session's title and update time; migrate.go: v1 and v2 migration; package engine/internal/coord: the
+// store's processes (the directory's lock, LOCK, byte locks, shared
+// memory, its layout and stamp, the futex watch);
 // follow.go: following the frames the
 // other processes write, and Handle.Wait; metrics.go: DB.Metrics and the
 // counters behind it; gate.go: the operations in progress, which Close

@@ -3,9 +3,8 @@ package engine
 import (
 	"context"
 	"slices"
-	"sort"
-	"strings"
 
+	"github.com/seglog/seglog/engine/internal/listorder"
 	"github.com/seglog/seglog/store"
 )
 
@@ -13,7 +12,7 @@ import (
 // UpdatedAt descending, then by ID), so that a page of ListPage in that
 // order costs a binary search and the page's own sessions, not a sort of
 // every session (a million sessions took over a second a page). Guarded
-// by db.mu. It works as listOrder does for IDs:
+// by db.mu. It works as listorder.IDs does for IDs:
 //
 // keys is sorted and may hold entries that are out of date: of sessions
 // deleted or replaced since, or whose listing moved (the entry's time is
@@ -34,7 +33,7 @@ type updatedOrder struct {
 	built bool
 	keys  []updatedKey
 	// byID: keys is in ID order, not sorted yet (seed): pages select
-	// their candidates from it (topUpdated) while a goroutine sorts it
+	// their candidates from it (listorder.Top) while a goroutine sorts it
 	// (sorting), and added waits to be merged
 	byID    bool
 	sorting bool
@@ -46,32 +45,18 @@ type updatedOrder struct {
 	moved []*session // sessions with relisted set
 }
 
-// updatedKey places session s at time at (its listedAt when keyed).
-type updatedKey struct {
-	at int64
-	s  *session
-}
+// updatedKey places session s at time At (its listedAt when keyed).
+type updatedKey = listorder.Key[*session]
 
-// before reports whether a sorts before b in OrderUpdated.
-func (a updatedKey) before(b updatedKey) bool {
-	return a.at > b.at || (a.at == b.at && a.s.id < b.s.id)
-}
-
-func compareKeys(a, b updatedKey) int {
-	switch {
-	case a.before(b):
-		return -1
-	case b.before(a):
-		return 1
-	}
-	return 0
-}
+// ListID is the ID by which sessions of one update time are listed
+// (listorder.Item).
+func (s *session) ListID() string { return s.id }
 
 // validKey reports whether k still places its session, which db.mu.sessions
 // must hold.
 func (db *DB) validKey(k updatedKey) bool {
-	s := k.s
-	return !s.erased && db.mu.sessions[s.id] == s && (s.metaAt != 0 || s.hdr != nil) && s.listedAt() == k.at
+	s := k.S
+	return !s.erased && db.mu.sessions[s.id] == s && (s.metaAt != 0 || s.hdr != nil) && s.listedAt() == k.At
 }
 
 // relist tells the orders ListPage keeps that s was made (made) or that
@@ -79,13 +64,13 @@ func (db *DB) validKey(k updatedKey) bool {
 // Called with db.mu held, or by the open's replay.
 func (db *DB) relist(s *session, made bool) {
 	if made {
-		db.mu.list.add(s.id)
+		db.mu.list.Add(s.id)
 	}
 	u := &db.mu.byUpdated
 	if !u.built || s.relisted {
 		return
 	}
-	if len(u.moved) > len(u.keys)/4+mergeAddedAt {
+	if len(u.moved) > len(u.keys)/4+listorder.MergeAddedAt {
 		u.reset()
 		return
 	}
@@ -94,7 +79,7 @@ func (db *DB) relist(s *session, made bool) {
 }
 
 // seed starts the order from ss, every session (in ID order if byID: an
-// open's, sorted by sortByTime on the first page): those whose listing
+// open's, sorted by listorder.SortByTime on the first page): those whose listing
 // is known as of their frames are keyed, the others queued.
 func (u *updatedOrder) seed(ss []*session, byID bool) {
 	u.reset()
@@ -106,7 +91,7 @@ func (u *updatedOrder) seed(ss []*session, byID bool) {
 			s.relisted = true
 			u.moved = append(u.moved, s)
 		default:
-			u.keys = append(u.keys, updatedKey{s.updatedAt, s})
+			u.keys = append(u.keys, updatedKey{At: s.updatedAt, S: s})
 		}
 	}
 }
@@ -125,13 +110,13 @@ func (u *updatedOrder) reset() {
 func (db *DB) prepareUpdated(ctx context.Context) (keys, added []updatedKey, err error) {
 	u := &db.mu.byUpdated
 again:
-	if !u.built || u.stale > len(u.keys)/4+mergeAddedAt {
+	if !u.built || u.stale > len(u.keys)/4+listorder.MergeAddedAt {
 		ss := make([]*session, 0, len(db.mu.sessions))
 		for _, s := range db.mu.sessions {
 			ss = append(ss, s)
 		}
 		u.seed(ss, false)
-		slices.SortFunc(u.keys, compareKeys)
+		slices.SortFunc(u.keys, listorder.Compare[*session])
 	}
 	// Listings behind their frames are brought up to date (each page
 	// tries again those it could not: see freshListings).
@@ -160,7 +145,7 @@ again:
 				return nil, nil, err
 			}
 		}
-		u.added = append(u.added, updatedKey{s.listedAt(), s})
+		u.added = append(u.added, updatedKey{At: s.listedAt(), S: s})
 		u.sorted = false
 		u.stale++ // (its entry in keys before, if it had one)
 		if s.stale() && !s.pending {
@@ -170,24 +155,11 @@ again:
 		}
 	}
 	if !u.sorted {
-		slices.SortFunc(u.added, compareKeys)
+		slices.SortFunc(u.added, listorder.Compare[*session])
 		u.sorted = true
 	}
-	if !u.byID && (len(u.added) > mergeAddedAt || len(u.added)*16 > len(u.keys)) {
-		merged := make([]updatedKey, 0, len(u.keys)+len(u.added))
-		i, j := 0, 0
-		for i < len(u.keys) || j < len(u.added) {
-			if j == len(u.added) || (i < len(u.keys) && !u.added[j].before(u.keys[i])) {
-				merged = append(merged, u.keys[i])
-				i++
-			} else {
-				if db.validKey(u.added[j]) { // (added is short: its stale entries go now)
-					merged = append(merged, u.added[j])
-				}
-				j++
-			}
-		}
-		u.keys, u.added = merged, nil
+	if !u.byID && (len(u.added) > listorder.MergeAddedAt || len(u.added)*16 > len(u.keys)) {
+		u.keys, u.added = listorder.Merge(u.keys, u.added, db.validKey), nil
 	}
 	return u.keys, u.added, nil
 }
@@ -199,7 +171,7 @@ again:
 //
 // While the order is an open's seed, not sorted yet, a page does not
 // wait for the sort (56 ms for a million sessions): it selects from the
-// keys the few that can come first after the cursor (topUpdated, one
+// keys the few that can come first after the cursor (listorder.Top, one
 // pass, a few ms), walks those, and starts the sort on a goroutine of its
 // own for the pages after it. Only a walk that wants more than it
 // selected (a filter that passes few) sorts the keys there and then.
@@ -214,12 +186,12 @@ func (db *DB) walkUpdated(ctx context.Context, opts store.ListOptions, fn func(s
 		if err != nil {
 			return err
 		}
-		from = &updatedKey{at, &session{id: id}}
+		from = &updatedKey{At: at, S: &session{id: id}}
 	}
 	u := &db.mu.byUpdated
 	if u.byID {
 		if want := 2*(opts.Limit+1) + 64; opts.Limit > 0 && want*8 < len(keys) {
-			top, all := topUpdated(keys, from, want)
+			top, all := listorder.Top(keys, from, want)
 			last, more := db.walkKeys(top, added, from, !all, opts.Prefix, fn)
 			db.sortUpdated(false)
 			if !more {
@@ -234,99 +206,17 @@ func (db *DB) walkUpdated(ctx context.Context, opts store.ListOptions, fn func(s
 	return nil
 }
 
-// walkKeys walks keys and added together in OrderUpdated from after
-// from (all if nil), calling fn for each valid key with the prefix until
-// fn returns false. If partial, keys are a selection: the walk stops
-// where they end, before the keys of added past them. It returns the
-// last key it walked and whether it ran out of keys with fn wanting more
-// (only if partial).
+// walkKeys walks keys and added together (listorder.Walk) from after
+// from, calling fn for each valid key with the prefix until fn returns
+// false; if partial, keys are a selection (see listorder.Walk). Keys of
+// sessions deleted or replaced count as stale.
 func (db *DB) walkKeys(keys, added []updatedKey, from *updatedKey, partial bool, prefix string, fn func(s *session) bool) (last updatedKey, more bool) {
-	i, j := 0, 0
-	if from != nil {
-		follows := func(k updatedKey) bool { return from.before(k) }
-		i = sort.Search(len(keys), func(n int) bool { return follows(keys[n]) })
-		j = sort.Search(len(added), func(n int) bool { return follows(added[n]) })
-	}
-	var prev *session
-	for i < len(keys) || j < len(added) {
-		if partial && i == len(keys) {
-			return last, true
-		}
-		var k updatedKey
-		inKeys := j == len(added) || (i < len(keys) && !added[j].before(keys[i]))
-		if inKeys {
-			k, i = keys[i], i+1
-		} else {
-			k, j = added[j], j+1
-		}
-		last = k
-		if k.s == prev {
-			continue // (in both lists)
-		}
-		if !db.validKey(k) {
-			if inKeys && (k.s.erased || db.mu.sessions[k.s.id] != k.s) {
-				db.mu.byUpdated.stale++ // (one re-keyed is counted as it is)
-			}
-			continue
-		}
-		prev = k.s
-		if !strings.HasPrefix(k.s.id, prefix) {
-			continue
-		}
-		if !fn(k.s) {
-			return last, false
+	gone := func(k updatedKey) {
+		if k.S.erased || db.mu.sessions[k.S.id] != k.S {
+			db.mu.byUpdated.stale++ // (one re-keyed is counted as it is)
 		}
 	}
-	return last, false
-}
-
-// topUpdated returns, sorted, the n keys that come first in OrderUpdated
-// of those after from (all if nil), and whether they are all of them.
-// One pass over keys, which it does not change: a bounded heap whose
-// root is the last of those kept, so that most keys cost one comparison.
-func topUpdated(keys []updatedKey, from *updatedKey, n int) (top []updatedKey, all bool) {
-	heap := make([]updatedKey, 0, n)
-	down := func(i int) {
-		for {
-			c := 2*i + 1
-			if c >= len(heap) {
-				return
-			}
-			if c+1 < len(heap) && heap[c].before(heap[c+1]) {
-				c++ // (the later child)
-			}
-			if !heap[i].before(heap[c]) {
-				return
-			}
-			heap[i], heap[c] = heap[c], heap[i]
-			i = c
-		}
-	}
-	all = true
-	for _, k := range keys {
-		if from != nil && !from.before(k) {
-			continue
-		}
-		if len(heap) < n {
-			heap = append(heap, k)
-			for i := len(heap) - 1; i > 0; {
-				p := (i - 1) / 2
-				if !heap[p].before(heap[i]) {
-					break
-				}
-				heap[p], heap[i] = heap[i], heap[p]
-				i = p
-			}
-			continue
-		}
-		all = false
-		if k.before(heap[0]) {
-			heap[0] = k
-			down(0)
-		}
-	}
-	slices.SortFunc(heap, compareKeys)
-	return heap, all
+	return listorder.Walk(keys, added, from, partial, prefix, db.validKey, gone, fn)
 }
 
 // sortUpdated sorts the seeded keys (byID) into OrderUpdated: now, or on
@@ -340,7 +230,7 @@ func (db *DB) sortUpdated(now bool) {
 		return
 	}
 	if now {
-		u.keys, u.byID = sortByTime(u.keys), false
+		u.keys, u.byID = listorder.SortByTime(u.keys), false
 		return
 	}
 	if u.sorting {
@@ -351,54 +241,11 @@ func (db *DB) sortUpdated(now bool) {
 	db.wg.Add(1)
 	go func() {
 		defer db.wg.Done()
-		sorted := sortByTime(keys)
+		sorted := listorder.SortByTime(keys)
 		db.mu.Lock()
 		defer db.mu.Unlock()
 		if u := &db.mu.byUpdated; u.byID && len(u.keys) == len(keys) && &u.keys[0] == &keys[0] {
 			u.keys, u.byID, u.sorting = sorted, false, false
 		}
 	}()
-}
-
-// sortByTime returns keys, which are in ID order, sorted into
-// OrderUpdated by time alone: a stable radix sort (least significant
-// digit first), so that sessions of one time stay in ID order. It does
-// not write keys (pages read them meanwhile); the result may be keys
-// itself if they were in order.
-func sortByTime(keys []updatedKey) []updatedKey {
-	if len(keys) < 2 {
-		return keys
-	}
-	hi, lo := keys[0].at, keys[0].at
-	for _, k := range keys {
-		hi, lo = max(hi, k.at), min(lo, k.at)
-	}
-	// The digits are of hi-at: most recent first. (uint64 arithmetic:
-	// any two int64 times are at most 2^64-1 apart.)
-	span := uint64(hi) - uint64(lo)
-	const bits = 11
-	const mask = 1<<bits - 1
-	var bufs [2][]updatedKey // (keys are only read: the passes write these in turn)
-	src := keys
-	for pass, shift := 0, 0; shift < 64 && span>>shift != 0; pass, shift = pass+1, shift+bits {
-		if bufs[pass%2] == nil {
-			bufs[pass%2] = make([]updatedKey, len(keys))
-		}
-		dst := bufs[pass%2]
-		var next [mask + 1]int
-		for _, k := range src {
-			next[(uint64(hi)-uint64(k.at))>>shift&mask]++
-		}
-		pos := 0
-		for d, n := range next {
-			next[d], pos = pos, pos+n
-		}
-		for _, k := range src {
-			d := (uint64(hi) - uint64(k.at)) >> shift & mask
-			dst[next[d]] = k
-			next[d]++
-		}
-		src = dst
-	}
-	return src
 }

@@ -3,42 +3,14 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/seglog/seglog/engine/internal/listorder"
 	"github.com/seglog/seglog/store"
 )
-
-// sortByTime sorts keys in ID order as a sort by (time, ID) does, for
-// times of any span, ties and signs, and leaves the keys as they were
-// (pages read them beside the sort).
-func TestSortByTime(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, span := range []int64{1, 7, 1 << 12, 1 << 40, math.MaxInt64} {
-		for _, n := range []int{0, 1, 2, 100, 5000} {
-			keys := make([]updatedKey, n)
-			for i := range keys {
-				at := r.Int64N(span)
-				if span == math.MaxInt64 && i%2 == 0 {
-					at = -at - 1
-				}
-				keys[i] = updatedKey{at, &session{id: fmt.Sprintf("s%05d", i)}}
-			}
-			before := slices.Clone(keys)
-			want := slices.Clone(keys)
-			slices.SortFunc(want, compareKeys)
-			if got := sortByTime(keys); !slices.Equal(got, want) {
-				t.Fatalf("span %d, %d keys: sorted differently", span, n)
-			}
-			if !slices.Equal(keys, before) {
-				t.Fatalf("span %d, %d keys: the keys sorted were written", span, n)
-			}
-		}
-	}
-}
 
 // A process that never lists in OrderUpdated does not hold a queue of
 // every session changed, nor the sessions deleted since: past a bound the
@@ -48,14 +20,14 @@ func TestRelistDropsTheOrder(t *testing.T) {
 	db.mu.sessions = map[string]*session{}
 	db.mu.byUpdated.seed(nil, true)
 	var ss []*session
-	for i := range mergeAddedAt + 1 {
+	for i := range listorder.MergeAddedAt + 1 {
 		s := &session{id: fmt.Sprint(i)}
 		ss = append(ss, s)
 		db.relist(s, false)
 		db.relist(s, false) // (queued once)
 	}
-	if u := &db.mu.byUpdated; !u.built || len(u.moved) != mergeAddedAt+1 {
-		t.Fatalf("built %v, %d queued; want %d", u.built, len(u.moved), mergeAddedAt+1)
+	if u := &db.mu.byUpdated; !u.built || len(u.moved) != listorder.MergeAddedAt+1 {
+		t.Fatalf("built %v, %d queued; want %d", u.built, len(u.moved), listorder.MergeAddedAt+1)
 	}
 	db.relist(&session{id: "one more"}, false)
 	if u := &db.mu.byUpdated; u.built || u.moved != nil {
@@ -87,13 +59,13 @@ func TestPagesBeforeTheSort(t *testing.T) {
 		ks := make([]updatedKey, 0, len(ss))
 		for _, s := range ss {
 			if strings.HasPrefix(s.id, prefix) {
-				ks = append(ks, updatedKey{s.updatedAt, s})
+				ks = append(ks, updatedKey{At: s.updatedAt, S: s})
 			}
 		}
-		slices.SortFunc(ks, compareKeys)
+		slices.SortFunc(ks, listorder.Compare[*session])
 		var ids []string
 		for _, k := range ks {
-			ids = append(ids, k.s.id)
+			ids = append(ids, k.S.id)
 		}
 		return ids
 	}

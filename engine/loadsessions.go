@@ -9,7 +9,7 @@ import "github.com/seglog/seglog/index"
 // stays while a session of it does), and a goroutine of the loader's own
 // makes the sessions of each batch while the check goes on. The map is
 // made at its size once the number is known; the sessions, which come in
-// ID order, seed the orders ListPage keeps (listOrder.seed,
+// ID order, seed the orders ListPage keeps (listorder.IDs.Seed,
 // updatedOrder.seed).
 type sessionLoader struct {
 	cur   *loadBatch

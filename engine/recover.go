@@ -202,7 +202,7 @@ func (db *DB) loadIndex() (index.Checkpoint, error) {
 	}
 	sessions, inOrder := ld.finish()
 	db.mu.sessions = sessions
-	db.mu.list.seed(inOrder)
+	db.mu.list.Seed(idsOf(inOrder))
 	db.mu.byUpdated.seed(inOrder, true)
 	return cp, nil
 }
@@ -297,7 +297,7 @@ func (db *DB) resetReplay() {
 	}
 	db.mu.readers = map[uint64]*segment.Reader{}
 	db.mu.sessions = map[string]*session{}
-	db.mu.list.reset()
+	db.mu.list.Reset()
 	db.mu.byUpdated.reset()
 	db.startFold()
 	rb, notes := db.rec.rebuild, db.rec.notes

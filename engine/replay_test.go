@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seglog/seglog/engine/internal/compactplan"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -289,6 +290,9 @@ func TestFold(t *testing.T) {
 	}
 }
 
+// TestCompactPlan runs compaction's plan (engine/internal/compactplan)
+// with the replay fold attributing the frames, as Compact does: orphans,
+// migrations and tombstones as the fold reads them decide what goes.
 func TestCompactPlan(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -296,7 +300,7 @@ func TestCompactPlan(t *testing.T) {
 		active  int // index of the segment that is not movable; -1: none
 		live    map[string]uint64
 		ratio   float64
-		actions []segAction
+		actions []compactplan.Action
 		purge   []uint64
 	}{
 		{
@@ -304,7 +308,7 @@ func TestCompactPlan(t *testing.T) {
 			segs:    [][]op{{hdr("a", 7), evs("a", 0, 2)}, {del("a", 7)}},
 			active:  -1,
 			ratio:   0.5,
-			actions: []segAction{actDrop, actDrop},
+			actions: []compactplan.Action{compactplan.Drop, compactplan.Drop},
 			purge:   []uint64{7},
 		},
 		{
@@ -312,7 +316,7 @@ func TestCompactPlan(t *testing.T) {
 			segs:    [][]op{{hdr("a", 7), evs("a", 0, 2)}, {del("a", 7)}},
 			active:  1,
 			ratio:   0.5,
-			actions: []segAction{actDrop, actKeep},
+			actions: []compactplan.Action{compactplan.Drop, compactplan.Keep},
 			purge:   []uint64{7},
 		},
 		{
@@ -321,7 +325,7 @@ func TestCompactPlan(t *testing.T) {
 			active:  -1,
 			live:    map[string]uint64{"b": 8},
 			ratio:   0.9,
-			actions: []segAction{actRewrite, actDrop},
+			actions: []compactplan.Action{compactplan.Rewrite, compactplan.Drop},
 			purge:   []uint64{7},
 		},
 		{
@@ -330,14 +334,14 @@ func TestCompactPlan(t *testing.T) {
 			active:  -1,
 			live:    map[string]uint64{"b": 8},
 			ratio:   -1,
-			actions: []segAction{actKeep, actKeep},
+			actions: []compactplan.Action{compactplan.Keep, compactplan.Keep},
 		},
 		{
 			name:    "orphans go with the incarnation their tombstone names, then the tombstone",
 			segs:    [][]op{{evs("a", 3, 1)}, {del("a", 7)}},
 			active:  -1,
 			ratio:   0.5,
-			actions: []segAction{actDrop, actDrop},
+			actions: []compactplan.Action{compactplan.Drop, compactplan.Drop},
 			purge:   []uint64{7},
 		},
 		{
@@ -345,14 +349,14 @@ func TestCompactPlan(t *testing.T) {
 			segs:    [][]op{{evs("a", 3, 1)}, {evs("a", 4, 1), del("a", 7)}},
 			active:  1,
 			ratio:   0.5,
-			actions: []segAction{actKeep, actKeep},
+			actions: []compactplan.Action{compactplan.Keep, compactplan.Keep},
 		},
 		{
 			name:    "orphans no tombstone names keep every tombstone of their key",
 			segs:    [][]op{{evs("a", 3, 1)}, {del("a", 7)}, {evs("a", 0, 1)}},
 			active:  -1,
 			ratio:   0.5,
-			actions: []segAction{actDrop, actKeep, actKeep},
+			actions: []compactplan.Action{compactplan.Drop, compactplan.Keep, compactplan.Keep},
 			purge:   []uint64{7},
 		},
 		{
@@ -361,7 +365,7 @@ func TestCompactPlan(t *testing.T) {
 			active:  -1,
 			live:    map[string]uint64{"a": 9},
 			ratio:   0.5,
-			actions: []segAction{actDrop, actKeep},
+			actions: []compactplan.Action{compactplan.Drop, compactplan.Keep},
 			purge:   []uint64{7},
 		},
 		{
@@ -370,40 +374,35 @@ func TestCompactPlan(t *testing.T) {
 			active:  -1,
 			live:    map[string]uint64{"a": 7},
 			ratio:   0.5,
-			actions: []segAction{actKeep, actKeep},
+			actions: []compactplan.Action{compactplan.Keep, compactplan.Keep},
 		},
 		{
 			name:    "a migration header stays while frames of what it replaced stay",
 			segs:    [][]op{{hdr("a", 7), evs("a", 0, 2)}, {mig("a", 9, 7, 2), evs("a", 0, 2), del("a", 9)}},
 			active:  0,
 			ratio:   0.5,
-			actions: []segAction{actKeep, actKeep},
+			actions: []compactplan.Action{compactplan.Keep, compactplan.Keep},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			p := newCompactPlan(tt.live)
+			p := newPlan(tt.live)
 			for i, ops := range tt.segs {
 				r := writeSegment(t, dir, uint64(i+1), ops)
-				if err := p.scan(r, 0, i != tt.active); err != nil {
+				if err := p.Scan(r, 0, i != tt.active); err != nil {
 					t.Fatal(err)
 				}
 			}
-			p.decide(tt.ratio)
-			var actions []segAction
-			for _, si := range p.segs {
-				actions = append(actions, si.action)
+			p.Decide(tt.ratio)
+			var actions []compactplan.Action
+			for _, si := range p.Segments() {
+				actions = append(actions, si.Action)
 			}
 			if !slices.Equal(actions, tt.actions) {
 				t.Errorf("actions %v, want %v", actions, tt.actions)
 			}
-			var purge []uint64
-			for uid := range p.purge {
-				purge = append(purge, uid)
-			}
-			slices.Sort(purge)
-			if !slices.Equal(purge, tt.purge) {
+			if purge := p.Purged(); !slices.Equal(purge, tt.purge) {
 				t.Errorf("purge %v, want %v", purge, tt.purge)
 			}
 		})

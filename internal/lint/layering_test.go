@@ -53,6 +53,14 @@ var mustNotDepend = map[string][]string{
 	"backend/jetstream":     {"engine", "index", "bench", "fuzz", "cmd/seglog"},
 	// The embedded NATS servers know nothing of seglog.
 	"backend/jetstream/embedded": {"*"},
+
+	// Compaction's plan (what each segment holds per incarnation, and what
+	// goes) reads segments; the engine's replay fold attributes their
+	// frames. It knows nothing of sessions, the contract, the index or the DB.
+	"engine/internal/compactplan": {"engine", "store", "index", "handle", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
+	// The ordered lists behind ListPage know IDs and keys, nothing of
+	// sessions, segments or the contract.
+	"engine/internal/listorder": {"*"},
 }
 
 // coreModules are the only modules outside seglog that the core module
