@@ -16,10 +16,12 @@
 // checkpointed in the background, never on the flush path. Each session
 // has at most one write handle at a time (a lease: Open(id, Write) fails
 // with ErrAlreadyOwned while another is live, and a handle whose lease was
-// revoked can never write again); read handles are unlimited. Append is
-// best-effort: the events are visible to every read started afterwards;
-// only Flush (per handle, or DB.Flush for all) promises they survive a
-// crash, and flushes of many sessions at once share one fdatasync. Enqueue
+// revoked can never write again); read handles are unlimited. Appended
+// events are visible to every read started afterwards, and durable within
+// the write-behind window (Options.WriteBehindWindow, 200 ms, plus one
+// fdatasync; Options.FlushOnly turns that off); Flush (per handle, or
+// DB.Flush for all) is the barrier that waits for it, and flushes of many
+// sessions at once share one fdatasync. Enqueue
 // is the non-blocking write-behind path: a fixed 200 ms window batches
 // events in the background. An fsync error poisons the store; a write that
 // fails before its fsync (a full disk) placed nothing: the flush fails and

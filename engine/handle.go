@@ -31,11 +31,15 @@ func (db *DB) newHandle(s *session, access store.Access, lease *lease) *Handle {
 		db.mu.handles[h] = struct{}{}
 		w = handleWriter{h}
 	}
-	h.front.Init(s.id, *s.hdr, s.inherited, access, w, store.FrontConfig{
+	cfg := store.FrontConfig{
 		Catalog: db.opts.Catalog, Reload: db.loadTypes, Window: db.opts.WriteBehindWindow, Logger: db.opts.Logger, AfterFunc: db.opts.AfterFunc,
 		Surface: storekit.SurfaceRulesChecker(db.opts.SurfaceRules, db.opts.Catalog),
 		Stats:   &db.metrics.writeBehind,
-	})
+	}
+	if access == store.Write && !db.opts.FlushOnly {
+		cfg.Flush = h.windowFlush
+	}
+	h.front.Init(s.id, *s.hdr, s.inherited, access, w, cfg)
 	db.metrics.handleOpened(access)
 	return h
 }
@@ -73,9 +77,9 @@ func (h *Handle) Access() store.Access { return h.front.Access() }
 // next seq and the seqs contiguous (*SeqError); every event must be valid
 // (*event.InvalidError). A bad batch fails whole and writes nothing.
 //
-// Append is best-effort: when it returns, the events are ordered and
-// visible to every read started afterwards on this DB; only Flush promises
-// they survive a crash. Events handed to Enqueue before are appended
+// When Append returns, the events are ordered and visible to every read
+// started afterwards on this DB; they are durable within
+// Options.WriteBehindWindow (plus one fdatasync), and Flush waits for it. Events handed to Enqueue before are appended
 // first. An empty batch does nothing. Once the DB's Close has begun, it
 // fails with ErrClosed (and ErrOwnershipLost) and stores nothing.
 func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
@@ -95,7 +99,7 @@ func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 // next Flush retries and returns the error. An Append, a Read or a Flush
 // through the handle first appends what is buffered, so the paths can be
 // mixed and the handle reads its own enqueued events; Len counts them.
-// Enqueue is not durable: only Flush is.
+// Enqueued events are durable within the window, as appended ones are.
 func (h *Handle) Enqueue(evs ...event.Event) error {
 	if err := h.db.enter(); err != nil {
 		return sessionErr(h.ID(), "enqueue", errClosedLease)

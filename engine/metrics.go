@@ -36,6 +36,15 @@ type Metrics struct {
 	Flushes uint64
 	// FlushErrors counts the flushes that returned an error. Counter.
 	FlushErrors uint64
+	// WindowFlushes counts the background flushes at the end of a
+	// durability window (Options.WriteBehindWindow): the first event
+	// handed to a write handle after its last window ended opens one.
+	// They are not in Flushes. Counter.
+	WindowFlushes uint64
+	// WindowFlushErrors counts those that returned an error (each logs a
+	// warning; the handle's next Flush writes the events or returns the
+	// error). Counter.
+	WindowFlushErrors uint64
 	// FlushLatency is the time each flush took, from its call to its
 	// return (the drain of its write-behind buffer, the cut of its open
 	// events, their placement and the fdatasync it waited for).
@@ -185,8 +194,10 @@ type dbMetrics struct {
 	appends, eventsAppended, bytesAppended atomic.Uint64
 
 	flushErrors atomic.Uint64
-	flushCounts [flushBuckets + 1]atomic.Uint64
-	flushSum    atomic.Int64 // nanoseconds
+	// window flushes: all, failed
+	windowFlushes, windowFlushErrors atomic.Uint64
+	flushCounts                      [flushBuckets + 1]atomic.Uint64
+	flushSum                         atomic.Int64 // nanoseconds
 
 	fsyncs                      atomic.Uint64
 	eventsWritten, bytesWritten atomic.Uint64
@@ -292,6 +303,8 @@ func (db *DB) Metrics() Metrics {
 		EventsAppended:           m.eventsAppended.Load(),
 		BytesAppended:            m.bytesAppended.Load(),
 		FlushErrors:              m.flushErrors.Load(),
+		WindowFlushes:            m.windowFlushes.Load(),
+		WindowFlushErrors:        m.windowFlushErrors.Load(),
 		Fsyncs:                   m.fsyncs.Load(),
 		EventsWritten:            m.eventsWritten.Load(),
 		BytesWritten:             m.bytesWritten.Load(),

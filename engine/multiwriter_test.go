@@ -201,10 +201,12 @@ func TestWritersInterleaved(t *testing.T) {
 	}
 }
 
-// dieNow stands for the death of db's process: its goroutines stop (the
-// preparer, the checkpointer), then its locks and shared memory go. Its
+// dieNow stands for the death of db's process: nothing starts any more
+// (its handles' window flushes), its goroutines stop (the preparer, the
+// checkpointer), then its locks and shared memory go. Its
 // files stay open (closeFiles) for the test to release.
 func dieNow(db *DB) {
+	db.gate.shut() // nothing starts any more: the handles' window flushes
 	close(db.stop)
 	db.stopCancel()
 	db.wg.Wait()

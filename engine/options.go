@@ -68,9 +68,19 @@ type Options struct {
 	// IndexInterval is how often durable frames are checkpointed into the
 	// index (off the flush path). Default 1s.
 	IndexInterval time.Duration
-	// WriteBehindWindow is the batching window of Handle.Enqueue; default
-	// handle.DefaultWindow (200ms).
+	// WriteBehindWindow is the batching window of Handle.Enqueue and the
+	// durability window of every write handle; default
+	// handle.DefaultWindow (200ms). An event handed to Append or Enqueue
+	// is durable at most this long (plus one group-commit fdatasync)
+	// after it was handed over, Flush or not: the first event after a
+	// window ended opens the next, at whose end the handle flushes in
+	// the background (Metrics.WindowFlushes).
 	WriteBehindWindow time.Duration
+	// FlushOnly is the weaker promise: events are durable only once a
+	// Flush (or the handle's Close) returns, and a crash loses everything
+	// appended or enqueued since. Appends then stay in memory until a
+	// Flush or FrameBytes of them, with no background flush.
+	FlushOnly bool
 	// Logger receives warnings (background write failures, recovered torn
 	// tails); default discards.
 	Logger *slog.Logger

@@ -40,6 +40,11 @@ type Front struct {
 	seen atomic.Uint64 // the longest log a read through the handle saw
 
 	surface SurfaceChecker // a write handle's, when FrontConfig.Surface is set; guarded by mu
+
+	// window is the durability window (FrontConfig.Flush): armed by the
+	// first event handed to Append or Enqueue after the last one ended,
+	// nil while none is open. Guarded by mu.
+	window handle.Timer
 }
 
 // SurfaceChecker is the check of a session's log as a whole that
@@ -103,7 +108,18 @@ type FrontConfig struct {
 	// after every other check: a batch it refuses fails whole, with its
 	// error in a *SessionError, and nothing is stored. The write open
 	// feeds the checker the stored log (CheckSurfaceLog).
-	Surface   func() SurfaceChecker
+	Surface func() SurfaceChecker
+	// Flush, if set, is the backend's flush of the handle (write the open
+	// events out and make them durable). The Front calls it at the end of
+	// every durability window: the first event handed to Append or
+	// Enqueue after the last window ended opens one of Window, so that no
+	// event stays only in memory longer than Window plus one flush.
+	// Its error is logged; the events stay the session's, and the host's
+	// next Flush writes them or returns the error. Nil: only the host's
+	// Flush makes events durable (the backend's flush-only option).
+	Flush func(ctx context.Context) error
+	// Window is the write-behind batching window of Enqueue and the
+	// durability window of Flush.
 	Window    time.Duration
 	Logger    *slog.Logger
 	AfterFunc func(d time.Duration, f func()) handle.Timer
@@ -257,9 +273,10 @@ func (f *Front) writable(op string) error {
 // next seq and the seqs contiguous (*SeqError); every event must be valid
 // (*event.InvalidError). A bad batch fails whole and writes nothing.
 //
-// Append is best-effort: when it returns, the events are ordered and
-// visible to every read started afterwards through this store; only Flush
-// promises they survive a crash. Events handed to Enqueue before are
+// When Append returns, the events are ordered and visible to every read
+// started afterwards through this store; they are
+// durable within the write-behind window (FrontConfig.Flush), and Flush
+// waits for it. Events handed to Enqueue before are
 // written first. An empty batch does nothing. Once the batch is taken, a
 // failed write of its frames (a full disk) does not fail Append: the
 // events stay the session's, and the next Flush writes them or returns
@@ -299,6 +316,11 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event, enqueued bool)
 		}
 		return f.Err("append", err)
 	}
+	if !enqueued {
+		// (Enqueue opened a window for its events: the flush at its end
+		// drains the write-behind buffer.)
+		f.armWindow()
+	}
 	if full {
 		// The events are the session's now: a failed write of their
 		// frames (a full disk) leaves them open, and the next Cut (a
@@ -314,6 +336,36 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event, enqueued bool)
 		}
 	}
 	return nil
+}
+
+// armWindow opens a durability window if none is open (FrontConfig.
+// Flush): events were just handed over. Called with f.mu held.
+func (f *Front) armWindow() {
+	if f.cfg.Flush == nil || f.window != nil || f.closed {
+		return
+	}
+	after := f.cfg.AfterFunc
+	if after == nil {
+		after = func(d time.Duration, fn func()) handle.Timer { return time.AfterFunc(d, fn) }
+	}
+	f.window = after(f.cfg.Window, f.windowEnd)
+}
+
+// windowEnd ends a durability window: events handed over from here on
+// open the next one, and the backend's flush makes everything handed over
+// so far durable. A handle closed meanwhile has flushed at its Close.
+func (f *Front) windowEnd() {
+	f.mu.Lock()
+	f.window = nil
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		return
+	}
+	err := f.cfg.Flush(context.Background())
+	if err != nil && !errors.Is(err, ErrHandleClosed) && !errors.Is(err, ErrClosed) && f.cfg.Logger != nil {
+		f.cfg.Logger.Warn("seglog: a write-behind window's flush failed; the session's next flush writes its events or returns the error", "session", f.id, "error", err)
+	}
 }
 
 // check is the contract's check of a batch that starts at next, then the
@@ -382,6 +434,9 @@ func (f *Front) Enqueue(evs ...event.Event) error {
 	if err != nil && taken && f.surface != nil {
 		f.surface.Undo() // checked, but not buffered
 	}
+	if err == nil {
+		f.armWindow()
+	}
 	if errors.Is(err, handle.ErrClosed) {
 		return sessionErr(f.id, "enqueue", ErrHandleClosed)
 	}
@@ -445,6 +500,7 @@ func (f *Front) Close(finish func(drained error) error) error {
 		return f.closeErr
 	}
 	f.closed = true
+	f.stopWindow()
 	f.closeErr = finish(drained)
 	return f.closeErr
 }
@@ -470,7 +526,17 @@ func (f *Front) Dropped(staged int) error {
 func (f *Front) MarkClosed() {
 	f.mu.Lock()
 	f.closed = true
+	f.stopWindow()
 	f.mu.Unlock()
+}
+
+// stopWindow stops the durability window's timer, if one is armed: the
+// handle closed (its Close flushes what it holds). Called with f.mu held.
+func (f *Front) stopWindow() {
+	if f.window != nil {
+		f.window.Stop()
+		f.window = nil
+	}
 }
 
 // CloseBuffer closes the write-behind buffer, if any, dropping nothing it

@@ -43,10 +43,14 @@ func (st *Store) newHandle(s *session, access store.Access, local *handle.Lease,
 	if access == store.Write {
 		w = (*handleWriter)(h)
 	}
-	h.front.Init(s.id, s.hdr, s.inherited, access, w, store.FrontConfig{
+	cfg := store.FrontConfig{
 		Catalog: st.opts.Catalog, Window: st.opts.WriteBehindWindow, Logger: st.opts.Logger, AfterFunc: st.opts.AfterFunc,
 		Surface: storekit.SurfaceRulesChecker(st.opts.SurfaceRules, st.opts.Catalog),
-	})
+	}
+	if access == store.Write && !st.opts.FlushOnly {
+		cfg.Flush = h.Flush
+	}
+	h.front.Init(s.id, s.hdr, s.inherited, access, w, cfg)
 	st.handles[h] = struct{}{}
 	return h
 }

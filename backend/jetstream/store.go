@@ -80,9 +80,16 @@ type Options struct {
 	// message never passes the server's max_payload: a larger batch is
 	// cut.
 	FrameBytes int
-	// WriteBehindWindow is Enqueue's batching window; default
-	// handle.DefaultWindow.
+	// WriteBehindWindow is Enqueue's batching window and every write
+	// handle's durability window; default handle.DefaultWindow. An event
+	// handed to Append or Enqueue is acknowledged by the stream at most
+	// this long (plus one publish) after it was handed over, Flush or
+	// not: the handle flushes in the background at each window's end.
 	WriteBehindWindow time.Duration
+	// FlushOnly is the weaker promise: events reach the stream only at a
+	// Flush (or FrameBytes of them, or the handle's Close), and a crash
+	// loses everything appended or enqueued since.
+	FlushOnly bool
 	// AfterFunc arms write-behind windows; default time.AfterFunc.
 	AfterFunc func(d time.Duration, f func()) handle.Timer
 	// Catalog is the set of event types reads accept; default

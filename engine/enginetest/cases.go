@@ -1107,6 +1107,23 @@ var contractCases = []contractCase{
 		e.clock.Advance(time.Millisecond)
 		e.wantEvents("at 200ms", OneTurn()[:2], e.read(r, 0, -1))
 	}},
+	{"L1/window-durable-without-flush", func(e *env) {
+		// Events handed to Append or Enqueue and never flushed are durable
+		// once their window (WriteBehindWindow) has ended: a power cut
+		// after it keeps them. The first event after a window ended opens
+		// the next.
+		h := e.create("s")
+		e.append(h, OneTurn()[:1]...)
+		if err := h.Enqueue(OneTurn()[1:]...); err != nil {
+			e.t.Fatal(err)
+		}
+		e.clock.Advance(handle.DefaultWindow)
+		e.append(h, Turn2()...)
+		e.clock.Advance(handle.DefaultWindow)
+		e.restart(false)
+		r := e.open("s", store.Read)
+		e.wantEvents("after a power cut past two windows", append(OneTurn(), Turn2()...), e.read(r, 0, -1))
+	}},
 	{"L3/background-failure-is-never-acked", func(e *env) {
 		// A failed write is never acknowledged (the local engine undoes a
 		// write that failed before its fsync, and poisons on an fsync
