@@ -120,7 +120,7 @@ func TestRenew(t *testing.T) {
 	}
 	first := a.Cur()
 	if st := a.State(); first == nil || !st.Collecting || st.Samples != 40 {
-		t.Fatalf("after the first training: dictionary %v, state %+v; want one, still collecting 40", first, st)
+		t.Fatalf("after the first training: a dictionary %v, state %+v; want one, still collecting 40", first != nil, st)
 	}
 	a.Done(nil)
 	a.Observe(frames(t, enc, 100, 100, 300)) // the pool full
