@@ -125,7 +125,8 @@
 // planning, Usage); write.go: the write path (the handle's store.Writer,
 // encode, frame, sync, poison, Flush); read.go: the read path (snapshot,
 // frame decoding, readers); handle.go: the handle (over store.Front) and
-// its lease; recover.go: Open's recovery, shared with Check (check.go);
+// its lease; recover.go: Open's recovery, shared with Check (check.go;
+// its scan of every frame is package engine/internal/framecheck);
 // indexer.go: index checkpoints; indexfile.go: the index opened for each
 // use; log.go: the DB's wiring of its log, package engine/internal/wal (the
 // one segment writer: placing frames at the tail under the append lock,

@@ -66,6 +66,9 @@ var mustNotDepend = map[string][]string{
 	// system, nothing of sessions, the coordination (under "engine"), the
 	// index or the DB.
 	"engine/internal/dict": {"engine", "store", "index", "handle", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
+	// Check's scan of every frame and dictionary knows segments and
+	// internal/base's errors, nothing of sessions, the index or the DB.
+	"engine/internal/framecheck": {"engine", "store", "index", "handle", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
 }
 
 // coreModules are the only modules outside seglog that the core module
