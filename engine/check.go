@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/seglog/seglog/engine/internal/coord"
+	"github.com/seglog/seglog/engine/internal/framecheck"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -151,109 +152,16 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 		}
 	}
 
-	// Every frame.
-	ids, err := segment.List(o.FS, dir)
+	// Every frame, and every dictionary.
+	fo := framecheck.Options{Skip: skip, DurableSeg: cp.Segment, DurableOff: cp.Offset, Bounded: bound != 0}
+	fo.BoundSeg, fo.BoundOff = coord.SplitPosition(bound)
+	n, err := framecheck.Run(o.FS, dir, fo, func(path string, off int64, session, what string) {
+		problem(path, off, session, "%s", what)
+	})
 	if err != nil {
 		return nil, false, err
 	}
-	bseg, boff := coord.SplitPosition(bound)
-	dicts := segment.NewDicts(o.FS, dir)
-	type badDict struct {
-		err    error
-		frames int
-		first  string // the first frame naming it
-	}
-	bad := map[uint32]*badDict{}
-	for _, id := range ids {
-		if skip[id] || (bound != 0 && id > bseg) {
-			continue
-		}
-		rep.Segments++
-		path := filepath.Join(dir, segment.Name(id))
-		r, err := segment.OpenReaderDicts(o.FS, path, dicts)
-		if err != nil {
-			problemErr("", err)
-			continue
-		}
-		if r.Header().ID != id {
-			problem(path, 0, "", "header says segment %d", r.Header().ID)
-		}
-		visit := func(fi *segment.FrameInfo) error {
-			if fi.Kind == segment.KindSeal {
-				return nil
-			}
-			rep.Frames++
-			if _, err := r.ReadFrame(fi.Offset); err != nil {
-				if fi.Dict != 0 {
-					if _, derr := dicts.Get(fi.Dict); derr != nil {
-						// One problem per dictionary, at its file.
-						b := bad[fi.Dict]
-						if b == nil {
-							b = &badDict{err: derr, first: fmt.Sprintf("%s @%d", path, fi.Offset)}
-							bad[fi.Dict] = b
-						}
-						b.frames++
-						return nil
-					}
-				}
-				var ce *store.CorruptionError
-				if errors.As(err, &ce) {
-					problem(path, fi.Offset, string(fi.Key), "%s", ce.Reason)
-				} else {
-					problem(path, fi.Offset, string(fi.Key), "%v", err)
-				}
-			}
-			return nil
-		}
-		// After damage, report it and resume at the next valid frame.
-		for from := int64(0); ; {
-			so := segment.ScanOptions{From: from}
-			if id == cp.Segment {
-				so.Durable = cp.Offset
-			}
-			if bound != 0 && id == bseg {
-				so.Limit = boff
-				so.Durable = max(so.Durable, boff) // published durable: damage below it is no torn tail
-			}
-			_, err = r.Scan(so, visit)
-			var ce *store.CorruptionError
-			if err == nil || !errors.As(err, &ce) {
-				break
-			}
-			problem(path, ce.Offset, "", "%s", ce.Reason)
-			next, ok := r.NextFrame(max(ce.Offset, from) + 1)
-			if !ok || (so.Limit > 0 && next >= so.Limit) {
-				// Nothing after it (before the durable end another
-				// process published) to resume at. Each resumption is
-				// past the last: the loop ends.
-				err = nil
-				break
-			}
-			from = next
-		}
-		r.Close()
-		if err != nil {
-			problem(path, -1, "", "%v", err)
-		}
-	}
-	dictIDs, err := segment.ListDicts(o.FS, dir)
-	if err != nil {
-		return nil, false, err
-	}
-	for _, id := range dictIDs {
-		if _, err := dicts.Get(id); err != nil && bad[id] == nil {
-			problemErr("", err)
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(bad)) {
-		b := bad[id]
-		path, off, what := dicts.Path(id), int64(-1), b.err.Error()
-		var ce *store.CorruptionError
-		if errors.As(b.err, &ce) {
-			path, off, what = ce.Path, ce.Offset, ce.Reason
-		}
-		problem(path, off, "", "%s; %d frames name it, the first at %s", what, b.frames, b.first)
-	}
+	rep.Segments, rep.Frames = n.Segments, n.Frames
 	rep.Problems = dedupProblems(rep.Problems)
 	if opened != nil && opened.follow != nil {
 		moved = opened.shared.LayoutMoved(&opened.follow.layout)

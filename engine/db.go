@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine/internal/coord"
+	"github.com/seglog/seglog/engine/internal/dict"
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
@@ -42,7 +43,7 @@ type DB struct {
 	// name them; dict, of a writing process that compresses, the one its
 	// frames use and its training (nil otherwise)
 	dicts *segment.Dicts
-	dict  *dictState
+	dict  *dict.Trainer
 
 	owners handle.Owners
 
@@ -353,8 +354,8 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		return db, nil // no writer, no background work
 	}
 	if !o.Uncompressed && !o.NoDict {
-		db.dict = newDictState(db)
-		if err := db.dict.load(); err != nil {
+		var err error
+		if db.dict, err = newDictTrainer(db); err != nil {
 			db.closeFiles()
 			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 		}
@@ -364,7 +365,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	go db.prepareLoop()
 	if db.dict != nil {
 		db.wg.Add(1)
-		go db.dict.loop()
+		go db.dictLoop()
 	}
 	if o.CompactInterval > 0 {
 		db.wg.Add(1)

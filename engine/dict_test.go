@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/dict"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -23,14 +24,14 @@ import (
 
 // dictKnobs is a dictionary tuning that makes dictionaries small and
 // trains them only when a test says (renew).
-func dictKnobs() *dictTuning {
-	dt := defaultDictTuning()
-	dt.trainAfter, dt.history = math.MaxInt, 16<<10
+func dictKnobs() *dict.Tuning {
+	dt := dict.DefaultTuning()
+	dt.TrainAfter, dt.History = math.MaxInt, 16<<10
 	return &dt
 }
 
 // withDict returns o with the dictionary tuning dt (its DB's knob).
-func withDict(o *Options, dt *dictTuning) *Options {
+func withDict(o *Options, dt *dict.Tuning) *Options {
 	o.testing.dict = dt
 	return o
 }
@@ -100,10 +101,10 @@ func dictStore(t *testing.T, dir string) ([]event.Event, string) {
 		t.Fatal(err)
 	}
 	evs := writeFlushed(t, h, 0, 100)
-	if err := db.dict.renew(); err != nil {
+	if err := db.renewDict(); err != nil {
 		t.Fatal(err)
 	}
-	d := db.dict.cur.Load()
+	d := db.dict.Cur()
 	if d == nil || d.ID < 32768 {
 		t.Fatalf("no dictionary after renew: %v", d)
 	}
@@ -164,7 +165,7 @@ func TestDictOtherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantA := writeFlushed(t, ha, 0, 100)
-	if err := a.dict.renew(); err != nil {
+	if err := a.renewDict(); err != nil {
 		t.Fatal(err)
 	}
 	wantA = append(wantA, writeFlushed(t, ha, 100, 100)...)
@@ -175,11 +176,11 @@ func TestDictOtherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantB := writeFlushed(t, hb, 0, 100)
-	if err := b.dict.renew(); err != nil {
+	if err := b.renewDict(); err != nil {
 		t.Fatal(err)
 	}
-	if ids, _ := segment.ListDicts(nil, dir); len(ids) != 1 || b.dict.cur.Load().ID != a.dict.cur.Load().ID {
-		t.Fatalf("dictionaries %v; b uses %d, a %d: want b to take a's", ids, b.dict.cur.Load().ID, a.dict.cur.Load().ID)
+	if ids, _ := segment.ListDicts(nil, dir); len(ids) != 1 || b.dict.Cur().ID != a.dict.Cur().ID {
+		t.Fatalf("dictionaries %v; b uses %d, a %d: want b to take a's", ids, b.dict.Cur().ID, a.dict.Cur().ID)
 	}
 	wantB = append(wantB, writeFlushed(t, hb, 100, 100)...)
 	sameEvents(t, "b read by a", readAll(t, a, "b"), wantB)
@@ -274,7 +275,7 @@ func TestDictOlderSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := writeFlushed(t, h, 0, 100)
-	if err := db.dict.renew(); err != nil {
+	if err := db.renewDict(); err != nil {
 		t.Fatal(err)
 	}
 	// A frame encoded with it (as if the active segment took it) is
@@ -313,7 +314,7 @@ func dictCrashWorkload(fsys vfs.FS) (map[string][]event.Event, map[string]int, e
 	r := rand.New(rand.NewPCG(5, 5))
 	for step := range 90 {
 		if step == 30 {
-			if err := db.dict.renew(); err != nil {
+			if err := db.renewDict(); err != nil {
 				return appended, acked, err
 			}
 		}
@@ -340,9 +341,9 @@ func dictCrashWorkload(fsys vfs.FS) (map[string][]event.Event, map[string]int, e
 
 // dictCrashTuning is the dictionary tuning of TestDictPowerCut's stores:
 // dictKnobs', with smaller dictionaries.
-func dictCrashTuning() *dictTuning {
+func dictCrashTuning() *dict.Tuning {
 	dt := dictKnobs()
-	dt.history = 8 << 10
+	dt.History = 8 << 10
 	return dt
 }
 
@@ -412,25 +413,25 @@ func TestDictPowerCut(t *testing.T) {
 
 // TestDictTraining: a store written in large frames only keeps no
 // training pool and trains no dictionary; small frames make the first
-// once dictTrainAfter bytes of them are written and the second once the
-// pool holds dictPool bytes, after which the pool is let go. The pool
-// never holds much more than dictPool. Without spare CPU (no budget) it
+// once TrainAfter bytes of them are written and the second once the
+// pool holds Pool bytes, after which the pool is let go. The pool
+// never holds much more than Pool. Without spare CPU (no budget) it
 // trains none.
 func TestDictTraining(t *testing.T) {
 	for _, spare := range []bool{true, false} {
 		t.Run(fmt.Sprintf("spare=%v", spare), func(t *testing.T) {
-			dt := defaultDictTuning()
-			dt.trainAfter, dt.pool, dt.small, dt.history = 16<<10, 64<<10, 4<<10, 8<<10
-			dt.smallShare, dt.smallBurst = 1e6, time.Second
+			dt := dict.DefaultTuning()
+			dt.TrainAfter, dt.Pool, dt.Small, dt.History = 16<<10, 64<<10, 4<<10, 8<<10
+			dt.SmallShare, dt.SmallBurst = 1e6, time.Second
 			if !spare {
-				dt.smallShare, dt.smallBurst = 0, 0
+				dt.SmallShare, dt.SmallBurst = 0, 0
 			}
 			testDictTraining(t, &dt, spare)
 		})
 	}
 }
 
-func testDictTraining(t *testing.T, dt *dictTuning, spare bool) {
+func testDictTraining(t *testing.T, dt *dict.Tuning, spare bool) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	db, err := Open(dir, withDict(&Options{CompactInterval: -1}, dt))
@@ -443,9 +444,8 @@ func testDictTraining(t *testing.T, dt *dictTuning, spare bool) {
 		t.Fatal(err)
 	}
 	state := func() (collecting bool, n, bytes int) {
-		db.dict.training.Lock()
-		defer db.dict.training.Unlock()
-		return db.dict.training.collecting, len(db.dict.training.pool), db.dict.training.poolN
+		st := db.dict.State()
+		return st.Collecting, st.Samples, st.Bytes
 	}
 	evs := testgen.Events(0, 2000, 300)
 	for i := 0; i < 1000; i += 20 { // ~6 KiB frames: 300 KiB
@@ -459,7 +459,7 @@ func testDictTraining(t *testing.T, dt *dictTuning, spare bool) {
 	if _, n, _ := state(); n != 0 {
 		t.Fatalf("the pool holds %d payloads of large frames", n)
 	}
-	if ids, _ := segment.ListDicts(nil, dir); len(ids) != 0 || db.dict.cur.Load() != nil {
+	if ids, _ := segment.ListDicts(nil, dir); len(ids) != 0 || db.dict.Cur() != nil {
 		t.Fatalf("dictionaries %v after large frames only", ids)
 	}
 	for i := 1000; i < 2000; i++ { // one event a frame: ~300 KiB
@@ -469,7 +469,7 @@ func testDictTraining(t *testing.T, dt *dictTuning, spare bool) {
 		if err := h.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, n := state(); n > dt.pool+1024 {
+		if _, _, n := state(); n > dt.Pool+1024 {
 			t.Fatalf("the pool holds %d bytes", n)
 		}
 	}
@@ -515,7 +515,7 @@ func TestDictSmallBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := writeFlushed(t, h, 0, 100)
-	if err := db.dict.renew(); err != nil {
+	if err := db.renewDict(); err != nil {
 		t.Fatal(err)
 	}
 	_, before := frameCodecs(t, nil, dir)
@@ -535,10 +535,7 @@ func TestDictSmallBudget(t *testing.T) {
 // budget sets the CPU budget of db's small frames (its share of a core
 // and its burst) and empties it.
 func budget(db *DB, share float64, burst time.Duration) {
-	db.dict.budget.Lock()
-	db.dict.t.smallShare, db.dict.t.smallBurst = share, burst
-	db.dict.budget.left, db.dict.budget.at = 0, time.Time{}
-	db.dict.budget.Unlock()
+	db.dict.SetBudget(share, burst)
 }
 
 // TestDictLargeEvent: a session flushed an event at a time with one tool
@@ -556,8 +553,8 @@ func TestDictLargeEvent(t *testing.T) {
 func testDictLargeEvent(t *testing.T, at int) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	dt := defaultDictTuning()
-	dt.smallShare, dt.smallBurst = 1e6, time.Second // spare CPU: train as soon as due
+	dt := dict.DefaultTuning()
+	dt.SmallShare, dt.SmallBurst = 1e6, time.Second // spare CPU: train as soon as due
 	db, err := Open(dir, withDict(&Options{CompactInterval: -1}, &dt))
 	if err != nil {
 		t.Fatal(err)
@@ -577,7 +574,7 @@ func testDictLargeEvent(t *testing.T, at int) {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); db.dict.cur.Load() == nil; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); db.dict.Cur() == nil; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no dictionary trained")
 		}

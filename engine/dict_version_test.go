@@ -126,10 +126,10 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := writeFlushed(t, h, 0, 100)
-	if err := db.dict.renew(); err != nil {
+	if err := db.renewDict(); err != nil {
 		t.Fatal(err)
 	}
-	if db.dict.cur.Load() == nil {
+	if db.dict.Cur() == nil {
 		t.Fatal("no dictionary")
 	}
 	// Batches of 1 to 12 events (one frame or two), each flushed, the
@@ -224,7 +224,7 @@ func TestDictSegmentRewriteKeepsItsVersion(t *testing.T) {
 	if err := dead.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.dict.renew(); err != nil {
+	if err := db.renewDict(); err != nil {
 		t.Fatal(err)
 	}
 	live, err := db.Create(ctx, store.Header{ID: "live", CreatedAt: 1})

@@ -15,21 +15,14 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// renewInBackground has the DB's dictionary goroutine (loop) make a
-// dictionary now, as observe does when one is due, and waits until it is
+// renewInBackground has the DB's dictionary goroutine (dictLoop) make a
+// dictionary now, as Observe does when one is due, and waits until it is
 // done.
 func renewInBackground(t *testing.T, db *DB) {
 	t.Helper()
-	d := db.dict
-	d.training.Lock()
-	d.training.busy = true
-	d.training.Unlock()
-	d.kick <- struct{}{}
+	db.dict.Ask()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		d.training.Lock()
-		busy := d.training.busy
-		d.training.Unlock()
-		if !busy {
+		if !db.dict.State().Busy {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -187,7 +180,7 @@ func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
 				renewInBackground(t, b)
 				wantB = append(wantB, writeFlushed(t, hb, 100, 100)...)
 			}
-			if b.dict.cur.Load() == nil {
+			if b.dict.Cur() == nil {
 				t.Fatal("B took no dictionary")
 			}
 

@@ -63,7 +63,7 @@
 //
 //	indexLoop         the index checkpointer (db.go): Close closes db.stop; waited for (db.wg)
 //	prepareLoop       the segment preparer: creates and grows segments ahead (db.go): db.stop, db.wg
-//	dictState.loop    the dictionary trainer, in a writing DB (dict.go): db.stop, db.wg
+//	dictLoop          the dictionary trainer, in a writing DB (dict.go; package engine/internal/dict): db.stop, db.wg
 //	compactLoop       the background compactor, with CompactInterval > 0 (compact.go): Close cancels db.stopCtx (a run in progress too), db.wg
 //	the updated sort  one sort of the most-recently-updated listing at a time (listupdated.go): ends by itself, db.wg
 //	sessionLoader.run an open's decoder of the index's session records (loadsessions.go): ends when the open's load finishes
@@ -101,8 +101,8 @@
 //	coord.Shared.bumpMu    one raise of the layout counter (package engine/internal/coord)
 //	coord.Shared.mu        the leases' bytes against Close
 //	coord.durableWatch.mu  the durable position's watchers
-//	dictState.training     the dictionary's training state
-//	dictState.budget       its CPU budget
+//	dict.Trainer.training  the dictionary's training state (package engine/internal/dict)
+//	dict.Trainer.budget    its CPU budget
 //
 // A placement registers its frames under DB.mu before it moves the shared
 // tail; a checkpoint reads its position under it, so that no placement is
@@ -127,7 +127,8 @@
 // planning, Usage); write.go: the write path (the handle's store.Writer,
 // encode, frame, sync, poison, Flush); read.go: the read path (snapshot,
 // frame decoding, readers); handle.go: the handle (over store.Front) and
-// its lease; recover.go: Open's recovery, shared with Check (check.go);
+// its lease; recover.go: Open's recovery, shared with Check (check.go;
+// its scan of every frame is package engine/internal/framecheck);
 // indexer.go: index checkpoints; indexfile.go: the index opened for each
 // use; log.go: the DB's wiring of its log, package engine/internal/wal (the
 // one segment writer: placing frames at the tail under the append lock,
@@ -145,7 +146,9 @@
 // other processes write, and Handle.Wait; metrics.go: DB.Metrics and the
 // counters behind it; gate.go: the operations in progress, which Close
 // waits for; contract.go: the engine's session errors;
-// knobs.go: the test hooks and tuning overrides.
+// knobs.go: the test hooks and tuning overrides; dict.go: the
+// dictionary's loop and its lock (the training, its samples and budget
+// are package engine/internal/dict).
 //
 // # Recovery and failing storage
 //

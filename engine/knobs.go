@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/seglog/seglog/engine/internal/dict"
+)
 
 // testingKnobs are one DB's test hooks and the tuning its tests override
 // (as pebble's testing knobs). Only package engine's tests set them: in
@@ -58,6 +62,6 @@ type testingKnobs struct {
 	// the watching goroutine (default watchPoll). A test makes them long
 	// so that only a wake-up ends a Wait.
 	waitMin, waitMax, watchPoll time.Duration
-	// dict, if set, replaces the dictionary's tuning (defaultDictTuning).
-	dict *dictTuning
+	// dict, if set, replaces the dictionary's tuning (dict.DefaultTuning).
+	dict *dict.Tuning
 }

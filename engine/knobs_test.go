@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/seglog/seglog/engine/internal/dict"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
@@ -70,7 +71,7 @@ func TestKnobsPerDB(t *testing.T) {
 	if a.appended.Load() < 3 || b.appended.Load()-a.appended.Load() != 3 {
 		t.Errorf("appends hooked: %d in DB 0 (3 flushes), %d in DB 1 (6 flushes); want each DB's own", a.appended.Load(), b.appended.Load())
 	}
-	if a.db.dict.t != defaultDictTuning() || b.db.dict.t.trainAfter != math.MaxInt {
-		t.Errorf("dictionary tuning %+v and %+v: want the default and dictKnobs'", a.db.dict.t, b.db.dict.t)
+	if a.db.dict.Tuning() != dict.DefaultTuning() || b.db.dict.Tuning().TrainAfter != math.MaxInt {
+		t.Errorf("dictionary tuning %+v and %+v: want the default and dictKnobs'", a.db.dict.Tuning(), b.db.dict.Tuning())
 	}
 }

@@ -311,6 +311,47 @@ func TestIndexProvesLoss(t *testing.T) {
 	}
 }
 
+// TestCheckCountsEveryFrame: Check reads every segment that holds frames
+// (one prepared ahead and never written to is one the open removes) and
+// counts every frame (a seal is none), as a scan of the segments does.
+func TestCheckCountsEveryFrame(t *testing.T) {
+	dir := t.TempDir()
+	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSessions(t, db, 300, "a", "b")
+	db.Close()
+	withFrames, frames := 0, 0
+	for _, p := range segFiles(t, dir) {
+		r, err := segment.OpenReader(nil, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		if _, err := r.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
+			if fi.Kind != segment.KindSeal {
+				n++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		if n > 0 {
+			withFrames++
+		}
+		frames += n
+	}
+	rep, err := engine.Check(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frames == 0 || rep.Segments != withFrames || rep.Frames != frames || len(rep.Problems) != 0 {
+		t.Fatalf("check read %d segments, %d frames (problems %v); the store holds %d, %d", rep.Segments, rep.Frames, rep.Problems, withFrames, frames)
+	}
+}
+
 // TestUnidentifiableSegmentIsQuarantined: a file under the next segment's
 // name that holds no segment (random bytes, a header never finished by an
 // older build) is moved to quarantine/, never deleted; the store goes on.
@@ -336,6 +377,9 @@ func TestUnidentifiableSegmentIsQuarantined(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(ro.Notes, "\n"), "quarantine") {
 		t.Fatalf("check does not say the open quarantines the file: %v %v", ro.Notes, ro.Problems)
+	}
+	if len(ro.Problems) != 0 {
+		t.Fatalf("check reports the file the open quarantines as a problem too (it is a note): %v", ro.Problems)
 	}
 	var log logBuffer
 	db, err = engine.Open(dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})

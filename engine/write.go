@@ -267,7 +267,7 @@ func (db *DB) prepareLoop() {
 func (db *DB) encoder() segment.Encoder {
 	e := segment.Encoder{Uncompressed: db.opts.Uncompressed}
 	if db.dict != nil && db.log.DictSegment() {
-		e.Dict = db.dict.cur.Load()
+		e.Dict = db.dict.Cur()
 	}
 	return e
 }
@@ -302,7 +302,7 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, err
 		// without a dictionary): compressed with a dictionary within the
 		// CPU budget of such frames.
 		var e *segment.Encoded
-		e, err = db.dict.encodeSmall(enc, id, evs)
+		e, err = db.dict.EncodeSmall(enc, id, evs)
 		out = []*segment.Encoded{e}
 	default: // one frame: no fan-out
 		var e *segment.Encoded
@@ -313,7 +313,7 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, err
 		return nil, err
 	}
 	if db.dict != nil {
-		db.dict.observe(out)
+		db.dict.Observe(out)
 	}
 	return out, nil
 }

@@ -61,6 +61,14 @@ var mustNotDepend = map[string][]string{
 	// The ordered lists behind ListPage know IDs and keys, nothing of
 	// sessions, segments or the contract.
 	"engine/internal/listorder": {"*"},
+	// A writing process's dictionary training (when one is due, its
+	// samples, the CPU budget, the renewal) knows segments and the file
+	// system, nothing of sessions, the coordination (under "engine"), the
+	// index or the DB.
+	"engine/internal/dict": {"engine", "store", "index", "handle", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
+	// Check's scan of every frame and dictionary knows segments and
+	// internal/base's errors, nothing of sessions, the index or the DB.
+	"engine/internal/framecheck": {"engine", "store", "index", "handle", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
 }
 
 // coreModules are the only modules outside seglog that the core module

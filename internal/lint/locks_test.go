@@ -652,8 +652,8 @@ func TestEngineLockOrder(t *testing.T) {
 		case in && strings.HasPrefix(line, "//\t"):
 			name := strings.Fields(strings.TrimPrefix(line, "//\t"))[0]
 			switch {
-			case strings.HasPrefix(name, "wal."), strings.HasPrefix(name, "coord."):
-				name = "engine/internal/" + name // the log's (package engine/internal/wal), the coordination's (engine/internal/coord)
+			case strings.HasPrefix(name, "wal."), strings.HasPrefix(name, "coord."), strings.HasPrefix(name, "dict."):
+				name = "engine/internal/" + name // the log's (package engine/internal/wal), the coordination's (engine/internal/coord), the dictionary's (engine/internal/dict)
 			case strings.Count(name, ".") == 1:
 				name = "engine." + name // a lock of package engine
 			}

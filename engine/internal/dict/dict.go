@@ -1,0 +1,259 @@
+package dict
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/vfs"
+)
+
+// Trainer is a writing process's side of the store's dictionaries.
+type Trainer struct {
+	// t is the tuning, fixed at New (but SetBudget changes SmallShare
+	// and SmallBurst with budget held)
+	t Tuning
+	// cur is what this process's events frames are compressed with (nil:
+	// none yet): a copy of the set's, whose encoders (built once, shared
+	// by all sessions) go with it when it is replaced
+	cur  atomic.Pointer[segment.Dict]
+	kick chan struct{}
+
+	// training: what decides when a dictionary is due, and the samples
+	// it is trained from. After the engine's DB.mu (engine/doc.go, Lock
+	// order).
+	training struct {
+		sync.Mutex
+		// collecting: the pool is kept (a training is to come); pool
+		// holds the raw payloads this process encoded last, oldest
+		// first, poolN bytes (at most about t.Pool)
+		collecting bool
+		pool       [][]byte
+		poolN      int
+		// small: raw bytes of small events frames encoded since New
+		small int
+		// busy: a training was asked for and has not finished (Done)
+		busy bool
+		// seen: raw bytes encoded since cur was taken (or New)
+		seen int
+		// the window: raw and stored bytes of frames compressed with cur
+		winRaw, winStored int
+		// base: the ratio of the first window with cur (0 until measured)
+		base     float64
+		failedAt time.Time
+	}
+
+	// budget: the CPU budget of small frames (EncodeSmall): left as of
+	// at. After training: the last lock of the engine's order.
+	budget struct {
+		sync.Mutex
+		left time.Duration
+		at   time.Time
+	}
+}
+
+// New returns a Trainer with tuning t, without a dictionary, collecting
+// samples for its first.
+func New(t Tuning) *Trainer {
+	d := &Trainer{t: t, kick: make(chan struct{}, 1)}
+	d.training.collecting = true
+	return d
+}
+
+// Tuning returns d's tuning.
+func (d *Trainer) Tuning() Tuning {
+	d.budget.Lock()
+	defer d.budget.Unlock()
+	return d.t
+}
+
+// Cur returns the dictionary this process's frames are compressed with
+// (nil: none yet).
+func (d *Trainer) Cur() *segment.Dict { return d.cur.Load() }
+
+// Kick receives when a dictionary is due (Observe, Ask): its owner then
+// calls Renew, and Done after it.
+func (d *Trainer) Kick() <-chan struct{} { return d.kick }
+
+// Load takes the newest dictionary of the store in dir, if there is one,
+// at a write open: a damaged one fails the open (reported, never
+// skipped).
+func (d *Trainer) Load(fsys vfs.FS, dir string, dicts *segment.Dicts) error {
+	id, err := segment.NewestDict(fsys, dir)
+	if err != nil || id == 0 {
+		return err
+	}
+	nd, err := dicts.Get(id)
+	if err != nil {
+		return err
+	}
+	if err := segment.SyncDict(fsys, dir, id); err != nil {
+		return err // (its maker may have died before its fsyncs)
+	}
+	d.use(nd, true)
+	return nil
+}
+
+// use makes nd the dictionary of this process's frames; last says no
+// training is to follow (until drift): the pool is let go.
+func (d *Trainer) use(nd *segment.Dict, last bool) {
+	d.cur.Store(nd.Clone())
+	d.training.Lock()
+	d.training.seen, d.training.winRaw, d.training.winStored, d.training.base = 0, 0, 0, 0
+	if last {
+		d.training.collecting, d.training.pool, d.training.poolN = false, nil, 0
+	}
+	d.training.Unlock()
+}
+
+// Observe records encoded events frames: their payloads as training
+// input while a training is to come, their sizes for the ratio. It sends
+// on Kick when a dictionary is due. Called on the flush path: cheap.
+func (d *Trainer) Observe(es []*segment.Encoded) {
+	d.training.Lock()
+	cur := d.cur.Load()
+	for _, e := range es {
+		raw := e.Raw()
+		if len(raw) < d.t.Small {
+			d.training.small += len(raw)
+		}
+		if d.training.collecting && len(raw) < d.t.Small { // (a store of large frames only trains none)
+			// A sample is a small frame's payload, as the frames the
+			// dictionary is for are: a large one (a tool result of
+			// hundreds of KiB) would fill the pool and the history.
+			// A copy: the frame's buffers go back to their pool once placed.
+			d.training.pool = append(d.training.pool, bytes.Clone(raw))
+			d.training.poolN += len(raw)
+			for d.training.poolN-len(d.training.pool[0]) >= d.t.Pool {
+				d.training.poolN -= len(d.training.pool[0])
+				d.training.pool[0] = nil
+				d.training.pool = d.training.pool[1:]
+			}
+		}
+		d.training.seen += len(raw)
+		if e.Dict() != 0 {
+			d.training.winRaw += len(raw)
+			d.training.winStored += e.StoredLen()
+		}
+	}
+	due := false
+	switch {
+	case !d.training.collecting && d.training.winRaw >= d.t.Window:
+		r := float64(d.training.winStored) / float64(d.training.winRaw)
+		d.training.winRaw, d.training.winStored = 0, 0
+		if d.training.base == 0 {
+			d.training.base = r
+		} else if r > d.training.base*d.t.Drift && d.training.seen >= d.t.RetrainMin {
+			d.training.collecting = true // the next training learns from what comes now
+		}
+	case d.training.collecting && cur == nil:
+		due = d.training.small >= d.t.TrainAfter
+	case d.training.collecting:
+		due = d.training.poolN >= d.t.Pool
+	}
+	due = due && !d.training.busy && time.Since(d.training.failedAt) >= backoff && d.spare()
+	if due {
+		d.training.busy = true
+	}
+	d.training.Unlock()
+	if due {
+		d.send()
+	}
+}
+
+// send wakes the owner's loop (Kick), unless a wake-up is pending.
+func (d *Trainer) send() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Ask has the owner renew the dictionary now, as Observe does when one is
+// due (a test's: Busy says when it is done).
+func (d *Trainer) Ask() {
+	d.training.Lock()
+	d.training.busy = true
+	d.training.Unlock()
+	d.send()
+}
+
+// Done records the end of a renewal Kick asked for: err, if not nil,
+// holds the next one off for the back-off.
+func (d *Trainer) Done(err error) {
+	d.training.Lock()
+	d.training.busy = false
+	if err != nil {
+		d.training.failedAt = time.Now()
+	}
+	d.training.Unlock()
+}
+
+// State is what a Trainer holds for its next training.
+type State struct {
+	// Collecting: samples are kept (a training is to come); Samples
+	// payloads of Bytes bytes are kept
+	Collecting     bool
+	Samples, Bytes int
+	// Busy: a renewal was asked for and is not done
+	Busy bool
+}
+
+// State returns d's state.
+func (d *Trainer) State() State {
+	d.training.Lock()
+	defer d.training.Unlock()
+	return State{Collecting: d.training.collecting, Samples: len(d.training.pool), Bytes: d.training.poolN, Busy: d.training.busy}
+}
+
+// Renew replaces the current dictionary: by one another process made
+// since, if there is one, else by one trained from this process's recent
+// payloads, stored in dir as the store's newest and added to dicts.
+// Called with the store's dictionary lock (coord.LockDict) held, so that
+// processes do not train one each.
+func (d *Trainer) Renew(fsys vfs.FS, dir string, dicts *segment.Dicts) error {
+	newest, err := segment.NewestDict(fsys, dir)
+	if err != nil {
+		return err
+	}
+	if cur := d.cur.Load(); newest != 0 && (cur == nil || newest != cur.ID) {
+		nd, err := dicts.Get(newest)
+		if err != nil {
+			return err
+		}
+		// Another process made it: durable before a frame names it (its
+		// maker may have died, or failed its fsync, after the rename).
+		if err := segment.SyncDict(fsys, dir, newest); err != nil {
+			return err
+		}
+		d.use(nd, true)
+		return nil
+	}
+	d.training.Lock()
+	samples, n := slices.Clone(d.training.pool), d.training.poolN
+	d.training.Unlock()
+	for try := 0; ; try++ {
+		// zstd leaves IDs under 32768 to registered dictionaries.
+		nd, err := segment.TrainDict(32768+rand.Uint32N(math.MaxUint32-32768), time.Now().UnixNano(), samples, d.t.History)
+		if err != nil {
+			return err
+		}
+		err = segment.WriteDict(fsys, dir, nd)
+		if errors.Is(err, fs.ErrExist) && try < 3 {
+			continue // that ID is taken
+		}
+		if err != nil {
+			return err
+		}
+		dicts.Add(nd)
+		d.use(nd, n >= d.t.Pool)
+		return nil
+	}
+}

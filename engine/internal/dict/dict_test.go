@@ -1,0 +1,263 @@
+package dict
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/segment"
+	"github.com/seglog/seglog/testgen"
+	"github.com/seglog/seglog/vfs"
+)
+
+// tuning is a small tuning with all the budget a test needs: the first
+// dictionary after 8 KiB of frames under 2 KiB, the last once the pool
+// holds 32 KiB.
+func tuning() Tuning {
+	t := DefaultTuning()
+	t.TrainAfter, t.Small, t.Pool, t.History = 8<<10, 2<<10, 32<<10, 8<<10
+	t.Window, t.RetrainMin = 16<<10, 16<<10
+	t.SmallShare, t.SmallBurst = 1e6, time.Second
+	return t
+}
+
+// frames encodes n frames of one testgen event of size bytes each, from
+// seq first on, with enc.
+func frames(t *testing.T, enc segment.Encoder, first uint64, n, size int) []*segment.Encoded {
+	t.Helper()
+	out := make([]*segment.Encoded, n)
+	for i := range out {
+		e, err := enc.Events("s", first+uint64(i), testgen.Events(first+uint64(i), 1, size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// kicked reports whether d sent on Kick (and takes it).
+func kicked(d *Trainer) bool {
+	select {
+	case <-d.Kick():
+		return true
+	default:
+		return false
+	}
+}
+
+// TestObserveDue: the first dictionary is due once TrainAfter bytes of
+// small frames are encoded (large frames count for nothing and are no
+// samples), once at a time (not again until Done), and not for the
+// back-off after a failed one.
+func TestObserveDue(t *testing.T) {
+	d := New(tuning())
+	enc := segment.Encoder{Uncompressed: true}
+	d.Observe(frames(t, enc, 0, 20, 4<<10)) // large: 80 KiB
+	if st := d.State(); kicked(d) || st.Samples != 0 || st.Busy {
+		t.Fatalf("after large frames only: kicked or state %+v; want nothing", st)
+	}
+	d.Observe(frames(t, enc, 100, 20, 300)) // ~6 KiB of small ones
+	if kicked(d) {
+		t.Fatal("due before TrainAfter bytes of small frames")
+	}
+	d.Observe(frames(t, enc, 200, 20, 300))
+	if st := d.State(); !kicked(d) || !st.Busy || st.Samples != 40 {
+		t.Fatalf("after ~12 KiB of small frames: state %+v; want kicked, busy, 40 samples", st)
+	}
+	d.Observe(frames(t, enc, 300, 5, 300))
+	if kicked(d) {
+		t.Fatal("kicked again while the first is not done")
+	}
+	d.Done(errors.New("disk full"))
+	d.Observe(frames(t, enc, 400, 5, 300))
+	if kicked(d) || d.State().Busy {
+		t.Fatal("kicked within the back-off of a failed training")
+	}
+}
+
+// TestPoolBound: the pool keeps the most recent small payloads, never
+// much more than Pool bytes.
+func TestPoolBound(t *testing.T) {
+	tu := tuning()
+	tu.TrainAfter = 1 << 30 // (no training: only the pool)
+	d := New(tu)
+	enc := segment.Encoder{Uncompressed: true}
+	for i := range 100 {
+		d.Observe(frames(t, enc, uint64(i)*10, 10, 300)) // ~3 KiB each
+		if st := d.State(); st.Bytes > tu.Pool+tu.Small {
+			t.Fatalf("after %d frames the pool holds %d bytes (Pool %d)", (i+1)*10, st.Bytes, tu.Pool)
+		}
+	}
+	if st := d.State(); st.Bytes < tu.Pool {
+		t.Fatalf("the pool holds %d bytes, want at least %d", st.Bytes, tu.Pool)
+	}
+	want := frames(t, enc, 999, 1, 300)[0].Raw()
+	if got := d.training.pool[len(d.training.pool)-1]; string(got) != string(want) {
+		t.Fatal("the newest payload is not the last in the pool")
+	}
+}
+
+// TestRenew: the first training (before the pool is full) keeps
+// collecting; once the pool is full the next one lets it go. Each
+// dictionary is durable in the directory and in dicts; another Trainer
+// of the store takes the newest instead of training its own.
+func TestRenew(t *testing.T) {
+	fsys, dir := vfs.NewMem(), "store"
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dicts := segment.NewDicts(fsys, dir)
+	a := New(tuning())
+	enc := segment.Encoder{Uncompressed: true}
+	a.Observe(frames(t, enc, 0, 40, 300)) // ~12 KiB: the first is due
+	if err := a.Renew(fsys, dir, dicts); err != nil {
+		t.Fatal(err)
+	}
+	first := a.Cur()
+	if st := a.State(); first == nil || !st.Collecting || st.Samples != 40 {
+		t.Fatalf("after the first training: a dictionary %v, state %+v; want one, still collecting 40", first != nil, st)
+	}
+	a.Done(nil)
+	a.Observe(frames(t, enc, 100, 100, 300)) // the pool full
+	if !kicked(a) {
+		t.Fatal("not due with a full pool")
+	}
+	if err := a.Renew(fsys, dir, dicts); err != nil {
+		t.Fatal(err)
+	}
+	a.Done(nil)
+	if st := a.State(); a.Cur() == nil || a.Cur().ID == first.ID || st.Collecting || st.Samples != 0 {
+		t.Fatalf("after the last training: state %+v; want a new dictionary and the pool let go", st)
+	}
+	if ids, err := segment.ListDicts(fsys, dir); err != nil || len(ids) != 2 {
+		t.Fatalf("dictionaries in the directory: %v, %v; want 2", ids, err)
+	}
+	if got, err := dicts.Get(a.Cur().ID); err != nil || got.ID != a.Cur().ID {
+		t.Fatalf("dicts.Get(%d): %v, %v", a.Cur().ID, got, err)
+	}
+
+	b := New(tuning())
+	b.Observe(frames(t, enc, 0, 40, 300))
+	if err := b.Renew(fsys, dir, segment.NewDicts(fsys, dir)); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := segment.ListDicts(fsys, dir); len(ids) != 2 || b.Cur().ID != a.Cur().ID {
+		t.Fatalf("dictionaries %v; b uses %d, a %d: want b to take a's", ids, b.Cur().ID, a.Cur().ID)
+	}
+	if st := b.State(); st.Collecting || st.Samples != 0 {
+		t.Fatalf("b took another's dictionary and still collects: %+v", st)
+	}
+
+	c := New(tuning()) // a write open: takes the newest
+	if err := c.Load(fsys, dir, segment.NewDicts(fsys, dir)); err != nil || c.Cur() == nil || c.Cur().ID != a.Cur().ID {
+		t.Fatalf("Load: %v, want a's dictionary", err)
+	}
+}
+
+// TestBudget: a small frame is compressed with the dictionary within the
+// budget, stored as it is beyond it; before there is a dictionary the
+// frames charge what one would take, and without spare budget none is
+// due.
+func TestBudget(t *testing.T) {
+	fsys, dir := vfs.NewMem(), "store"
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := New(tuning())
+	plain := segment.Encoder{Uncompressed: true}
+	d.Observe(frames(t, plain, 0, 40, 300))
+	if err := d.Renew(fsys, dir, segment.NewDicts(fsys, dir)); err != nil {
+		t.Fatal(err)
+	}
+	withDict := segment.Encoder{Dict: d.Cur()}
+	small := func(seq uint64) *segment.Encoded {
+		e, err := d.EncodeSmall(withDict, "s", testgen.Events(seq, 1, 300))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if e := small(1000); e.Dict() != d.Cur().ID {
+		t.Fatalf("within the budget: frame of dictionary %d, want %d", e.Dict(), d.Cur().ID)
+	}
+	d.SetBudget(0, 0)
+	if e := small(1001); e.Dict() != 0 {
+		t.Fatalf("beyond the budget: frame of dictionary %d, want none", e.Dict())
+	}
+
+	// Before a dictionary: 10 µs a frame drains a 100 µs burst, and
+	// then nothing is due however much is written.
+	n := New(tuning())
+	n.SetBudget(0, 100*time.Microsecond)
+	for i := range 20 {
+		if _, err := n.EncodeSmall(plain, "s", testgen.Events(uint64(i), 1, 300)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.Observe(frames(t, plain, 0, 100, 300))
+	if kicked(n) {
+		t.Fatal("a dictionary due without spare budget")
+	}
+	n.SetBudget(1e6, time.Second)
+	n.Observe(frames(t, plain, 100, 1, 300))
+	if !kicked(n) {
+		t.Fatal("not due once the budget is back")
+	}
+}
+
+// noisy returns testgen's event of seq, of about 500 bytes, with size
+// random lowercase letters added: text the dictionary does not know,
+// which compresses far worse with it.
+func noisy(r *rand.Rand, seq uint64, size int) event.Event {
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = 'a' + byte(r.IntN(26))
+	}
+	e := testgen.Event(seq, 500)
+	e.Data = json.RawMessage(fmt.Sprintf(`{"a":%s,"b":%q}`, e.Data, b))
+	return e
+}
+
+// TestDrift: once the dictionary is the last, frames that compress
+// Drift worse with it than its first window did (after RetrainMin
+// bytes) make the Trainer collect samples again; frames that compress as
+// well do not.
+func TestDrift(t *testing.T) {
+	fsys, dir := vfs.NewMem(), "store"
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := New(tuning())
+	plain := segment.Encoder{Uncompressed: true}
+	d.Observe(frames(t, plain, 0, 120, 300)) // the pool full
+	if err := d.Renew(fsys, dir, segment.NewDicts(fsys, dir)); err != nil {
+		t.Fatal(err)
+	}
+	if d.State().Collecting {
+		t.Fatal("still collecting after the last training")
+	}
+	enc := segment.Encoder{Dict: d.Cur(), MinCompress: -1}
+	d.Observe(frames(t, enc, 1000, 200, 1500)) // base, then as good
+	if d.State().Collecting {
+		t.Fatal("collecting again while frames compress as well as the first window")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 20 {
+		e, err := enc.Events("s", uint64(2000+i), []event.Event{noisy(r, uint64(2000+i), 3500)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Dict() == 0 {
+			t.Fatalf("a noisy frame not compressed with the dictionary: codec %d, %d of %d bytes", e.Codec(), e.StoredLen(), e.RawLen())
+		}
+		d.Observe([]*segment.Encoded{e})
+	}
+	if !d.State().Collecting {
+		t.Fatal("not collecting after frames compress far worse with the dictionary")
+	}
+}
