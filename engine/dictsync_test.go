@@ -59,7 +59,7 @@ func TestDictSyncFails(t *testing.T) {
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem)
 			opts := func(fs vfs.FS) *Options { return dictOpts(&Options{FS: fs, CompactInterval: -1}) }
-			db, err := Open("/db", opts(ff))
+			db, err := openStore(t, "/db", opts(ff))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestDictSyncFails(t *testing.T) {
 				for _, p := range rep.Problems {
 					t.Errorf("%s: check: %v", label, p)
 				}
-				db2, err := Open("/db", opts(crashed))
+				db2, err := openStore(t, "/db", opts(crashed))
 				if err != nil {
 					t.Fatalf("%s: reopen: %v", label, err)
 				}
@@ -147,7 +147,7 @@ func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem)
 			opts := func(fs vfs.FS) *Options { return dictOpts(&Options{FS: fs, CompactInterval: -1}) }
-			a, err := Open("/db", opts(ff))
+			a, err := openStore(t, "/db", opts(ff))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +160,7 @@ func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
 			wantA := writeFlushed(t, ha, 0, 100)
 			var b *DB
 			open := func() {
-				if b, err = Open("/db", opts(mem)); err != nil {
+				if b, err = openStore(t, "/db", opts(mem)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -201,7 +201,7 @@ func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
 				for _, p := range rep.Problems {
 					t.Errorf("%s: check: %v", label, p)
 				}
-				db, err := Open("/db", opts(crashed))
+				db, err := openStore(t, "/db", opts(crashed))
 				if err != nil {
 					t.Fatalf("%s: reopen: %v", label, err)
 				}

@@ -31,7 +31,7 @@ func (firedTimer) Stop() bool { return false }
 func TestAppendAfterEnqueueAsTheWindowCloses(t *testing.T) {
 	ctx := context.Background()
 	fires := make(chan func(), 1)
-	db, err := engine.Open(t.TempDir(), &engine.Options{NoIndex: true, AfterFunc: func(_ time.Duration, f func()) handle.Timer {
+	db, err := engine.OpenStore(t, t.TempDir(), &engine.Options{NoIndex: true, AfterFunc: func(_ time.Duration, f func()) handle.Timer {
 		fires <- f
 		return firedTimer{}
 	}})

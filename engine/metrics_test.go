@@ -32,7 +32,7 @@ func payloadBytes(evs []event.Event) uint64 {
 // the index lag (no checkpoint ran) and a compaction.
 func TestMetrics(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(t.TempDir(), &engine.Options{
+	db, err := engine.OpenStore(t, t.TempDir(), &engine.Options{
 		IndexInterval:     time.Hour, // no checkpoint but Compact's
 		WriteBehindWindow: time.Hour, // Enqueued events wait for the Flush
 		CompactInterval:   -1,
@@ -214,7 +214,7 @@ func TestMetricsPoison(t *testing.T) {
 	ctx := context.Background()
 	ff := vfs.NewFault(vfs.NewMem())
 	fires := make(chan func(), 1)
-	db, err := engine.Open("/db", &engine.Options{FS: ff, NoPreallocate: true, AfterFunc: func(_ time.Duration, f func()) handle.Timer {
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: ff, NoPreallocate: true, AfterFunc: func(_ time.Duration, f func()) handle.Timer {
 		fires <- f
 		return firedTimer{}
 	}})

@@ -159,7 +159,7 @@ func TestUnreadableIndexIsRebuilt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
+			db, err := engine.OpenStore(t, dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +176,7 @@ func TestUnreadableIndexIsRebuilt(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log logBuffer
-			db, err = engine.Open(dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
+			db, err = engine.OpenStore(t, dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
 			if err != nil {
 				t.Fatalf("open with a damaged index: %v", err)
 			}
@@ -191,7 +191,7 @@ func TestUnreadableIndexIsRebuilt(t *testing.T) {
 				t.Fatalf("no warning logged:\n%s", log.String())
 			}
 			// The rebuilt index serves the next open.
-			db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+			db, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,21 +232,21 @@ func forgeCheckpoint(t *testing.T, dir string) {
 func TestDisagreeingIndexIsRebuilt(t *testing.T) {
 	dir := t.TempDir()
 	opts := &engine.Options{NoPreallocate: true, CompactInterval: -1}
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := writeSessions(t, db, 20, "a")
 	db.Close()
 	// b is written behind the index's back, and the checkpoint forged past it.
-	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want["b"] = writeSessions(t, db, 10, "b")["b"]
 	db.Close()
 	forgeCheckpoint(t, dir)
-	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestDisagreeingIndexIsRebuilt(t *testing.T) {
 	db.Close()
 
 	var log logBuffer
-	db, err = engine.Open(dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
 	if err != nil {
 		t.Fatalf("open with an index that disagrees with intact segments: %v", err)
 	}
@@ -275,7 +275,7 @@ func TestIndexProvesLoss(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	opts := &engine.Options{NoPreallocate: true, CompactInterval: -1}
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,23 +285,24 @@ func TestIndexProvesLoss(t *testing.T) {
 	}
 	writeSessions(t, db, 20, "a")
 	db.Close()
-	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeSessions(t, db, 10, "b")
 	db.Close()
 	forgeCheckpoint(t, dir)
-	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeSessions(t, db, 10, "b")
 	db.Close()
+	engine.ExpectProblem(t, dir, "segments lost acknowledged data")
 	if err := os.Remove(segFiles(t, dir)[0]); err != nil {
 		t.Fatal(err)
 	}
-	_, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	_, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `session "c"`) {
 		t.Fatalf("open of a store that lost an indexed session: %v, want a corruption naming session c", err)
@@ -317,7 +318,7 @@ func TestIndexProvesLoss(t *testing.T) {
 func TestUnidentifiableSegmentIsQuarantined(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestUnidentifiableSegmentIsQuarantined(t *testing.T) {
 		t.Fatalf("check does not say the open quarantines the file: %v %v", ro.Notes, ro.Problems)
 	}
 	var log logBuffer
-	db, err = engine.Open(dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestUnidentifiableSegmentIsQuarantined(t *testing.T) {
 	if !strings.Contains(log.String(), "quarantine") {
 		t.Fatalf("no warning logged:\n%s", log.String())
 	}
-	db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +375,7 @@ func TestUnidentifiableSegmentIsQuarantined(t *testing.T) {
 func TestTruncatedSealedSegmentKeepsTheNext(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,10 +389,11 @@ func TestTruncatedSealedSegmentKeepsTheNext(t *testing.T) {
 		t.Fatalf("segments %v", segs)
 	}
 	fi, _ := os.Stat(segs[0])
+	engine.ExpectProblem(t, dir, "segment before the newest is not sealed")
 	if err := os.Truncate(segs[0], fi.Size()/2); err != nil {
 		t.Fatal(err)
 	}
-	_, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	_, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || ce.Path != segs[0] {
 		t.Fatalf("open after a sealed segment was truncated: %v, want a corruption in %s", err, segs[0])
@@ -412,7 +414,7 @@ func TestTruncatedSealedSegmentKeepsTheNext(t *testing.T) {
 // rewrite (named as such) is removed by the next write open.
 func TestTemporariesAreRemoved(t *testing.T) {
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +425,7 @@ func TestTemporariesAreRemoved(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +444,7 @@ func TestTemporariesAreRemoved(t *testing.T) {
 // end of the data, and nothing is removed.
 func TestDamagedActiveFrameBeforePreparedSegment(t *testing.T) {
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,16 +488,17 @@ func TestDamagedActiveFrameBeforePreparedSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WriteAt([]byte{0xff, 0xee}, bad+50)
+	engine.ExpectProblem(t, dir, "frame checksum mismatch")
 	f.Close()
 	// Without the index, the open replays the damaged frame.
-	_, err = engine.Open(dir, &engine.Options{NoIndex: true, CompactInterval: -1})
+	_, err = engine.OpenStore(t, dir, &engine.Options{NoIndex: true, CompactInterval: -1})
 	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || ce.Path != active || ce.Offset != bad {
 		t.Fatalf("open: %v; want a corruption in %s at %d", err, active, bad)
 	}
 	// With it, the frame is before the checkpoint: the open does not read
 	// it, a read of the session does, and says where.
-	ro, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	ro, err := engine.OpenStore(t, dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +543,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 		if wantNote != "" && !strings.Contains(strings.Join(rep.Notes, "\n"), wantNote) {
 			t.Fatalf("check notes %q, want one about %q", rep.Notes, wantNote)
 		}
-		db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
@@ -548,13 +551,13 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 	}
 	t.Run("deleted-after-checkpoint", func(t *testing.T) {
 		dir := t.TempDir()
-		db, err := engine.Open(dir, &engine.Options{IndexInterval: time.Hour, CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{IndexInterval: time.Hour, CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		writeSessions(t, db, 5, "a", "b")
 		db.Close()
-		db, err = engine.Open(dir, &engine.Options{IndexInterval: time.Hour, CompactInterval: -1})
+		db, err = engine.OpenStore(t, dir, &engine.Options{IndexInterval: time.Hour, CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -567,7 +570,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 	})
 	t.Run("prepared-segment", func(t *testing.T) {
 		dir := t.TempDir()
-		db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -586,14 +589,14 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 	t.Run("index-passed-frames", func(t *testing.T) {
 		// The state the checkpoint race left (see TestDisagreeingIndexIsRebuilt).
 		dir := t.TempDir()
-		db, err := engine.Open(dir, &engine.Options{NoPreallocate: true, CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{NoPreallocate: true, CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		writeSessions(t, db, 5, "a")
 		db.Close()
 		noIdx := &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1}
-		db, _ = engine.Open(dir, noIdx)
+		db, _ = engine.OpenStore(t, dir, noIdx)
 		writeSessions(t, db, 5, "b")
 		db.Close()
 		forgeCheckpoint(t, dir)
@@ -610,7 +613,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 		noProblems(t, dir, "")
-		db, _ = engine.Open(dir, nil)
+		db, _ = engine.OpenStore(t, dir, nil)
 		if _, err := db.Stat(ctx, "b"); err != nil {
 			t.Fatalf("b after repair: %v", err)
 		}
@@ -624,7 +627,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 // whose segments do not replay leaves the old index in place.
 func TestRepairOfALiveStore(t *testing.T) {
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -648,6 +651,7 @@ func TestRepairOfALiveStore(t *testing.T) {
 	before, _ := os.ReadFile(ipath)
 	f, _ := os.OpenFile(segs[0], os.O_RDWR, 0)
 	f.WriteAt([]byte("XXXX"), segment.HeaderSize+8)
+	engine.ExpectProblem(t, dir, "incomplete frame")
 	f.Close()
 	if err := engine.RebuildIndex(dir, nil); err == nil {
 		t.Fatal("repair of damaged segments succeeded")
@@ -665,7 +669,7 @@ func TestUnreadableIndexBesideAnotherFS(t *testing.T) {
 	mem := vfs.NewMem()
 	ipath := filepath.Join(t.TempDir(), "index.db")
 	opts := &engine.Options{FS: mem, IndexPath: ipath, CompactInterval: -1}
-	db, err := engine.Open("/db", opts)
+	db, err := engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -674,7 +678,7 @@ func TestUnreadableIndexBesideAnotherFS(t *testing.T) {
 	if err := os.WriteFile(ipath, []byte("garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	db, err = engine.Open("/db", opts)
+	db, err = engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -694,7 +698,7 @@ func TestRepairOverrulesAStaleIndex(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	opts := &engine.Options{CompactInterval: -1}
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -705,7 +709,7 @@ func TestRepairOverrulesAStaleIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err = engine.Open(dir, opts)
+	db, err = engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -720,13 +724,13 @@ func TestRepairOverrulesAStaleIndex(t *testing.T) {
 	if err := os.WriteFile(ipath, old, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := engine.Open(dir, opts); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), `"b"`) {
+	if _, err := engine.OpenStore(t, dir, opts); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), `"b"`) {
 		t.Fatalf("open with a stale index: %v, want a corruption naming session b", err)
 	}
 	if err := engine.RebuildIndex(dir, nil); err != nil {
 		t.Fatalf("repair: %v", err)
 	}
-	db, err = engine.Open(dir, opts)
+	db, err = engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,7 +749,7 @@ func TestCheckSeesABadIndexHeader(t *testing.T) {
 	ctx := context.Background()
 	for _, header := range []string{`{"header":{"id":"a","createdAt":`, `{"header":{"id":"a","createdAt":99},"uid":1}`} {
 		dir := t.TempDir()
-		db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -778,7 +782,7 @@ func TestCheckSeesABadIndexHeader(t *testing.T) {
 		if err := engine.RebuildIndex(dir, nil); err != nil {
 			t.Fatal(err)
 		}
-		db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+		db, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
