@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -36,7 +37,7 @@ func writeFixtures(t *testing.T) {
 	for _, d := range []string{cleanStore, damagedStore} {
 		os.RemoveAll(d)
 	}
-	db, err := engine.Open(cleanStore, fixtureOptions)
+	db, err := enginetest.OpenStore(t, cleanStore, fixtureOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +466,7 @@ func TestTypesCommand(t *testing.T) {
 func TestJSONOutputs(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := engine.Open(dir, nil)
+	db, err := enginetest.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +582,7 @@ func TestJSONOutputs(t *testing.T) {
 func TestLsByUpdated(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := engine.Open(dir, nil)
+	db, err := enginetest.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,7 +635,7 @@ func TestLsByUpdated(t *testing.T) {
 func TestLsPages(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := engine.Open(dir, nil)
+	db, err := enginetest.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -25,7 +26,7 @@ import (
 func TestReadCommandsOnALiveStore(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func (d *deleteOnLine) Write(p []byte) (int, error) {
 func TestExportAllSkipsASessionDeletedMeanwhile(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestSegmentsWhileAHostSeals(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	// (PreallocateStart: the segment is zero-filled whole at creation)
-	db, err := engine.Open(dir, &engine.Options{SegmentSize: 256 << 10, PreallocateStart: 256 << 10, CompactInterval: -1})
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{SegmentSize: 256 << 10, PreallocateStart: 256 << 10, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
