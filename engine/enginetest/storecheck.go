@@ -82,6 +82,14 @@ func CheckedDir(t testing.TB) string {
 	return dir
 }
 
+// CheckAtEnd registers the end-of-test store check of dir, a store on the
+// OS with default options that something other than OpenStore made (a
+// seglog command the test runs in process).
+func CheckAtEnd(t testing.TB, dir string) {
+	t.Helper()
+	storeFor(t, dir)
+}
+
 // OpenStore is engine.Open for tests: it also registers the end-of-test
 // store check of dir, made with the options of the last OpenStore of dir
 // in t (its FS, index path and catalog).
