@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/recovery"
@@ -220,7 +221,7 @@ func readAgentSession(t *testing.T, backend, dir string, i int) []event.Event {
 		}
 		return log.Events
 	}
-	db, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

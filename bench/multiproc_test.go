@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/store"
 )
@@ -111,7 +111,7 @@ func storedSessions(t *testing.T, backend, dir string, ids map[string]uint64) ma
 		}
 		return out
 	}
-	db, err := engine.Open(dir, nil)
+	db, err := enginetest.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

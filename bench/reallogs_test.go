@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -182,7 +183,7 @@ func BenchmarkRealLogs(b *testing.B) {
 	for range b.N {
 		for _, noDict := range []bool{false, true} {
 			dir := b.TempDir()
-			db, err := engine.Open(dir, &engine.Options{Catalog: event.AnyCatalog(), NoDict: noDict, CompactInterval: -1})
+			db, err := enginetest.OpenStore(b, dir, &engine.Options{Catalog: event.AnyCatalog(), NoDict: noDict, CompactInterval: -1})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -62,7 +62,7 @@ func TestAppendBehindConcurrentReadsFlushesForks(t *testing.T) {
 	opts := func(fs vfs.FS) *engine.Options {
 		return &engine.Options{FS: fs, SegmentSize: 64 << 10, FrameBytes: 4 << 10, CompactInterval: -1}
 	}
-	db, err := engine.Open("/db", opts(mem))
+	db, err := engine.OpenStore(t, "/db", opts(mem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestAppendBehindConcurrentReadsFlushesForks(t *testing.T) {
 	checkLogs(t, db, want)
 	// A power cut after the last flush keeps the whole log, and the forks.
 	crashed := mem.CrashClone(vfs.CrashConfig{})
-	db2, err := engine.Open("/db", opts(crashed))
+	db2, err := engine.OpenStore(t, "/db", opts(crashed))
 	if err != nil {
 		t.Fatalf("reopen after a power cut: %v", err)
 	}
@@ -211,7 +211,7 @@ func TestAppendBehindFailsAcrossARoll(t *testing.T) {
 	opts := func(fs vfs.FS) *engine.Options {
 		return &engine.Options{FS: fs, NoPreallocate: true, Uncompressed: true, SegmentSize: 64 << 10, FrameBytes: 4 << 10, CompactInterval: -1}
 	}
-	db, err := engine.Open("/db", opts(ff))
+	db, err := engine.OpenStore(t, "/db", opts(ff))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestAppendBehindFailsAcrossARoll(t *testing.T) {
 	want := map[string][]event.Event{"s": testgen.Events(0, n, behindSize)}
 	checkLogs(t, db, want)
 	crashed := mem.CrashClone(vfs.CrashConfig{})
-	db2, err := engine.Open("/db", opts(crashed))
+	db2, err := engine.OpenStore(t, "/db", opts(crashed))
 	if err != nil {
 		t.Fatalf("reopen after a power cut: %v", err)
 	}
@@ -285,7 +285,7 @@ func TestCloseAfterBehindFailure(t *testing.T) {
 			opts := func(fs vfs.FS) *engine.Options {
 				return &engine.Options{FS: fs, NoPreallocate: true, SegmentSize: 1 << 20, FrameBytes: 4 << 10, CompactInterval: -1}
 			}
-			db, err := engine.Open("/db", opts(ff))
+			db, err := engine.OpenStore(t, "/db", opts(ff))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -316,7 +316,7 @@ func TestCloseAfterBehindFailure(t *testing.T) {
 				h.Close()
 			}
 			ff.Clear()
-			db, err = engine.Open("/db", opts(mem))
+			db, err = engine.OpenStore(t, "/db", opts(mem))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -339,7 +339,7 @@ func TestDBCloseRacesBulkAppends(t *testing.T) {
 			opts := func(fs vfs.FS) *engine.Options {
 				return &engine.Options{FS: fs, SegmentSize: 128 << 10, FrameBytes: 4 << 10, CompactInterval: -1}
 			}
-			db, err := engine.Open("/db", opts(mem))
+			db, err := engine.OpenStore(t, "/db", opts(mem))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -375,7 +375,7 @@ func TestDBCloseRacesBulkAppends(t *testing.T) {
 			}
 			wg.Wait()
 			for _, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}} {
-				db2, err := engine.Open("/db", opts(mem.CrashClone(cfg)))
+				db2, err := engine.OpenStore(t, "/db", opts(mem.CrashClone(cfg)))
 				if err != nil {
 					t.Fatalf("reopen after Close and a power cut: %v", err)
 				}
@@ -406,7 +406,7 @@ func TestPowerCutDuringBulkAppends(t *testing.T) {
 	opts := func(fs vfs.FS) *engine.Options {
 		return &engine.Options{FS: fs, SegmentSize: 128 << 10, FrameBytes: 4 << 10, CompactInterval: -1}
 	}
-	db, err := engine.Open("/db", opts(mem))
+	db, err := engine.OpenStore(t, "/db", opts(mem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +461,7 @@ func TestPowerCutDuringBulkAppends(t *testing.T) {
 	default:
 	}
 	for _, c := range cuts {
-		db2, err := engine.Open("/db", opts(c.fs))
+		db2, err := engine.OpenStore(t, "/db", opts(c.fs))
 		if err != nil {
 			t.Fatalf("%s: reopen: %v", c.label, err)
 		}

@@ -22,7 +22,7 @@ func TestNoWriteOutAfterClose(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
 	opts := &Options{FS: mem, SegmentSize: 1 << 20, FrameBytes: 4 << 10, CompactInterval: -1}
-	db, err := Open("/db", opts)
+	db, err := openStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestAppendWritesBehindReadable(t *testing.T) {
 	opts := func() *engine.Options {
 		return &engine.Options{FS: mem, SegmentSize: 1 << 20, FrameBytes: 8 << 10, CompactInterval: -1}
 	}
-	db, err := engine.Open("/db", opts())
+	db, err := engine.OpenStore(t, "/db", opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestAppendWritesBehindReadable(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = engine.Open("/db", opts())
+	db, err = engine.OpenStore(t, "/db", opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestAppendWritesBehindOnAFullDisk(t *testing.T) {
 	var logged bytes.Buffer
 	opts := &engine.Options{FS: ff, NoPreallocate: true, SegmentSize: 1 << 20, FrameBytes: 8 << 10, CompactInterval: -1,
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))}
-	db, err := engine.Open("/db", opts)
+	db, err := engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestAppendWritesBehindOnAFullDisk(t *testing.T) {
 	}
 	checkLogs(t, db, map[string][]event.Event{"s": want})
 	crashed := mem.CrashClone(vfs.CrashConfig{})
-	db2, err := engine.Open("/db", &engine.Options{FS: crashed, NoPreallocate: true, CompactInterval: -1})
+	db2, err := engine.OpenStore(t, "/db", &engine.Options{FS: crashed, NoPreallocate: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatalf("reopen after a power cut: %v", err)
 	}

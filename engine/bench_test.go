@@ -23,7 +23,7 @@ import (
 
 func benchDB(b *testing.B, opts *engine.Options) *engine.DB {
 	b.Helper()
-	db, err := engine.Open(b.TempDir(), opts)
+	db, err := engine.OpenStore(b, b.TempDir(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -198,13 +198,13 @@ func BenchmarkReplay(b *testing.B) {
 	ctx := context.Background()
 	const n = 100_000
 	dir := b.TempDir()
-	db, err := engine.Open(dir, nil)
+	db, err := engine.OpenStore(b, dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	loadSession(b, db, "s", n)
 	db.Close()
-	db, err = engine.Open(dir, nil) // cold in-memory state, warm page cache
+	db, err = engine.OpenStore(b, dir, nil) // cold in-memory state, warm page cache
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func BenchmarkOpen(b *testing.B) {
 	const sessions = 10_000
 	perSession := *openPerSession
 	dir := b.TempDir()
-	db, err := engine.Open(dir, nil)
+	db, err := engine.OpenStore(b, dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func BenchmarkOpen(b *testing.B) {
 	b.Logf("store: %d sessions, %d events, %d segments, %.0f MB of segments", sessions, sessions*perSession, len(ids), float64(segBytes)/1e6)
 	b.Run(fmt.Sprintf("state=clean/sessions=%d", sessions), func(b *testing.B) {
 		for b.Loop() {
-			db, err := engine.Open(dir, nil)
+			db, err := engine.OpenStore(b, dir, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -299,7 +299,7 @@ func BenchmarkOpen(b *testing.B) {
 	staleDir := b.TempDir()
 	var staleIndex []byte
 	func() {
-		db, err := engine.Open(staleDir, nil)
+		db, err := engine.OpenStore(b, staleDir, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -309,7 +309,7 @@ func BenchmarkOpen(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		db, err = engine.Open(staleDir, nil)
+		db, err = engine.OpenStore(b, staleDir, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -322,7 +322,7 @@ func BenchmarkOpen(b *testing.B) {
 	}()
 	b.Run("state=stale-index/unindexed=64MiB", func(b *testing.B) {
 		for b.Loop() {
-			db, err := engine.Open(staleDir, &engine.Options{IndexInterval: time.Hour})
+			db, err := engine.OpenStore(b, staleDir, &engine.Options{IndexInterval: time.Hour})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -337,7 +337,7 @@ func BenchmarkOpen(b *testing.B) {
 	})
 	b.Run(fmt.Sprintf("state=no-index/sessions=%d", sessions), func(b *testing.B) {
 		for b.Loop() {
-			db, err := engine.Open(dir, &engine.Options{NoIndex: true})
+			db, err := engine.OpenStore(b, dir, &engine.Options{NoIndex: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -385,7 +385,7 @@ func BenchmarkIdleSession(b *testing.B) {
 	evs := testgen.Events(0, 10, 300)
 	var before, after runtime.MemStats
 	for i := 0; b.Loop(); i++ {
-		db, err := engine.Open(b.TempDir(), &engine.Options{CompactInterval: -1}) // (not benchDB: its cleanup would keep every round's DB)
+		db, err := engine.OpenStore(b, b.TempDir(), &engine.Options{CompactInterval: -1}) // (not benchDB: its cleanup would keep every round's DB)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -417,7 +417,7 @@ func BenchmarkIdleSession(b *testing.B) {
 func BenchmarkFollow(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	w, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	w, err := engine.OpenStore(b, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func BenchmarkFollow(b *testing.B) {
 	defer h.Close()
 	h.Append(ctx, testgen.Event(0, 300))
 	h.Flush(ctx)
-	r, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	r, err := engine.OpenStore(b, dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -475,7 +475,7 @@ func BenchmarkFollow(b *testing.B) {
 func BenchmarkFirstRead(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	db, err := engine.Open(dir, nil)
+	db, err := engine.OpenStore(b, dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -495,7 +495,7 @@ func BenchmarkFirstRead(b *testing.B) {
 		if i == sessions {
 			b.StopTimer()
 			db.Close()
-			if db, err = engine.Open(dir, nil); err != nil {
+			if db, err = engine.OpenStore(b, dir, nil); err != nil {
 				b.Fatal(err)
 			}
 			i = 0

@@ -25,7 +25,7 @@ import (
 func TestCheckResumesForwardWithinTheBound(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	w, err := Open(dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
+	w, err := openStore(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +105,7 @@ func TestCheckResumesForwardWithinTheBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	damaged := offs[at-1]
+	expectProblem(t, dir, "frame checksum mismatch")
 	for _, i := range []int{at - 1, at} {
 		b[offs[i]+sizes[i]/2] ^= 0xff
 	}

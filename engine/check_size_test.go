@@ -15,6 +15,7 @@ import (
 // problem Check names, at the index, with both sizes.
 func TestCheckFindsAFrameSizeTheSegmentsDisagreeWith(t *testing.T) {
 	dir, _ := foreignStore(t, []string{"a"}, nil)
+	engine.ExpectProblem(t, dir, "does not match the segments")
 	x, err := index.Open(filepath.Join(dir, "index.db"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ func checkCrashed(t *testing.T, label, dir string, acked map[string][]event.Even
 	if len(rep.Problems) > 0 {
 		t.Fatalf("%s: check found problems (index and segments disagree): %v (notes %v)", label, rep.Problems, rep.Notes)
 	}
-	db, err := Open(dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
+	db, err := openStore(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", label, err)
 	}
@@ -113,7 +113,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 	// rewrites it as one frame: FrameBytes is 32 KiB), indexed.
 	old := testgen.Events(0, 12, 400)
 	base := t.TempDir()
-	db, err := Open(base, opts(0))
+	db, err := openStore(t, base, opts(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 	}
 	// The probe: where the migration's header and frame go.
 	probe := crashCopy(t, base)
-	db, err = Open(probe, opts(0))
+	db, err = openStore(t, probe, opts(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 	run := func(t *testing.T, size int64, body func(dir string, db *DB) bool) {
 		for try := 0; try < 10; try++ {
 			dir := crashCopy(t, base)
-			db, err := Open(dir, opts(size))
+			db, err := openStore(t, dir, opts(size))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -86,7 +86,7 @@ func checkpointInWindow(db *DB) <-chan error {
 func TestCheckpointDuringAppend(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := Open(dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
+	db, err := openStore(t, dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestCheckpointDuringAppend(t *testing.T) {
 	// A crash now must keep b (the suspicion of silent loss: its frames
 	// before the checkpoint, but not in the index).
 	early := crashCopy(t, dir)
-	dbe, err := Open(early, &Options{CompactInterval: -1})
+	dbe, err := openStore(t, early, &Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatalf("reopen after crash: %v", err)
 	}
@@ -178,7 +178,7 @@ func TestCheckpointDuringAppend(t *testing.T) {
 	want = append(want, testgen.Event(2, 300))
 	crashed := crashCopy(t, dir)
 
-	db2, err := Open(crashed, &Options{CompactInterval: -1})
+	db2, err := openStore(t, crashed, &Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatalf("reopen after crash: %v", err)
 	}
@@ -206,7 +206,7 @@ func TestCheckpointDuringAppend(t *testing.T) {
 func TestCheckpointDuringMigration(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := Open(dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
+	db, err := openStore(t, dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestCheckpointDuringMigration(t *testing.T) {
 		t.Fatal("hook did not run")
 	}
 
-	db2, err := Open(crashed, &Options{CompactInterval: -1})
+	db2, err := openStore(t, crashed, &Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatalf("reopen after crash: %v", err)
 	}
@@ -265,7 +265,7 @@ func TestCheckpointDuringMigration(t *testing.T) {
 func TestCheckpointDuringDelete(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := Open(dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
+	db, err := openStore(t, dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestCheckpointDuringDelete(t *testing.T) {
 	if err := db.Delete(ctx, "d"); err != nil {
 		t.Fatal(err)
 	}
-	db2, err := Open(crashed, &Options{CompactInterval: -1})
+	db2, err := openStore(t, crashed, &Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatalf("reopen after crash: %v", err)
 	}

@@ -27,7 +27,7 @@ func closeGateOpts(fs vfs.FS) *Options {
 // session id and closes it again: what a later process finds.
 func reopenRead(t *testing.T, dir string, opts *Options, id string) ([]event.Event, error) {
 	t.Helper()
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func closeWhileBlocked(t *testing.T, db *DB) (done chan error) {
 func TestCreateRacesClose(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	db, err := Open("/db", closeGateOpts(mem))
+	db, err := openStore(t, "/db", closeGateOpts(mem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestCreateRacesClose(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Errorf("Close of the handle: %v", err)
 	}
-	db, err = Open("/db", closeGateOpts(mem))
+	db, err = openStore(t, "/db", closeGateOpts(mem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestCreateRacesClose(t *testing.T) {
 func TestNoHandleOpensDuringClose(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	db, err := Open("/db", closeGateOpts(mem))
+	db, err := openStore(t, "/db", closeGateOpts(mem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestNoHandleOpensDuringClose(t *testing.T) {
 func TestCloseWaitsForAFlush(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	db, err := Open("/db", closeGateOpts(mem))
+	db, err := openStore(t, "/db", closeGateOpts(mem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestCloseWakesWait(t *testing.T) {
 	ctx := context.Background()
 	for _, ro := range []bool{false, true} {
 		mem := vfs.NewMem()
-		db, err := Open("/db", closeGateOpts(mem))
+		db, err := openStore(t, "/db", closeGateOpts(mem))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func TestCloseWakesWait(t *testing.T) {
 			}
 			o := closeGateOpts(mem)
 			o.ReadOnly = true
-			if db, err = Open("/db", o); err != nil {
+			if db, err = openStore(t, "/db", o); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -302,7 +302,7 @@ func TestNothingBeginsOnceCloseBegan(t *testing.T) {
 	ff := vfs.NewFault(mem)
 	opts := closeGateOpts(ff)
 	opts.NoPreallocate, opts.NoDict = true, true // (no background write while the hook runs)
-	db, err := Open("/db", opts)
+	db, err := openStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ func TestNothingBeginsOnceCloseBegan(t *testing.T) {
 	w.Close()
 	r.Close()
 
-	db, err = Open("/db", closeGateOpts(mem.CrashClone(vfs.CrashConfig{})))
+	db, err = openStore(t, "/db", closeGateOpts(mem.CrashClone(vfs.CrashConfig{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +461,7 @@ func TestCloseWaitsForARead(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
 	bfs := newBlockFS(mem)
-	h0, err := Open("/db", closeGateOpts(mem))
+	h0, err := openStore(t, "/db", closeGateOpts(mem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +479,7 @@ func TestCloseWaitsForARead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := Open("/db", closeGateOpts(bfs))
+	db, err := openStore(t, "/db", closeGateOpts(bfs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +529,7 @@ func TestCloseWaitsForARead(t *testing.T) {
 func TestCloseWaitsForAFork(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	db, err := Open("/db", closeGateOpts(mem))
+	db, err := openStore(t, "/db", closeGateOpts(mem))
 	if err != nil {
 		t.Fatal(err)
 	}

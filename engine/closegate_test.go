@@ -85,7 +85,7 @@ func closeRaceRound(t *testing.T, round int) {
 	opts := func(fs vfs.FS) *engine.Options {
 		return &engine.Options{FS: fs, SegmentSize: 128 << 10, FrameBytes: 4 << 10, CompactInterval: -1}
 	}
-	db, err := engine.Open("/db", opts(mem))
+	db, err := engine.OpenStore(t, "/db", opts(mem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func closeRaceRound(t *testing.T, round int) {
 	}
 
 	// A power cut right after Close: everything is there.
-	db2, err := engine.Open("/db", opts(mem.CrashClone(vfs.CrashConfig{})))
+	db2, err := engine.OpenStore(t, "/db", opts(mem.CrashClone(vfs.CrashConfig{})))
 	if err != nil {
 		t.Fatalf("reopen after Close and a power cut: %v", err)
 	}

@@ -423,7 +423,7 @@ func TestJoinWhileAnotherSettlesADeadCompaction(t *testing.T) {
 	}
 	ch := make(chan opened, 1)
 	go func() {
-		db, err := Open(dir, joinOpts)
+		db, err := openStore(t, dir, joinOpts)
 		ch <- opened{db, err}
 	}()
 	var o opened

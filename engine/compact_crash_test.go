@@ -35,7 +35,7 @@ func crashVariants(k int) []vfs.CrashConfig {
 func reopenCompactReopen(t *testing.T, label string, crashed *vfs.MemFS, opts func(vfs.FS) *engine.Options, check func(label string, db *engine.DB)) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := engine.Open("/db", opts(crashed))
+	db, err := engine.OpenStore(t, "/db", opts(crashed))
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", label, err)
 	}
@@ -48,7 +48,7 @@ func reopenCompactReopen(t *testing.T, label string, crashed *vfs.MemFS, opts fu
 	// A cut right after the compaction returned: only what it synced.
 	again := crashed.CrashClone(vfs.CrashConfig{})
 	db.Close()
-	if db, err = engine.Open("/db", opts(again)); err != nil {
+	if db, err = engine.OpenStore(t, "/db", opts(again)); err != nil {
 		t.Fatalf("%s: reopen after the compaction: %v", label, err)
 	}
 	check(label+": compacted and reopened", db)
@@ -59,7 +59,7 @@ func reopenCompactReopen(t *testing.T, label string, crashed *vfs.MemFS, opts fu
 	if err := db.Close(); err != nil {
 		t.Fatalf("%s: close: %v", label, err)
 	}
-	if db, err = engine.Open("/db", opts(again)); err != nil {
+	if db, err = engine.OpenStore(t, "/db", opts(again)); err != nil {
 		t.Fatalf("%s: reopen after the second compaction: %v", label, err)
 	}
 	check(label+": compacted twice and reopened", db)
@@ -115,7 +115,7 @@ const migrationTurns = 150
 func migrationStore(t *testing.T, dir string, opts *engine.Options) map[string][]event.Event {
 	t.Helper()
 	ctx := context.Background()
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestCompactAfterCutMigration(t *testing.T) {
 	// acknowledges the other 5; it returns how many of side's were
 	// acknowledged and whether Migrate returned.
 	run := func(fsys vfs.FS) (acked int, migrated bool) {
-		db, err := engine.Open("/db", opts(fsys))
+		db, err := engine.OpenStore(t, "/db", opts(fsys))
 		if err != nil {
 			return 0, false
 		}

@@ -16,7 +16,7 @@ import (
 // takes db.mu again: the store hung instead.
 func TestKeptLiveReportsDroppedFrame(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), &Options{CompactInterval: -1})
+	db, err := openStore(t, t.TempDir(), &Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 func TestCompactionCutAfterDroppingAReplacedHeader(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := Open(dir, &Options{CompactInterval: -1})
+	db, err := openStore(t, dir, &Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestCompactionCutAfterDroppingAReplacedHeader(t *testing.T) {
 	}
 	for _, noIndex := range []bool{true, false} {
 		dst := crashCopy(t, crashed)
-		db2, err := Open(dst, &Options{NoIndex: noIndex, CompactInterval: -1})
+		db2, err := openStore(t, dst, &Options{NoIndex: noIndex, CompactInterval: -1})
 		if err != nil {
 			t.Fatalf("open (no index %v) after a compaction cut short: %v", noIndex, err)
 		}

@@ -21,7 +21,7 @@ func TestCompactAfterACompactionCutShort(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 4096, NoPreallocate: true, Uncompressed: true, CompactInterval: -1}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestCompactAfterACompactionCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db, err = Open(dir, opts)
+	db, err = openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

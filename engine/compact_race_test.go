@@ -33,7 +33,7 @@ func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1, IndexInterval: 1 << 40}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestCompactRacingDeleteCreateMigrate(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if db, err = Open(dir, opts); err != nil {
+	if db, err = openStore(t, dir, opts); err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
 	checkSessions(t, "after reopen", db, want)
@@ -122,7 +122,7 @@ func TestUsageWhileCompactionDrops(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestCompactSettlesLeftoverIntent(t *testing.T) {
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1}
 	t.Run("not-renamed", func(t *testing.T) {
 		dir := checkedDir(t)
-		db, err := Open(dir, opts)
+		db, err := openStore(t, dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +245,7 @@ func TestCompactSettlesLeftoverIntent(t *testing.T) {
 	for _, older := range []bool{false, true} {
 		t.Run(fmt.Sprintf("renamed/older-build=%v", older), func(t *testing.T) {
 			dir := checkedDir(t)
-			db, err := Open(dir, opts)
+			db, err := openStore(t, dir, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -280,7 +280,7 @@ func TestCompactSettlesLeftoverIntent(t *testing.T) {
 			}
 			checkSessions(t, "after the second compaction", db, want)
 			db.Close()
-			if db, err = Open(dir, opts); err != nil {
+			if db, err = openStore(t, dir, opts); err != nil {
 				t.Fatal(err)
 			}
 			defer db.Close()
@@ -304,13 +304,13 @@ func TestCompactRewriteIndexFailure(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := interleavedStore(t, db)
 	db.Close()
-	if db, err = Open(dir, opts); err != nil { // nothing loaded: reads take their frames from the index
+	if db, err = openStore(t, dir, opts); err != nil { // nothing loaded: reads take their frames from the index
 		t.Fatal(err)
 	}
 	defer func() { db.Close() }()
@@ -330,7 +330,7 @@ func TestCompactRewriteIndexFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if db, err = Open(dir, opts); err != nil {
+	if db, err = openStore(t, dir, opts); err != nil {
 		t.Fatal(err)
 	}
 	checkSessions(t, "after reopen", db, want)
@@ -350,7 +350,7 @@ func TestCompactStressWithIndex(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 1 << 10, NoPreallocate: true, CompactInterval: -1, IndexInterval: 2 * time.Millisecond}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestCompactStressWithIndex(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if db, err = Open(dir, opts); err != nil {
+	if db, err = openStore(t, dir, opts); err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
 	checkSessions(t, "after reopen", db, want)
@@ -424,7 +424,7 @@ func TestCompactStressWithIndex(t *testing.T) {
 	if rep, err := Check(dir, opts); err != nil || len(rep.Problems) != 0 {
 		t.Fatalf("check: %+v, %v", rep, err)
 	}
-	if db, err = Open(dir, opts); err != nil {
+	if db, err = openStore(t, dir, opts); err != nil {
 		t.Fatalf("second reopen: %v", err)
 	}
 	defer db.Close()

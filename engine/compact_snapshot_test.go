@@ -150,7 +150,7 @@ func reopenCompactReopenOS(t *testing.T, label, dir string, check func(label str
 	t.Helper()
 	ctx := context.Background()
 	opts := indexOpts(dir, nil)
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", label, err)
 	}
@@ -163,7 +163,7 @@ func reopenCompactReopenOS(t *testing.T, label, dir string, check func(label str
 	if err := db.Close(); err != nil {
 		t.Fatalf("%s: close: %v", label, err)
 	}
-	if db, err = engine.Open(dir, opts); err != nil {
+	if db, err = engine.OpenStore(t, dir, opts); err != nil {
 		t.Fatalf("%s: reopen after the compaction: %v", label, err)
 	}
 	check(label+": compacted and reopened", db)
@@ -181,7 +181,7 @@ func TestCompactAfterCutCompactionWithIndex(t *testing.T) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
 	sfs := newSnapFS(dir, engine.CheckedDir(t))
-	db, err := engine.Open(dir, indexOpts(dir, sfs))
+	db, err := engine.OpenStore(t, dir, indexOpts(dir, sfs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestCompactAfterCutMigrationWithIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := engine.Open(dir, indexOpts(dir, sfs))
+	db, err := engine.OpenStore(t, dir, indexOpts(dir, sfs))
 	if err != nil {
 		t.Fatal(err)
 	}

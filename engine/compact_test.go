@@ -34,7 +34,7 @@ func segBytes(t *testing.T, fsys vfs.FS, dir string) (int64, int) {
 func compactStore(t *testing.T, fsys vfs.FS, keep map[int]bool) *engine.DB {
 	t.Helper()
 	ctx := context.Background()
-	db, err := engine.Open("/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true})
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestCompactReclaimsDeleted(t *testing.T) {
 		t.Errorf("reclaimed %.1f%% of a store whose sessions were all deleted, want at least 90%%", 100*reclaimed)
 	}
 	db.Close()
-	db, err = engine.Open("/db", &engine.Options{FS: mem.CrashClone(vfs.CrashConfig{}), NoPreallocate: true})
+	db, err = engine.OpenStore(t, "/db", &engine.Options{FS: mem.CrashClone(vfs.CrashConfig{}), NoPreallocate: true})
 	if err != nil {
 		t.Fatalf("reopen after compaction: %v", err)
 	}
@@ -100,7 +100,7 @@ func TestCompactCrashAtEveryStep(t *testing.T) {
 		_, cerr := db.Compact(ctx, engine.CompactOptions{Roll: true})
 		for variant, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}} {
 			crashed := mem.CrashClone(cfg)
-			db2, err := engine.Open("/db", &engine.Options{FS: crashed, NoPreallocate: true})
+			db2, err := engine.OpenStore(t, "/db", &engine.Options{FS: crashed, NoPreallocate: true})
 			if err != nil {
 				t.Fatalf("cut %d variant %d: reopen: %v", k, variant, err)
 			}
@@ -135,7 +135,7 @@ func TestCompactWithIndex(t *testing.T) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
 	opts := &engine.Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true}
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestCompactWithIndex(t *testing.T) {
 	if rep, err := engine.Check(dir, opts); err != nil || len(rep.Problems) != 0 || rep.Sessions != 1 {
 		t.Fatalf("check after compaction: %+v, %v", rep, err)
 	}
-	db, err = engine.Open(dir, opts)
+	db, err = engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestBackgroundCompaction(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
 	opts := &engine.Options{FS: mem, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: 2 * time.Millisecond}
-	db, err := engine.Open("/db", opts)
+	db, err := engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestBackgroundCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	db, err = engine.Open("/db", opts)
+	db, err = engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestBackgroundCompaction(t *testing.T) {
 func mixedStore(t *testing.T, fsys vfs.FS) (*engine.DB, map[string][]event.Event) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := engine.Open("/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true})
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestCompactRewriteCrashAtEveryOp(t *testing.T) {
 		rep, cerr := db.Compact(ctx, engine.CompactOptions{Roll: true, LiveRatio: 0.95})
 		for variant, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}} {
 			label := fmt.Sprintf("cut %d variant %d", k, variant)
-			db2, err := engine.Open("/db", &engine.Options{FS: mem.CrashClone(cfg), NoPreallocate: true})
+			db2, err := engine.OpenStore(t, "/db", &engine.Options{FS: mem.CrashClone(cfg), NoPreallocate: true})
 			if err != nil {
 				t.Fatalf("%s: reopen: %v", label, err)
 			}
@@ -443,7 +443,7 @@ func TestCompactReclaimsInterleaved(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
 	opts := &engine.Options{FS: mem, SegmentSize: 64 << 10, NoPreallocate: true}
-	db, err := engine.Open("/db", opts)
+	db, err := engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestCompactReclaimsInterleaved(t *testing.T) {
 	}
 	expectSessions(t, "after compaction", db, want)
 	db.Close()
-	if db, err = engine.Open("/db", opts); err != nil {
+	if db, err = engine.OpenStore(t, "/db", opts); err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
@@ -483,7 +483,7 @@ func BenchmarkCompactRewrite(b *testing.B) {
 		b.StopTimer()
 		dir := b.TempDir()
 		opts := &engine.Options{SegmentSize: 1 << 20, NoPreallocate: true, CompactInterval: -1}
-		db, err := engine.Open(dir, opts)
+		db, err := engine.OpenStore(b, dir, opts)
 		if err != nil {
 			b.Fatal(err)
 		}

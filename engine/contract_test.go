@@ -34,7 +34,7 @@ func (b *memBackend) SetCatalog(c *event.Catalog) { b.catalog = c }
 func (b *memBackend) SetSurfaceRules(on bool) { b.surface = on }
 
 func (b *memBackend) Open() (enginetest.Store, error) {
-	db, err := engine.Open("/db", b.options())
+	db, err := engine.OpenStore(b.t, "/db", b.options())
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +61,8 @@ func (b *memBackend) FailWrites(on bool) {
 	}
 }
 
+func (b *memBackend) ExpectProblem(what string) { engine.ExpectProblem(b.t, "/db", what) }
+
 func (b *memBackend) Check() error { return checkStore("/db", &engine.Options{FS: b.mem}) }
 
 // checkStore runs engine.Check on a closed store: any problem is an error.
@@ -86,7 +88,7 @@ type osBackend struct {
 }
 
 func (b *osBackend) Open() (enginetest.Store, error) {
-	db, err := engine.Open(b.dir, &engine.Options{SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc, Catalog: b.catalog, SurfaceRules: b.surface})
+	db, err := engine.OpenStore(b.t, b.dir, &engine.Options{SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc, Catalog: b.catalog, SurfaceRules: b.surface})
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +114,8 @@ func (b *osBackend) Restart(s enginetest.Store, torn bool) (enginetest.Store, er
 func (b *osBackend) SetCatalog(c *event.Catalog) { b.catalog = c }
 
 func (b *osBackend) SetSurfaceRules(on bool) { b.surface = on }
+
+func (b *osBackend) ExpectProblem(what string) { engine.ExpectProblem(b.t, b.dir, what) }
 
 func (b *osBackend) Check() error { return checkStore(b.dir, nil) }
 
@@ -160,7 +164,7 @@ func TestContractOS(t *testing.T) {
 // (enginetest.ServePeer) for TestContractAcrossProcesses.
 func TestMain(m *testing.M) {
 	enginetest.ServePeer(func(dir string) (enginetest.Store, error) {
-		db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+		db, err := engine.OpenUnchecked("a peer process serves the store of a test in the parent, which checks it", dir, &engine.Options{CompactInterval: -1})
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +177,7 @@ func TestMain(m *testing.M) {
 // or other handle is in another OS process.
 func TestContractAcrossProcesses(t *testing.T) {
 	enginetest.RunAcrossProcesses(t, func(t *testing.T, dir string) enginetest.Store {
-		db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

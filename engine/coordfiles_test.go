@@ -76,7 +76,7 @@ func newCoordFixture(t *testing.T, fsys vfs.FS, dir string, tune ...func(*Option
 	}
 	ctx := context.Background()
 	for i := range f.dbs {
-		db, err := Open(f.dir, f.opts)
+		db, err := openStore(t, f.dir, f.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +138,7 @@ func (f *coordFixture) readsBoth(t *testing.T) {
 func (f *coordFixture) refused(t *testing.T, name string) {
 	t.Helper()
 	for _, opts := range []*Options{f.opts, {FS: f.fsys, ReadOnly: true}} {
-		db, err := Open(f.dir, opts)
+		db, err := openStore(t, f.dir, opts)
 		if err == nil {
 			db.Close()
 			t.Fatalf("open (read-only %v) beside the live processes after %s changed: no error, want ErrCoordinationLost", opts.ReadOnly, name)
@@ -180,7 +180,7 @@ func (f *coordFixture) reopen(t *testing.T) {
 	for _, db := range f.dbs {
 		db.Close() // (a DB that lost shm fails to flush what its handles hold)
 	}
-	db, err := Open(f.dir, f.opts)
+	db, err := openStore(t, f.dir, f.opts)
 	if err != nil {
 		t.Fatalf("open once every process closed: %v", err)
 	}
@@ -260,7 +260,7 @@ func TestJoinAfterAllCoordinationFilesRemoved(t *testing.T) {
 		for _, name := range []string{coord.LockFile, coord.LocksFile, coord.ShmFile} {
 			f.remove(t, name)
 		}
-		db, err := Open(f.dir, f.opts)
+		db, err := openStore(t, f.dir, f.opts)
 		if err == nil {
 			db.Close()
 			t.Fatal("open beside the live processes after LOCK, locks and shm were removed: no error")
@@ -511,7 +511,7 @@ func TestJoinBesideAnOlderBuild(t *testing.T) {
 	wantB := testgen.Events(0, 5, 100)
 	appendFlushed(t, hb, wantB...)
 	hb.Close()
-	c, err := Open(dir, nil)
+	c, err := openStore(t, dir, nil)
 	if err != nil {
 		t.Fatalf("open beside a process of this build that joined an older build's: %v", err)
 	}

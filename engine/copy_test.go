@@ -16,7 +16,7 @@ import (
 func TestCopySharesForks(t *testing.T) {
 	ctx := context.Background()
 	open := func() *engine.DB {
-		db, err := engine.Open(engine.CheckedDir(t), nil)
+		db, err := engine.OpenStore(t, engine.CheckedDir(t), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,7 @@ func crashWorkloadN(fsys vfs.FS, seed uint64, steps int, indexPath string, write
 	for range writers {
 		// Odd seeds run without preallocation: no background segment
 		// creation, so their cut points replay exactly.
-		db, err := engine.Open("/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: seed%2 == 1,
+		db, err := engine.OpenUnchecked("the workload runs until a cut; its test checks the crashed copies", "/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: seed%2 == 1,
 			IndexPath: indexPath, IndexInterval: time.Millisecond, CompactInterval: -1})
 		if err != nil {
 			return appended, acked, err
@@ -119,7 +119,7 @@ func checkAfterCrash(t *testing.T, crashed *vfs.MemFS, appended map[string][]eve
 			}
 		}
 	}
-	db, err := engine.Open("/db", opts)
+	db, err := engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", label, err)
 	}

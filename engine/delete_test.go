@@ -31,13 +31,13 @@ func TestDelete(t *testing.T) {
 				} else {
 					db.Close()
 				}
-				db, err := engine.Open(dir, opts)
+				db, err := engine.OpenStore(t, dir, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return db
 			}
-			db, err := engine.Open(dir, opts)
+			db, err := engine.OpenStore(t, dir, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -91,7 +91,7 @@ func frameCodecs(t *testing.T, fsys vfs.FS, dir string) (map[segment.Codec]int, 
 // returns the events and the dictionary's file.
 func dictStore(t *testing.T, dir string) ([]event.Event, string) {
 	t.Helper()
-	db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
+	db, err := openStore(t, dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestDictRoundTrip(t *testing.T) {
 		t.Fatalf("frames by codec %v, %d small ones with the dictionary: want the 100 after it compressed with it", codecs, small)
 	}
 	for _, o := range []Options{{CompactInterval: -1}, {NoIndex: true, CompactInterval: -1}, {ReadOnly: true}} {
-		db, err := Open(dir, dictOpts(&o))
+		db, err := openStore(t, dir, dictOpts(&o))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,12 +150,12 @@ func TestDictOtherProcess(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	a, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
+	a, err := openStore(t, dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
+	b, err := openStore(t, dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,6 +212,7 @@ func TestDictDamaged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			_, dpath := dictStore(t, dir)
+			expectProblem(t, dir, tc.what)
 			if err := tc.damage(dpath); err != nil {
 				t.Fatal(err)
 			}
@@ -219,7 +220,7 @@ func TestDictDamaged(t *testing.T) {
 			if err != nil || len(rep.Problems) != 1 || rep.Problems[0].Path != dpath || !strings.Contains(rep.Problems[0].What, tc.what) {
 				t.Fatalf("check: %v %v; want one problem at %s: %s", rep.Problems, err, dpath, tc.what)
 			}
-			db, err := Open(dir, dictOpts(&Options{ReadOnly: true}))
+			db, err := openStore(t, dir, dictOpts(&Options{ReadOnly: true}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +234,7 @@ func TestDictDamaged(t *testing.T) {
 				t.Fatalf("read: %v; want corruption at a frame naming %s", err, dpath)
 			}
 			db.Close()
-			db, err = Open(dir, dictOpts(&Options{CompactInterval: -1}))
+			db, err = openStore(t, dir, dictOpts(&Options{CompactInterval: -1}))
 			if tc.name == "missing" {
 				// No dictionary left to take: the open goes on, and its
 				// reads of those frames fail as above.
@@ -265,7 +266,7 @@ func TestDictOlderSegment(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
+	db, err := openStore(t, dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func TestDictOlderSegment(t *testing.T) {
 func dictCrashWorkload(fsys vfs.FS) (map[string][]event.Event, map[string]int, error) {
 	ctx := context.Background()
 	appended, acked := map[string][]event.Event{}, map[string]int{}
-	db, err := Open("/db", withDict(&Options{FS: fsys, SegmentSize: 64 << 10, CompactInterval: -1}, dictCrashTuning()))
+	db, err := openUnchecked("the workload runs until a cut; its test checks the crashed copies", "/db", withDict(&Options{FS: fsys, SegmentSize: 64 << 10, CompactInterval: -1}, dictCrashTuning()))
 	if err != nil {
 		return appended, acked, err
 	}
@@ -385,7 +386,7 @@ func TestDictPowerCut(t *testing.T) {
 			if codecs, _ := frameCodecs(t, crashed, "/db"); codecs[segment.CodecZstdDict] > 0 {
 				dicted++
 			}
-			db, err := Open("/db", withDict(&Options{FS: crashed, CompactInterval: -1}, dictCrashTuning()))
+			db, err := openStore(t, "/db", withDict(&Options{FS: crashed, CompactInterval: -1}, dictCrashTuning()))
 			if err != nil {
 				t.Fatalf("%s: reopen: %v", label, err)
 			}
@@ -434,7 +435,7 @@ func TestDictTraining(t *testing.T) {
 func testDictTraining(t *testing.T, dt *dict.Tuning, spare bool) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := Open(dir, withDict(&Options{CompactInterval: -1}, dt))
+	db, err := openStore(t, dir, withDict(&Options{CompactInterval: -1}, dt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +506,7 @@ func TestDictSmallBudget(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
+	db, err := openStore(t, dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +556,7 @@ func testDictLargeEvent(t *testing.T, at int) {
 	ctx := context.Background()
 	dt := dict.DefaultTuning()
 	dt.SmallShare, dt.SmallBurst = 1e6, time.Second // spare CPU: train as soon as due
-	db, err := Open(dir, withDict(&Options{CompactInterval: -1}, &dt))
+	db, err := openStore(t, dir, withDict(&Options{CompactInterval: -1}, &dt))
 	if err != nil {
 		t.Fatal(err)
 	}

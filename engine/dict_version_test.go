@@ -78,7 +78,7 @@ func wantReadsBack(t *testing.T, label, dir string, want map[string][]event.Even
 				t.Fatal(err)
 			}
 		}
-		db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
+		db, err := openStore(t, dir, dictOpts(&Options{CompactInterval: -1}))
 		if err != nil {
 			t.Fatalf("%s: reopen (index removed: %v): %v", label, noIndex, err)
 		}
@@ -113,7 +113,7 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db, err := Open(dir, dictOpts(&Options{SegmentSize: 64 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1}))
+	db, err := openStore(t, dir, dictOpts(&Options{SegmentSize: 64 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 func TestDictSegmentRewriteKeepsItsVersion(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := Open(dir, dictOpts(&Options{CompactInterval: -1}))
+	db, err := openStore(t, dir, dictOpts(&Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestDictSyncFails(t *testing.T) {
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem)
 			opts := func(fs vfs.FS) *Options { return dictOpts(&Options{FS: fs, CompactInterval: -1}) }
-			db, err := Open("/db", opts(ff))
+			db, err := openStore(t, "/db", opts(ff))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +102,7 @@ func TestDictSyncFails(t *testing.T) {
 				for _, p := range rep.Problems {
 					t.Errorf("%s: check: %v", label, p)
 				}
-				db2, err := Open("/db", opts(crashed))
+				db2, err := openStore(t, "/db", opts(crashed))
 				if err != nil {
 					t.Fatalf("%s: reopen: %v", label, err)
 				}
@@ -140,7 +140,7 @@ func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem)
 			opts := func(fs vfs.FS) *Options { return dictOpts(&Options{FS: fs, CompactInterval: -1}) }
-			a, err := Open("/db", opts(ff))
+			a, err := openStore(t, "/db", opts(ff))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +153,7 @@ func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
 			wantA := writeFlushed(t, ha, 0, 100)
 			var b *DB
 			open := func() {
-				if b, err = Open("/db", opts(mem)); err != nil {
+				if b, err = openStore(t, "/db", opts(mem)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -194,7 +194,7 @@ func TestDictSyncFailsBesideAnotherProcess(t *testing.T) {
 				for _, p := range rep.Problems {
 					t.Errorf("%s: check: %v", label, p)
 				}
-				db, err := Open("/db", opts(crashed))
+				db, err := openStore(t, "/db", opts(crashed))
 				if err != nil {
 					t.Fatalf("%s: reopen: %v", label, err)
 				}

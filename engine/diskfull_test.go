@@ -46,7 +46,7 @@ func TestWriteErrorKeepsEvents(t *testing.T) {
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem)
 			opts := &engine.Options{FS: ff, NoPreallocate: !tc.prealloc, SegmentSize: 1 << 20, CompactInterval: -1}
-			db, err := engine.Open("/db", opts)
+			db, err := engine.OpenStore(t, "/db", opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestWriteErrorKeepsEvents(t *testing.T) {
 			// A power cut now keeps every acknowledged event.
 			for _, cfg := range []vfs.CrashConfig{{KeepAll: true}, {}} {
 				crashed := mem.CrashClone(cfg)
-				db2, err := engine.Open("/db", &engine.Options{FS: crashed, NoPreallocate: !tc.prealloc, CompactInterval: -1})
+				db2, err := engine.OpenStore(t, "/db", &engine.Options{FS: crashed, NoPreallocate: !tc.prealloc, CompactInterval: -1})
 				if err != nil {
 					t.Fatalf("reopen after a crash: %v", err)
 				}
@@ -124,7 +124,7 @@ func TestWriteErrorKeepsEvents(t *testing.T) {
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			db, err = engine.Open("/db", &engine.Options{FS: mem, NoPreallocate: !tc.prealloc, CompactInterval: -1})
+			db, err = engine.OpenStore(t, "/db", &engine.Options{FS: mem, NoPreallocate: !tc.prealloc, CompactInterval: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +142,7 @@ func TestPoisonedStoreReopensInPlace(t *testing.T) {
 	mem := vfs.NewMem()
 	ff := vfs.NewFault(mem)
 	opts := &engine.Options{FS: ff, NoPreallocate: true, CompactInterval: -1}
-	db, err := engine.Open("/db", opts)
+	db, err := engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestPoisonedStoreReopensInPlace(t *testing.T) {
 		t.Fatal("close of a poisoned store reports nothing")
 	}
 	ff.Clear()
-	db, err = engine.Open("/db", opts)
+	db, err = engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatalf("reopen in the same process: %v", err)
 	}
@@ -200,16 +200,18 @@ func TestFullTmpfs(t *testing.T) {
 // segment is created without preallocation. (Open used to fail, as did a
 // write open whose newest segment was sealed, on a full disk.)
 func smallerThanASegment(t *testing.T) {
-	dir := engine.CheckedDir(t)
+	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
 		t.Skipf("cannot mount a tmpfs here: %v", err)
 	}
-	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	// (A cleanup, not a defer: the end-of-test check of the store in
+	// dir/store, which runs first, reads it on the tmpfs.)
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 	ctx := context.Background()
 	storeDir := filepath.Join(dir, "store")
 	want := map[string][]event.Event{}
 	for round := range 3 {
-		db, err := engine.Open(storeDir, &engine.Options{CompactInterval: -1})
+		db, err := engine.OpenStore(t, storeDir, &engine.Options{CompactInterval: -1})
 		if err != nil {
 			t.Fatalf("open %d on a small file system: %v", round, err)
 		}
@@ -226,16 +228,18 @@ func smallerThanASegment(t *testing.T) {
 }
 
 func fullTmpfs(t *testing.T, noPrealloc bool) {
-	dir := engine.CheckedDir(t)
+	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
 		t.Skipf("cannot mount a tmpfs here: %v", err)
 	}
-	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	// (A cleanup, not a defer: the end-of-test check of the store in
+	// dir/store, which runs first, reads it on the tmpfs.)
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 	ctx := context.Background()
 	storeDir := filepath.Join(dir, "store")
 	filler := filepath.Join(dir, "filler")
 	var log logBuffer
-	db, err := engine.Open(storeDir, &engine.Options{SegmentSize: 256 << 10, NoPreallocate: noPrealloc, IndexInterval: 1 << 40, CompactInterval: -1, Logger: log.logger()})
+	db, err := engine.OpenStore(t, storeDir, &engine.Options{SegmentSize: 256 << 10, NoPreallocate: noPrealloc, IndexInterval: 1 << 40, CompactInterval: -1, Logger: log.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +308,7 @@ func fullTmpfs(t *testing.T, noPrealloc bool) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = engine.Open(storeDir, &engine.Options{CompactInterval: -1})
+	db, err = engine.OpenStore(t, storeDir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +328,7 @@ func TestFullDiskUnderWriteBehind(t *testing.T) {
 	// The test fires the write-behind's window itself; FlushOnly arms no
 	// durability window beside it.
 	fires := make(chan func(), 1)
-	db, err := engine.Open("/db", &engine.Options{FlushOnly: true, FS: ff, NoPreallocate: true, CompactInterval: -1, FrameBytes: 1 << 10,
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FlushOnly: true, FS: ff, NoPreallocate: true, CompactInterval: -1, FrameBytes: 1 << 10,
 		AfterFunc: func(_ time.Duration, f func()) handle.Timer {
 			fires <- f
 			return firedTimer{}

@@ -12,7 +12,7 @@ import (
 func TestSmoke(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
-	db, err := Open(dir, nil)
+	db, err := openStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestSmoke(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = Open(dir, nil)
+	db, err = openStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

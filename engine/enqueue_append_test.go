@@ -33,7 +33,7 @@ func TestAppendAfterEnqueueAsTheWindowCloses(t *testing.T) {
 	// The test fires the write-behind's window itself; FlushOnly arms no
 	// durability window beside it.
 	fires := make(chan func(), 1)
-	db, err := engine.Open(t.TempDir(), &engine.Options{FlushOnly: true, NoIndex: true, AfterFunc: func(_ time.Duration, f func()) handle.Timer {
+	db, err := engine.OpenStore(t, t.TempDir(), &engine.Options{FlushOnly: true, NoIndex: true, AfterFunc: func(_ time.Duration, f func()) handle.Timer {
 		fires <- f
 		return firedTimer{}
 	}})

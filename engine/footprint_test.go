@@ -38,7 +38,7 @@ func TestSmallStoreFootprint(t *testing.T) {
 	ctx := context.Background()
 	{
 		dir := engine.CheckedDir(t)
-		db, err := engine.Open(dir, nil)
+		db, err := engine.OpenStore(t, dir, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestSmallStoreFootprint(t *testing.T) {
 	}
 	dir := engine.CheckedDir(t)
 	opts := &engine.Options{InitialSegmentSize: 1 << 20}
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestSmallStoreFootprint(t *testing.T) {
 	if got := sizes[fmt.Sprintf("%016x.seg", 3)]; got == 0 || got > 4<<20 {
 		t.Errorf("the third segment: %d bytes, want at most its 4 MiB (grown in place as it fills) (sizes %v)", got, sizes)
 	}
-	db, err = engine.Open(dir, opts)
+	db, err = engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

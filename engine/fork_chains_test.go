@@ -66,7 +66,7 @@ func newReviewStore(t *testing.T, mode string) *reviewStore {
 	if mode == "mem-crash" {
 		s.mem, s.dir = vfs.NewMem(), "/db"
 	}
-	db, err := engine.Open(s.dir, s.opts())
+	db, err := engine.OpenStore(t, s.dir, s.opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func (s *reviewStore) reopen(label string) {
 			t.Fatalf("%s: rebuild the index: %v", label, err)
 		}
 	}
-	db, err := engine.Open(s.dir, s.opts())
+	db, err := engine.OpenStore(t, s.dir, s.opts())
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", label, err)
 	}
@@ -376,7 +376,7 @@ func reviewForkPowerCut(t *testing.T, path string) {
 	pe := forkEvents(0, 60, "p")
 	setup := func() *vfs.MemFS {
 		mem := vfs.NewMem()
-		db, err := engine.Open("/db", opts(mem))
+		db, err := engine.OpenStore(t, "/db", opts(mem))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,7 +406,7 @@ func reviewForkPowerCut(t *testing.T, path string) {
 	}
 	var parent []event.Event
 	{
-		db, err := engine.Open("/db", opts(setup()))
+		db, err := engine.OpenStore(t, "/db", opts(setup()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +415,7 @@ func reviewForkPowerCut(t *testing.T, path string) {
 	}
 	type acks struct{ fork, del bool }
 	run := func(fsys vfs.FS) (a acks, err error) {
-		db, err := engine.Open("/db", opts(fsys))
+		db, err := engine.OpenStore(t, "/db", opts(fsys))
 		if err != nil {
 			return a, err
 		}
@@ -446,7 +446,7 @@ func reviewForkPowerCut(t *testing.T, path string) {
 				points++
 				label := fmt.Sprintf("cut at %v #%d variant %d (acks %+v, run: %v)", op, k, variant, a, runErr)
 				crashed := mem.CrashClone(cfg)
-				db, err := engine.Open("/db", opts(crashed))
+				db, err := engine.OpenStore(t, "/db", opts(crashed))
 				if err != nil {
 					t.Errorf("%s: reopen: %v", label, err)
 					continue
@@ -603,12 +603,12 @@ func TestForkChainBesideWriters(t *testing.T) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
 	opts := &engine.Options{SegmentSize: 16 << 10, CompactInterval: -1}
-	a, err := engine.Open(dir, opts)
+	a, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { a.Close() }()
-	b, err := engine.Open(dir, opts)
+	b, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -791,10 +791,10 @@ func TestForkChainBesideWriters(t *testing.T) {
 	checkQ("after compactions", a, b)
 	a.Close()
 	b.Close()
-	if a, err = engine.Open(dir, opts); err != nil {
+	if a, err = engine.OpenStore(t, dir, opts); err != nil {
 		t.Fatal(err)
 	}
-	if b, err = engine.Open(dir, opts); err != nil {
+	if b, err = engine.OpenStore(t, dir, opts); err != nil {
 		t.Fatal(err)
 	}
 	check("reopened", a, b)
@@ -912,7 +912,7 @@ func TestForkBadInput(t *testing.T) {
 			verifyModel(t, "after the parents went", s.db, model)
 			// The fork of a read-only DB.
 			if mode == "os-index" {
-				ro, err := engine.Open(s.dir, &engine.Options{ReadOnly: true})
+				ro, err := engine.OpenStore(t, s.dir, &engine.Options{ReadOnly: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -984,7 +984,7 @@ func TestForkOfUnwrittenParent(t *testing.T) {
 // events.
 func TestForkOlderFormatHeader(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open("/db", &engine.Options{FS: vfs.NewMem()})
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1026,7 +1026,7 @@ func TestForkOlderFormatHeader(t *testing.T) {
 // for a session read migrated is the count of events stored (31), not
 // the longest log a read returned (Handle.Len's doc).
 func TestForkV2ParentEnd(t *testing.T) {
-	db, err := engine.Open("/db", &engine.Options{FS: vfs.NewMem()})
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1046,7 +1046,7 @@ func TestForkV2ParentEnd(t *testing.T) {
 // them.
 func TestForkUsage(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open("/db", &engine.Options{FS: vfs.NewMem(), SegmentSize: 64 << 10, NoPreallocate: true, CompactInterval: -1})
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: vfs.NewMem(), SegmentSize: 64 << 10, NoPreallocate: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

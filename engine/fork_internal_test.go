@@ -24,7 +24,7 @@ func TestForkWithoutItsMarker(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
 	opts := &Options{FS: mem}
-	db, err := Open("/db", opts)
+	db, err := openStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestForkWithoutItsMarker(t *testing.T) {
 	crashed := mem.CrashClone(vfs.CrashConfig{})
 	db.Close()
 
-	ro, err := Open("/db", &Options{FS: crashed, ReadOnly: true})
+	ro, err := openStore(t, "/db", &Options{FS: crashed, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestForkWithoutItsMarker(t *testing.T) {
 		t.Errorf("read-only open: the fork without its marker is %v, want not found", err)
 	}
 	ro.Close()
-	db, err = Open("/db", &Options{FS: crashed})
+	db, err = openStore(t, "/db", &Options{FS: crashed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestForkWithoutItsMarker(t *testing.T) {
 		t.Errorf("the new fork: %d events, %v", len(evs), err)
 	}
 	db.Close()
-	db, err = Open("/db", &Options{FS: crashed})
+	db, err = openStore(t, "/db", &Options{FS: crashed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestForkWithoutItsMarker(t *testing.T) {
 // reads failed).
 func TestForkBesideACompaction(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), &Options{SegmentSize: 64 << 10})
+	db, err := openStore(t, t.TempDir(), &Options{SegmentSize: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,13 +52,13 @@ func TestForkOutlivesItsParent(t *testing.T) {
 				} else {
 					db.Close()
 				}
-				db, err := engine.Open(dir, opts)
+				db, err := engine.OpenStore(t, dir, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return db
 			}
-			db, err := engine.Open(dir, opts)
+			db, err := engine.OpenStore(t, dir, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +170,7 @@ func TestForkFollowsMovedFrames(t *testing.T) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
 	opts := &engine.Options{SegmentSize: 64 << 10}
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestForkFollowsMovedFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another process, which loaded the fork before the move.
-	other, err := engine.Open(dir, opts)
+	other, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestForkFollowsMovedFrames(t *testing.T) {
 	c.Close()
 	other.Close()
 	db.Close()
-	db, err = engine.Open(dir, opts)
+	db, err = engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func BenchmarkFork(b *testing.B) {
 	}{{"bulk", 1000, false}, {"turns", 20, true}} {
 		b.Run(shape.name, func(b *testing.B) {
 			ctx := context.Background()
-			db, err := engine.Open(b.TempDir(), nil)
+			db, err := engine.OpenStore(b, b.TempDir(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -357,11 +357,14 @@ func TestSeedMarkerRules(t *testing.T) {
 		{"unseeded with a marker", false, 0, []event.Event{turn(0), marker(1)}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			db, err := engine.Open("/db", &engine.Options{FS: vfs.NewMem()})
+			db, err := engine.OpenStore(t, "/db", &engine.Options{FS: vfs.NewMem()})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer db.Close()
+			if !c.ok {
+				engine.ExpectProblem(t, "/db", "bad seed marker")
+			}
 			hdr := enginetest.Meta("s")
 			hdr.IsSeeded = c.seeded
 			h, err := db.Create(ctx, hdr, store.Inherited(c.inherited))
@@ -399,7 +402,7 @@ func TestForkPowerCut(t *testing.T) {
 	}
 	setup := func() *vfs.MemFS {
 		mem := vfs.NewMem()
-		db, err := engine.Open("/db", opts(mem))
+		db, err := engine.OpenStore(t, "/db", opts(mem))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -422,7 +425,7 @@ func TestForkPowerCut(t *testing.T) {
 	}
 	type progress struct{ forked, deleted bool }
 	run := func(fsys vfs.FS, pr *progress) error {
-		db, err := engine.Open("/db", opts(fsys))
+		db, err := engine.OpenStore(t, "/db", opts(fsys))
 		if err != nil {
 			return err
 		}
@@ -464,7 +467,7 @@ func TestForkPowerCut(t *testing.T) {
 			for variant, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}, {Rand: rand.New(rand.NewPCG(uint64(k), 5)), Garble: true}} {
 				label := fmt.Sprintf("cut at %v #%d variant %d (run: %v)", op, k, variant, runErr)
 				crashed := mem.CrashClone(cfg)
-				db, err := engine.Open("/db", opts(crashed))
+				db, err := engine.OpenStore(t, "/db", opts(crashed))
 				if err != nil {
 					t.Fatalf("%s: reopen: %v", label, err)
 				}
@@ -526,7 +529,7 @@ func TestForkBesideWriters(t *testing.T) {
 	// No dictionary: the sizes compared below (a copy's frames against a
 	// shared fork's) do not then depend on whether this process trained
 	// one, which a CPU budget decides.
-	db, err := engine.Open(dir, &engine.Options{NoDict: true})
+	db, err := engine.OpenStore(t, dir, &engine.Options{NoDict: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +600,7 @@ func TestForkBesideWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another process writes q: the fork copies it.
-	other, err := engine.Open(dir, nil)
+	other, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -665,7 +668,7 @@ func TestForkBesideWriters(t *testing.T) {
 func TestForkSharesUnflushedEvents(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	db, err := engine.Open("/db", &engine.Options{FS: mem})
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,7 +691,7 @@ func TestForkSharesUnflushedEvents(t *testing.T) {
 	c.Close()
 	crashed := mem.CrashClone(vfs.CrashConfig{}) // only what was synced
 	db.Close()
-	db, err = engine.Open("/db", &engine.Options{FS: crashed})
+	db, err = engine.OpenStore(t, "/db", &engine.Options{FS: crashed})
 	if err != nil {
 		t.Fatal(err)
 	}

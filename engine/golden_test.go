@@ -69,7 +69,7 @@ func TestGoldenStore(t *testing.T) {
 			if err != nil || len(rep.Problems) != 0 {
 				t.Fatalf("check of the golden store: %v %v", rep.Problems, err)
 			}
-			db, err := engine.Open(dir, &tc.opts)
+			db, err := engine.OpenStore(t, dir, &tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -32,7 +32,7 @@ func segFileSize(t *testing.T, dir string, id uint64) int64 {
 func TestActiveSegmentGrowsInPlace(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := Open(dir, &Options{Uncompressed: true, CompactInterval: -1})
+	db, err := openStore(t, dir, &Options{Uncompressed: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestGrowBesidePlacements(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	opts := &Options{SegmentSize: 256 << 10, PreallocateStart: 4096, Uncompressed: true, CompactInterval: -1, NoIndex: true}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestGrowBesidePlacements(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = Open(dir, opts)
+	db, err = openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestGrowAfterAPlacementPastTheFile(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	opts := &Options{Uncompressed: true, CompactInterval: -1, NoIndex: true}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestGrowAfterAPlacementPastTheFile(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = Open(dir, opts)
+	db, err = openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

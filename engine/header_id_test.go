@@ -48,7 +48,7 @@ func TestCreateRefusesBadIDs(t *testing.T) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
 	for _, o := range []*engine.Options{nil, {NoIndex: true}} {
-		db, err := engine.Open(dir, o)
+		db, err := engine.OpenStore(t, dir, o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ func TestIndexCheckpointFailure(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	var logs bytes.Buffer
-	db, err := Open(dir, &Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	db, err := openStore(t, dir, &Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestIndexCheckpointFailure(t *testing.T) {
 	}
 	h.Close()
 	db.Close()
-	db, err = Open(dir, nil)
+	db, err = openStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

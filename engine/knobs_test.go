@@ -32,7 +32,7 @@ func TestKnobsPerDB(t *testing.T) {
 		if i == 1 {
 			opts = dictOpts(opts)
 		}
-		db, err := Open(checkedDir(t), opts)
+		db, err := openStore(t, checkedDir(t), opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func TestStoredIDNotUTF8StillOpens(t *testing.T) {
 	// In List's order; "bad-\xff" is stored with the same JSON spelling as
 	// "bad-\uFFFD", and "bad-\xfe\xfe" as the ID spelled with two U+FFFD.
 	ids := []string{"a", "bad-\uFFFD", "bad-\uFFFD\uFFFD", "bad-\xfe\xfe", "bad-\xff", "z"}
-	db, err := Open(dir, nil)
+	db, err := openStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestStoredIDNotUTF8StillOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range []*Options{nil, {NoIndex: true}, {ReadOnly: true}, nil} {
-		db, err := Open(dir, o)
+		db, err := openStore(t, dir, o)
 		if err != nil {
 			t.Fatalf("Open(%+v): %v", o, err)
 		}

@@ -48,7 +48,7 @@ func TestListingSurvivesReopen(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	opts := &Options{FrameBytes: 4 << 10, CompactInterval: -1}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestListingSurvivesReopen(t *testing.T) {
 	}
 	x.Close()
 
-	db, err = Open(dir, opts)
+	db, err = openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestListingSurvivesReopen(t *testing.T) {
 	db.Close()
 
 	// Without the index: read from the frames.
-	db, err = Open(dir, &Options{NoIndex: true, CompactInterval: -1})
+	db, err = openStore(t, dir, &Options{NoIndex: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestListingSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.Close()
-	db, err = Open(dir, opts)
+	db, err = openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,12 +24,12 @@ import (
 func TestListPageKeepsOrder(t *testing.T) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
-	db, err := engine.Open(dir, nil)
+	db, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	other, err := engine.Open(dir, nil)
+	other, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestListPageKeepsOrder(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if db, err = engine.Open(dir, nil); err != nil {
+	if db, err = engine.OpenStore(t, dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
@@ -137,7 +137,7 @@ func TestListPageKeepsOrder(t *testing.T) {
 func BenchmarkListPage(b *testing.B) {
 	ctx := context.Background()
 	n := envInt("SEGLOG_LIST_SESSIONS", 100_000)
-	db, err := engine.Open(b.TempDir(), &engine.Options{NoIndex: true})
+	db, err := engine.OpenStore(b, b.TempDir(), &engine.Options{NoIndex: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func BenchmarkOpenSessions(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
-		db, err := engine.Open(dir, nil)
+		db, err := engine.OpenStore(b, dir, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -304,7 +304,7 @@ func BenchmarkOpenSessions(b *testing.B) {
 // index then holds them all).
 func buildSessions(b *testing.B, dir string, n int) {
 	ctx := context.Background()
-	db, err := engine.Open(dir, nil)
+	db, err := engine.OpenStore(b, dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

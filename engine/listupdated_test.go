@@ -30,12 +30,12 @@ func TestListPageUpdatedKeepsOrder(t *testing.T) {
 func testListPageUpdatedKeepsOrder(t *testing.T, opts *engine.Options) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	other, err := engine.Open(dir, opts)
+	other, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func testListPageUpdatedKeepsOrder(t *testing.T, opts *engine.Options) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if db, err = engine.Open(dir, opts); err != nil {
+	if db, err = engine.OpenStore(t, dir, opts); err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()

@@ -55,7 +55,7 @@ func TestReaderBoundRisesToTheCheckpoint(t *testing.T) {
 	// The reader reads shm before the checkpoint moved past it.
 	w.shared.Word(coord.Durable).Store(stale)
 
-	r, err := Open(dir, &Options{ReadOnly: true})
+	r, err := openStore(t, dir, &Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("read-only open with shm's durable position older than the index checkpoint: %v", err)
 	}

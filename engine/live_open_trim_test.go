@@ -94,7 +94,7 @@ func TestJoinWhileTheActiveSegmentIsSealed(t *testing.T) {
 				t.Fatalf("the open beside the writer touched the sealed segment past its end (SIGBUS): %v", r)
 			}
 		}()
-		return Open(dir, opts)
+		return openStore(t, dir, opts)
 	}
 	for _, opts := range []*Options{
 		{FS: fsys, IndexPath: dir + "/index.db", CompactInterval: -1},

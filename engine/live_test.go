@@ -33,7 +33,7 @@ func TestLiveReader(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r, err := Open(dir, &Options{ReadOnly: true})
+	r, err := openStore(t, dir, &Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("read-only open beside a writer: %v", err)
 	}
@@ -261,7 +261,7 @@ func TestWaitSleepsOnTheSyncWord(t *testing.T) {
 // open beside it.
 func TestWriterAfterACompactionCutShort(t *testing.T) {
 	dir := t.TempDir()
-	w1, err := Open(dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
+	w1, err := openStore(t, dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestFirstOpenerClearsShm(t *testing.T) {
 // store's locks go, from every other DB) and closes it when the test ends.
 func liveOpen(t *testing.T, dir string, opts *Options) *DB {
 	t.Helper()
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestReadOnlyOpenDuringACompaction(t *testing.T) {
 	hook, fired := compactOnce(t, w)
 	opts := &Options{ReadOnly: true, NoIndex: true}
 	opts.testing.listed = hook
-	r, err := Open(dir, opts)
+	r, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatalf("read-only open beside a compaction: %v", err)
 	}

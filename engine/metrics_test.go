@@ -32,7 +32,7 @@ func payloadBytes(evs []event.Event) uint64 {
 // the index lag (no checkpoint ran) and a compaction.
 func TestMetrics(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(t.TempDir(), &engine.Options{
+	db, err := engine.OpenStore(t, t.TempDir(), &engine.Options{
 		IndexInterval:     time.Hour, // no checkpoint but Compact's
 		WriteBehindWindow: time.Hour, // Enqueued events wait for the Flush
 		CompactInterval:   -1,
@@ -216,7 +216,7 @@ func TestMetricsPoison(t *testing.T) {
 	// The test fires the write-behind's window itself; FlushOnly arms no
 	// durability window beside it.
 	fires := make(chan func(), 1)
-	db, err := engine.Open("/db", &engine.Options{FlushOnly: true, FS: ff, NoPreallocate: true, AfterFunc: func(_ time.Duration, f func()) handle.Timer {
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FlushOnly: true, FS: ff, NoPreallocate: true, AfterFunc: func(_ time.Duration, f func()) handle.Timer {
 		fires <- f
 		return firedTimer{}
 	}})

@@ -96,7 +96,7 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem)
 			pf := &pathFaultFS{FS: ff, op: c.op}
-			db, err := Open("/db", opts(pf))
+			db, err := openStore(t, "/db", opts(pf))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +161,7 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 			for v, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}, {Rand: rand.New(rand.NewPCG(11, 2)), Garble: true}, {Rand: rand.New(rand.NewPCG(12, 2))}} {
 				label := fmt.Sprintf("power cut %d", v)
 				crashed := mem.CrashClone(cfg)
-				db2, err := Open("/db", opts(crashed))
+				db2, err := openStore(t, "/db", opts(crashed))
 				if err != nil {
 					t.Fatalf("%s: reopen: %v", label, err)
 				}
@@ -183,7 +183,7 @@ func TestMigrationCutAcrossARoll(t *testing.T) {
 					t.Fatalf("%s: Migrate after the reopen: %v", label, err)
 				}
 				db2.Close()
-				db2, err = Open("/db", opts(crashed))
+				db2, err = openStore(t, "/db", opts(crashed))
 				if err != nil {
 					t.Fatalf("%s: second reopen: %v", label, err)
 				}

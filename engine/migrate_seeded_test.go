@@ -17,7 +17,7 @@ import (
 // write.
 func TestMigrateSeededV2(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(t.TempDir(), nil)
+	db, err := engine.OpenStore(t, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

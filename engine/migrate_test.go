@@ -42,7 +42,7 @@ func TestMigrate(t *testing.T) {
 		t.Run(backend.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := engine.CheckedDir(t)
-			db, err := engine.Open(dir, backend.opts(dir))
+			db, err := engine.OpenStore(t, dir, backend.opts(dir))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +111,7 @@ func TestMigrate(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 2 { // reopen twice: once replaying, once from the index
-				if db, err = engine.Open(dir, backend.opts(dir)); err != nil {
+				if db, err = engine.OpenStore(t, dir, backend.opts(dir)); err != nil {
 					t.Fatal(err)
 				}
 				engine.SameEvents(t, "after reopen", engine.ReadAll(t, db, "old"), want)
@@ -126,7 +126,7 @@ func TestMigrate(t *testing.T) {
 			if rep, err := engine.Check(dir, backend.opts(dir)); err != nil || len(rep.Problems) != 0 {
 				t.Fatalf("Check after migration = %+v, %v", rep, err)
 			}
-			db, _ = engine.Open(dir, backend.opts(dir))
+			db, _ = engine.OpenStore(t, dir, backend.opts(dir))
 			// Compaction reclaims the replaced incarnations.
 			rep, err := db.Compact(ctx, engine.CompactOptions{Roll: true})
 			if err != nil {
@@ -134,7 +134,7 @@ func TestMigrate(t *testing.T) {
 			}
 			engine.SameEvents(t, "after compaction", engine.ReadAll(t, db, "old"), want)
 			db.Close()
-			db, err = engine.Open(dir, backend.opts(dir))
+			db, err = engine.OpenStore(t, dir, backend.opts(dir))
 			if err != nil {
 				t.Fatalf("reopen after compaction (%+v): %v", rep, err)
 			}
@@ -145,7 +145,9 @@ func TestMigrate(t *testing.T) {
 
 func TestMigrateRefusesOwnedAndUnknown(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(engine.CheckedDir(t), nil)
+	dir := engine.CheckedDir(t)
+	engine.ExpectProblem(t, dir, `unknown historical event type "x/custom"`)
+	db, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +193,7 @@ func TestMigratePowerCut(t *testing.T) {
 	}
 	setup := func() *vfs.MemFS {
 		mem := vfs.NewMem()
-		db, err := engine.Open("/db", opts(mem))
+		db, err := engine.OpenStore(t, "/db", opts(mem))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +204,7 @@ func TestMigratePowerCut(t *testing.T) {
 		return mem
 	}
 	run := func(fsys vfs.FS) error {
-		db, err := engine.Open("/db", opts(fsys))
+		db, err := engine.OpenStore(t, "/db", opts(fsys))
 		if err != nil {
 			return err
 		}
@@ -232,7 +234,7 @@ func TestMigratePowerCut(t *testing.T) {
 			for variant, cfg := range []vfs.CrashConfig{{}, {KeepAll: true}, {Rand: rand.New(rand.NewPCG(uint64(k), 3)), Garble: true}} {
 				label := fmt.Sprintf("cut at %v #%d variant %d (run: %v)", op, k, variant, runErr)
 				crashed := mem.CrashClone(cfg)
-				db, err := engine.Open("/db", opts(crashed))
+				db, err := engine.OpenStore(t, "/db", opts(crashed))
 				if err != nil {
 					t.Fatalf("%s: reopen: %v", label, err)
 				}
@@ -256,7 +258,7 @@ func TestMigratePowerCut(t *testing.T) {
 					t.Fatalf("%s: migrate after reopen: %v", label, err)
 				}
 				db.Close()
-				db, err = engine.Open("/db", opts(crashed))
+				db, err = engine.OpenStore(t, "/db", opts(crashed))
 				if err != nil {
 					t.Fatalf("%s: second reopen: %v", label, err)
 				}

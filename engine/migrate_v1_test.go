@@ -56,7 +56,7 @@ func TestMigrateV1(t *testing.T) {
 		t.Run(backend.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := engine.CheckedDir(t)
-			db, err := engine.Open(dir, backend.opts(dir))
+			db, err := engine.OpenStore(t, dir, backend.opts(dir))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestMigrateV1(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 2 { // reopen twice: once replaying, once from the index
-				if db, err = engine.Open(dir, backend.opts(dir)); err != nil {
+				if db, err = engine.OpenStore(t, dir, backend.opts(dir)); err != nil {
 					t.Fatal(err)
 				}
 				for id := range hdrs {
@@ -175,7 +175,7 @@ func TestMigrateV1(t *testing.T) {
 			if rep, err := engine.Check(dir, backend.opts(dir)); err != nil || len(rep.Problems) != 0 {
 				t.Fatalf("Check after migration = %+v, %v", rep, err)
 			}
-			db, _ = engine.Open(dir, backend.opts(dir))
+			db, _ = engine.OpenStore(t, dir, backend.opts(dir))
 		})
 	}
 }
@@ -184,7 +184,9 @@ func TestMigrateV1(t *testing.T) {
 // the session stays as it was.
 func TestMigrateV1Refused(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(engine.CheckedDir(t), nil)
+	dir := engine.CheckedDir(t)
+	engine.ExpectProblem(t, dir, "not one complete ordered attempt")
+	db, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,7 +220,7 @@ func dieNow(db *DB) {
 func TestWriterDiesHoldingASession(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
-	w1, err := Open(dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
+	w1, err := openStore(t, dir, &Options{IndexInterval: time.Hour, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestOlderBuildWriter(t *testing.T) {
 		t.Fatalf("older build's lock: %v %v", ok, err)
 	}
 	r.shared.Word(coord.PID).Store(4242)
-	_, err = Open(dir, nil)
+	_, err = openStore(t, dir, nil)
 	var le *store.LockError
 	if !errors.Is(err, store.ErrLocked) || !errors.As(err, &le) || le.PID != 4242 {
 		t.Fatalf("open beside an older build's writer: %v, want ErrLocked naming pid 4242", err)

@@ -18,7 +18,7 @@ import (
 // Len agrees.
 func TestPlanAfterEnqueue(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(t.TempDir(), &engine.Options{WriteBehindWindow: time.Hour})
+	db, err := engine.OpenStore(t, t.TempDir(), &engine.Options{WriteBehindWindow: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

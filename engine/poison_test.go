@@ -22,7 +22,7 @@ func TestFsyncErrorPoisons(t *testing.T) {
 		ctx := context.Background()
 		mem := vfs.NewMem()
 		ff := vfs.NewFault(mem)
-		db, err := engine.Open("/db", &engine.Options{FS: ff, NoPreallocate: true})
+		db, err := engine.OpenStore(t, "/db", &engine.Options{FS: ff, NoPreallocate: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestFsyncErrorPoisons(t *testing.T) {
 		// consistent prefix (nothing was acknowledged).
 		crashed := mem.CrashClone(vfs.CrashConfig{KeepAll: true})
 		db.Close()
-		db2, err := engine.Open("/db", &engine.Options{FS: crashed, NoPreallocate: true})
+		db2, err := engine.OpenStore(t, "/db", &engine.Options{FS: crashed, NoPreallocate: true})
 		if err != nil {
 			t.Fatalf("%+v: reopen: %v", fault, err)
 		}
@@ -82,7 +82,7 @@ func TestDirSyncFailureAtRoll(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
 	ff := vfs.NewFault(mem)
-	db, err := engine.Open("/db", &engine.Options{FS: ff, SegmentSize: 8 << 10, FrameBytes: 1 << 10, NoPreallocate: true})
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: ff, SegmentSize: 8 << 10, FrameBytes: 1 << 10, NoPreallocate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestDirSyncFailureAtRoll(t *testing.T) {
 	}
 	crashed := mem.CrashClone(vfs.CrashConfig{})
 	db.Close()
-	db2, err := engine.Open("/db", &engine.Options{FS: crashed, NoPreallocate: true})
+	db2, err := engine.OpenStore(t, "/db", &engine.Options{FS: crashed, NoPreallocate: true})
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}

@@ -33,7 +33,7 @@ func scribble(evs []event.Event) {
 func TestReadAndAppendShareNothingWithTheCaller(t *testing.T) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
-	db, err := engine.Open(dir, nil)
+	db, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestReadAndAppendShareNothingWithTheCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range []*engine.Options{nil, {NoIndex: true}} {
-		db, err := engine.Open(dir, o)
+		db, err := engine.OpenStore(t, dir, o)
 		if err != nil {
 			t.Fatal(err)
 		}

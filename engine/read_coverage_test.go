@@ -51,7 +51,7 @@ func TestCoverage(t *testing.T) {
 // seqs, instead of returning zero events where they should be.
 func TestReadReportsAGap(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(t.TempDir(), &Options{CompactInterval: -1})
+	db, err := openStore(t, t.TempDir(), &Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func foreignStore(t *testing.T, ids []string, more func(db *engine.DB)) (string,
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,8 @@ func wantForeignRefused(t *testing.T, db *engine.DB, dir, id string, bad index.F
 func TestReadRefusesAnotherSessionsFrame(t *testing.T) {
 	dir, evs := foreignStore(t, []string{"a", "b"}, nil)
 	bad := pointAt(t, dir, "a", "b")
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	engine.ExpectProblem(t, dir, "frame does not hold the indexed events")
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,8 @@ func TestForkReadRefusesAnotherSessionsFrame(t *testing.T) {
 		}
 	})
 	bad := pointAt(t, dir, "p", "x")
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	engine.ExpectProblem(t, dir, "frame does not hold the indexed events")
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

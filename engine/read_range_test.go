@@ -42,7 +42,7 @@ func TestReadRangeExtremes(t *testing.T) {
 // Read(1, math.MaxInt) on a v2 session overflowed offset+limit).
 func TestReadHugeOffsetsAndLimits(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(engine.CheckedDir(t), nil)
+	db, err := engine.OpenStore(t, engine.CheckedDir(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 func TestReadOnly(t *testing.T) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
-	db, err := engine.Open(dir, nil)
+	db, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestReadOnly(t *testing.T) {
 	ids, _ := segment.List(nil, dir)
 	before, _ := vfs.ReadFile(vfs.Default, dir+"/"+segment.Name(ids[len(ids)-1]))
 
-	ro, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	ro, err := engine.OpenStore(t, dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestReadOnly(t *testing.T) {
 		t.Error("a read-only open changed the newest segment (the torn tail must be left alone)")
 	}
 	// A read-write open still repairs it.
-	db, err = engine.Open(dir, nil)
+	db, err = engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,7 @@ func TestUnreadableIndexIsRebuilt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
+			db, err := engine.OpenStore(t, dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +176,7 @@ func TestUnreadableIndexIsRebuilt(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log logBuffer
-			db, err = engine.Open(dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
+			db, err = engine.OpenStore(t, dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
 			if err != nil {
 				t.Fatalf("open with a damaged index: %v", err)
 			}
@@ -191,7 +191,7 @@ func TestUnreadableIndexIsRebuilt(t *testing.T) {
 				t.Fatalf("no warning logged:\n%s", log.String())
 			}
 			// The rebuilt index serves the next open.
-			db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+			db, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,21 +232,21 @@ func forgeCheckpoint(t *testing.T, dir string) {
 func TestDisagreeingIndexIsRebuilt(t *testing.T) {
 	dir := t.TempDir()
 	opts := &engine.Options{NoPreallocate: true, CompactInterval: -1}
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := writeSessions(t, db, 20, "a")
 	db.Close()
 	// b is written behind the index's back, and the checkpoint forged past it.
-	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want["b"] = writeSessions(t, db, 10, "b")["b"]
 	db.Close()
 	forgeCheckpoint(t, dir)
-	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestDisagreeingIndexIsRebuilt(t *testing.T) {
 	db.Close()
 
 	var log logBuffer
-	db, err = engine.Open(dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
 	if err != nil {
 		t.Fatalf("open with an index that disagrees with intact segments: %v", err)
 	}
@@ -275,7 +275,7 @@ func TestIndexProvesLoss(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	opts := &engine.Options{NoPreallocate: true, CompactInterval: -1}
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,23 +285,24 @@ func TestIndexProvesLoss(t *testing.T) {
 	}
 	writeSessions(t, db, 20, "a")
 	db.Close()
-	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeSessions(t, db, 10, "b")
 	db.Close()
 	forgeCheckpoint(t, dir)
-	db, err = engine.Open(dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeSessions(t, db, 10, "b")
 	db.Close()
+	engine.ExpectProblem(t, dir, "segments lost acknowledged data")
 	if err := os.Remove(segFiles(t, dir)[0]); err != nil {
 		t.Fatal(err)
 	}
-	_, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	_, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `session "c"`) {
 		t.Fatalf("open of a store that lost an indexed session: %v, want a corruption naming session c", err)
@@ -316,7 +317,7 @@ func TestIndexProvesLoss(t *testing.T) {
 // counts every frame (a seal is none), as a scan of the segments does.
 func TestCheckCountsEveryFrame(t *testing.T) {
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestCheckCountsEveryFrame(t *testing.T) {
 func TestUnidentifiableSegmentIsQuarantined(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +383,7 @@ func TestUnidentifiableSegmentIsQuarantined(t *testing.T) {
 		t.Fatalf("check reports the file the open quarantines as a problem too (it is a note): %v", ro.Problems)
 	}
 	var log logBuffer
-	db, err = engine.Open(dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{Logger: log.logger(), CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +405,7 @@ func TestUnidentifiableSegmentIsQuarantined(t *testing.T) {
 	if !strings.Contains(log.String(), "quarantine") {
 		t.Fatalf("no warning logged:\n%s", log.String())
 	}
-	db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +419,7 @@ func TestUnidentifiableSegmentIsQuarantined(t *testing.T) {
 func TestTruncatedSealedSegmentKeepsTheNext(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,10 +433,11 @@ func TestTruncatedSealedSegmentKeepsTheNext(t *testing.T) {
 		t.Fatalf("segments %v", segs)
 	}
 	fi, _ := os.Stat(segs[0])
+	engine.ExpectProblem(t, dir, "segment before the newest is not sealed")
 	if err := os.Truncate(segs[0], fi.Size()/2); err != nil {
 		t.Fatal(err)
 	}
-	_, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	_, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || ce.Path != segs[0] {
 		t.Fatalf("open after a sealed segment was truncated: %v, want a corruption in %s", err, segs[0])
@@ -456,7 +458,7 @@ func TestTruncatedSealedSegmentKeepsTheNext(t *testing.T) {
 // rewrite (named as such) is removed by the next write open.
 func TestTemporariesAreRemoved(t *testing.T) {
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +469,7 @@ func TestTemporariesAreRemoved(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +488,7 @@ func TestTemporariesAreRemoved(t *testing.T) {
 // end of the data, and nothing is removed.
 func TestDamagedActiveFrameBeforePreparedSegment(t *testing.T) {
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,16 +532,17 @@ func TestDamagedActiveFrameBeforePreparedSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WriteAt([]byte{0xff, 0xee}, bad+50)
+	engine.ExpectProblem(t, dir, "frame checksum mismatch")
 	f.Close()
 	// Without the index, the open replays the damaged frame.
-	_, err = engine.Open(dir, &engine.Options{NoIndex: true, CompactInterval: -1})
+	_, err = engine.OpenStore(t, dir, &engine.Options{NoIndex: true, CompactInterval: -1})
 	var ce *store.CorruptionError
 	if !errors.As(err, &ce) || ce.Path != active || ce.Offset != bad {
 		t.Fatalf("open: %v; want a corruption in %s at %d", err, active, bad)
 	}
 	// With it, the frame is before the checkpoint: the open does not read
 	// it, a read of the session does, and says where.
-	ro, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	ro, err := engine.OpenStore(t, dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +587,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 		if wantNote != "" && !strings.Contains(strings.Join(rep.Notes, "\n"), wantNote) {
 			t.Fatalf("check notes %q, want one about %q", rep.Notes, wantNote)
 		}
-		db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
@@ -592,13 +595,13 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 	}
 	t.Run("deleted-after-checkpoint", func(t *testing.T) {
 		dir := t.TempDir()
-		db, err := engine.Open(dir, &engine.Options{IndexInterval: time.Hour, CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{IndexInterval: time.Hour, CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		writeSessions(t, db, 5, "a", "b")
 		db.Close()
-		db, err = engine.Open(dir, &engine.Options{IndexInterval: time.Hour, CompactInterval: -1})
+		db, err = engine.OpenStore(t, dir, &engine.Options{IndexInterval: time.Hour, CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -611,7 +614,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 	})
 	t.Run("prepared-segment", func(t *testing.T) {
 		dir := t.TempDir()
-		db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{SegmentSize: 64 << 10, CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -630,14 +633,14 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 	t.Run("index-passed-frames", func(t *testing.T) {
 		// The state the checkpoint race left (see TestDisagreeingIndexIsRebuilt).
 		dir := t.TempDir()
-		db, err := engine.Open(dir, &engine.Options{NoPreallocate: true, CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{NoPreallocate: true, CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		writeSessions(t, db, 5, "a")
 		db.Close()
 		noIdx := &engine.Options{NoPreallocate: true, NoIndex: true, CompactInterval: -1}
-		db, _ = engine.Open(dir, noIdx)
+		db, _ = engine.OpenStore(t, dir, noIdx)
 		writeSessions(t, db, 5, "b")
 		db.Close()
 		forgeCheckpoint(t, dir)
@@ -654,7 +657,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 		noProblems(t, dir, "")
-		db, _ = engine.Open(dir, nil)
+		db, _ = engine.OpenStore(t, dir, nil)
 		if _, err := db.Stat(ctx, "b"); err != nil {
 			t.Fatalf("b after repair: %v", err)
 		}
@@ -668,7 +671,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 // whose segments do not replay leaves the old index in place.
 func TestRepairOfALiveStore(t *testing.T) {
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -692,6 +695,7 @@ func TestRepairOfALiveStore(t *testing.T) {
 	before, _ := os.ReadFile(ipath)
 	f, _ := os.OpenFile(segs[0], os.O_RDWR, 0)
 	f.WriteAt([]byte("XXXX"), segment.HeaderSize+8)
+	engine.ExpectProblem(t, dir, "incomplete frame")
 	f.Close()
 	if err := engine.RebuildIndex(dir, nil); err == nil {
 		t.Fatal("repair of damaged segments succeeded")
@@ -709,7 +713,7 @@ func TestUnreadableIndexBesideAnotherFS(t *testing.T) {
 	mem := vfs.NewMem()
 	ipath := filepath.Join(t.TempDir(), "index.db")
 	opts := &engine.Options{FS: mem, IndexPath: ipath, CompactInterval: -1}
-	db, err := engine.Open("/db", opts)
+	db, err := engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -718,7 +722,7 @@ func TestUnreadableIndexBesideAnotherFS(t *testing.T) {
 	if err := os.WriteFile(ipath, []byte("garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	db, err = engine.Open("/db", opts)
+	db, err = engine.OpenStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -738,7 +742,7 @@ func TestRepairOverrulesAStaleIndex(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	opts := &engine.Options{CompactInterval: -1}
-	db, err := engine.Open(dir, opts)
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -749,7 +753,7 @@ func TestRepairOverrulesAStaleIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err = engine.Open(dir, opts)
+	db, err = engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -764,13 +768,13 @@ func TestRepairOverrulesAStaleIndex(t *testing.T) {
 	if err := os.WriteFile(ipath, old, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := engine.Open(dir, opts); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), `"b"`) {
+	if _, err := engine.OpenStore(t, dir, opts); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), `"b"`) {
 		t.Fatalf("open with a stale index: %v, want a corruption naming session b", err)
 	}
 	if err := engine.RebuildIndex(dir, nil); err != nil {
 		t.Fatalf("repair: %v", err)
 	}
-	db, err = engine.Open(dir, opts)
+	db, err = engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -789,7 +793,7 @@ func TestCheckSeesABadIndexHeader(t *testing.T) {
 	ctx := context.Background()
 	for _, header := range []string{`{"header":{"id":"a","createdAt":`, `{"header":{"id":"a","createdAt":99},"uid":1}`} {
 		dir := t.TempDir()
-		db, err := engine.Open(dir, &engine.Options{CompactInterval: -1})
+		db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -822,7 +826,7 @@ func TestCheckSeesABadIndexHeader(t *testing.T) {
 		if err := engine.RebuildIndex(dir, nil); err != nil {
 			t.Fatal(err)
 		}
-		db, err = engine.Open(dir, &engine.Options{CompactInterval: -1})
+		db, err = engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

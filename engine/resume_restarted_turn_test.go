@@ -143,7 +143,7 @@ func TestResumeTurnStartWithoutTurnEnd(t *testing.T) {
 			if err := recovery.CheckSurface(c.log.evs); err != nil {
 				t.Fatalf("the log breaks the surface rules: %v", err)
 			}
-			db, err := engine.Open(t.TempDir(), &engine.Options{SurfaceRules: true, CompactInterval: -1})
+			db, err := engine.OpenStore(t, t.TempDir(), &engine.Options{SurfaceRules: true, CompactInterval: -1})
 			if err != nil {
 				t.Fatal(err)
 			}

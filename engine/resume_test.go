@@ -27,7 +27,7 @@ func rawEv(seq uint64, typ, data string) event.Event {
 func TestResumeAfterPowerCut(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	db, err := engine.Open("/db", &engine.Options{FS: mem})
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestResumeAfterPowerCut(t *testing.T) {
 	crashed := mem.CrashClone(vfs.CrashConfig{})
 	db.Close()
 
-	db, err = engine.Open("/db", &engine.Options{FS: crashed})
+	db, err = engine.OpenStore(t, "/db", &engine.Options{FS: crashed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestResumeAfterPowerCut(t *testing.T) {
 	}
 	db.Close()
 
-	db, err = engine.Open("/db", &engine.Options{FS: crashed})
+	db, err = engine.OpenStore(t, "/db", &engine.Options{FS: crashed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestResumeAfterPowerCut(t *testing.T) {
 	// The closers were flushed: they survive another cut.
 	db2 := crashed.CrashClone(vfs.CrashConfig{})
 	db.Close()
-	d3, err := engine.Open("/db", &engine.Options{FS: db2})
+	d3, err := engine.OpenStore(t, "/db", &engine.Options{FS: db2})
 	if err != nil {
 		t.Fatal(err)
 	}

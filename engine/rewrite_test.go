@@ -104,7 +104,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 	for _, stage := range []string{"after-rename", "completed"} {
 		t.Run(stage, func(t *testing.T) {
 			dir := checkedDir(t)
-			db, err := Open(dir, opts)
+			db, err := openStore(t, dir, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +129,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			db, err = Open(dir, opts)
+			db, err = openStore(t, dir, opts)
 			if err != nil {
 				t.Fatalf("reopen: %v", err)
 			}
@@ -149,7 +149,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 	}
 	t.Run("before-rename", func(t *testing.T) {
 		dir := checkedDir(t)
-		db, err := Open(dir, opts)
+		db, err := openStore(t, dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestRewriteIndexIntent(t *testing.T) {
 			t.Fatal(err)
 		}
 		db.Close()
-		db, err = Open(dir, opts)
+		db, err = openStore(t, dir, opts)
 		if err != nil {
 			t.Fatalf("reopen: %v", err)
 		}
@@ -188,7 +188,7 @@ func TestRewriteWhileReading(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,14 +296,14 @@ func TestCompactNothingPending(t *testing.T) {
 	ctx := context.Background()
 	dir := checkedDir(t)
 	opts := &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := interleavedStore(t, db)
 	db.Close()
 	for round := range 2 {
-		if db, err = Open(dir, opts); err != nil {
+		if db, err = openStore(t, dir, opts); err != nil {
 			t.Fatal(err)
 		}
 		rep, err := db.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.99})
@@ -311,7 +311,7 @@ func TestCompactNothingPending(t *testing.T) {
 			t.Fatalf("round %d: compact = %+v, %v", round, rep, err)
 		}
 		db.Close()
-		if db, err = Open(dir, opts); err != nil {
+		if db, err = openStore(t, dir, opts); err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}
 		checkSessions(t, fmt.Sprintf("round %d", round), db, want)

@@ -42,7 +42,7 @@ func TestSyncFailsAtTheSealOfARoll(t *testing.T) {
 			ctx := context.Background()
 			mem := vfs.NewMem()
 			ff := vfs.NewFault(mem)
-			db, err := Open("/db", c.opts(ff))
+			db, err := openStore(t, "/db", c.opts(ff))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestSyncFailsAtTheSealOfARoll(t *testing.T) {
 					t.Fatalf("%s: %d events, want the %d flushed and at most the %d appended", label, len(got), len(acked), len(appended))
 				}
 				sameEvents(t, label, got, appended[:len(got)])
-				if _, err := reopenStat(mem.CrashClone(cfg), c.opts, "o"); err == nil {
+				if _, err := reopenStat(t, mem.CrashClone(cfg), c.opts, "o"); err == nil {
 					t.Errorf("%s: the session created after the failure is there", label)
 				}
 			}
@@ -118,7 +118,7 @@ func TestSyncFailsAtTheSealOfARoll(t *testing.T) {
 func reopenEvents(t *testing.T, label string, fs vfs.FS, opts func(vfs.FS) *Options, id string) []event.Event {
 	t.Helper()
 	ctx := context.Background()
-	db, err := Open("/db", opts(fs))
+	db, err := openStore(t, "/db", opts(fs))
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", label, err)
 	}
@@ -136,8 +136,8 @@ func reopenEvents(t *testing.T, label string, fs vfs.FS, opts func(vfs.FS) *Opti
 }
 
 // reopenStat opens the store /db on fs and stats session id.
-func reopenStat(fs vfs.FS, opts func(vfs.FS) *Options, id string) (store.Snapshot, error) {
-	db, err := Open("/db", opts(fs))
+func reopenStat(t *testing.T, fs vfs.FS, opts func(vfs.FS) *Options, id string) (store.Snapshot, error) {
+	db, err := openStore(t, "/db", opts(fs))
 	if err != nil {
 		return store.Snapshot{}, err
 	}

@@ -30,7 +30,7 @@ func syncCountOptions(fs vfs.FS) *engine.Options {
 func TestFlushSyncsOnce(t *testing.T) {
 	ctx := context.Background()
 	ff := vfs.NewFault(vfs.NewMem())
-	db, err := engine.Open("/db", syncCountOptions(ff))
+	db, err := engine.OpenStore(t, "/db", syncCountOptions(ff))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestFlushSyncsOnce(t *testing.T) {
 func TestGroupCommitSharesSyncs(t *testing.T) {
 	ctx := context.Background()
 	ff := vfs.NewFault(vfs.NewMem())
-	db, err := engine.Open("/db", syncCountOptions(ff))
+	db, err := engine.OpenStore(t, "/db", syncCountOptions(ff))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,12 +91,12 @@ func TestFlushPlacedDuringAnotherProcessSync(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
 	hfs := &syncHookFS{FS: mem}
-	b, err := Open("/db", syncOrderOpts(mem)) // the first opener
+	b, err := openStore(t, "/db", syncOrderOpts(mem)) // the first opener
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	a, err := Open("/db", syncOrderOpts(hfs))
+	a, err := openStore(t, "/db", syncOrderOpts(hfs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestFlushPlacedDuringAnotherProcessSync(t *testing.T) {
 	}
 
 	crashed := mem.CrashClone(vfs.CrashConfig{}) // nothing unsynced survives
-	db, err := Open("/db", syncOrderOpts(crashed))
+	db, err := openStore(t, "/db", syncOrderOpts(crashed))
 	if err != nil {
 		t.Fatalf("reopen after the power cut: %v", err)
 	}
@@ -188,7 +188,7 @@ func TestFlushPlacedDuringItsProcessSync(t *testing.T) {
 	hfs := &syncHookFS{FS: mem}
 	opts := syncOrderOpts(hfs)
 	opts.FrameBytes = 4 << 10
-	db, err := Open("/db", opts)
+	db, err := openStore(t, "/db", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestFlushPlacedDuringItsProcessSync(t *testing.T) {
 	}
 
 	crashed := mem.CrashClone(vfs.CrashConfig{}) // nothing unsynced survives
-	db2, err := Open("/db", syncOrderOpts(crashed))
+	db2, err := openStore(t, "/db", syncOrderOpts(crashed))
 	if err != nil {
 		t.Fatalf("reopen after the power cut: %v", err)
 	}

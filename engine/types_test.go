@@ -21,12 +21,12 @@ import (
 func TestRegisterTypes(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	a, err := engine.Open(dir, nil)
+	a, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := engine.Open(dir, nil) // already open when a records the types
+	b, err := engine.OpenStore(t, dir, nil) // already open when a records the types
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestRegisterTypes(t *testing.T) {
 	}
 	hb.Close()
 	// A DB opened later knows them from the start; so does a read-only one.
-	c, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	c, err := engine.OpenStore(t, dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestRegisterTypes(t *testing.T) {
 	// A damaged file: the store opens (a warning), and it is not overwritten.
 	path := filepath.Join(dir, "types.json")
 	os.WriteFile(path, []byte("{nope"), 0o644)
-	d, err := engine.Open(dir, nil)
+	d, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatalf("open with a damaged types.json: %v", err)
 	}
@@ -95,6 +95,7 @@ func TestRegisterTypes(t *testing.T) {
 	}
 	// The files are the store's own: a first opener and check leave them.
 	os.WriteFile(path, []byte(`{"types":["acme/*"]}`), 0o644)
+	engine.KeepBroken(t, dir, `types.json now leaves out "tool/x", which session t holds: a read fails closed`)
 	os.WriteFile(path+".tmp", []byte("half"), 0o644) // a writer died mid-write
 	d.Close()
 	a.Close()
@@ -103,7 +104,7 @@ func TestRegisterTypes(t *testing.T) {
 	if err != nil || len(rep.Problems) != 0 {
 		t.Fatalf("check: %v, %v", rep.Problems, err)
 	}
-	e, err := engine.Open(dir, nil)
+	e, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestRegisterTypes(t *testing.T) {
 func TestRecordedTypesSortedOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, nil)
+	db, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

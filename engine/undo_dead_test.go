@@ -32,7 +32,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 	opts := func(fsys vfs.FS) *Options {
 		return &Options{FS: fsys, NoPreallocate: true, CompactInterval: -1}
 	}
-	db, err := Open("/db", opts(mem))
+	db, err := openStore(t, "/db", opts(mem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 
 	for i, cut := range cuts {
 		label := fmt.Sprintf("power cut %d before the placement after the undo was synced", i)
-		re, err := Open("/db", opts(cut))
+		re, err := openStore(t, "/db", opts(cut))
 		if err != nil {
 			t.Fatalf("%s: reopen: %v", label, err)
 		}

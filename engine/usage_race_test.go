@@ -67,7 +67,7 @@ func TestUsageWhileTheActiveSegmentRolls(t *testing.T) {
 	dir := checkedDir(t)
 	fsys := &hookFS{FS: vfs.Default}
 	opts := &Options{FS: fsys, NoPreallocate: true, CompactInterval: -1}
-	db, err := Open(dir, opts)
+	db, err := openStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

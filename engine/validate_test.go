@@ -22,7 +22,7 @@ import (
 func TestAppendRefusesUnstorableTime(t *testing.T) {
 	ctx := context.Background()
 	dir := engine.CheckedDir(t)
-	db, err := engine.Open(dir, nil)
+	db, err := engine.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestAppendRefusesUnstorableTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range []*engine.Options{nil, {NoIndex: true}} {
-		db, err := engine.Open(dir, o)
+		db, err := engine.OpenStore(t, dir, o)
 		if err != nil {
 			t.Fatal(err)
 		}

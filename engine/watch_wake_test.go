@@ -58,12 +58,12 @@ func TestWaitWokenAcrossDBs(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	opts := engine.NoWaitPolls(&engine.Options{CompactInterval: -1})
-	writer, err := engine.Open(dir, opts)
+	writer, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer writer.Close()
-	waiter, err := engine.Open(dir, opts)
+	waiter, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestWaitWokenAcrossProcesses(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waiter, err := engine.Open(dir, engine.NoWaitPolls(&engine.Options{CompactInterval: -1}))
+	waiter, err := engine.OpenStore(t, dir, engine.NoWaitPolls(&engine.Options{CompactInterval: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}

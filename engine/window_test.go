@@ -21,7 +21,7 @@ import (
 func survivors(t *testing.T, mem *vfs.MemFS, id string) []event.Event {
 	t.Helper()
 	ctx := context.Background()
-	db, err := engine.Open("/db", &engine.Options{FS: mem.CrashClone(vfs.CrashConfig{}), CompactInterval: -1})
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: mem.CrashClone(vfs.CrashConfig{}), CompactInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestWindowMakesDurable(t *testing.T) {
 			ctx := context.Background()
 			mem := vfs.NewMem()
 			clock := &testclock.Clock{}
-			db, err := engine.Open("/db", &engine.Options{FS: mem, NoPreallocate: true, CompactInterval: -1,
+			db, err := engine.OpenStore(t, "/db", &engine.Options{FS: mem, NoPreallocate: true, CompactInterval: -1,
 				AfterFunc: clock.AfterFunc, FlushOnly: flushOnly})
 			if err != nil {
 				t.Fatal(err)
@@ -128,7 +128,7 @@ func TestWindowFlushOnAFullDisk(t *testing.T) {
 	ctx := context.Background()
 	ff := vfs.NewFault(vfs.NewMem())
 	clock := &testclock.Clock{}
-	db, err := engine.Open("/db", &engine.Options{FS: ff, NoPreallocate: true, CompactInterval: -1, AfterFunc: clock.AfterFunc})
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: ff, NoPreallocate: true, CompactInterval: -1, AfterFunc: clock.AfterFunc})
 	if err != nil {
 		t.Fatal(err)
 	}

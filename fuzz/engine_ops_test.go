@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testclock"
 	"github.com/seglog/seglog/internal/testlong"
@@ -72,7 +73,7 @@ func (r *opsRun) open() {
 		// segments' crash clone of a power cut.
 		opts.IndexPath, opts.IndexInterval, opts.CompactInterval = r.index, time.Millisecond, -1
 	}
-	db, err := engine.Open("/db", opts)
+	db, err := enginetest.OpenStore(r.t, "/db", opts)
 	if err != nil {
 		r.t.Fatalf("open: %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testlong"
 	"github.com/seglog/seglog/segment"
@@ -138,7 +139,7 @@ func buildHostileStore(root string) (st *hsStore, err error) {
 		}
 	}()
 	open := func() *engine.DB {
-		db, e := engine.Open(dir, hsOptions(nil))
+		db, e := enginetest.OpenUnchecked("the hostile table's base store: each case damages a copy and judges it (hsOpenRead, engine.Check)", dir, hsOptions(nil))
 		must(e)
 		return db
 	}
@@ -297,7 +298,7 @@ func buildHostileStore(root string) (st *hsStore, err error) {
 
 	// A seglog index of another store, and a bbolt file of another program.
 	other := filepath.Join(root, "other")
-	odb, e := engine.Open(other, hsOptions(nil))
+	odb, e := enginetest.OpenUnchecked("the foreign index the hostile table's cases put in a damaged copy", other, hsOptions(nil))
 	must(e)
 	h, e := odb.Create(ctx, store.Header{ID: "zzz", CreatedAt: 1})
 	must(e)
@@ -332,7 +333,7 @@ func verifyStore(dir string, st *hsStore) error {
 	ctx := context.Background()
 	o := hsOptions(nil)
 	o.ReadOnly = true
-	db, err := engine.Open(dir, o)
+	db, err := enginetest.OpenUnchecked("a read-only verify of a hostile case's copy, which the case judges", dir, o)
 	if err != nil {
 		return err
 	}
@@ -851,7 +852,7 @@ func hsOpenRead(dir string, st *hsStore, c *hsCase, out *hsOutcome) {
 	}()
 	ctx := context.Background()
 	log := &hsLog{}
-	db, err := engine.Open(dir, hsOptions(slog.New(log)))
+	db, err := enginetest.OpenUnchecked("a hostile case's damaged copy, which the case judges against its table row", dir, hsOptions(slog.New(log)))
 	out.warns = log.list()
 	out.readErr, out.intact = map[string]error{}, map[string]bool{}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testlong"
 	"github.com/seglog/seglog/store"
@@ -28,7 +29,7 @@ func baseStore(t testing.TB) (map[string][]byte, map[string][]event.Event) {
 	baseOnce.Do(func() {
 		ctx := context.Background()
 		mem := vfs.NewMem()
-		db, err := engine.Open("/db", &engine.Options{FS: mem, SegmentSize: 8 << 10, FrameBytes: 1 << 10, NoPreallocate: true})
+		db, err := enginetest.OpenStore(t, "/db", &engine.Options{FS: mem, SegmentSize: 8 << 10, FrameBytes: 1 << 10, NoPreallocate: true})
 		if err != nil {
 			panic(err)
 		}
@@ -128,7 +129,7 @@ func checkHostile(t *testing.T, script []byte) {
 	files, logs := baseStore(t)
 	mem := loadFS(t, damage(files, script))
 	ctx := context.Background()
-	db, err := engine.Open("/db", &engine.Options{FS: mem, SegmentSize: 8 << 10, NoPreallocate: true})
+	db, err := enginetest.OpenUnchecked("a store the test damaged at random: it judges the open and every read itself (typed errors, nothing cut silently)", "/db", &engine.Options{FS: mem, SegmentSize: 8 << 10, NoPreallocate: true})
 	if err != nil {
 		if !typed(err) {
 			t.Fatalf("Open of a damaged store: untyped error %v", err)
@@ -218,7 +219,7 @@ func TestOpenDamagedRandom(t *testing.T) {
 func TestOpenDamagedIndexed(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir()
-	db, err := engine.Open(src, &engine.Options{SegmentSize: 8 << 10, FrameBytes: 1 << 10, NoPreallocate: true})
+	db, err := enginetest.OpenStore(t, src, &engine.Options{SegmentSize: 8 << 10, FrameBytes: 1 << 10, NoPreallocate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestOpenDamagedIndexed(t *testing.T) {
 			writeFile(t, path.Join(dir, n), b)
 		}
 		writeFile(t, path.Join(dir, "index.db"), index)
-		db, err := engine.Open(dir, &engine.Options{SegmentSize: 8 << 10, NoPreallocate: true})
+		db, err := enginetest.OpenUnchecked("a store the test damaged at random: it judges the open and every read itself (typed errors, nothing cut silently)", dir, &engine.Options{SegmentSize: 8 << 10, NoPreallocate: true})
 		if err != nil {
 			if !typed(err) {
 				t.Fatalf("seed %d: Open: untyped error %v", seed, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
@@ -78,7 +79,7 @@ func TestSIGKILLLiveReader(t *testing.T) {
 			if reader == nil {
 				// The first flush made a store: open it beside the writer.
 				var err error
-				if reader, err = engine.Open(dir, &engine.Options{ReadOnly: true}); err != nil {
+				if reader, err = enginetest.OpenStore(t, dir, &engine.Options{ReadOnly: true}); err != nil {
 					t.Fatalf("round %d: read-only open beside a writer: %v", round, err)
 				}
 			}

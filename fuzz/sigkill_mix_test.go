@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/store"
@@ -118,7 +119,7 @@ func mixWorkerOf(id string) int {
 func mixChild(dir string) int {
 	ctx := context.Background()
 	seed, _ := strconv.ParseUint(os.Getenv(mixSeedEnv), 10, 64)
-	db, err := engine.Open(dir, mixOptions(int(seed)))
+	db, err := enginetest.OpenUnchecked("a child process the parent SIGKILLs; the parent checks the store (engine.Check each round)", dir, mixOptions(int(seed)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		return 2
@@ -698,7 +699,7 @@ func mixCheckStore(t *testing.T, dir string, round int, st mixState, res *mixRou
 			res.add("check-before-open", "%s", p)
 		}
 	}
-	db, err := engine.Open(dir, mixOptions(round))
+	db, err := enginetest.OpenStore(t, dir, mixOptions(round))
 	if err != nil {
 		res.add("open", "%v", err)
 		if checked {

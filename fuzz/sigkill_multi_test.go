@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -272,7 +273,7 @@ type multiSession struct {
 func multiWriter(dir string, slot int, start int64, say func(string, ...any)) int {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(uint64(start), 17))
-	db, err := engine.Open(dir, multiOptions())
+	db, err := enginetest.OpenUnchecked("a writer process the parent SIGKILLs; the parent checks the store (engine.Check)", dir, multiOptions())
 	if err != nil {
 		say("err open -: %v", err)
 		fmt.Fprintln(os.Stderr, "child open:", err)
@@ -487,7 +488,7 @@ func multiWriter(dir string, slot int, start int64, say func(string, ...any)) in
 func multiReader(dir string, start int64, say func(string, ...any)) int {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(uint64(start), 23))
-	db, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	db, err := enginetest.OpenUnchecked("a reader process of a store the parent checks (engine.Check)", dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		say("err open -: %v", err)
 		fmt.Fprintln(os.Stderr, "reader open:", err)
@@ -1041,7 +1042,7 @@ func (m *multiRun) verify(db *engine.DB, label string, before map[string]multiFa
 // beside the running children.
 func (m *multiRun) verifyLive(label string, dead func(id string) bool) {
 	before := m.snapshot()
-	db, err := engine.Open(m.dir, &engine.Options{ReadOnly: true})
+	db, err := enginetest.OpenStore(m.t, m.dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		m.problem("%s: read-only open: %v", label, err)
 		return
@@ -1279,7 +1280,7 @@ func TestSIGKILLMulti(t *testing.T) {
 		}
 	}
 	before := m.snapshot()
-	db, err := engine.Open(m.dir, multiOptions())
+	db, err := enginetest.OpenStore(t, m.dir, multiOptions())
 	if err != nil {
 		m.problem("the final open: %v", err)
 		m.fail(rounds)
@@ -1343,7 +1344,7 @@ func TestStaleReadHandleAfterCompaction(t *testing.T) {
 	for _, recreate := range []bool{true, false} {
 		t.Run(fmt.Sprintf("recreated=%v", recreate), func(t *testing.T) {
 			dir := t.TempDir()
-			w, err := engine.Open(dir, &engine.Options{CompactInterval: -1, Uncompressed: true})
+			w, err := enginetest.OpenStore(t, dir, &engine.Options{CompactInterval: -1, Uncompressed: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1377,7 +1378,7 @@ func TestStaleReadHandleAfterCompaction(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+			r, err := enginetest.OpenStore(t, dir, &engine.Options{ReadOnly: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/internal/testlong"
 	"github.com/seglog/seglog/store"
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 // successful flush "ack <session> <events>" on stdout.
 func childWriter(dir string) int {
 	ctx := context.Background()
-	db, err := engine.Open(dir, &engine.Options{SegmentSize: 256 << 10})
+	db, err := enginetest.OpenUnchecked("a child process the parent SIGKILLs; the parent checks the store", dir, &engine.Options{SegmentSize: 256 << 10})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		return 2
@@ -199,7 +200,7 @@ func waitKilled(t *testing.T, cmd *exec.Cmd, stderr *strings.Builder, round int)
 
 func checkKilledStore(t *testing.T, ctx context.Context, dir string, acked map[string]uint64, round int) {
 	t.Helper()
-	db, err := engine.Open(dir, nil)
+	db, err := enginetest.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatalf("round %d: reopen: %v", round, err)
 	}

@@ -37,7 +37,7 @@ func BenchmarkCopy(b *testing.B) {
 	}
 	nc := connect(b, srvURL)
 	local := func() store.Store {
-		db, err := engine.Open(b.TempDir(), &engine.Options{CompactInterval: -1})
+		db, err := enginetest.OpenStore(b, b.TempDir(), &engine.Options{CompactInterval: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

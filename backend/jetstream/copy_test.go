@@ -18,7 +18,7 @@ type localBackend struct {
 }
 
 func (b *localBackend) Open() (enginetest.Store, error) {
-	db, err := engine.Open(b.dir, &engine.Options{SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc, CompactInterval: -1})
+	db, err := enginetest.OpenStore(b.t, b.dir, &engine.Options{SegmentSize: 1 << 20, AfterFunc: b.clock.AfterFunc, CompactInterval: -1})
 	if err != nil {
 		return nil, err
 	}

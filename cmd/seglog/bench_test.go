@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/bench"
-	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 )
 
 func TestBenchSmall(t *testing.T) {
@@ -108,7 +108,7 @@ func TestBenchMultiProcess(t *testing.T) {
 	// The seglog runs' stores hold exactly the events the rows count.
 	for i, r := range multi[:2] {
 		store := filepath.Join(dir, fmt.Sprintf("run-%d", 5+i))
-		db, err := engine.Open(store, nil)
+		db, err := enginetest.OpenStore(t, store, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

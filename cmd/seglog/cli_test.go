@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
@@ -36,7 +37,7 @@ func writeFixtures(t *testing.T) {
 	for _, d := range []string{cleanStore, damagedStore} {
 		os.RemoveAll(d)
 	}
-	db, err := engine.Open(cleanStore, fixtureOptions)
+	db, err := enginetest.OpenStore(t, cleanStore, fixtureOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,35 @@ func cli(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := run(args, &out, &errOut)
+	checkStoresMade(t, args)
 	return out.String() + errOut.String(), code
+}
+
+// checkStoresMade registers the end-of-test store check
+// (enginetest.CheckAtEnd) of each store a command's --dir or --to names
+// in a fresh directory (one under os.TempDir: the fixtures under
+// testdata are not the test's), once the command has left one there (a
+// segment or LOCK file).
+func checkStoresMade(t *testing.T, args []string) {
+	t.Helper()
+	for i, a := range args {
+		var dir string
+		switch {
+		case (a == "--dir" || a == "--to") && i+1 < len(args):
+			dir = args[i+1]
+		case strings.HasPrefix(a, "--dir="), strings.HasPrefix(a, "--to="):
+			dir = a[strings.Index(a, "=")+1:]
+		default:
+			continue
+		}
+		if !strings.HasPrefix(filepath.Clean(dir), filepath.Clean(os.TempDir())+string(filepath.Separator)) {
+			continue
+		}
+		segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+		if _, err := os.Stat(filepath.Join(dir, "LOCK")); err == nil || len(segs) > 0 {
+			enginetest.CheckAtEnd(t, dir)
+		}
+	}
 }
 
 func golden(t *testing.T, name, got string) {
@@ -102,6 +131,10 @@ func golden(t *testing.T, name, got string) {
 // repair must not touch the checked-in files).
 func copyStore(t *testing.T, src string) string {
 	dst := t.TempDir()
+	if src == damagedStore {
+		// Its damage is the fixture's: the end-of-test check must find it.
+		enginetest.ExpectProblem(t, dst, "frame checksum mismatch")
+	}
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)
@@ -465,7 +498,7 @@ func TestTypesCommand(t *testing.T) {
 func TestJSONOutputs(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := engine.Open(dir, nil)
+	db, err := enginetest.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +614,7 @@ func TestJSONOutputs(t *testing.T) {
 func TestLsByUpdated(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := engine.Open(dir, nil)
+	db, err := enginetest.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,7 +667,7 @@ func TestLsByUpdated(t *testing.T) {
 func TestLsPages(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := engine.Open(dir, nil)
+	db, err := enginetest.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/backend/jetstream/embedded"
-	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
@@ -115,7 +115,7 @@ func TestCopyCommand(t *testing.T) {
 
 	// Another alpha at a destination: refused, listed, the other copied.
 	other := t.TempDir()
-	db, err := engine.Open(other, nil)
+	db, err := enginetest.OpenStore(t, other, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/store"
@@ -117,7 +118,7 @@ func TestImportV1AndV0(t *testing.T) {
 	if out, code := cli(t, "--dir", dir, "check", "--strict"); code != 0 {
 		t.Fatalf("check --strict after migration (exit %d):\n%s", code, out)
 	}
-	db, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

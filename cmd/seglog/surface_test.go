@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -48,7 +48,7 @@ func TestImportRefusesSurfaceBreakers(t *testing.T) {
 // break the v3 surface rules; plain check does not look.
 func TestCheckStrict(t *testing.T) {
 	dir := t.TempDir()
-	db, err := engine.Open(dir, nil)
+	db, err := enginetest.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

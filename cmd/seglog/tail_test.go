@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
@@ -56,7 +57,7 @@ func TestTailLastEvents(t *testing.T) {
 func TestTailFollowsAWriter(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{SegmentSize: 16 << 10})
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{SegmentSize: 16 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/store"
@@ -64,7 +65,7 @@ func makeRoot(t testing.TB, root string, n int) map[string][]event.Event {
 
 func readAll(t *testing.T, dir string) map[string][]event.Event {
 	t.Helper()
-	db, err := engine.Open(dir, &engine.Options{ReadOnly: true})
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 		t.Fatalf("imported logs mismatch (-want +got):\n%s", diff)
 	}
 	// The fork keeps its seed shape.
-	db, _ := engine.Open(storeDir, &engine.Options{ReadOnly: true})
+	db, _ := enginetest.OpenStore(t, storeDir, &engine.Options{ReadOnly: true})
 	snap, err := db.Stat(context.Background(), "fork")
 	db.Close()
 	if err != nil || snap.InheritedEventCount != 3 || !snap.Header.IsSeeded || snap.Header.ParentSession != "sess/0000" {
@@ -204,7 +205,7 @@ func TestImportRefusalsExitNonZero(t *testing.T) {
 func TestExportAllGoesOn(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := engine.Open(dir, &engine.Options{SegmentSize: 64 << 10, NoPreallocate: true})
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{SegmentSize: 64 << 10, NoPreallocate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestExportAllGoesOn(t *testing.T) {
 func TestInspectorShowsUnregisteredTypes(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := engine.Open(dir, &engine.Options{Catalog: event.NewCatalog("acme/deploy")})
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{Catalog: event.NewCatalog("acme/deploy")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +313,7 @@ func TestInspectorShowsUnregisteredTypes(t *testing.T) {
 func TestCatBalanced(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := engine.Open(dir, nil)
+	db, err := enginetest.OpenStore(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +406,7 @@ func TestWriteAtomic(t *testing.T) {
 func TestExportImportHostTypes(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := engine.Open(dir, &engine.Options{Catalog: event.NewCatalog("acme/*")})
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{Catalog: event.NewCatalog("acme/*")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,11 @@
 // The local engine runs it in engine's tests; another backend (a
 // replicated one) runs the same suite by providing a Backend.
 //
-// enginetest imports engine, event and handle; it is test support and does
-// no I/O of its own.
+// It also holds the end-of-test store check of the tests outside package
+// engine (storecheck.go: OpenStore, CheckedDir, KeepBroken, ExpectProblem,
+// CheckStore), whose only I/O is through engine (Check, a read-only open).
+//
+// enginetest imports engine, event and handle; it is test support.
 package enginetest
 
 import (

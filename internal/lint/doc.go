@@ -8,6 +8,12 @@
 // module's non-test files, and no test assigning a package variable of
 // its package (a tuning overridden for the whole test binary), but the
 // few it lists as left.
+// TestStoresChecked (storecheck_test.go) keeps the end-of-test store
+// check on every store a test makes: no _test.go file, in any module,
+// calls engine.Open itself (but the helpers' own files and godoc's
+// Example functions); tests open stores with engine.OpenStore,
+// enginetest.OpenStore or, for a store no check can see, OpenUnchecked
+// with the reason.
 //
 // # Locks
 //

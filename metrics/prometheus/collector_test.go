@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	seglogprom "github.com/seglog/seglog/metrics/prometheus"
 	"github.com/seglog/seglog/store"
@@ -77,7 +78,7 @@ func scrape(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // the counts the workload makes.
 func TestScrapeAfterAWorkload(t *testing.T) {
 	ctx := context.Background()
-	db, err := engine.Open(t.TempDir(), &engine.Options{
+	db, err := enginetest.OpenStore(t, t.TempDir(), &engine.Options{
 		IndexInterval:   time.Hour, // the one checkpoint is Compact's
 		CompactInterval: -1,
 		NoDict:          true,
