@@ -41,7 +41,7 @@ func (st *Store) newHandle(s *session, access store.Access, local *handle.Lease,
 	h := &Handle{st: st, s: s, local: local, remote: remote, writer: writer}
 	var w store.Writer
 	if access == store.Write {
-		w = (*handleWriter)(h)
+		w = handleWriter{h}
 	}
 	cfg := store.FrontConfig{
 		Catalog: st.opts.Catalog, Window: st.opts.WriteBehindWindow, Logger: st.opts.Logger, AfterFunc: st.opts.AfterFunc,
@@ -85,50 +85,51 @@ func (h *Handle) Access() store.Access { return h.front.Access() }
 
 // handleWriter is a write handle's side of its store.Front: the
 // backend's steps of Append, Flush and Close, called with the Front's
-// lock held.
-type handleWriter Handle
+// lock held. It is the Handle under a type of its own, so that these
+// exported methods stay off Handle's API.
+type handleWriter struct{ h *Handle }
 
 // Writable fails once either lease is lost, or the remote one may have
 // expired (a renewal that fails for another reason than a changed entry
 // does not lose it).
-func (w *handleWriter) Writable() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.local.Check() != nil {
+func (w handleWriter) Writable() error {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	if w.h.local.Check() != nil {
 		return store.ErrOwnershipLost
 	}
-	return w.st.check(w.remote)
+	return w.h.st.check(w.h.remote)
 }
 
-func (w *handleWriter) Next() uint64 {
-	w.st.mu.Lock()
-	defer w.st.mu.Unlock()
-	return w.s.next()
+func (w handleWriter) Next() uint64 {
+	w.h.st.mu.Lock()
+	defer w.h.st.mu.Unlock()
+	return w.h.s.next()
 }
 
 // Check refuses an event too large for one message.
-func (w *handleWriter) Check(evs []event.Event) error { return w.st.checkSizes(w.s.id, evs) }
+func (w handleWriter) Check(evs []event.Event) error { return w.h.st.checkSizes(w.h.s.id, evs) }
 
 // Stage takes copies of evs into the session's open batch.
-func (w *handleWriter) Stage(evs []event.Event) (bool, error) {
-	st := w.st
+func (w handleWriter) Stage(evs []event.Event) (bool, error) {
+	st := w.h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	w.s.open = slices.Grow(w.s.open, len(evs))
+	w.h.s.open = slices.Grow(w.h.s.open, len(evs))
 	for _, e := range evs {
 		c := e.Clone()
-		w.s.open = append(w.s.open, c)
-		w.s.openBytes += rawSize(&c)
+		w.h.s.open = append(w.h.s.open, c)
+		w.h.s.openBytes += rawSize(&c)
 	}
-	st.watch.notify(w.s.subj, 0) // (a Wait here sees them at once)
+	st.watch.notify(w.h.s.subj, 0) // (a Wait here sees them at once)
 	cut := st.opts.FrameBytes
 	if st.commit.atomic {
 		cut *= groupFrames
 	}
-	return w.s.openBytes >= cut, nil
+	return w.h.s.openBytes >= cut, nil
 }
 
-func (w *handleWriter) Cut(ctx context.Context) error { return (*Handle)(w).publish(ctx) }
+func (w handleWriter) Cut(ctx context.Context) error { return w.h.publish(ctx) }
 
 // Read returns the events at offset..offset+limit-1 (limit < 0: to the
 // end), as the caller's copies; see engine.Handle.Read. Events appended
@@ -728,7 +729,7 @@ func (h *Handle) Close() error {
 			untouched := h.s.pending && len(h.s.open) == 0 && h.s.owner == h
 			h.st.mu.Unlock()
 			if err == nil && !untouched { // an untouched creation is never written
-				if err = (*handleWriter)(h).Writable(); err == nil {
+				if err = (handleWriter{h}).Writable(); err == nil {
 					err = h.publish(context.Background())
 				}
 			}
