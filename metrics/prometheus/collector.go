@@ -34,6 +34,7 @@ type Collector struct {
 
 	appends, eventsAppended, appendedBytes               *prometheus.Desc
 	flushes, flushErrors, flushSeconds, fsyncs           *prometheus.Desc
+	windowFlushes, windowFlushErrors                     *prometheus.Desc
 	eventsWritten, writtenBytes, frames, frameBytes      *prometheus.Desc
 	wbEvents, wbFailures                                 *prometheus.Desc
 	checkpoints, checkpointFailures                      *prometheus.Desc
@@ -53,21 +54,23 @@ func NewCollector(db Source, opts ...Option) *Collector {
 		return prometheus.NewDesc(prometheus.BuildFQName(cfg.namespace, "", name), help, labels, cfg.labels)
 	}
 	return &Collector{
-		src:            db,
-		appends:        d("appends_total", "Batches of events staged into sessions: Append calls with events, and writes of write-behind batches."),
-		eventsAppended: d("events_appended_total", "Events staged into sessions."),
-		appendedBytes:  d("appended_bytes_total", "Bytes of the appended events' data (and surfaceOp)."),
-		flushes:        d("flushes_total", "Flush barriers (Handle.Flush, DB.Flush) that returned, failed ones included."),
-		flushErrors:    d("flush_errors_total", "Flushes that returned an error."),
-		flushSeconds:   d("flush_seconds", "Time a flush took, from its call to its return."),
-		fsyncs:         d("fsyncs_total", "Group-commit fdatasyncs of the active segment (one covers every flush waiting at that moment)."),
-		eventsWritten:  d("events_written_total", "Events in the frames written into segments."),
-		writtenBytes:   d("written_bytes_total", "Bytes of the frames written into segments (headers, keys, stored payloads, padding)."),
-		frames:         d("frames_total", "Frames written into segments, by the codec of their payload.", "codec"),
-		frameBytes:     d("frame_bytes_total", "Payload bytes of the frames written, by codec, before (kind=raw) and after (kind=stored) compression.", "codec", "kind"),
-		wbEvents:       d("writebehind_queue_events", "Events enqueued (write-behind) and not yet appended."),
-		wbFailures:     d("writebehind_failures_total", "Background writes of write-behind batches that failed (their events stay buffered)."),
-		checkpoints:    d("index_checkpoints_total", "Index checkpoints committed."),
+		src:               db,
+		appends:           d("appends_total", "Batches of events staged into sessions: Append calls with events, and writes of write-behind batches."),
+		eventsAppended:    d("events_appended_total", "Events staged into sessions."),
+		appendedBytes:     d("appended_bytes_total", "Bytes of the appended events' data (and surfaceOp)."),
+		flushes:           d("flushes_total", "Flush barriers (Handle.Flush, DB.Flush) that returned, failed ones included."),
+		flushErrors:       d("flush_errors_total", "Flushes that returned an error."),
+		flushSeconds:      d("flush_seconds", "Time a flush took, from its call to its return."),
+		windowFlushes:     d("window_flushes_total", "Background flushes at the end of a write handle's durability window (WriteBehindWindow), not counted in flushes_total."),
+		windowFlushErrors: d("window_flush_errors_total", "Window flushes that returned an error (the next Flush writes the events or returns it)."),
+		fsyncs:            d("fsyncs_total", "Group-commit fdatasyncs of the active segment (one covers every flush waiting at that moment)."),
+		eventsWritten:     d("events_written_total", "Events in the frames written into segments."),
+		writtenBytes:      d("written_bytes_total", "Bytes of the frames written into segments (headers, keys, stored payloads, padding)."),
+		frames:            d("frames_total", "Frames written into segments, by the codec of their payload.", "codec"),
+		frameBytes:        d("frame_bytes_total", "Payload bytes of the frames written, by codec, before (kind=raw) and after (kind=stored) compression.", "codec", "kind"),
+		wbEvents:          d("writebehind_queue_events", "Events enqueued (write-behind) and not yet appended."),
+		wbFailures:        d("writebehind_failures_total", "Background writes of write-behind batches that failed (their events stay buffered)."),
+		checkpoints:       d("index_checkpoints_total", "Index checkpoints committed."),
 		checkpointFailures: d("index_checkpoint_failures_total",
 			"Index checkpoints that failed (their frames wait for the next)."),
 		lagFrames: d("index_checkpoint_lag_frames", "Frames written that the index does not hold yet."),
@@ -88,6 +91,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.appends, c.eventsAppended, c.appendedBytes,
 		c.flushes, c.flushErrors, c.flushSeconds, c.fsyncs,
+		c.windowFlushes, c.windowFlushErrors,
 		c.eventsWritten, c.writtenBytes, c.frames, c.frameBytes,
 		c.wbEvents, c.wbFailures,
 		c.checkpoints, c.checkpointFailures,
@@ -113,6 +117,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.appendedBytes, m.BytesAppended)
 	counter(c.flushes, m.Flushes)
 	counter(c.flushErrors, m.FlushErrors)
+	counter(c.windowFlushes, m.WindowFlushes)
+	counter(c.windowFlushErrors, m.WindowFlushErrors)
 	counter(c.fsyncs, m.Fsyncs)
 	counter(c.eventsWritten, m.EventsWritten)
 	counter(c.writtenBytes, m.BytesWritten)
