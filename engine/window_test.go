@@ -105,16 +105,30 @@ func TestWindowMakesDurable(t *testing.T) {
 			clock.Advance(handle.DefaultWindow)
 			want = append(want, more...)
 			engine.SameEvents(t, "after the second window", survivors(t, mem, "s"), want)
-			// A closed handle's window does not fire (its Close flushed).
+			// A window whose events a Flush made durable ends without a
+			// sync.
 			if err := h.Append(ctx, testgen.Events(7, 1, 200)...); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			before := db.Metrics()
+			clock.Advance(handle.DefaultWindow)
+			if m := db.Metrics(); m.WindowFlushes != before.WindowFlushes+1 || m.Fsyncs != before.Fsyncs {
+				t.Fatalf("the window after a Flush: %d window flushes and %d fsyncs, want %d and %d",
+					m.WindowFlushes, m.Fsyncs, before.WindowFlushes+1, before.Fsyncs)
+			}
+			// A closed handle's window does not fire (its Close flushed).
+			if err := h.Append(ctx, testgen.Events(8, 1, 200)...); err != nil {
 				t.Fatal(err)
 			}
 			if err := h.Close(); err != nil {
 				t.Fatal(err)
 			}
 			clock.Advance(handle.DefaultWindow)
-			if m := db.Metrics(); m.WindowFlushes != 2 {
-				t.Fatalf("after the handle's Close: %d window flushes, want 2", m.WindowFlushes)
+			if m := db.Metrics(); m.WindowFlushes != 3 {
+				t.Fatalf("after the handle's Close: %d window flushes, want 3", m.WindowFlushes)
 			}
 		})
 	}

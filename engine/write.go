@@ -510,6 +510,20 @@ func (h *Handle) Flush(ctx context.Context) error {
 	return err
 }
 
+// placedEnd returns the position just past the session's last placed
+// frame (0 if the DB holds none of it beyond the index, which holds only
+// durable frames).
+func (h *Handle) placedEnd() uint64 {
+	h.db.mu.Lock()
+	defer h.db.mu.Unlock()
+	fr := h.s.frames
+	if len(fr) == 0 {
+		return 0
+	}
+	last := fr[len(fr)-1]
+	return coord.Position(last.seg, last.off+int64(last.size))
+}
+
 // windowFlush is the flush at the end of a durability window
 // (store.FrontConfig.Flush), on the window's timer: a Flush that the
 // metrics count apart. Once the DB's Close has begun it does nothing:
@@ -519,7 +533,17 @@ func (h *Handle) windowFlush(ctx context.Context) error {
 		return nil
 	}
 	defer h.db.leave()
-	err := h.flush(ctx)
+	err := h.prepareFlush(ctx)
+	if err == nil {
+		// Only this session's frames need be durable: a window whose
+		// events a Flush made durable already ends without a sync, and
+		// one that did cut waits for no other session's frames.
+		if end := h.placedEnd(); end > h.db.durablePos() {
+			if err = h.db.log.Sync(end); err != nil {
+				err = sessionErr(h.ID(), "flush", err)
+			}
+		}
+	}
 	h.db.metrics.windowFlushes.Add(1)
 	if err != nil {
 		h.db.metrics.windowFlushErrors.Add(1)
