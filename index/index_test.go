@@ -217,7 +217,7 @@ func TestSessionRecordVersions(t *testing.T) {
 	for _, bad := range [][]byte{
 		append(encodeSession(s)[:len(encodeSession(s))-len(s.Header)-len(s.Title)], 'x'),
 		encodeSession(Session{UID: 1, Events: 1, MetaEvents: 2}),
-		encodeSession(Session{UID: 1, Events: 1, Checked: 2, Catalog: 1}), // checked past its events
+		encodeSession(Session{UID: 1, Events: 1, Checked: 2, Catalog: 1}),     // checked past its events
 		encodeSession(Session{UID: 1, Events: 1, Checked: 1, Catalog: 1})[:9], // no room for the catalog
 	} {
 		if validSession(bad) {
