@@ -516,3 +516,64 @@ func BenchmarkFirstRead(b *testing.B) {
 	db.Close()
 	reportLatency(b, lat)
 }
+
+// BenchmarkWriteOpen: Open(Write) of a session of 10 or 100,000 small
+// (100-byte) events; the handle's Close is not timed. restart=true opens
+// a fresh DB over the store before each open (not timed): what the DB
+// knows of the session is its index record, the worst case; restart=false
+// opens it again in one DB. open-ns is the median open.
+func BenchmarkWriteOpen(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{10, 100_000} {
+		for _, restart := range []bool{true, false} {
+			b.Run(fmt.Sprintf("events=%d/restart=%v", n, restart), func(b *testing.B) {
+				dir := b.TempDir()
+				db, err := engine.OpenStore(b, dir, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; i < n; i += 1000 {
+					if err := h.Append(ctx, testgen.Events(uint64(i), min(1000, n-i), 100)...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := h.Close(); err != nil {
+					b.Fatal(err)
+				}
+				db.Close()
+				if db, err = engine.OpenStore(b, dir, nil); err != nil {
+					b.Fatal(err)
+				}
+				var lat []time.Duration
+				for b.Loop() {
+					if restart {
+						b.StopTimer()
+						db.Close()
+						if db, err = engine.OpenStore(b, dir, nil); err != nil {
+							b.Fatal(err)
+						}
+						b.StartTimer()
+					}
+					t := time.Now()
+					h, err := db.Open(ctx, "s", store.Write)
+					if err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(t))
+					b.StopTimer()
+					if err := h.Close(); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				db.Close()
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "open-ns")
+			})
+		}
+	}
+}

@@ -99,6 +99,11 @@ type DB struct {
 		// OrderUpdated, for ListPage (see listorder.IDs, updatedOrder)
 		list      listorder.IDs
 		byUpdated updatedOrder
+		// catalogs: the fingerprints the DB's catalog has had (catalogNow);
+		// checkedDirty: sessions whose checked count moved on since the
+		// checkpoint last wrote their index record
+		catalogs     []uint64
+		checkedDirty map[*session]struct{}
 	}
 	// pins: forks in progress of sessions a write handle of this process
 	// holds; the handle's lease waits for them (see holdParent). After

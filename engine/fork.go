@@ -121,7 +121,7 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr store.H
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	c.checked = c.next // (read through a read handle: the catalog and the seed rules checked them)
+	db.setChecked(c, c.next) // (read through a read handle: the catalog and the seed rules checked them)
 	hd := db.newHandle(c, store.Write, lease)
 	c.owner = hd
 	done = true
@@ -252,11 +252,11 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr store
 		l.Cut = min(l.Cut, n)
 		chain = append(chain, l)
 	}
-	checked := min(p.checked, n)
+	checked, checkedCat := min(p.checked, n), p.checkedCat
 	ptitle, pmeta := p.title, p.metaAt
 	db.mu.Unlock()
 	c := &session{id: hdr.ID, hdr: &hdr, inherited: n, uid: store.NewIncarnation(), fork: chain,
-		framed: n, next: n, checked: checked} // (its frames: see appendFork)
+		framed: n, next: n, checked: checked, checkedCat: checkedCat} // (its frames: see appendFork)
 	if pmeta == n {
 		// The parent's listing describes its first n events: the fork's
 		// title is its title, and the fork was updated by its marker.

@@ -110,15 +110,17 @@ func (h *Handle) Enqueue(evs ...event.Event) error {
 
 // checkLog is a write open's validation of the stored log: every event's
 // type against the catalog, and the seed marker rules (docs/EVENTS.md, Seeded sessions).
-// Events already checked by an earlier write open of this DB are skipped.
-// With Options.SurfaceRules the whole log is then fed to the handle's
-// surface checker.
+// Events known to be checked under a catalog this DB's has had are
+// skipped (opencheck.go): so a write open costs what its new events do,
+// not what the log does. With Options.SurfaceRules the whole log is then
+// fed to the handle's surface checker.
 func (h *Handle) checkLog(ctx context.Context) error {
 	db := h.db
 	db.mu.Lock()
-	from, n := h.s.checked, h.s.next
+	from, n := db.checkedFrom(h.s), h.s.next
 	seeded, inh := h.Header().IsSeeded, h.InheritedEventCount()
 	db.mu.Unlock()
+	db.metrics.openChecked.Add(n - from)
 	if err := store.CheckLog(ctx, h.ID(), seeded, inh, from, n, h.Read); err != nil {
 		return err
 	}
@@ -126,9 +128,7 @@ func (h *Handle) checkLog(ctx context.Context) error {
 		return err
 	}
 	db.mu.Lock()
-	if h.s.checked < n {
-		h.s.checked = n
-	}
+	db.setChecked(h.s, n) // (under the lease: nothing was placed meanwhile)
 	db.mu.Unlock()
 	return nil
 }

@@ -193,13 +193,33 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 	}
 	batch := db.mu.pend[:n:n]
 	db.mu.pend = slices.Clone(db.mu.pend[n:])
-	if db.index == nil || (n == 0 && (!advance || len(db.mu.pend) > 0)) {
+	// Sessions a write open checked further than their records say are
+	// written too, even with no frame to index (not moving the checkpoint
+	// back: never before the one published).
+	checked := len(db.mu.checkedDirty) > 0 && cpos >= sh.Word(coord.Indexed).Load()
+	if db.index == nil || (n == 0 && !checked && (!advance || len(db.mu.pend) > 0)) {
 		db.mu.Unlock()
 		db.metrics.caughtUpNow() // every durable frame it knows is indexed
 		return nil
 	}
 	u, touched := db.indexUpdate(batch)
 	u.Checkpoint = cp
+	dirty := db.mu.checkedDirty
+	db.mu.checkedDirty = nil
+	for s := range dirty {
+		_, written := touched[s]
+		switch {
+		case written || db.mu.sessions[s.id] != s:
+			// (Written by the update, or deleted or replaced.)
+		case s.idxSize == 0 || s.idxNext != s.next:
+			// The index does not hold its header yet, or all of its
+			// events: left for an update that does (its listing as of
+			// them is known then).
+			db.noteChecked(s)
+		default:
+			u.Sessions = append(u.Sessions, db.indexRecord(s, nil))
+		}
+	}
 	db.mu.Unlock()
 	if err := db.index.use(true, func(x *index.Index) error { return x.Apply(u) }); err != nil {
 		db.mu.Lock() // undo: these frames are still unindexed
@@ -207,6 +227,9 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 			s.idxNext, s.idxSize = w.next, w.size
 		}
 		db.mu.pend = append(batch, db.mu.pend...)
+		for s := range dirty {
+			db.noteChecked(s)
+		}
 		db.mu.Unlock()
 		return err
 	}
@@ -286,14 +309,23 @@ func (db *DB) indexUpdate(batch []pendFrame) (*index.Update, map[*session]idxWas
 		}
 	}
 	for s := range touched {
-		title, at, metaAt := s.listingAt(s.idxNext, noted[s])
-		u.Sessions = append(u.Sessions, index.Session{
-			ID: s.id, Header: marshalHeader(s), UID: s.uid,
-			Events: s.idxNext, Size: s.idxSize, Inherited: s.inherited,
-			Title: title, UpdatedAt: at, MetaEvents: metaAt,
-		})
+		u.Sessions = append(u.Sessions, db.indexRecord(s, noted[s]))
 	}
 	return u, touched
+}
+
+// indexRecord is s's index record as of the events the index holds
+// (s.idxNext), noted its last frame entry with a listing, if any. Called
+// with db.mu held.
+func (db *DB) indexRecord(s *session, noted *pendFrame) index.Session {
+	title, at, metaAt := s.listingAt(s.idxNext, noted)
+	checked, cat := indexChecked(s, s.idxNext)
+	return index.Session{
+		ID: s.id, Header: marshalHeader(s), UID: s.uid,
+		Events: s.idxNext, Size: s.idxSize, Inherited: s.inherited,
+		Title: title, UpdatedAt: at, MetaEvents: metaAt,
+		Checked: checked, Catalog: cat,
+	}
 }
 
 // indexFork is fork s as the index's registry records it.

@@ -71,6 +71,7 @@ func (l *sessionLoader) run() {
 				id: all[start:b.ends[i]], hdrRaw: is.Header, inherited: is.Inherited, uid: is.UID,
 				next: is.Events, framed: is.Events, size: is.Size, idxNext: is.Events, idxSize: is.Size,
 				title: is.Title, updatedAt: is.UpdatedAt, metaAt: is.MetaEvents,
+				checked: is.Checked, checkedCat: is.Catalog,
 			})
 			start = b.ends[i]
 		}

@@ -81,6 +81,15 @@ type Metrics struct {
 	// error. Counter.
 	WriteBehindFailures uint64
 
+	// OpenCheckedEvents counts the stored events write opens set out to
+	// read to check them (a failed check's too) (the catalog, the seed rules): those not known checked
+	// already, by the session's index record, an earlier write open or
+	// this process's own appends under the same catalog (a write open of
+	// a session checked through its end reads none). With
+	// Options.SurfaceRules a write open reads the whole log besides, not
+	// counted here. Counter.
+	OpenCheckedEvents uint64
+
 	// IndexCheckpoints counts the index checkpoints this process
 	// committed (one bbolt transaction each). Counter.
 	IndexCheckpoints uint64
@@ -205,6 +214,8 @@ type dbMetrics struct {
 
 	writeBehind handle.Stats
 
+	openChecked atomic.Uint64 // events write opens read to check
+
 	checkpoints, checkpointFailures atomic.Uint64
 	// caughtUp is when the index last caught up (see
 	// Metrics.IndexLagAge), as time since start
@@ -310,6 +321,7 @@ func (db *DB) Metrics() Metrics {
 		BytesWritten:             m.bytesWritten.Load(),
 		WriteBehindEvents:        m.writeBehind.Buffered.Load(),
 		WriteBehindFailures:      m.writeBehind.Failures.Load(),
+		OpenCheckedEvents:        m.openChecked.Load(),
 		IndexCheckpoints:         m.checkpoints.Load(),
 		IndexCheckpointFailures:  m.checkpointFailures.Load(),
 		Compactions:              m.compactions.Load(),

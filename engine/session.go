@@ -38,7 +38,10 @@ type session struct {
 	// (see fold.forkHeader)
 	broken *orphan
 
-	checked uint64 // events verified against the catalog and the seed rules by a write open
+	// checked: the first events, verified against a catalog with
+	// fingerprint checkedCat and the seed rules (see opencheck.go)
+	checked    uint64
+	checkedCat uint64
 
 	idxNext uint64 // events the index holds (frames in pend are not counted)
 	idxSize int64

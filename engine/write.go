@@ -202,6 +202,10 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 				s.open = nil
 			}
 			ref.first, ref.count = s.framed, n
+			if db.placedChecked(s, ref.first) && store.SeedsKept(s.hdr.IsSeeded, s.inherited, evs) {
+				// (The frame's index update writes the count.)
+				s.checked, s.checkedCat = ref.first+uint64(n), db.catalogNow()
+			}
 			p := s.addFrame(ref)
 			s.noteFrame(evs, &p)
 			db.mu.pend = append(db.mu.pend, p)

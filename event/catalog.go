@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // ErrUnsupported is the kind of every *UnsupportedError.
@@ -57,6 +60,9 @@ type Catalog struct {
 	mu       sync.RWMutex
 	exact    map[string]bool
 	families []string // prefixes, with the trailing slash
+	// fp caches Fingerprint (0: not computed since the last Register
+	// that changed the catalog).
+	fp atomic.Uint64
 }
 
 // NewCatalog returns a catalog of the v3 types plus extra ones (a type
@@ -81,6 +87,9 @@ func AnyCatalog() *Catalog {
 // ending in "/*" admits the family (every type with that prefix and
 // something after it); any other is one exact type ("*" too).
 func (c *Catalog) Register(types ...string) {
+	if c.all {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, t := range types {
@@ -88,11 +97,53 @@ func (c *Catalog) Register(types ...string) {
 			p := strings.TrimSuffix(t, "*")
 			if !slices.Contains(c.families, p) {
 				c.families = append(c.families, p)
+				c.fp.Store(0)
 			}
-		} else {
+		} else if !c.exact[t] {
 			c.exact[t] = true
+			c.fp.Store(0)
 		}
 	}
+}
+
+// Fingerprint identifies what the catalog accepts: a 64-bit hash (never
+// 0) of its kind and its Types. Two catalogs with one fingerprint accept
+// the same events (up to a hash collision); a catalog only grows, so an
+// event it accepted under an earlier fingerprint it still accepts. A
+// store may keep it beside a count of events checked against the catalog
+// (the engine's write open skips them only under a catalog with that
+// fingerprint), so it is part of the on-disk format: xxhash64 of "any"
+// for AnyCatalog, else of "types" and each of Types followed by a zero
+// byte, with the low bit set.
+func (c *Catalog) Fingerprint() uint64 {
+	if v := c.fp.Load(); v != 0 {
+		return v
+	}
+	if c.all {
+		return xxhash.Sum64String("any") | 1
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.fp.Load(); v != 0 {
+		return v
+	}
+	d := xxhash.New()
+	d.WriteString("types")
+	ts := make([]string, 0, len(c.exact)+len(c.families))
+	for t := range c.exact {
+		ts = append(ts, t)
+	}
+	for _, p := range c.families {
+		ts = append(ts, p+"*")
+	}
+	slices.Sort(ts)
+	for _, t := range ts {
+		d.WriteString(t)
+		d.Write([]byte{0})
+	}
+	v := d.Sum64() | 1
+	c.fp.Store(v)
+	return v
 }
 
 // Types returns the catalog's types, sorted: exact types, and families as

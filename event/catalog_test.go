@@ -103,3 +103,30 @@ func TestFamilyNeedsSlashStar(t *testing.T) {
 		t.Errorf("%q known: a family has members, not its bare prefix", typ)
 	}
 }
+
+// A catalog's fingerprint is its types': equal for catalogs that accept
+// the same types, whatever the order they were registered in, and new
+// after a Register that adds one (the cache is dropped), not after one
+// that adds nothing.
+func TestCatalogFingerprint(t *testing.T) {
+	a, b := NewCatalog("x/one", "fam/*"), NewCatalog("fam/*", "x/one", "x/one")
+	if a.Fingerprint() != b.Fingerprint() || a.Fingerprint() == 0 {
+		t.Fatalf("same types: %x, %x", a.Fingerprint(), b.Fingerprint())
+	}
+	before := a.Fingerprint()
+	a.Register("x/one", "fam/*")
+	if a.Fingerprint() != before {
+		t.Errorf("a Register that adds nothing changed the fingerprint")
+	}
+	a.Register("x/two")
+	if a.Fingerprint() == before {
+		t.Errorf("a Register that adds a type kept the fingerprint")
+	}
+	b.Register("fam2/*")
+	if b.Fingerprint() == before || b.Fingerprint() == a.Fingerprint() {
+		t.Errorf("a Register that adds a family kept the fingerprint, or equals another catalog's")
+	}
+	if NewCatalog().Fingerprint() == AnyCatalog().Fingerprint() {
+		t.Errorf("AnyCatalog has the default catalog's fingerprint")
+	}
+}

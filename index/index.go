@@ -69,21 +69,35 @@ type Session struct {
 	Title      string
 	UpdatedAt  int64
 	MetaEvents uint64
+	// Checked is how many of the session's first events (at most Events)
+	// a write open of the engine need not check again under a catalog
+	// whose fingerprint is Catalog (event.Catalog.Fingerprint): they
+	// keep the seed marker rules and that catalog accepts them. 0 (and
+	// Catalog 0): none. A record of version 1 or 2 has none.
+	Checked uint64
+	Catalog uint64
 }
 
 // A session record: a version byte, then uvarints uid, events, size and
-// inherited; in version 2, then a uvarint MetaEvents, a varint (zigzag)
-// UpdatedAt, and the Title as a uvarint length and its bytes; then the
-// header bytes (the rest). This build writes version 2 and reads both.
-// Part of the on-disk format.
+// inherited; in versions 2 and 3, then a uvarint MetaEvents, a varint
+// (zigzag) UpdatedAt, and the Title as a uvarint length and its bytes; in
+// version 3, then a uvarint Checked (at most events) and the Catalog
+// fingerprint, uint64 LE; then the header bytes (the rest). This build
+// writes version 3 for a session with a Checked count, else version 2,
+// and reads all three. Part of the on-disk format.
 const (
 	sessionRecordV1 = 1
 	sessionRecordV2 = 2
+	sessionRecordV3 = 3
 )
 
 func encodeSession(s Session) []byte {
-	b := make([]byte, 0, 1+7*binary.MaxVarintLen64+len(s.Title)+len(s.Header))
-	b = append(b, sessionRecordV2)
+	b := make([]byte, 0, 1+8*binary.MaxVarintLen64+8+len(s.Title)+len(s.Header))
+	if s.Checked > 0 {
+		b = append(b, sessionRecordV3)
+	} else {
+		b = append(b, sessionRecordV2)
+	}
 	b = binary.AppendUvarint(b, s.UID)
 	b = binary.AppendUvarint(b, s.Events)
 	b = binary.AppendUvarint(b, uint64(s.Size))
@@ -92,6 +106,10 @@ func encodeSession(s Session) []byte {
 	b = binary.AppendVarint(b, s.UpdatedAt)
 	b = binary.AppendUvarint(b, uint64(len(s.Title)))
 	b = append(b, s.Title...)
+	if s.Checked > 0 {
+		b = binary.AppendUvarint(b, s.Checked)
+		b = binary.LittleEndian.AppendUint64(b, s.Catalog)
+	}
 	return append(b, s.Header...)
 }
 
@@ -112,7 +130,7 @@ func validSession(v []byte) bool {
 // parseSession decodes a session record but its header bytes (hdr, which
 // share v's memory).
 func parseSession(v []byte) (s Session, hdr []byte, ok bool) {
-	if len(v) == 0 || (v[0] != sessionRecordV1 && v[0] != sessionRecordV2) {
+	if len(v) == 0 || v[0] < sessionRecordV1 || v[0] > sessionRecordV3 {
 		return s, nil, false
 	}
 	version := v[0]
@@ -148,6 +166,13 @@ func parseSession(v []byte) (s Session, hdr []byte, ok bool) {
 		return Session{}, nil, false
 	}
 	s.Title, v = string(v[:tl]), v[tl:]
+	if version == sessionRecordV3 {
+		s.Checked = uv()
+		if !ok || s.Checked == 0 || s.Checked > s.Events || len(v) < 8 {
+			return Session{}, nil, false
+		}
+		s.Catalog, v = binary.LittleEndian.Uint64(v), v[8:]
+	}
 	return s, v, true
 }
 

@@ -193,11 +193,32 @@ func TestSessionRecordVersions(t *testing.T) {
 	if diff := cmp.Diff([]Session{old, s}, sessions(t, x)); diff != "" {
 		t.Errorf("after a version 1 record (-want +got):\n%s", diff)
 	}
+	// Version 3 keeps a checked count and its catalog; a record without
+	// one is still written as version 2 (an older build reads it).
+	if v := encodeSession(s); v[0] != sessionRecordV2 {
+		t.Errorf("a record without a checked count is version %d, want 2", v[0])
+	}
+	c := s
+	c.ID, c.Checked, c.Catalog = "t", 9, 0xfeedface00000001
+	if v := encodeSession(c); v[0] != sessionRecordV3 {
+		t.Errorf("a record with a checked count is version %d, want 3", v[0])
+	}
+	if err := x.Apply(&Update{Sessions: []Session{c}, Checkpoint: Checkpoint{Segment: 1, Offset: 64}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Session{old, s, c}, sessions(t, x)); diff != "" {
+		t.Errorf("version 3 record (-want +got):\n%s", diff)
+	}
 	// A version 2 record whose title runs past the end, or whose
 	// MetaEvents pass its Events, is malformed.
 	for _, bad := range [][]byte{
 		append(encodeSession(s)[:len(encodeSession(s))-len(s.Header)-len(s.Title)], 'x'),
 		encodeSession(Session{UID: 1, Events: 1, MetaEvents: 2}),
+		encodeSession(Session{UID: 1, Events: 1, Checked: 2, Catalog: 1}),     // checked past its events
+		encodeSession(Session{UID: 1, Events: 1, Checked: 1, Catalog: 1})[:9], // no room for the catalog
 	} {
 		if validSession(bad) {
 			t.Errorf("record %x decodes", bad)

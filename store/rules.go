@@ -83,6 +83,14 @@ func checkSeeds(id, op string, seeded bool, inherited uint64, evs []event.Event)
 	return nil
 }
 
+// SeedsKept reports whether stored or appended events of a session (any
+// contiguous part of its log) keep the seed marker rules, as a write open
+// checks them (checkSeeds): a backend that counts its appended events as
+// checked counts only those it keeps.
+func SeedsKept(seeded bool, inherited uint64, evs []event.Event) bool {
+	return checkSeeds("", "", seeded, inherited, evs) == nil
+}
+
 // ReadRange is the window of a Read(offset, limit) (offset >= 0; limit < 0
 // means to the end) over a log of n events: the seqs [lo, hi), empty when
 // lo >= hi. Any offset and limit are safe (math.MaxInt included): nothing
@@ -98,7 +106,10 @@ func ReadRange(n uint64, offset, limit int) (lo, hi uint64) {
 // CheckLog is a write open's check of the stored events [from, n) of a
 // session: read (a handle's Read, which applies the event catalog) takes
 // them in chunks, and each chunk must keep the seed marker rules
-// (checkSeeds). The caller may skip events an earlier write open checked.
+// (checkSeeds). The caller may skip events it knows were checked: by an
+// earlier write open under the same catalog, or appended through a write
+// handle (whose catalog check they passed) and keeping the seed rules
+// (SeedsKept).
 func CheckLog(ctx context.Context, id string, seeded bool, inherited, from, n uint64, read func(ctx context.Context, offset, limit int) ([]event.Event, error)) error {
 	const chunk = 8192
 	for off := from; off < n; off += chunk {
