@@ -94,7 +94,7 @@ type DB struct {
 		// follower has not passed yet, in increasing order
 		own     []uint64
 		handles map[*Handle]struct{}
-		poison  error // sticky write/sync error: nothing is acked after it
+		poison  error // sticky write/sync error: nothing is acked after it (see poisonP)
 		// list and byUpdated: the sessions in ID order and in
 		// OrderUpdated, for ListPage (see listorder.IDs, updatedOrder)
 		list      listorder.IDs
@@ -105,6 +105,9 @@ type DB struct {
 		catalogs     []uint64
 		checkedDirty map[*session]struct{}
 	}
+	// poisonP holds mu.poison once it is set (never reset): what
+	// poisonErr reads without mu, on every placement and sync
+	poisonP atomic.Pointer[error]
 	// pins: forks in progress of sessions a write handle of this process
 	// holds; the handle's lease waits for them (see holdParent). After
 	// mu, never before it.

@@ -156,17 +156,17 @@ func (db *DB) poisonWith(err error) {
 func (db *DB) poisonLocked(err error) {
 	if db.mu.poison == nil {
 		db.mu.poison = fmt.Errorf("engine: store failed, nothing more is acknowledged: %w", err)
+		e := db.mu.poison
+		db.poisonP.Store(&e)
 	}
 }
 
 // poisonErr returns the error that poisoned the store, or nil: a failure
-// of its own, or shm found cut under it (a *CoordinationError).
+// of its own, or shm found cut under it (a *CoordinationError). It takes
+// no lock: the placements and syncs of every flusher ask (db.poisonP).
 func (db *DB) poisonErr() error {
-	db.mu.Lock()
-	err := db.mu.poison
-	db.mu.Unlock()
-	if err != nil {
-		return err
+	if p := db.poisonP.Load(); p != nil {
+		return *p
 	}
 	return db.shared.Lost()
 }
