@@ -235,13 +235,22 @@ type noflushHand struct {
 
 // noflushStats are the campaign's figures.
 type noflushStats struct {
-	rounds, multiRounds, procs            int
-	handed, acked, required, requiredLost int
-	flushedLost                           int
-	young, youngLost, oldestLost          int64 // events within the bound; lost of them; ns
-	resumed, interrupted                  int
-	flushLat                              []time.Duration
-	killDelays                            []time.Duration
+	procs                int
+	kind                 [2]noflushCounts // rounds of one process, of several
+	cur                  *noflushCounts   // this round's kind
+	resumed, interrupted int
+	flushLat             []time.Duration
+	killDelays           []time.Duration
+}
+
+// noflushCounts are the figures of one kind of round.
+type noflushCounts struct {
+	rounds                 int
+	handed, acked          int
+	flushedLost            int
+	required, requiredLost int   // events handed over more than the bound before the kill
+	young, youngLost       int   // the others
+	oldestLost, overWindow int64 // ns: the oldest lost; by how much it passed its window
 }
 
 // TestSIGKILLNoFlush is the campaign of hosts that never flush mid-turn
@@ -253,11 +262,12 @@ type noflushStats struct {
 // One round in four (after the first two) runs a window of 50 ms, the
 // others the default 200 ms.
 //
-// 2 rounds (one of one process, one of several, both killed late: a few
-// seconds; 1 with -short, 300 with SEGLOG_LONG=1; SEGLOG_SIGKILL_ROUNDS=n:
-// n). SEGLOG_NOFLUSH_SLACK sets the slack (noflushSlack).
+// 2 rounds (one of one process, one of several, both killed 1-1.3 s in:
+// about 3 s; 1 with -short, 200 with SEGLOG_LONG=1, about 6 minutes;
+// SEGLOG_SIGKILL_ROUNDS=n: n). SEGLOG_NOFLUSH_SLACK sets the slack
+// (noflushSlack).
 func TestSIGKILLNoFlush(t *testing.T) {
-	rounds := sigkillRounds(t, 1, 2, 300)
+	rounds := sigkillRounds(t, 1, 2, 200)
 	slack := noflushSlack(t)
 	ctx := context.Background()
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 37))
@@ -301,10 +311,8 @@ func TestSIGKILLNoFlush(t *testing.T) {
 		} else if rnd.IntN(5) == 0 {
 			delay = time.Duration(rnd.Int64N(int64(800 * time.Millisecond)))
 		}
-		st.rounds++
-		if procs > 1 {
-			st.multiRounds++
-		}
+		st.cur = &st.kind[min(procs-1, 1)]
+		st.cur.rounds++
 		st.killDelays = append(st.killDelays, delay)
 
 		running = running[:0]
@@ -366,12 +374,17 @@ func TestSIGKILLNoFlush(t *testing.T) {
 		return st.flushLat[int(f*float64(len(st.flushLat)-1))]
 	}
 	slices.Sort(st.killDelays)
-	t.Logf("%d rounds in %v (%d of several processes, %d processes), kills %v-%v after ready; the bound: the window (200 or 50 ms) + a slack of %v",
-		st.rounds, time.Since(start).Round(time.Millisecond), st.multiRounds, st.procs, st.killDelays[0].Round(time.Millisecond), st.killDelays[len(st.killDelays)-1].Round(time.Millisecond), slack)
-	t.Logf("%d events handed over, %d flushes acknowledged, flushed events lost: %d; events older than the bound: %d, lost: %d; younger: %d, lost %d, kept %d; the oldest event lost was handed over %v before its kill",
-		st.handed, st.acked, st.flushedLost, st.required, st.requiredLost, st.young, st.youngLost, st.young-st.youngLost, time.Duration(st.oldestLost).Round(time.Millisecond))
-	t.Logf("one sync here: the children's turn-end flushes took p50 %v, p99 %v, max %v; Resume closed %d interrupted turns of %d sessions resumed",
+	t.Logf("%d rounds in %v, %d processes, kills %v-%v after ready; the bound: the window (200 or 50 ms) + a slack of %v; the children's turn-end flushes (one sync here) took p50 %v, p99 %v, max %v; Resume closed %d interrupted turns of %d sessions resumed",
+		rounds, time.Since(start).Round(time.Millisecond), st.procs, st.killDelays[0].Round(time.Millisecond), st.killDelays[len(st.killDelays)-1].Round(time.Millisecond), slack,
 		q(0.5).Round(time.Microsecond), q(0.99).Round(time.Microsecond), q(1).Round(time.Microsecond), st.interrupted, st.resumed)
+	for k, c := range st.kind {
+		if c.rounds == 0 {
+			continue
+		}
+		t.Logf("%s: %d rounds, %d events handed over, %d flushes acknowledged, flushed events lost: %d; events older than the bound: %d, lost: %d; younger: %d, lost %d, kept %d; the oldest event lost was handed over %v before its kill, %v more than its window",
+			[]string{"one process", "several processes"}[k], c.rounds, c.handed, c.acked, c.flushedLost, c.required, c.requiredLost, c.young, c.youngLost, c.young-c.youngLost,
+			time.Duration(c.oldestLost).Round(time.Millisecond), time.Duration(c.overWindow).Round(time.Millisecond))
+	}
 }
 
 // noflushCorpus copies the seglog source tree's corpus (bench.LoadCorpus)
@@ -477,13 +490,13 @@ func noflushParse(corpus *bench.Corpus, p *noflushProc, bases map[string][]event
 			at, _ := strconv.ParseInt(f[3], 10, 64)
 			pl := plan(f[1])
 			pl.hands = append(pl.hands, noflushHand{end, at})
-			st.handed++
+			st.cur.handed++
 		case f[0] == "ack" && len(f) == 4:
 			n, _ := strconv.ParseUint(f[2], 10, 64)
 			ns, _ := strconv.ParseInt(f[3], 10, 64)
 			pl := plan(f[1])
 			pl.acked = max(pl.acked, n)
-			st.acked++
+			st.cur.acked++
 			st.flushLat = append(st.flushLat, time.Duration(ns))
 		default:
 			probs = append(probs, fmt.Sprintf("child %d: a line the parent does not know: %q", p.slot, line))
@@ -578,7 +591,7 @@ func noflushVerify(t *testing.T, ctx context.Context, dir string, window, bound 
 		}
 		got := uint64(len(log))
 		if got < pl.acked {
-			st.flushedLost += int(pl.acked - got)
+			st.cur.flushedLost += int(pl.acked - got)
 			problem("%s: %d events, %d were flushed", id, got, pl.acked)
 		}
 		// The figures: each handed event's age at the kill, kept or lost.
@@ -588,18 +601,19 @@ func noflushVerify(t *testing.T, ctx context.Context, dir string, window, bound 
 			for seq := prev; seq < h.end; seq++ {
 				lost := seq >= got
 				if age > int64(bound) {
-					st.required++
+					st.cur.required++
 					if lost {
-						st.requiredLost++
+						st.cur.requiredLost++
 					}
 				} else {
-					st.young++
+					st.cur.young++
 					if lost {
-						st.youngLost++
+						st.cur.youngLost++
 					}
 				}
 				if lost {
-					st.oldestLost = max(st.oldestLost, age)
+					st.cur.oldestLost = max(st.cur.oldestLost, age)
+					st.cur.overWindow = max(st.cur.overWindow, age-int64(window))
 				}
 			}
 			prev = max(prev, h.end)
