@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(multiDirEnv); dir != "" {
 		os.Exit(multiChild(dir))
 	}
+	if dir := os.Getenv(noflushDirEnv); dir != "" {
+		os.Exit(noflushChild(dir))
+	}
 	os.Exit(m.Run())
 }
 
