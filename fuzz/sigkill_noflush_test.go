@@ -267,7 +267,7 @@ type noflushCounts struct {
 // SEGLOG_SIGKILL_ROUNDS=n: n). SEGLOG_NOFLUSH_SLACK sets the slack
 // (noflushSlack).
 func TestSIGKILLNoFlush(t *testing.T) {
-	rounds := sigkillRounds(t, 1, 2, 200)
+	rounds := sigkillRounds(t, 1, 2, 100)
 	slack := noflushSlack(t)
 	ctx := context.Background()
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 37))
