@@ -93,7 +93,7 @@ func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 // Enqueue hands events to the write-behind buffer without waiting for
 // I/O: the first pending event opens a batching window (Options.
 // WriteBehindWindow) that later events do not extend; then the batch is
-// appended in the background. Seqs, shapes and the catalog are checked
+// appended, and made durable, in the background. Seqs, shapes and the catalog are checked
 // here, so a background write fails only on I/O; such a failure keeps the
 // events in order, pauses the automatic path and logs a warning, and the
 // next Flush retries and returns the error. An Append, a Read or a Flush

@@ -404,7 +404,8 @@ func (f *Front) check(op string, evs []event.Event, next uint64, surface bool) e
 // Enqueue hands events to the write-behind buffer without waiting for
 // I/O: the first pending event opens a batching window (the backend's
 // WriteBehindWindow) that later events do not extend; then the batch is
-// appended in the background. Seqs and shapes are checked here, so a
+// appended (and, with FrontConfig.Flush, made durable) in the
+// background. Seqs and shapes are checked here, so a
 // background write fails only on I/O; such a failure keeps the events in
 // order, pauses the automatic path and logs a warning, and the next Flush
 // retries and returns the error. An Append after Enqueue first appends
