@@ -433,7 +433,13 @@ func (db *DB) Create(ctx context.Context, h store.Header, opts ...store.CreateOp
 
 // Open returns a handle on an existing session: ErrSessionNotFound if it
 // does not exist, ErrAlreadyOwned for Write while another write handle (or
-// the creator) holds it.
+// the creator) holds it. A write open of a session stored in an older
+// format (FormatMigrationRequired) first migrates it in place, as Migrate
+// does (the revision changes; a crash leaves the old session or the
+// migrated one, never a mix), and appends after the migrated log; if the
+// migration refuses the log, the open fails with its error and the
+// session stays as it was. A read open never migrates: it reads migrated,
+// in memory.
 func (db *DB) Open(ctx context.Context, id string, access store.Access) (*Handle, error) {
 	if err := db.enter(); err != nil {
 		return nil, err
@@ -469,12 +475,10 @@ func (db *DB) Open(ctx context.Context, id string, access store.Access) (*Handle
 		}
 		return h, nil
 	}
-	if hdr.Version < store.FormatVersion {
-		return nil, sessionErr(id, "open", store.ErrMigrationRequired)
-	}
 	if db.opts.ReadOnly {
 		return nil, sessionErr(id, "open", store.ErrReadOnlyStore)
 	}
+	older := hdr.Version < store.FormatVersion
 	db.mu.Unlock()
 	lease, err := db.acquire(id)
 	if err != nil {
@@ -484,6 +488,13 @@ func (db *DB) Open(ctx context.Context, id string, access store.Access) (*Handle
 	// Under the lease, everything other processes placed: the session
 	// continues after its last event, whoever wrote it.
 	err = db.catchUpAll(id)
+	if err == nil && older {
+		// Stored in an older format: migrated in place first, as Migrate
+		// does (a crash leaves the old session or the migrated one), and
+		// the handle appends after the migrated log. (Another process
+		// may have migrated it meanwhile: then nothing is done.)
+		_, err = db.migrateLeased(ctx, id, "open")
+	}
 	db.mu.Lock()
 	if err == nil {
 		s, err = db.lookup(id, "open")

@@ -80,7 +80,9 @@ func (h *Handle) settleMigratedInherited(ctx context.Context) error {
 // (docs/DESIGN.md, Catalog, formats, seeds). Revisions change. It holds
 // the session's write lease meanwhile (ErrAlreadyOwned while a write
 // handle holds it), does nothing to a session in the current format, and
-// returns the session's snapshot afterwards.
+// returns the session's snapshot afterwards. A write open (Open with
+// Write, Resume) of such a session migrates it the same way by itself:
+// Migrate is for doing it ahead of time.
 func (db *DB) Migrate(ctx context.Context, id string) (store.Snapshot, error) {
 	if db.opts.ReadOnly {
 		return store.Snapshot{}, store.ErrReadOnlyStore
@@ -102,13 +104,32 @@ func (db *DB) Migrate(ctx context.Context, id string) (store.Snapshot, error) {
 	if err := db.catchUpAll(id); err != nil {
 		return store.Snapshot{}, err
 	}
-	if err := db.lockOpen(ctx); err != nil {
+	ns, err := db.migrateLeased(ctx, id, "migrate")
+	if err != nil {
 		return store.Snapshot{}, err
 	}
-	old, err := db.lookup(id, "migrate")
+	if ns == nil {
+		return db.Stat(ctx, id)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return ns.snapshot(), nil
+}
+
+// migrateLeased migrates session id, stored in an older format, to the
+// current one (Migrate's work), for op ("migrate", or "open" for a write
+// open). The caller holds id's write lease and has caught up with every
+// process (catchUpAll); db.mu is not held. It returns the new incarnation,
+// or nil if the session is already in the current format. A refusal
+// (an event the migration or the catalog refuses) changes nothing.
+func (db *DB) migrateLeased(ctx context.Context, id, op string) (*session, error) {
+	if err := db.lockOpen(ctx); err != nil {
+		return nil, err
+	}
+	old, err := db.lookup(id, op)
 	if err != nil {
 		db.mu.Unlock()
-		return store.Snapshot{}, err
+		return nil, err
 	}
 	hdr, err := db.header(old)
 	if err == nil {
@@ -116,25 +137,25 @@ func (db *DB) Migrate(ctx context.Context, id string) (store.Snapshot, error) {
 	}
 	if err != nil {
 		db.mu.Unlock()
-		return store.Snapshot{}, err
+		return nil, err
 	}
 	if hdr.Version == store.FormatVersion {
 		db.mu.Unlock()
-		return db.Stat(ctx, id)
+		return nil, nil
 	}
 	rh := db.newHandle(old, store.Read, nil)
 	db.mu.Unlock()
 	defer rh.Close()
 	if err := rh.settleMigratedInherited(ctx); err != nil {
-		return store.Snapshot{}, err
+		return nil, err
 	}
 	evs, err := rh.Read(ctx, 0, -1) // migrated in memory
 	if err != nil {
-		return store.Snapshot{}, err
+		return nil, err
 	}
 	for i := range evs {
 		if err := db.opts.Catalog.Check(&evs[i]); err != nil {
-			return store.Snapshot{}, sessionErr(id, "migrate", err)
+			return nil, sessionErr(id, op, err)
 		}
 	}
 
@@ -149,26 +170,24 @@ func (db *DB) Migrate(ctx context.Context, id string) (store.Snapshot, error) {
 	rec := store.MarshalHeaderRecord(store.HeaderRecord{Header: newHdr, UID: ns.uid, Inherited: ns.inherited, Replaces: old.uid, Events: uint64(len(evs))})
 	he, err := db.encoder().Header(id, rec)
 	if err != nil {
-		return store.Snapshot{}, sessionErr(id, "migrate", err)
+		return nil, sessionErr(id, op, err)
 	}
 	var frames []*segment.Encoded
 	if len(evs) > 0 {
 		if frames, err = db.encodeBatch(id, evs); err != nil {
-			return store.Snapshot{}, sessionErr(id, "migrate", err)
+			return nil, sessionErr(id, op, err)
 		}
 	}
 	if err := db.appendMigration(old, ns, he, frames); err != nil {
-		return store.Snapshot{}, sessionErr(id, "migrate", err)
+		return nil, sessionErr(id, op, err)
 	}
 	if db.knobs.migrated != nil {
 		db.knobs.migrated()
 	}
 	if err := db.sync(); err != nil {
-		return store.Snapshot{}, sessionErr(id, "migrate", err)
+		return nil, sessionErr(id, op, err)
 	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return ns.snapshot(), nil
+	return ns, nil
 }
 
 // appendMigration appends the new incarnation's header and frames as one

@@ -68,9 +68,7 @@ func TestMigrate(t *testing.T) {
 				t.Errorf("Read(2, 3) of a migrated view = %+v, %v", part, err)
 			}
 			h.Close()
-			if _, err := db.Open(ctx, "old", store.Write); !errors.Is(err, store.ErrMigrationRequired) {
-				t.Fatalf("write open of a v2 session: %v, want ErrMigrationRequired", err)
-			}
+			// (A write open would migrate it: TestWriteOpenMigrates.)
 			w, err := db.Open(ctx, "other", store.Read)
 			if err != nil {
 				t.Fatal(err)
@@ -184,10 +182,20 @@ func TestMigrateRefusesOwnedAndUnknown(t *testing.T) {
 // TestMigratePowerCut cuts the power at every sync and write of a
 // migration (with other sessions appending around it) and checks that the
 // session reopens either as it was or fully migrated, and migrates after.
+// The migration runs through Migrate, and through a write open that then
+// appends (the write open migrates by itself): there the session reopens
+// as it was, migrated, or migrated with the whole suffix, never a mix.
 func TestMigratePowerCut(t *testing.T) {
+	for _, mode := range []string{"Migrate", "write open"} {
+		t.Run(mode, func(t *testing.T) { migratePowerCut(t, mode == "write open") })
+	}
+}
+
+func migratePowerCut(t *testing.T, viaOpen bool) {
 	ctx := context.Background()
 	src := v2Events(40) // several frames
 	want, _ := recovery.MigrateV2("m", src)
+	suffix := testgen.Events(uint64(len(want)), 3, 200)
 	opts := func(fsys vfs.FS) *engine.Options {
 		return &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 1 << 10, NoPreallocate: true}
 	}
@@ -203,6 +211,21 @@ func TestMigratePowerCut(t *testing.T) {
 		}
 		return mem
 	}
+	migrate := func(db *engine.DB) error {
+		if !viaOpen {
+			_, err := db.Migrate(ctx, "m")
+			return err
+		}
+		w, err := db.Open(ctx, "m", store.Write)
+		if err != nil {
+			return err
+		}
+		if err := w.Append(ctx, suffix...); err != nil {
+			w.Close()
+			return err
+		}
+		return w.Close()
+	}
 	run := func(fsys vfs.FS) error {
 		db, err := engine.OpenStore(t, "/db", opts(fsys))
 		if err != nil {
@@ -216,7 +239,7 @@ func TestMigratePowerCut(t *testing.T) {
 		if err := h.Append(ctx, testgen.Events(0, 5, 300)...); err != nil {
 			return err
 		}
-		if _, err := db.Migrate(ctx, "m"); err != nil {
+		if err := migrate(db); err != nil {
 			return err
 		}
 		return h.Append(ctx, testgen.Events(5, 5, 300)...)
@@ -226,7 +249,7 @@ func TestMigratePowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	points := 0
-	outcomes := map[store.FormatStatus]int{}
+	outcomes := map[string]int{}
 	for _, op := range []vfs.Op{vfs.OpSync, vfs.OpWrite} {
 		for k := 1; k <= probe.Count(op); k++ {
 			mem := setup()
@@ -242,18 +265,28 @@ func TestMigratePowerCut(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: stat: %v", label, err)
 				}
-				wantCount := uint64(len(want)) // migrated
-				if snap.FormatStatus == store.FormatMigrationRequired {
-					wantCount = uint64(len(src)) // as it was
+				got := engine.ReadAll(t, db, "m")
+				outcome := "as it was"
+				switch {
+				case snap.FormatStatus == store.FormatMigrationRequired:
+					if snap.EventCount != uint64(len(src)) {
+						t.Fatalf("%s: unmigrated session with %d events, want %d", label, snap.EventCount, len(src))
+					}
+					engine.SameEvents(t, label, got, want) // read migrated
+				case snap.EventCount == uint64(len(want)):
+					outcome = "migrated"
+					engine.SameEvents(t, label, got, want)
+				case viaOpen && snap.EventCount == uint64(len(want)+len(suffix)):
+					outcome = "migrated + suffix"
+					engine.SameEvents(t, label, got, append(append([]event.Event(nil), want...), suffix...))
+				default:
+					t.Fatalf("%s: %v session with %d events: neither the old session (%d), the migrated one (%d) nor that and the suffix (%d)",
+						label, snap.FormatStatus, snap.EventCount, len(src), len(want), len(want)+len(suffix))
 				}
-				if snap.EventCount != wantCount {
-					t.Fatalf("%s: %v session with %d events, want %d", label, snap.FormatStatus, snap.EventCount, wantCount)
+				outcomes[outcome]++
+				if runErr == nil && (outcome == "as it was" || viaOpen && outcome != "migrated + suffix") {
+					t.Fatalf("%s: the run returned nil but the session reopened %s", label, outcome)
 				}
-				outcomes[snap.FormatStatus]++
-				if runErr == nil && snap.FormatStatus != store.FormatCurrent {
-					t.Fatalf("%s: Migrate returned nil but the session reopened unmigrated", label)
-				}
-				engine.SameEvents(t, label, engine.ReadAll(t, db, "m"), want)
 				if _, err := db.Migrate(ctx, "m"); err != nil {
 					t.Fatalf("%s: migrate after reopen: %v", label, err)
 				}
@@ -265,14 +298,13 @@ func TestMigratePowerCut(t *testing.T) {
 				if s, _ := db.Stat(ctx, "m"); s.FormatStatus != store.FormatCurrent {
 					t.Fatalf("%s: not migrated after Migrate: %+v", label, s)
 				}
-				engine.SameEvents(t, label+" (migrated)", engine.ReadAll(t, db, "m"), want)
 				db.Close()
 				points++
 			}
 		}
 	}
 	t.Logf("checked %d cut points: %v", points, outcomes)
-	if outcomes[store.FormatCurrent] == 0 || outcomes[store.FormatMigrationRequired] == 0 {
+	if outcomes["migrated"]+outcomes["migrated + suffix"] == 0 || outcomes["as it was"] == 0 || viaOpen && outcomes["migrated + suffix"] == 0 {
 		t.Errorf("the sweep never saw one of the outcomes: %v", outcomes)
 	}
 }
