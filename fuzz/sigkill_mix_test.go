@@ -36,7 +36,8 @@ import (
 // bbolt index, small segments, fast index checkpoints and background
 // compaction, and runs from mixWorkers goroutines: creates of short
 // sessions, Append and Enqueue, Flush (handle and DB), Close, reopens for
-// write, Delete, Compact with rewrites, and Migrate of v2 sessions. It
+// write, Delete, Compact with rewrites, and Migrate of v2 sessions (or a
+// write open, which migrates them by itself). It
 // prints every acknowledged fact on stdout as it happens. The parent kills
 // it with SIGKILL at a random moment and checks the store against those
 // facts, then the next round's child continues the same store.
@@ -114,7 +115,7 @@ func mixWorkerOf(id string) int {
 //	ack <id> <n>     a Flush or Close returned nil: n events are durable
 //	delete <id>      before Delete (the session may be gone from here on)
 //	deleted <id>     Delete returned nil
-//	migrated <id>    Migrate returned nil
+//	migrated <id>    Migrate (or a write open and Close) returned nil
 //	err <op> <id>: … an operation failed (a healthy store fails none)
 func mixChild(dir string) int {
 	ctx := context.Background()
@@ -369,7 +370,17 @@ func (w *mixWorker) migrate() bool {
 	if !ok {
 		return true
 	}
-	if _, err := w.db.Migrate(w.ctx, id); err != nil {
+	if w.r.IntN(2) == 0 {
+		// A write open migrates by itself (then nothing is appended: the
+		// parent knows the log as the migration of the v2 one).
+		h, err := w.db.Open(w.ctx, id, store.Write)
+		if err != nil {
+			return w.fail("open-migrate", id, err)
+		}
+		if err := h.Close(); err != nil {
+			return w.fail("close", id, err)
+		}
+	} else if _, err := w.db.Migrate(w.ctx, id); err != nil {
 		return w.fail("migrate", id, err)
 	}
 	w.say("migrated %s", id)
