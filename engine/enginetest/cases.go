@@ -15,6 +15,7 @@ import (
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
 )
 
 // Meta is the reference fixture meta(id).
@@ -465,6 +466,50 @@ var contractCases = []contractCase{
 			e.t.Errorf("gap: %v, want *SeqError expected 7 at index 1", err)
 		}
 		e.wantEvents("store stays 0-5", OneTurn(), e.read(h, 0, -1))
+	}},
+	{"store/older-format-write-open-migrates", func(e *env) {
+		// A session stored in an older format (v2) opens for write without
+		// a migration step: the write open migrates it (the reference's
+		// publishes session.v3.jsonl) and the handle appends after the
+		// migrated log. A backend that stores only the current format
+		// refuses the older header at Create (ErrInvalidHeader) and holds
+		// no such session.
+		src := testgen.V2Turns("", 1)
+		want, err := recovery.MigrateV2("old", src)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		hdr := Meta("old")
+		hdr.Version = 2
+		c, err := e.s.Create(e.ctx, hdr)
+		if errors.Is(err, store.ErrInvalidHeader) {
+			if _, err := e.s.Stat(e.ctx, "old"); !errors.Is(err, store.ErrSessionNotFound) {
+				e.t.Errorf("Stat after a refused v2 Create: %v", err)
+			}
+			return
+		}
+		if err != nil {
+			e.t.Fatalf("Create of a v2 header: %v", err)
+		}
+		e.append(c, src...)
+		if err := c.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		w := e.open("old", store.Write)
+		if w.Len() != uint64(len(want)) || w.Header().Version != store.FormatVersion {
+			e.t.Errorf("write handle on the v2 session: Len %d, version %d; want %d, %d", w.Len(), w.Header().Version, len(want), store.FormatVersion)
+		}
+		if s, err := e.s.Stat(e.ctx, "old"); err != nil || s.FormatStatus != store.FormatCurrent {
+			e.t.Errorf("Stat after the write open: %+v, %v", s, err)
+		}
+		more := testgen.Events(uint64(len(want)), 2, 50)
+		e.append(w, more...)
+		e.flush(w)
+		want = append(want, more...)
+		e.wantEvents("migrated + suffix", want, e.read(w, 0, -1))
+		e.restart(false)
+		r := e.open("old", store.Read)
+		e.wantEvents("migrated + suffix after a restart", want, e.read(r, 0, -1))
 	}},
 	{"store/len-counts-enqueued-and-reads-see-them", func(e *env) {
 		h := e.create("s")
