@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"sort"
 	"strings"
 	"unicode/utf16"
 
@@ -213,33 +214,77 @@ func parseHeader(line []byte) (store.Header, uint64, error) {
 	return h, 0, nil
 }
 
-// parseLegacyHeader parses the header of a v0 or v1 log (m: its members).
+// parseLegacyHeader parses the header of a v0 or v1 log (m: its members)
+// with the reference's checks and reasons for a released v0/v1 physical
+// header: the keys of legacyHeaderKeys only; type, version, id and
+// createdAt required; type "session"; an id string; createdAt, seedLength
+// and delegationDepth non-negative safe integers; cwd, parentSession and
+// agentPreset strings; origin "subagent". One leniency: a header without
+// delegationDepth (logs of hosts that left it out when it was 0) reads as
+// depth 0, the header's default, where the reference's v0/v1 codec
+// requires the member.
 func parseLegacyHeader(line []byte, m map[string]json.RawMessage, v int) (store.Header, uint64, error) {
+	label := fmt.Sprintf("released v%d physical header", v)
+	refuse := func(format string, args ...any) (store.Header, uint64, error) {
+		return store.Header{}, 0, fmt.Errorf("%w: "+format, append([]any{ErrUnsupported}, args...)...)
+	}
+	keys := make([]string, 0, len(m))
 	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
 		if !legacyHeaderKeys[k] {
-			return store.Header{}, 0, fmt.Errorf("%w: v%d header key %q", ErrUnsupported, v, k)
+			return refuse("%s has unexpected member %q", label, k)
 		}
 	}
-	for _, k := range []string{"type", "id", "createdAt", "delegationDepth"} {
+	for _, k := range []string{"type", "version", "id", "createdAt"} {
 		if _, ok := m[k]; !ok {
-			return store.Header{}, 0, fmt.Errorf("%w: v%d session header lacks %s", ErrUnsupported, v, k)
+			return refuse("%s lacks required member %q", label, k)
 		}
 	}
 	if string(m["type"]) != `"session"` {
-		return store.Header{}, 0, fmt.Errorf("%w: first line is not a session header", ErrUnsupported)
+		return refuse("expected %s Session header", label)
 	}
 	var h store.Header
-	if err := json.Unmarshal(line, &h); err != nil {
-		return store.Header{}, 0, fmt.Errorf("%w: session header: %v", ErrUnsupported, err)
+	h.Version = v
+	if json.Unmarshal(m["id"], &h.ID) != nil || m["id"][0] != '"' {
+		return refuse("released v%d header id must be a string", v)
 	}
-	var seed uint64
-	if raw, ok := m["seedLength"]; ok {
-		if err := json.Unmarshal(raw, &seed); err != nil || seed > maxSafe {
-			return store.Header{}, 0, fmt.Errorf("%w: v%d header seedLength %s is not a non-negative safe integer", ErrUnsupported, v, raw)
+	counts := []struct {
+		key string
+		to  *uint64
+	}{{"createdAt", new(uint64)}, {"delegationDepth", new(uint64)}, {"seedLength", new(uint64)}}
+	for _, c := range counts {
+		raw, ok := m[c.key]
+		if !ok {
+			continue
 		}
-		h.IsSeeded = true
+		if string(raw) == "null" || json.Unmarshal(raw, c.to) != nil || *c.to > maxSafe {
+			return refuse("released v%d header %s must be a non-negative safe integer", v, c.key)
+		}
 	}
-	return h, seed, nil
+	h.CreatedAt, h.DelegationDepth = int64(*counts[0].to), int(*counts[1].to)
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{"cwd", &h.Cwd}, {"parentSession", &h.ParentSession}, {"agentPreset", &h.AgentPreset}} {
+		raw, ok := m[f.key]
+		if !ok {
+			continue
+		}
+		if json.Unmarshal(raw, f.to) != nil || raw[0] != '"' {
+			return refuse("released v%d header %s must be a string", v, f.key)
+		}
+	}
+	if raw, ok := m["origin"]; ok {
+		if string(raw) != `"subagent"` {
+			return refuse("released v%d header origin must be \"subagent\"", v)
+		}
+		h.Origin = "subagent"
+	}
+	_, h.IsSeeded = m["seedLength"]
+	return h, *counts[2].to, nil
 }
 
 const maxSafe = 1<<53 - 1

@@ -220,9 +220,9 @@ func TestFormatV0V1Logs(t *testing.T) {
 		t.Fatalf("v0 = %+v, %v", unseeded, err)
 	}
 	for _, bad := range []struct{ log, want string }{
-		{`{"type":"session","version":1,"id":"x","createdAt":5,"isSeeded":false,"delegationDepth":0}`, `v1 header key "isSeeded"`},
-		{`{"type":"session","version":1,"id":"x","createdAt":5}`, `lacks delegationDepth`},
-		{`{"type":"session","version":1,"id":"x","createdAt":5,"seedLength":-1,"delegationDepth":0}`, `seedLength -1`},
+		{`{"type":"session","version":1,"id":"x","createdAt":5,"isSeeded":false,"delegationDepth":0}`, `released v1 physical header has unexpected member "isSeeded"`},
+		{`{"type":"session","version":1,"id":"x","delegationDepth":0}`, `released v1 physical header lacks required member "createdAt"`},
+		{`{"type":"session","version":1,"id":"x","createdAt":5,"seedLength":-1,"delegationDepth":0}`, `released v1 header seedLength must be a non-negative safe integer`},
 		{`{"type":"session","version":1,"id":"x","createdAt":5,"seedLength":3,"delegationDepth":0}`, `seedLength 3 exceeds the log's 0 events`},
 		{`{"type":"session","version":-1,"id":"x","createdAt":5,"delegationDepth":0}`, `log format v-1 is no format`},
 		{`{"type":"session","version":2,"id":"x","createdAt":5,"seedLength":0,"isSeeded":true,"delegationDepth":0}`, `header key "seedLength"`},

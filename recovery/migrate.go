@@ -1,11 +1,11 @@
 package recovery
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/seglog/seglog/event"
 )
@@ -93,7 +93,14 @@ func MigrateV2(id string, events []event.Event) ([]event.Event, error) {
 }
 
 func systemHead(id string, step *event.Event, seq uint64) event.Event {
-	sum := sha256.Sum256([]byte(id + "\x00" + strconv.FormatUint(step.Seq, 10)))
+	// The reference's identity: the SHA-256 of the JSON array
+	// ["session-format-v2-to-v3", <session id>, <anchor seq>, <anchor type>]
+	// (the anchor: the source's first step/start, at its source seq).
+	var key bytes.Buffer
+	enc := json.NewEncoder(&key)
+	enc.SetEscapeHTML(false) // as JSON.stringify writes it
+	enc.Encode([]any{"session-format-v2-to-v3", id, step.Seq, step.Type})
+	sum := sha256.Sum256(bytes.TrimSuffix(key.Bytes(), []byte("\n")))
 	msg := struct {
 		ID      string            `json:"id"`
 		Role    string            `json:"role"`
@@ -107,12 +114,11 @@ func systemHead(id string, step *event.Event, seq uint64) event.Event {
 	}
 	m, _ := json.Marshal(msg)
 	return event.Event{
-		Seq:             seq,
-		Type:            TypeSystemMessage,
-		Time:            step.Time,
-		Data:            object("turn", field(step.Data, "turn"), "step", field(step.Data, "step"), "message", json.RawMessage(m)),
-		SurfaceOp:       json.RawMessage(`"append"`),
-		SourceEventSeqs: []uint64{step.Seq},
+		Seq:       seq,
+		Type:      TypeSystemMessage,
+		Time:      step.Time,
+		Data:      object("turn", field(step.Data, "turn"), "step", field(step.Data, "step"), "message", json.RawMessage(m)),
+		SurfaceOp: json.RawMessage(`"append"`), // the first head cites nothing
 	}
 }
 

@@ -223,7 +223,7 @@ func (c *SurfaceChecker) take(e *event.Event) error {
 		}
 	}
 	if !c.stepSeen {
-		return fail("surface event before the first step/start")
+		return fail("surface before first step: a surface event before the first step/start")
 	}
 	system := e.Type == TypeSystemMessage
 	head := len(c.nodes) > 0 && c.nodes[0].system

@@ -308,19 +308,7 @@ func runImport(w io.Writer, prog *progress, dir, root string, o importOptions) (
 			refuse(path, "filename identifies v%d, but the header identifies v%d", v, log.Header.Version)
 			continue
 		}
-		v3, err := importImage(log)
-		if err != nil {
-			refuse(path, "%v", err)
-			continue
-		}
-		if log.Header.Version == jsonl.Version {
-			if err := checkTypes(catalog, log.Events); err != nil {
-				refuse(path, "%v", err)
-				continue
-			}
-		}
-		// The v3 surface rules, on the log as reads will see it.
-		if err := recovery.NewSurfaceChecker(catalog).Check(v3...); err != nil {
+		if _, err := importCheck(catalog, log); err != nil {
 			refuse(path, "%v", err)
 			continue
 		}
@@ -358,7 +346,26 @@ func runImport(w io.Writer, prog *progress, dir, root string, o importOptions) (
 	return rep, printImport(w, rep, o.asJSON, true)
 }
 
-// fileVersion is the format version a log's file name identifies.
+// importCheck prepares a parsed log for the store (importImage) and
+// refuses what the reference refuses of it: its migration's refusals, a
+// type outside catalog in a v3 log, and the v3 surface rules on the log
+// as reads will see it. It returns that log (v3).
+func importCheck(catalog *event.Catalog, log *jsonl.Log) ([]event.Event, error) {
+	v3, err := importImage(log)
+	if err != nil {
+		return nil, err
+	}
+	if log.Header.Version == jsonl.Version {
+		if err := checkTypes(catalog, log.Events); err != nil {
+			return nil, err
+		}
+	}
+	if err := recovery.NewSurfaceChecker(catalog).Check(v3...); err != nil {
+		return nil, err
+	}
+	return v3, nil
+}
+
 // importImage prepares a log of an older format for the store and returns
 // the log as reads will see it (v3), refusing now what its migration
 // would. A v1 or v2 log is stored as it is (the engine reads it migrated,
@@ -385,6 +392,7 @@ func importImage(log *jsonl.Log) ([]event.Event, error) {
 	return v3, err
 }
 
+// fileVersion is the format version a log's file name identifies.
 func fileVersion(path string) int {
 	var v int
 	fmt.Sscanf(filepath.Base(path), "session.v%d.", &v)

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/jsonl"
+	"github.com/seglog/seglog/store"
+)
+
+// refHead is the id the reference's v2 → v3 edge gives the empty system
+// head it inserts after the first step/start (seq: that step/start's).
+func refHead(id string, seq int) string {
+	key, _ := json.Marshal([]any{"session-format-v2-to-v3", id, seq, "step/start"})
+	sum := sha256.Sum256(key)
+	return "v2-to-v3-system-" + hex.EncodeToString(sum[:])
+}
+
+// importOne takes one raw log through what import does before it stores
+// it: parse, migrate (importCheck), and the header rules Create applies.
+func importOne(raw string) (store.Header, []event.Event, error) {
+	log, err := jsonl.Parse([]byte(raw), false)
+	if err != nil {
+		return store.Header{}, nil, err
+	}
+	v3, err := importCheck(event.NewCatalog(), log)
+	if err != nil {
+		return store.Header{}, nil, err
+	}
+	var opts []store.CreateOption
+	if log.Header.IsSeeded {
+		opts = append(opts, store.Inherited(log.Inherited))
+	}
+	h, _, err := store.PrepareHeader(log.Header, opts...)
+	return h, v3, err
+}
+
+const (
+	v0Head  = `{"type":"session","version":0,"id":"r","createdAt":1,"cwd":"/w","delegationDepth":0}`
+	v0Turn1 = `{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}
+{"type":"step/start","seq":1,"time":11,"data":{"turn":1,"step":1}}
+{"type":"user/message","seq":2,"time":12,"data":{"id":"u1","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}
+{"type":"step/end","seq":3,"time":13,"data":{"turn":1,"step":1}}
+{"type":"turn/end","seq":4,"time":14,"data":{"turn":1,"reason":{"kind":"completed"}}}`
+)
+
+// TestImportReferenceCases is the reference's cases for older logs (its
+// jsonl.spec and coordinator contract, REFERENCE-cases J and K), as a
+// table: a raw log, and what import makes of it (the migrated log's types
+// and facts, or the refusal with the reference's reason).
+func TestImportReferenceCases(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		log    string
+		refuse string                                                   // a fragment of the refusal; "" = imported
+		check  func(t *testing.T, h store.Header, evs []event.Event) // of an imported log
+	}{
+		{name: "J43 v0 header without type", log: `{"version":0,"id":"r"}`,
+			refuse: `released v0 physical header lacks required member "type"`},
+		{name: "v0 header with an unknown member", log: `{"type":"session","version":0,"id":"r","createdAt":1,"delegationDepth":0,"sandboxMode":"x"}`,
+			refuse: `released v0 physical header has unexpected member "sandboxMode"`},
+		{name: "v0 header createdAt 1.5", log: `{"type":"session","version":0,"id":"r","createdAt":1.5,"delegationDepth":0}`,
+			refuse: `released v0 header createdAt must be a non-negative safe integer`},
+		{name: "v0 header delegationDepth -1", log: `{"type":"session","version":0,"id":"r","createdAt":1,"delegationDepth":-1}`,
+			refuse: `released v0 header delegationDepth must be a non-negative safe integer`},
+		{name: "v0 header origin other than subagent", log: `{"type":"session","version":0,"id":"r","createdAt":1,"origin":"x","delegationDepth":0}`,
+			refuse: `released v0 header origin must be "subagent"`},
+		{name: "v0 header id not a string", log: `{"type":"session","version":0,"id":7,"createdAt":1,"delegationDepth":0}`,
+			refuse: `released v0 header id must be a string`},
+		{name: "K36 version -1", log: `{"type":"session","version":-1,"id":"r","createdAt":1,"delegationDepth":0}`,
+			refuse: `log format v-1 is no format`},
+		{name: "v0 header relative cwd", log: `{"type":"session","version":0,"id":"r","createdAt":1,"cwd":"w","delegationDepth":0}`,
+			refuse: `absolute`},
+		{name: "issue 38: v0 header without delegationDepth reads as depth 0",
+			log: `{"type":"session","version":0,"id":"r","createdAt":1,"cwd":"/w"}` + "\n" + v0Turn1,
+			check: func(t *testing.T, h store.Header, evs []event.Event) {
+				if h.DelegationDepth != 0 || h.Version != 1 || len(evs) != 6 { // stored as v1, read migrated
+					t.Errorf("header %+v, %d events", h, len(evs))
+				}
+			}},
+		{name: "J24/J35 v0 one turn: system head after the first step/start, later seqs shift by one",
+			log: v0Head + "\n" + v0Turn1,
+			check: func(t *testing.T, h store.Header, evs []event.Event) {
+				wantTypes(t, evs, "turn/start", "step/start", "system/message", "user/message", "step/end", "turn/end")
+				head := evs[2]
+				var d struct {
+					Turn, Step int
+					Message    struct {
+						ID      string
+						Role    string
+						Source  map[string]string
+						Content []any
+					}
+				}
+				json.Unmarshal(head.Data, &d)
+				if head.Seq != 2 || head.Time != 11 || string(head.SurfaceOp) != `"append"` || head.SourceEventSeqs != nil || d.Message.ID != refHead("r", 1) ||
+					d.Message.Role != "system" || d.Message.Source["plugin"] != "@deepseek-ai/dsh-system-prompt" || len(d.Message.Content) != 0 || d.Turn != 1 || d.Step != 1 {
+					t.Errorf("system head = %+v %s", head, head.Data)
+				}
+				if evs[5].Seq != 5 || h.DelegationDepth != 0 || h.Cwd != "/w" {
+					t.Errorf("last event %+v, header %+v", evs[5], h)
+				}
+			}},
+		{name: "J48 v0 unknown type, even ignorable",
+			log:    v0Head + "\n" + `{"type":"external/info","seq":0,"time":1,"data":{},"ignorable":true}`,
+			refuse: `unknown historical event type "external/info" at seq 0`},
+		{name: "J30 v0 surface before the first step",
+			log: v0Head + "\n" + `{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}
+{"type":"user/message","seq":1,"time":12,"data":{"id":"u1","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}`,
+			refuse: `surface before first step`},
+		{name: "J22 v0 request/header reason fallback",
+			log: v0Head + "\n" + `{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}
+{"type":"step/start","seq":1,"time":11,"data":{"turn":1,"step":1}}
+{"type":"request/header","seq":2,"time":12,"data":{"turn":1,"step":1,"reason":"fallback","header":{}}}`,
+			refuse: `unsupported request/header reason "fallback"`},
+		{name: "J21 v0 request/header-delta",
+			log:    v0Head + "\n" + `{"type":"request/header-delta","seq":0,"time":10,"data":{}}`,
+			refuse: `unsupported legacy request/header-delta event`},
+		{name: "K9/K10 pre-identity and pre-react-loop v0 logs",
+			log: v0Head + "\n" + `{"type":"turn/start","seq":0,"time":10,"data":{"turn":1,"trigger":{"kind":"user"}}}
+{"type":"step/start","seq":1,"time":11,"data":{"turn":1,"step":1}}
+{"type":"steering/message","seq":2,"time":12,"data":{"turn":1,"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}
+{"type":"step/end","seq":3,"time":13,"data":{"turn":1,"step":1}}
+{"type":"turn/end","seq":4,"time":14,"data":{"turn":1,"reason":{"kind":"disposed"}}}`,
+			check: func(t *testing.T, h store.Header, evs []event.Event) {
+				wantTypes(t, evs, "turn/start", "step/start", "system/message", "user/message", "step/end", "turn/end")
+				if string(evs[0].Data) != `{"turn":1}` || !strings.Contains(string(evs[3].Data), `"id":"legacy-message:r:2"`) ||
+					!strings.Contains(string(evs[5].Data), `{"kind":"aborted","reason":{"kind":"disposed"}}`) {
+					t.Errorf("turn/start %s, user/message %s, turn/end %s", evs[0].Data, evs[3].Data, evs[5].Data)
+				}
+			}},
+		{name: "J32 v1 packed chunk rows",
+			log: `{"type":"session","version":1,"id":"r","createdAt":1,"delegationDepth":0}
+{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}
+{"type":"step/start","seq":1,"time":11,"data":{"turn":1,"step":1}}
+{"type":"user/message","seq":2,"time":12,"data":{"id":"u1","role":"user","content":[{"type":"text","text":"q"}],"source":{"kind":"user"}},"surfaceOp":"append"}
+{"type":"text-chunks","seq0":3,"time0":13,"data":{"turn":1,"step":1,"index":0,"dt":[1],"texts":["he","llo"]}}
+{"type":"assistant/chunk","seq":5,"time":15,"data":{"turn":1,"step":1,"chunk":{"type":"finish","reason":{"kind":"stop"}}}}
+{"type":"assistant/message","seq":6,"time":16,"data":{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","content":[{"type":"text","text":"hello"}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append","sourceEventSeqs":[3,4,5]}
+{"type":"step/end","seq":7,"time":17,"data":{"turn":1,"step":1}}
+{"type":"turn/end","seq":8,"time":18,"data":{"turn":1,"reason":{"kind":"completed"}}}`,
+			check: func(t *testing.T, h store.Header, evs []event.Event) {
+				wantTypes(t, evs, "turn/start", "step/start", "system/message", "user/message", "assistant/message", "step/end", "turn/end")
+				if !strings.Contains(string(evs[4].Data), `"text":"hello"`) || !strings.Contains(string(evs[4].Data), `"text-chunks"`) {
+					t.Errorf("assistant/message %s", evs[4].Data)
+				}
+			}},
+		{name: "J31 v2 replace envelope",
+			log: `{"type":"session","version":2,"id":"r","createdAt":1,"isSeeded":false,"delegationDepth":0}
+{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}
+{"type":"step/start","seq":1,"time":2,"data":{"turn":1,"step":1}}
+{"type":"user/message","seq":2,"time":3,"data":{"id":"original","role":"user","content":[{"type":"text","text":"question"}],"source":{"kind":"user"}},"surfaceOp":"append"}
+{"type":"user/message","seq":3,"time":4,"data":{"id":"summary","role":"user","content":[{"type":"text","text":"question"}],"source":{"kind":"user"}},"surfaceOp":{"op":"replace","start":2,"end":2},"sourceEventSeqs":[2]}
+{"type":"step/end","seq":4,"time":5,"data":{"turn":1,"step":1}}
+{"type":"turn/end","seq":5,"time":6,"data":{"turn":1,"reason":{"kind":"completed"}}}`,
+			check: func(t *testing.T, h store.Header, evs []event.Event) {
+				wantTypes(t, evs, "turn/start", "step/start", "system/message", "user/message", "user/message", "step/end", "turn/end")
+				if e := evs[4]; e.Seq != 4 || string(e.SurfaceOp) != `{"op":"replace","startSeq":3,"endSeq":3}` || fmt.Sprint(e.SourceEventSeqs) != "[3]" {
+					t.Errorf("events[4] = %+v, surfaceOp %s", e, e.SurfaceOp)
+				}
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, evs, err := importOne(c.log + "\n")
+			if c.refuse != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refuse) {
+					t.Fatalf("import = %v, want a refusal with %q", err, c.refuse)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("import refused: %v", err)
+			}
+			c.check(t, h, evs)
+		})
+	}
+}
+
+func wantTypes(t *testing.T, evs []event.Event, types ...string) {
+	t.Helper()
+	var got []string
+	for i, e := range evs {
+		got = append(got, e.Type)
+		if e.Seq != uint64(i) {
+			t.Errorf("event %d has seq %d", i, e.Seq)
+		}
+	}
+	if strings.Join(got, " ") != strings.Join(types, " ") {
+		t.Errorf("types %v, want %v", got, types)
+	}
+}
