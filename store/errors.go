@@ -54,10 +54,11 @@ var (
 	// ErrSeed: a stored seeded session without its inherited end-seed
 	// marker at the inherited count, or an unseeded one with such a marker.
 	ErrSeed = errors.New("bad seed marker")
-	// ErrMigrationRequired: Open(id, Write) of a session stored in an
-	// older supported format (Snapshot.FormatStatus is
-	// FormatMigrationRequired). DB.Migrate upgrades it; read handles see
-	// it migrated, in memory.
+	// ErrMigrationRequired: Copy of a session stored in an older
+	// supported format (Snapshot.FormatStatus is FormatMigrationRequired),
+	// which it copies only as stored. DB.Migrate upgrades it, and so does
+	// a write open (Open(id, Write), Resume), which migrates such a
+	// session in place by itself; read handles see it migrated, in memory.
 	ErrMigrationRequired = errors.New("is stored in an older format: migrate it first (DB.Migrate, seglog migrate)")
 	// ErrRevisionMismatch: Delete with IfRevision of a session whose
 	// revision is no longer the one named (a host wrote it since, or it

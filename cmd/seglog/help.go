@@ -147,7 +147,8 @@ Progress: on a terminal, a bar of the sessions; nothing elsewhere.`,
 	"migrate": {`Upgrade the sessions named, or with --all every session ls shows as migration-required,
 from an older format (v1, v2) to the current one (v3), as the reference migrates them.
 Prints each one's versions, events before and after, and its new revision; a session
-already current is left as it is.`,
+already current is left as it is. Not required before writing: a host's write open (Open
+for write, Resume) migrates such a session by itself; migrate does it ahead of time.`,
 		[3]string{"every session migrated (or already current)", "a session not found, or a failure: migrate stops there, the sessions before it are migrated", "neither ids nor --all, or both"}},
 
 	"copy": {`Copy sessions from one store to another: from --from (default --dir) to --to, each a
