@@ -123,9 +123,16 @@ func (db *DB) Migrate(ctx context.Context, id string) (store.Snapshot, error) {
 // or nil if the session is already in the current format. A refusal
 // (an event the migration or the catalog refuses) changes nothing.
 func (db *DB) migrateLeased(ctx context.Context, id, op string) (*session, error) {
-	if err := db.lockOpen(ctx); err != nil {
+	// (lockOpen's work, inline: through lockOpen, internal/lint's lock
+	// analysis took migrateLeased for a function that returns holding
+	// db.mu.)
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := db.catchUp(); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
 	old, err := db.lookup(id, op)
 	if err != nil {
 		db.mu.Unlock()
