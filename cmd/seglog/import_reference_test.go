@@ -57,7 +57,7 @@ func TestImportReferenceCases(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		log    string
-		refuse string                                                   // a fragment of the refusal; "" = imported
+		refuse string                                                // a fragment of the refusal; "" = imported
 		check  func(t *testing.T, h store.Header, evs []event.Event) // of an imported log
 	}{
 		{name: "J43 v0 header without type", log: `{"version":0,"id":"r"}`,
