@@ -221,8 +221,8 @@ func parseHeader(line []byte) (store.Header, uint64, error) {
 // and delegationDepth non-negative safe integers; cwd, parentSession and
 // agentPreset strings; origin "subagent". One leniency: a header without
 // delegationDepth (logs of hosts that left it out when it was 0) reads as
-// depth 0, the header's default, where the reference's v0/v1 codec
-// requires the member.
+// depth 0, the header's default (the reference's SessionHeader's), though
+// the reference's released-header codec lists the member as required.
 func parseLegacyHeader(line []byte, m map[string]json.RawMessage, v int) (store.Header, uint64, error) {
 	label := fmt.Sprintf("released v%d physical header", v)
 	refuse := func(format string, args ...any) (store.Header, uint64, error) {
