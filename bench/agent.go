@@ -86,29 +86,87 @@ func (j *jsonlHost) Create(_ context.Context, i int) (HostSession, error) {
 		return nil, err
 	}
 	j.written.Add(int64(len(jsonl.HeaderLine(jsonlHeader(AgentSessionID(i))))))
-	return &jsonlHostSession{s, &j.written}, nil
+	return &jsonlHostSession{s: s, written: &j.written}, nil
 }
 
 func (j *jsonlHost) Written(context.Context) (int64, error) { return j.written.Load(), nil }
 func (j *jsonlHost) Close() error                           { return nil }
 
+// jsonlHostSession is a session of the reference model with the
+// reference's write-behind: what is handed over is written and
+// fdatasynced at the end of a window of ReferenceWindow from the first
+// event after the last write (the reference drains each 200 ms batch to
+// its file and fsyncs it), or at a Flush, whichever comes first: the same
+// promise as seglog's durability window.
 type jsonlHostSession struct {
-	*jsonlSession
+	mu      sync.Mutex
+	s       *jsonlSession
 	written *atomic.Int64
+	timer   *time.Timer // the window's, armed by the first event after a write
+	err     error       // a failed window write, returned by the next Flush
 }
 
-// Enqueue buffers, as Append does: the reference writes at a flush.
+// ReferenceWindow is the reference's write-behind window.
+const ReferenceWindow = 200 * time.Millisecond
+
+// Append and Enqueue buffer the lines and arm the window.
+func (s *jsonlHostSession) Append(_ context.Context, evs ...event.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.s.Append(context.Background(), evs...)
+	if s.timer == nil {
+		s.timer = time.AfterFunc(ReferenceWindow, s.windowEnd)
+	}
+	return nil
+}
+
 func (s *jsonlHostSession) Enqueue(evs ...event.Event) error {
-	return s.jsonlSession.Append(context.Background(), evs...)
+	return s.Append(context.Background(), evs...)
 }
 
-func (s *jsonlHostSession) Flush(ctx context.Context) error {
-	n := len(s.pending)
-	if err := s.jsonlSession.Flush(ctx); err != nil {
+// windowEnd writes and fdatasyncs what the window gathered.
+func (s *jsonlHostSession) windowEnd() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer == nil {
+		return // a Flush took the window's events
+	}
+	s.timer = nil
+	if err := s.flushLocked(); err != nil && s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *jsonlHostSession) flushLocked() error {
+	n := len(s.s.pending)
+	if err := s.s.Flush(context.Background()); err != nil {
 		return err
 	}
 	s.written.Add(int64(n))
 	return nil
+}
+
+func (s *jsonlHostSession) Flush(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	if err := s.err; err != nil {
+		return err
+	}
+	return s.flushLocked()
+}
+
+func (s *jsonlHostSession) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	return s.s.Close()
 }
 
 func openHost(c Config) (HostStore, error) {

@@ -20,7 +20,8 @@
 // lines (the reference's encoding), whose quotient WrittenPerRaw is the
 // compression ratio; and the heap each session adds (open, then idle).
 // It runs on the local engine, on the reference model (a JSONL file per
-// session, written and fdatasynced at each flush: Config.Backend "jsonl")
+// session, written and fdatasynced at each flush and at the end of each
+// 200 ms write-behind window, as the reference does: Config.Backend "jsonl")
 // or on any HostStore (bench/peers runs it on its peers).
 //
 // MeasureRatios and Regressions are the regression guard's (bench/cmd/regress,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/seglog/seglog/bench"
 	"github.com/seglog/seglog/event"
@@ -14,9 +15,12 @@ import (
 // with its defaults, written as a host writes it: the streamed deltas
 // through Enqueue, the other events through Append, a Flush at each
 // turn's end. A peer has no write-behind of its own: the harness keeps a
-// session's events until the turn's end and hands them over as one
+// session's events until the turn's end or the end of the reference's
+// 200 ms window, whichever comes first, and hands them over as one
 // durable batch (Store.Append with sync), as the reference model does
-// (bench/jsonlref.go); a Serial peer's batches go one at a time. A peer's
+// (bench/agent.go): every store in S5 keeps seglog's promise, durable
+// within the window without a flush. A Serial peer's batches go one at a
+// time. A peer's
 // bytes written are its files' size after the last flush; before Close
 // every session is replayed and must hold every event flushed to it.
 
@@ -100,20 +104,62 @@ func (h *peerHost) Close() error {
 	return st.Close()
 }
 
+// peerSession is a session a peer writes: its events are kept until the
+// turn's end (Flush) or the end of the reference's write-behind window
+// (bench.ReferenceWindow, from the first event after the last write),
+// whichever comes first, and handed over as one durable batch: the
+// promise seglog's durability window makes.
 type peerSession struct {
 	h       *peerHost
 	i       int
+	mu      sync.Mutex
 	pending []event.Event
+	timer   *time.Timer
+	err     error // a failed window's, returned by the next Flush
 }
 
 func (s *peerSession) Enqueue(evs ...event.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.pending = append(s.pending, evs...)
+	if s.timer == nil {
+		s.timer = time.AfterFunc(bench.ReferenceWindow, s.windowEnd)
+	}
 	return nil
 }
 
 func (s *peerSession) Append(_ context.Context, evs ...event.Event) error { return s.Enqueue(evs...) }
 
+func (s *peerSession) windowEnd() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer == nil {
+		return // a Flush took the window's events
+	}
+	s.timer = nil
+	if err := s.writeLocked(); err != nil && s.err == nil {
+		s.err = err
+	}
+}
+
 func (s *peerSession) Flush(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+	if s.err != nil {
+		return s.err
+	}
+	return s.writeLocked()
+}
+
+func (s *peerSession) stopLocked() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+}
+
+func (s *peerSession) writeLocked() error {
 	if len(s.pending) == 0 {
 		return nil
 	}
@@ -131,4 +177,9 @@ func (s *peerSession) Flush(context.Context) error {
 	return nil
 }
 
-func (s *peerSession) Close() error { return nil }
+func (s *peerSession) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+	return nil
+}
