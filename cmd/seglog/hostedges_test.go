@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +113,36 @@ func TestHelpImportEncodedID(t *testing.T) {
 	out, code = cli(t, "import", root, "--dir", dir)
 	if code != 1 || !strings.Contains(out, "its directory is named agent~002F7~0020~00FC") {
 		t.Errorf("import under a wrong name: exit %d\n%s", code, out)
+	}
+}
+
+// A session a host holds is refused naming the holder: its pid, its
+// machine and since when, not only "already owned".
+func TestHeldSessionNamesItsHolder(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := enginetest.OpenStore(t, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, store.Header{ID: "held", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Append(ctx, testgen.Events(0, 2, 50)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	for _, args := range [][]string{{"delete", "held"}, {"migrate", "held"}} {
+		_, errOut, code := cliSplit(t, append(args, "--dir", dir)...)
+		want := fmt.Sprintf(`seglog: session "held" already owned by an active write handle (process %d on host %q since `, os.Getpid(), host)
+		if code != 1 || !strings.HasPrefix(errOut, want) || !strings.HasSuffix(errOut, "Z)\n") {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant it to start %s", args, code, errOut, want)
+		}
 	}
 }
