@@ -98,7 +98,9 @@ compression (omitted without events), and error if the file did not open or scan
 		[3]string{"listed", "a segment file did not open or scan (listed, with the others), or no store in --dir", "an argument, or an unknown flag"}},
 
 	"tail": {`Print the last -n events of session <id> as JSON lines; with -f, keep printing the events
-written after them, by this or any other process, until interrupted (Ctrl-C). The session
+written after them, by this or any other process, until interrupted (Ctrl-C). The last -n
+are printed at once; then each flush as it is made durable. Only flushed events are shown
+(an event in a write-behind window shows once its window ends). The session
 must exist: tail follows a session, it does not wait for one to appear.`,
 		[3]string{"printed (-f: until interrupted)", "no such session (never made, or deleted), no store in --dir, or damaged data", "no <id> or more than one, a bad -n"}},
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
@@ -144,5 +145,66 @@ func TestHeldSessionNamesItsHolder(t *testing.T) {
 		if code != 1 || !strings.HasPrefix(errOut, want) || !strings.HasSuffix(errOut, "Z)\n") {
 			t.Errorf("%v: exit %d, stderr:\n%s\nwant it to start %s", args, code, errOut, want)
 		}
+	}
+}
+
+// tail -f prints its backlog at once, before it waits for anything: here
+// the writer holds the session open and writes nothing more, so a tail
+// that waited for a write, a window or a poll of the writer before its
+// first print would print nothing (the deadline only bounds the hang).
+// Then it follows what is flushed.
+func TestTailFollowPrintsBacklogFirst(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := enginetest.OpenStore(t, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, store.Header{ID: "live", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Append(ctx, testgen.Events(0, 50, 100)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// And one enqueued, in a window that has not ended: not durable, not
+	// shown (tail prints only what is flushed), and not waited for.
+	if err := h.Enqueue(testgen.Events(50, 1, 100)...); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runTail(tctx, &out, dir, "live", 10, true) }()
+	waitLines := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for strings.Count(out.String(), "\n") < n && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if got := strings.Count(out.String(), "\n"); got < n {
+			t.Fatalf("tail -f printed %d lines, want %d:\n%s", got, n, out.String())
+		}
+	}
+	waitLines(10)
+	if !strings.HasPrefix(out.String(), `{"seq":40,`) {
+		t.Errorf("backlog does not start at seq 40:\n%s", out.String())
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitLines(11)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 11 || !strings.HasPrefix(lines[10], `{"seq":50,`) {
+		t.Errorf("tail -f after the flush:\n%s", out.String())
 	}
 }
