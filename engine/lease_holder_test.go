@@ -80,7 +80,7 @@ func TestOwnedErrorNamesTheHolder(t *testing.T) {
 }
 
 // A holder that did not record itself (its write failed) is refused as
-// not recorded; a record that a dead process left is removed by the first
+// not recorded (by its own DB: as this process); a record that a dead process left is removed by the first
 // process that opens the store again.
 func TestOwnedErrorWithoutRecord(t *testing.T) {
 	ctx := context.Background()
@@ -101,6 +101,9 @@ func TestOwnedErrorWithoutRecord(t *testing.T) {
 	if !errors.As(err, &o) || o.PID != 0 || o.Host != "" || !o.Since.IsZero() || !strings.Contains(err.Error(), "its holder is not recorded") {
 		t.Errorf("open of a session whose holder left no record: %v (%+v)", err, o)
 	}
+	// The holder's own DB knows the holder is this process, record or not.
+	_, err = w1.Open(ctx, "s", store.Write)
+	wantOwner(t, "open for write in the holder's DB, no record", err, time.Time{}, time.Time{})
 	h.Close()
 	w1.Close()
 	w2.Close()
