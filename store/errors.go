@@ -26,7 +26,8 @@ var (
 	ErrSessionNotFound = errors.New("not found")
 	// ErrAlreadyOwned: Open(id, Write), Resume or Delete while a write
 	// handle (or the creator), of this store or another, holds the
-	// session.
+	// session; the error is then a *OwnedError naming the holder where
+	// the backend knows it.
 	ErrAlreadyOwned = handle.ErrAlreadyOwned
 	// ErrOwnershipLost: a write through a handle whose lease was revoked
 	// (the store was closed). A stale handle can never write; its Close
