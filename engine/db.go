@@ -46,6 +46,9 @@ type DB struct {
 	dict  *dict.Trainer
 
 	owners handle.Owners
+	// leaseWarned: a lease's holder record could not be written, and
+	// Options.Logger was told (once)
+	leaseWarned atomic.Bool
 
 	// The DB's locks, outermost first (doc.go, "Lock order", has the
 	// others between them): each groups what it guards.
@@ -483,7 +486,7 @@ func (db *DB) Open(ctx context.Context, id string, access store.Access) (*Handle
 	lease, err := db.acquire(id)
 	if err != nil {
 		db.mu.Lock()
-		return nil, sessionErr(id, "open", store.ErrAlreadyOwned)
+		return nil, sessionErr(id, "open", ownedKind(err))
 	}
 	// Under the lease, everything other processes placed: the session
 	// continues after its last event, whoever wrote it.
@@ -685,7 +688,7 @@ func (db *DB) Delete(ctx context.Context, id string, opts ...store.DeleteOption)
 	db.mu.Unlock()
 	lease, err := db.acquire(id)
 	if err != nil {
-		return sessionErr(id, "delete", store.ErrAlreadyOwned)
+		return sessionErr(id, "delete", ownedKind(err))
 	}
 	defer lease.Release()
 	if err := db.catchUpAll(id); err != nil {

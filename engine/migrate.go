@@ -98,7 +98,7 @@ func (db *DB) Migrate(ctx context.Context, id string) (store.Snapshot, error) {
 	// its last writer left it.
 	lease, err := db.acquire(id)
 	if err != nil {
-		return store.Snapshot{}, sessionErr(id, "migrate", store.ErrAlreadyOwned)
+		return store.Snapshot{}, sessionErr(id, "migrate", ownedKind(err))
 	}
 	defer lease.Release()
 	if err := db.catchUpAll(id); err != nil {

@@ -455,6 +455,10 @@ func (db *DB) carryOut() error {
 			return fmt.Errorf("engine: quarantining %s: %w", q.path, err)
 		}
 	}
+	if db.shared.First() && db.shared.Writes() {
+		// No process holds a lease: a record left is a dead holder's.
+		db.removeLeaseRecords()
+	}
 	drop := db.rec.drop
 	if !db.shared.First() {
 		// Readers have the store open: a file they may be about to open

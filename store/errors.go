@@ -3,6 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
@@ -23,7 +26,8 @@ var (
 	ErrSessionNotFound = errors.New("not found")
 	// ErrAlreadyOwned: Open(id, Write), Resume or Delete while a write
 	// handle (or the creator), of this store or another, holds the
-	// session.
+	// session; the error is then a *OwnedError naming the holder where
+	// the backend knows it.
 	ErrAlreadyOwned = handle.ErrAlreadyOwned
 	// ErrOwnershipLost: a write through a handle whose lease was revoked
 	// (the store was closed). A stale handle can never write; its Close
@@ -95,6 +99,9 @@ type SessionError struct {
 }
 
 func (e *SessionError) Error() string {
+	if _, ok := e.Err.(*OwnedError); ok {
+		return fmt.Sprintf("engine: session %q %v", e.ID, e.Err)
+	}
 	switch e.Err {
 	case ErrSessionExists, ErrSessionNotFound, ErrAlreadyOwned:
 		return fmt.Sprintf("engine: session %q %v", e.ID, e.Err)
@@ -109,6 +116,42 @@ func (e *SessionError) Error() string {
 func (e *SessionError) Unwrap() error { return e.Err }
 
 func sessionErr(id, op string, err error) error { return &SessionError{ID: id, Op: op, Err: err} }
+
+// OwnedError is the ErrAlreadyOwned of a session whose write lease
+// another write handle holds, of this process or another
+// (errors.Is(err, ErrAlreadyOwned); Open(id, Write), Resume, Delete and
+// Migrate return it in a *SessionError naming the session), with what the
+// holder recorded of itself when it took the lease. A field the store
+// does not know is zero: a holder that took the lease a moment ago may
+// not have recorded itself yet, and a backend may record less (a
+// JetStream lease names its holding store's Host, as Host, and nothing
+// else).
+type OwnedError struct {
+	PID   int       // the holding process's id; 0 if not known
+	Host  string    // the machine it runs on (os.Hostname; JetStream: the store's Host option); "" if not known
+	Since time.Time // when it took the lease; zero if not known
+}
+
+func (e *OwnedError) Error() string {
+	msg := strings.TrimPrefix(ErrAlreadyOwned.Error(), "handle: ")
+	var who []string
+	if e.PID > 0 {
+		who = append(who, fmt.Sprintf("process %d", e.PID))
+	}
+	if e.Host != "" {
+		who = append(who, "on host "+strconv.Quote(e.Host))
+	}
+	if !e.Since.IsZero() {
+		who = append(who, "since "+e.Since.UTC().Format("2006-01-02T15:04:05.000Z"))
+	}
+	if len(who) == 0 {
+		return msg + " (its holder is not recorded)"
+	}
+	return msg + " (" + strings.Join(who, " ") + ")"
+}
+
+// Unwrap returns ErrAlreadyOwned.
+func (e *OwnedError) Unwrap() error { return ErrAlreadyOwned }
 
 // DroppedError is what Close of a write handle returns (in a
 // *SessionError naming the session, op "close") when the handle had lost

@@ -215,7 +215,8 @@ func (st *Store) hostLease(ctx context.Context) (*liveness, error) {
 }
 
 // acquireLease takes the write lease of session id, or returns
-// store.ErrAlreadyOwned. The caller holds the session's local lease.
+// store.ErrAlreadyOwned (a *store.OwnedError naming the holder's Host where
+// its record says). The caller holds the session's local lease.
 func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 	ctx, cancel := st.rctx(ctx)
 	defer cancel()
@@ -254,7 +255,11 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 			return nil, fmt.Errorf("lease: %w", err)
 		}
 		if !take {
-			return nil, store.ErrAlreadyOwned
+			// Its holder, as the record names it (store.OwnedError: the
+			// holding store's Host; nothing else is recorded).
+			var v leaseValue
+			json.Unmarshal(cur, &v)
+			return nil, &store.OwnedError{Host: v.Host}
 		}
 		expect = rev
 	}

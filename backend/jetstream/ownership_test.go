@@ -51,8 +51,10 @@ func TestTwoHosts(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Open(ctx, "s", store.Write); !errors.Is(err, store.ErrAlreadyOwned) {
-		t.Errorf("write open on host b: %v, want ErrAlreadyOwned", err)
+	_, err = b.Open(ctx, "s", store.Write)
+	var owned *store.OwnedError
+	if !errors.Is(err, store.ErrAlreadyOwned) || !errors.As(err, &owned) || owned.Host != "host-a" || !strings.Contains(err.Error(), `on host "host-a"`) {
+		t.Errorf("write open on host b: %v, want ErrAlreadyOwned naming host-a", err)
 	}
 	r, err := b.Open(ctx, "s", store.Read)
 	if err != nil {

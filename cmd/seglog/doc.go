@@ -25,6 +25,7 @@
 //	seglog ls [--sort updated]         list sessions: id, events, bytes, updated time, revision, format status, title
 //	seglog stats                       store totals: sessions, events, bytes, segments
 //	seglog cat [--balanced] ID         print a session's events as JSON lines (--balanced: with the closers of an open turn)
+//	seglog inspect ID                  a session's events and the closers a resume would append to its open turn (cat --balanced)
 //	seglog segments                    list segment files, their live share and compression
 //	seglog tail [-n N] [-f] ID         print a session's last events; -f follows new ones
 //	seglog delete ID...                delete sessions (compaction reclaims the bytes)
@@ -70,6 +71,7 @@
 //	ls        1: no store, or it could not be read
 //	stats     1: no store, or it could not be read
 //	cat       1: no such session, no store, damaged data
+//	inspect   1: no such session, no store, damaged data
 //	segments  1: a segment file did not open or scan (listed with the others), no store
 //	tail      1: no such session, no store, damaged data (an interrupted -f is 0)
 //	delete    1: a session not found or failed; the ones before it are deleted

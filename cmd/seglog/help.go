@@ -78,6 +78,14 @@ type, a retired shape) is printed as stored and flagged on stderr. --balanced en
 turn with the closers a resume would append: shown, not stored, flagged on stderr.`,
 		[3]string{"printed", "no such session, no store in --dir, or damaged data", "no <id> or more than one, a negative --from, a bad --n"}},
 
+	"inspect": {`Print the events of session <id> as JSON lines, as cat does, and after them, if its last
+turn is open (a crash cut it), the closers a resume would append: a tool/result for each
+call still pending, a step/end, a turn/end with reason interrupted. The closers are shown,
+not stored, and flagged on stderr with their seqs; nothing is written and no lease is
+taken, so it runs beside a host that writes the session. The same as cat --balanced;
+--from and --n select from the whole, closers included.`,
+		[3]string{"printed", "no such session, no store in --dir, or damaged data", "no <id> or more than one, a negative --from, a bad --n"}},
+
 	"segments": {`List the store's segment files, a line each: ID, GEN (generation), FILE BYTES, USED (the
 bytes up to the last frame), SEALED, FRAMES and EVENTS (of the events frames), LIVE (the
 share of the used bytes that the sessions still need; - if the store does not open) and
@@ -90,7 +98,9 @@ compression (omitted without events), and error if the file did not open or scan
 		[3]string{"listed", "a segment file did not open or scan (listed, with the others), or no store in --dir", "an argument, or an unknown flag"}},
 
 	"tail": {`Print the last -n events of session <id> as JSON lines; with -f, keep printing the events
-written after them, by this or any other process, until interrupted (Ctrl-C). The session
+written after them, by this or any other process, until interrupted (Ctrl-C). The last -n
+are printed at once; then each flush as it is made durable. Only flushed events are shown
+(an event in a write-behind window shows once its window ends). The session
 must exist: tail follows a session, it does not wait for one to appear.`,
 		[3]string{"printed (-f: until interrupted)", "no such session (never made, or deleted), no store in --dir, or damaged data", "no <id> or more than one, a bad -n"}},
 
@@ -117,6 +127,14 @@ types, the v3 surface rules); a log that fails is refused and listed with the re
 ("refused: <path>: <reason>"), and the others are imported. --register names event types
 beyond the default catalog (a host's own: acme/deploy, acme/*), recorded in the store.
 Prints the sessions and events imported, and the rate.
+
+A session's ID is its header's "id"; its directory name must be that ID encoded as the
+reference encodes it (a log under another name is refused): letters, digits, '.', '_' and
+'-' stay as they are, and every other UTF-16 code unit becomes '~' and its four upper-case
+hex digits ("agent/7 ü" is agent~002F7~0020~00FC, an emoji two units: ~D83D~DE00); "." and
+".." are ~002E and ~002E~002E. <project> is _no-cwd for a session without a cwd, else
+--<slug>-- of its cwd (lossy: only the directory name identifies the session). export
+writes the same names.
 
 The torn-tail rule (the reference's): a log ends where its first bad row starts, since a
 crash leaves an interrupted write at the end of a log. A last line without a newline is

@@ -416,6 +416,26 @@ func newCatCmd(w io.Writer, dir *string) *cobra.Command {
 	return cmd
 }
 
+// newInspectCmd is the seed's name for the balanced view: cat --balanced,
+// with the same --from and --n.
+func newInspectCmd(w io.Writer, dir *string) *cobra.Command {
+	var from, n int
+	cmd := &cobra.Command{
+		Use:   "inspect <id>",
+		Short: "print a session's events with the closers a resume would append to an open turn (shown, not stored; cat --balanced)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if from < 0 {
+				return usageError{fmt.Errorf("--from %d: a seq is not negative", from)}
+			}
+			return runCat(w, cmd.ErrOrStderr(), *dir, args[0], from, n, true)
+		},
+	}
+	cmd.Flags().IntVar(&from, "from", 0, "first seq")
+	cmd.Flags().IntVarP(&n, "n", "n", -1, "at most this many events (negative: all)")
+	return cmd
+}
+
 // runCat prints the events as JSON lines on w, exactly as stored; an
 // event the default catalog would refuse (a host's own type, or a retired
 // shape) is flagged on errw, by seq, and printed all the same.

@@ -179,7 +179,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	var dir string
 	root.PersistentFlags().StringVar(&dir, "dir", defaultDir(), "the store directory ($SEGLOG_DIR, else ./seglog-data)")
 	root.AddCommand(newBenchCmd(stdout, stderr, &dir), newCheckCmd(stdout, &dir), newLsCmd(stdout, &dir),
-		newStatsCmd(stdout, &dir), newCatCmd(stdout, &dir), newSegmentsCmd(stdout, &dir),
+		newStatsCmd(stdout, &dir), newCatCmd(stdout, &dir), newInspectCmd(stdout, &dir), newSegmentsCmd(stdout, &dir),
 		newImportCmd(stdout, stderr, &dir), newExportCmd(stdout, &dir), newDeleteCmd(stdout, &dir),
 		newTailCmd(stdout, &dir), newCompactCmd(stdout, &dir), newMigrateCmd(stdout, &dir), newTypesCmd(stdout, &dir),
 		newCopyCmd(stdout, &dir), newRetainCmd(stdout, &dir))

@@ -300,8 +300,11 @@ func runImport(w io.Writer, prog *progress, dir, root string, o importOptions) (
 			refuse(path, "%v", err)
 			continue
 		}
-		if enc, err := jsonl.EncodeID(log.Header.ID); err != nil || enc != filepath.Base(filepath.Dir(path)) {
-			refuse(path, "header id %q does not match the directory", log.Header.ID)
+		if enc, err := jsonl.EncodeID(log.Header.ID); err != nil {
+			refuse(path, "header id %q: %v", log.Header.ID, err)
+			continue
+		} else if enc != filepath.Base(filepath.Dir(path)) {
+			refuse(path, "header id %q does not match the directory (its directory is named %s: seglog help import)", log.Header.ID, enc)
 			continue
 		}
 		if v := fileVersion(path); v != log.Header.Version {

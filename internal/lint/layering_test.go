@@ -36,7 +36,10 @@ var mustNotDepend = map[string][]string{
 	"store":    {"segment", "index", "engine", "recovery", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
 	"jsonl":    {"segment", "index", "engine", "bench", "fuzz", "cmd/seglog", "backend"},
 	"storekit": {"segment", "index", "engine", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
-	"engine":   {"bench", "fuzz", "cmd/seglog", "backend"},
+	// The reference's older calls (locate, readRaw, prepare) over the
+	// store contract, for every backend.
+	"compat": {"segment", "index", "engine", "plan", "bench", "fuzz", "cmd/seglog", "backend"},
+	"engine": {"bench", "fuzz", "cmd/seglog", "backend"},
 	// The log's writer (placement, rolls, growth, group fdatasync) sits
 	// below the engine: it knows segments and the file system, nothing of
 	// sessions, the index or the contract.

@@ -8,6 +8,10 @@ func leaseByte(id string) Lock {
 	return leaseBase + Lock(xxhash.Sum64String(id)%(1<<62))
 }
 
+// LeaseKey is the number of session id's lease byte: two IDs of one key
+// share the byte. The engine names a lease's holder record after it.
+func LeaseKey(id string) uint64 { return uint64(leaseByte(id) - leaseBase) }
+
 // LockLease takes session id's write lease across processes (its byte in
 // the locks file, which the kernel releases when the process dies)
 // without waiting, and reports whether it did. Without a locks file

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
+)
+
+// wantOwner checks that err is an ErrAlreadyOwned that names this
+// process as the holder, on this machine, since a moment in [from, to].
+func wantOwner(t *testing.T, what string, err error, from, to time.Time) {
+	t.Helper()
+	var o *store.OwnedError
+	if !errors.As(err, &o) || !errors.Is(err, store.ErrAlreadyOwned) {
+		t.Fatalf("%s: %v, want a *store.OwnedError", what, err)
+	}
+	host, _ := os.Hostname()
+	if o.PID != os.Getpid() || o.Host != host {
+		t.Errorf("%s: holder pid %d on %q, want %d on %q", what, o.PID, o.Host, os.Getpid(), host)
+	}
+	if !from.IsZero() && (o.Since.Before(from.Truncate(time.Millisecond)) || o.Since.After(to)) {
+		t.Errorf("%s: holder since %v, want within [%v, %v]", what, o.Since, from, to)
+	}
+	for _, want := range []string{"already owned by an active write handle", "process " + strconv.Itoa(os.Getpid()), "on host " + strconv.Quote(host)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %q lacks %q", what, err, want)
+		}
+	}
+}
+
+// A session whose lease another writing DB holds (as another process
+// would: two DBs hold their byte locks apart) is refused naming the
+// holder: pid, host and since when, as errors.As finds them; so is one a
+// write handle of the same DB holds. Once the holder lets go, its record
+// is gone and the session opens.
+func TestOwnedErrorNamesTheHolder(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, &Options{CompactInterval: -1})
+	w2 := liveOpen(t, dir, &Options{CompactInterval: -1})
+	before := time.Now()
+	h, err := w1.Create(ctx, store.Header{ID: "held", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	appendFlushed(t, h, testgen.Events(0, 2, 50)...)
+
+	_, err = w2.Open(ctx, "held", store.Write)
+	wantOwner(t, "open for write in another DB", err, before, after)
+	var se *store.SessionError
+	if !errors.As(err, &se) || se.ID != "held" || se.Op != "open" || !strings.HasPrefix(err.Error(), `engine: session "held" already owned`) {
+		t.Errorf("open for write in another DB: %v, want a SessionError of op open", err)
+	}
+	_, _, err = w2.Resume(ctx, "held")
+	wantOwner(t, "resume in another DB", err, before, after)
+	wantOwner(t, "delete in another DB", w2.Delete(ctx, "held"), before, after)
+	_, err = w1.Open(ctx, "held", store.Write)
+	wantOwner(t, "open for write in the holder's DB", err, before, after)
+
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(dir, leaseRecordPrefix+"*")); len(recs) != 0 {
+		t.Errorf("holder records left after the handle closed: %v", recs)
+	}
+	h2, err := w2.Open(ctx, "held", store.Write)
+	if err != nil {
+		t.Fatalf("open after the holder closed: %v", err)
+	}
+	h2.Close()
+}
+
+// A holder that did not record itself (its write failed) is refused as
+// not recorded (by its own DB: as this process); a record that a dead process left is removed by the first
+// process that opens the store again.
+func TestOwnedErrorWithoutRecord(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, &Options{CompactInterval: -1})
+	w2 := liveOpen(t, dir, &Options{CompactInterval: -1})
+	h, err := w1.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendFlushed(t, h, testgen.Events(0, 1, 50)...)
+	path := w1.leaseRecordPath("s")
+	if err := os.Remove(path); err != nil {
+		t.Fatalf("the holder's record %s: %v", path, err)
+	}
+	_, err = w2.Open(ctx, "s", store.Write)
+	var o *store.OwnedError
+	if !errors.As(err, &o) || o.PID != 0 || o.Host != "" || !o.Since.IsZero() || !strings.Contains(err.Error(), "its holder is not recorded") {
+		t.Errorf("open of a session whose holder left no record: %v (%+v)", err, o)
+	}
+	// The holder's own DB knows the holder is this process, record or not.
+	_, err = w1.Open(ctx, "s", store.Write)
+	wantOwner(t, "open for write in the holder's DB, no record", err, time.Time{}, time.Time{})
+	h.Close()
+	w1.Close()
+	w2.Close()
+
+	// A process that died holding a lease leaves its record.
+	stale := filepath.Join(dir, leaseRecordPrefix+"00000000000000ff")
+	if err := os.WriteFile(stale, []byte(`{"id":"x","pid":1,"host":"gone","since":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	liveOpen(t, dir, nil)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("a dead holder's record survived the first open: %v", err)
+	}
+}
