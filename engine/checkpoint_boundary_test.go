@@ -111,7 +111,7 @@ func TestCheckpointAtGroupEndingAtRoll(t *testing.T) {
 	}
 	// The store before the group: a v2 session of ~5 KB (the migration
 	// rewrites it as one frame: FrameBytes is 32 KiB), indexed.
-	old := testgen.Events(0, 12, 400)
+	old := testgen.V2Filler(0, 12, 400)
 	base := t.TempDir()
 	db, err := openStore(t, base, opts(0))
 	if err != nil {

@@ -216,7 +216,7 @@ func TestCheckpointDuringMigration(t *testing.T) {
 	}
 	// A v2 session large enough that its migration spills the write
 	// buffer (1 MiB) twice: the header is synced before the last part.
-	old := testgen.Events(0, 8000, 1000) // ~2.7 MB compressed; v2-valid (no step/start: no head)
+	old := testgen.V2Filler(0, 8000, 1000) // ~2.7 MB compressed; v2-valid (no step/start: no head)
 	h, err := db.Create(ctx, store.Header{Version: 2, ID: "m", CreatedAt: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -42,12 +43,14 @@ func TestGoldenStore(t *testing.T) {
 	}
 	// "migrated" was migrated by the build that wrote the store, whose
 	// system head had another id (the SHA-256 of "<id>\x00<step seq>",
-	// not the reference's) and cited its step/start: stored events are
-	// served as stored.
+	// not the reference's), cited its step/start and wrote the message's
+	// content before its source: stored events are served as stored.
 	for i := range migrated {
 		if migrated[i].Type == recovery.TypeSystemMessage {
 			sum := sha256.Sum256([]byte("migrated\x001"))
-			migrated[i].Data = json.RawMessage(regexp.MustCompile(`v2-to-v3-system-[0-9a-f]{64}`).ReplaceAllString(string(migrated[i].Data), "v2-to-v3-system-"+hex.EncodeToString(sum[:])))
+			d := regexp.MustCompile(`v2-to-v3-system-[0-9a-f]{64}`).ReplaceAllString(string(migrated[i].Data), "v2-to-v3-system-"+hex.EncodeToString(sum[:]))
+			src := `"source":{"kind":"plugin","plugin":"` + recovery.SystemPromptPlugin + `"}`
+			migrated[i].Data = json.RawMessage(strings.Replace(d, src+`,"content":[]`, `"content":[],`+src, 1))
 			migrated[i].SourceEventSeqs = []uint64{1}
 			break
 		}

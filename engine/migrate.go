@@ -168,6 +168,7 @@ func (db *DB) migrateLeased(ctx context.Context, id, op string) (*session, error
 
 	newHdr := hdr
 	newHdr.Version = store.FormatVersion
+	newHdr.AgentPreset = recovery.V3AgentPreset(hdr.AgentPreset) // the v2 → v3 edge's rename
 	inherited := old.inherited
 	if inherited > 0 {
 		inherited = lastInheritedMarker(evs, inherited)

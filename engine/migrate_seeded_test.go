@@ -33,6 +33,7 @@ func TestMigrateSeededV2(t *testing.T) {
 		ev(4, "step/end", `{"turn":0,"step":0}`),
 		ev(5, "turn/end", `{"turn":0,"reason":{"kind":"completed"}}`),
 	}
+	evs[2].SurfaceOp = json.RawMessage(`"append"`) // a v2 surface event has one (the reference refuses it otherwise)
 	h, err := db.Create(ctx, store.Header{Version: 2, ID: "child", CreatedAt: 1, IsSeeded: true, ParentSession: "parent"}, store.Inherited(3))
 	if err != nil {
 		t.Fatal(err)

@@ -147,9 +147,17 @@ func checkLegacyPayload(v int, e *event.Event) error {
 		return &MigrationError{From: v, Seq: e.Seq, Type: e.Type, Reason: "data must be an object"}
 	}
 	if e.Type == "subagent/descriptor" {
-		if raw := get(ms, "version"); string(raw) != "3" {
+		// The reference checks only version-3 descriptors; another version
+		// must be a count, and a v0 log may hold none (a v1 log's is kept
+		// unchecked).
+		raw := get(ms, "version")
+		if n := numberOf(raw); !n.ok || n.v != 3 {
+			dv, ok := count(raw)
+			if !ok {
+				return &MigrationError{From: v, Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("%s %d version must be a non-negative safe integer", e.Type, e.Seq)}
+			}
 			if v == 0 {
-				return &MigrationError{From: v, Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("unsupported descriptor version %s", raw)}
+				return &MigrationError{From: v, Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("%s %d uses unsupported descriptor version %d", e.Type, e.Seq, dv)}
 			}
 			return nil
 		}
@@ -161,14 +169,10 @@ func checkLegacyPayload(v int, e *event.Event) error {
 	return exactMembers(v, e, ms, k.required, optional, "data")
 }
 
-// exactMembers checks that ms has every required key and no key outside
-// required and optional.
+// exactMembers checks that ms has no key outside required and optional,
+// and every required one, in the reference's order and words (what: the
+// subject, such as "data").
 func exactMembers(v int, e *event.Event, ms []member, required, optional []string, what string) error {
-	for _, r := range required {
-		if get(ms, r) == nil {
-			return &MigrationError{From: v, Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("%s lacks required member %s", what, r)}
-		}
-	}
 outer:
 	for _, m := range ms {
 		for _, k := range required {
@@ -181,7 +185,12 @@ outer:
 				continue outer
 			}
 		}
-		return &MigrationError{From: v, Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("%s has unexpected member %s", what, m.key)}
+		return &MigrationError{From: v, Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("%s has unexpected member %s", what, jsonText(m.key))}
+	}
+	for _, r := range required {
+		if get(ms, r) == nil {
+			return &MigrationError{From: v, Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("%s lacks required member %s", what, jsonText(r))}
+		}
 	}
 	return nil
 }

@@ -124,7 +124,7 @@ func TestMigrateV2Refusals(t *testing.T) {
 	}
 	bad := v2Log()
 	bad[3].SurfaceOp = json.RawMessage(`{"op":"replace","start":3,"end":2}`)
-	if _, err := MigrateV2("s", bad); !errors.Is(err, ErrSequence) {
+	if _, err := MigrateV2("s", bad); !errors.Is(err, ErrMigration) || !strings.Contains(err.Error(), "has an invalid surface replacement") {
 		t.Errorf("inverted span: %v", err)
 	}
 }

@@ -396,7 +396,7 @@ func TestMigrateV1ToV2Refusals(t *testing.T) {
 		{"a message citing its attempt out of order", unseeded("s"), head + chunk("2", "hello") + "\n" + chunk("3", "") + "\n" + message("4", "[3,2]"), `complete ordered attempt`, ErrMigration},
 		{"an unknown type", unseeded("s"), `{"type":"external/unknown","seq":0,"time":1,"data":{}}`, `unknown event type "external/unknown" at seq 0`, event.ErrUnsupported},
 		{"an unknown type marked ignorable", unseeded("s"), `{"type":"external/info","seq":0,"time":100,"data":{"text":"unknown"},"ignorable":true}`, `format v1 contains unknown event type "external/info" at seq 0`, event.ErrUnsupported},
-		{"a released type with a member it did not have", unseeded("s"), `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"postReleaseMember":true}}`, `unexpected member postReleaseMember`, ErrMigration},
+		{"a released type with a member it did not have", unseeded("s"), `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"postReleaseMember":true}}`, `unexpected member "postReleaseMember"`, ErrMigration},
 		{"a chunk without data", unseeded("s"), `{"type":"assistant/chunk","seq":0,"time":1}`, `lacks required member data`, ErrMigration},
 		{"an inherited cut splitting an attempt", seeded(1), chunk("0", "partial") + "\n" + message("1", "[0]"), `inherited Session cut 1 splits one Assistant attempt`, ErrMigration},
 		{"a cut between members of one interleaved stream", seeded(3), head + chunk("2", "hello") + "\n" + `{"type":"session/end-seed","seq":3,"time":4,"data":{}}` + "\n" + chunk("4", "") + "\n" + message("5", "[2,4]"), `cut 3 splits one Assistant attempt`, ErrMigration},

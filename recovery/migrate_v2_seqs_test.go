@@ -28,9 +28,9 @@ import (
 //
 // The cases below restate the reference's own tests that involve data
 // seqs (tests/migration.spec.ts, structural-regressions.spec.ts,
-// combined-migration.spec.ts) without its system-prompt promotion, which
-// MigrateV2 does not do: their request/header events carry no
-// header.system, so the reference inserts the one head too.
+// combined-migration.spec.ts); their request/header events carry no
+// header.system, so the one head is all the reference inserts (prompts:
+// TestMigrateV2SystemPrompts).
 
 const (
 	mockRequest = `{"header":{"config":{"provider":"mock","model":"mock"}},"reason":"initial"}`
@@ -149,8 +149,8 @@ func TestMigrateV2DataSeqs(t *testing.T) {
 {"type":"step/start","seq":1,"time":2,"data":{"turn":1,"step":1}}
 {"type":"user/message","seq":3,"time":3,"data":` + v2User("m") + `,"surfaceOp":"append"}
 {"type":"request/header","seq":4,"time":4,"data":` + mockRequest + `}
-{"type":"tool/code-dispatch-start","seq":5,"time":5,"data":` + ptcDispatch + `}
-{"type":"tool/code-dispatch","seq":6,"time":6,"data":` + ptcSettle + `}
+{"type":"tool/ptc-dispatch-start","seq":5,"time":5,"data":` + ptcDispatch + `}
+{"type":"tool/ptc-dispatch","seq":6,"time":6,"data":` + ptcSettle + `}
 {"type":"compaction/prune","seq":7,"time":7,"data":{"shadowedRange":{"start":3,"end":3},"shadowedSeqs":[3],"shadowedTokenCount":17}}
 {"type":"user/message","seq":8,"time":8,"data":` + v2User("m2") + `,"sourceEventSeqs":[3],"surfaceOp":{"op":"replace","startSeq":3,"endSeq":3}}
 {"type":"step/end","seq":9,"time":9,"data":{"turn":1,"step":1}}
@@ -174,8 +174,8 @@ func TestMigrateV2DataSeqs(t *testing.T) {
 {"type":"step/start","seq":1,"time":42,"data":{"turn":1,"step":1}}
 {"type":"user/message","seq":3,"time":42,"data":` + v2User("m") + `,"surfaceOp":"append"}
 {"type":"request/header","seq":4,"time":42,"data":` + mockRequest + `}
-{"type":"tool/code-dispatch-start","seq":5,"time":42,"data":` + ptcDispatch + `}
-{"type":"tool/code-dispatch","seq":6,"time":42,"data":` + ptcSettle + `}
+{"type":"tool/ptc-dispatch-start","seq":5,"time":42,"data":` + ptcDispatch + `}
+{"type":"tool/ptc-dispatch","seq":6,"time":42,"data":` + ptcSettle + `}
 {"type":"command/run","seq":7,"time":42,"data":{"commandId":"cmd","name":"test","source":{"kind":"user"}}}
 {"type":"command/done","seq":8,"time":42,"data":{"commandId":"cmd","kind":"success","sourceEventSeq":6}}
 {"type":"user/message","seq":9,"time":42,"data":` + v2User("m2") + `,"sourceEventSeqs":[3,6],"surfaceOp":{"op":"replace","startSeq":3,"endSeq":3}}`,
@@ -222,10 +222,10 @@ func TestMigrateV2DataSeqs(t *testing.T) {
 			// No step/start: no head, nothing moves.
 			name: "no step",
 			at:   -1,
-			in: `{"type":"user/message","seq":0,"time":1,"data":` + v2User("a") + `,"surfaceOp":"append"}
-{"type":"session/title","seq":1,"time":2,"data":{"title":"t","messageSeqs":[0],"source":{"kind":"fallback"}}}`,
-			want: `{"type":"user/message","seq":0,"time":1,"data":` + v2User("a") + `,"surfaceOp":"append"}
-{"type":"session/title","seq":1,"time":2,"data":{"title":"t","messageSeqs":[0],"source":{"kind":"fallback"}}}`,
+			in: `{"type":"feedback/record","seq":0,"time":1,"data":{"text":"a"}}
+{"type":"command/done","seq":1,"time":2,"data":{"commandId":"c","kind":"success","sourceEventSeq":0}}`,
+			want: `{"type":"feedback/record","seq":0,"time":1,"data":{"text":"a"}}
+{"type":"command/done","seq":1,"time":2,"data":{"commandId":"c","kind":"success","sourceEventSeq":0}}`,
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {

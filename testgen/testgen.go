@@ -124,3 +124,16 @@ func V2Turns(prefix string, turns int) []event.Event {
 	}
 	return evs
 }
+
+// V2Filler returns what Events returns, as a log the reference's v2 → v3
+// migration takes: no surface events (which need a step/start and a
+// surfaceOp before them in v2), so the events are feedback/record ones and
+// cite nothing, and the migration leaves them as they are (no step/start:
+// no system head).
+func V2Filler(first uint64, n, size int) []event.Event {
+	evs := Events(first, n, size)
+	for i := range evs {
+		evs[i].Type, evs[i].SurfaceOp, evs[i].SourceEventSeqs = "feedback/record", nil, nil
+	}
+	return evs
+}

@@ -40,7 +40,19 @@ func importOne(raw string) (store.Header, []event.Event, error) {
 	return h, v3, err
 }
 
+// refID is the id the reference's v2 → v3 edge gives a system message it
+// inserts, anchored at the source event (seq, typ).
+func refID(id string, seq int, typ string) string {
+	key, _ := json.Marshal([]any{"session-format-v2-to-v3", id, seq, typ})
+	sum := sha256.Sum256(key)
+	return "v2-to-v3-system-" + hex.EncodeToString(sum[:])
+}
+
 const (
+	v1Head = `{"type":"session","version":1,"id":"r","createdAt":1,"delegationDepth":0}`
+	v2Head = `{"type":"session","version":2,"id":"r","createdAt":1,"isSeeded":false,"delegationDepth":0}`
+	v2Open = `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}
+{"type":"step/start","seq":1,"time":2,"data":{"turn":1,"step":1}}`
 	v0Head  = `{"type":"session","version":0,"id":"r","createdAt":1,"cwd":"/w","delegationDepth":0}`
 	v0Turn1 = `{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}
 {"type":"step/start","seq":1,"time":11,"data":{"turn":1,"step":1}}
@@ -164,6 +176,88 @@ func TestImportReferenceCases(t *testing.T) {
 					t.Errorf("events[4] = %+v, surfaceOp %s", e, e.SurfaceOp)
 				}
 			}},
+		{name: "v2 system prompts: a system/message per change, header.system removed",
+			log: v2Head + "\n" + v2Open + `
+{"type":"request/header","seq":2,"time":3,"data":{"header":{"system":"be brief"},"reason":"initial"}}
+{"type":"request/header","seq":3,"time":4,"data":{"header":{"system":"be brief"},"reason":"series"}}
+{"type":"request/header","seq":4,"time":5,"data":{"header":{},"reason":"change"}}`,
+			check: func(t *testing.T, h store.Header, evs []event.Event) {
+				wantTypes(t, evs, "turn/start", "step/start", "system/message", "system/message", "request/header", "request/header", "system/message", "request/header")
+				if e := evs[3]; !strings.Contains(string(e.Data), `"id":"`+refID("r", 2, "request/header")+`"`) || !strings.Contains(string(e.Data), `"content":[{"type":"text","text":"be brief"}]`) ||
+					string(e.SurfaceOp) != `{"op":"replace","startSeq":2,"endSeq":2}` || fmt.Sprint(e.SourceEventSeqs) != "[2]" || e.Time != 3 {
+					t.Errorf("prompt %+v %s", e, e.Data)
+				}
+				if e := evs[6]; !strings.Contains(string(e.Data), `"content":[]`) || string(e.SurfaceOp) != `{"op":"replace","startSeq":3,"endSeq":3}` {
+					t.Errorf("cleared prompt %+v %s", e, e.Data)
+				}
+				for _, i := range []int{4, 5, 7} {
+					if strings.Contains(string(evs[i].Data), "system") {
+						t.Errorf("request/header %d keeps header.system: %s", i, evs[i].Data)
+					}
+				}
+			}},
+		{name: "v0 system prompt through every edge",
+			log: v0Head + "\n" + v2Open + `
+{"type":"request/header","seq":2,"time":3,"data":{"header":{"system":"s"},"reason":"initial"}}`,
+			check: func(t *testing.T, h store.Header, evs []event.Event) {
+				wantTypes(t, evs, "turn/start", "step/start", "system/message", "system/message", "request/header")
+			}},
+		{name: "v2 prompt changed outside an open step",
+			log: v2Head + "\n" + `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}
+{"type":"request/header","seq":1,"time":2,"data":{"header":{"system":"early"},"reason":"initial"}}`,
+			refuse: `format v2 changed request prompt outside an open step cannot retain source chronology`},
+		{name: "v2 message id equal to the generated head's",
+			log: v2Head + "\n" + v2Open + `
+{"type":"user/message","seq":2,"time":3,"data":{"id":"` + refHead("r", 1) + `","role":"user","content":[],"source":{"kind":"user"}},"surfaceOp":"append"}`,
+			refuse: `source message id collides with a generated system message id`},
+		{name: "v2 spliced message id equal to a head generated later",
+			log: v2Head + "\n" + `{"type":"agent/inbox/spliced","seq":0,"time":1,"data":{"target":"next-turn","start":0,"inserted":[{"id":"` + refHead("r", 2) + `","role":"user","content":[],"source":{"kind":"user"}}]}}
+{"type":"turn/start","seq":1,"time":1,"data":{"turn":1}}
+{"type":"step/start","seq":2,"time":2,"data":{"turn":1,"step":1}}`,
+			refuse: `generated system message id collides with an existing message id`},
+		{name: "v2 code-mode renames",
+			log: v2Head + "\n" + v2Open + `
+{"type":"agent-preset/selected","seq":2,"time":3,"data":{"agentPreset":"code"}}
+{"type":"user/message","seq":3,"time":4,"data":{"id":"u","role":"user","content":[],"source":{"kind":"plugin","plugin":"tools-code-mode"}},"surfaceOp":"append"}
+{"type":"tool/code-dispatch-start","seq":4,"time":5,"data":{"rootCallId":"r","parentCallId":"r","subCallId":"c","name":"n","arguments":{}}}
+{"type":"tool/code-dispatch","seq":5,"time":6,"data":{"rootCallId":"r","parentCallId":"r","subCallId":"c","name":"n","arguments":{},"isError":false,"content":[]}}`,
+			check: func(t *testing.T, h store.Header, evs []event.Event) {
+				wantTypes(t, evs, "turn/start", "step/start", "system/message", "agent-preset/selected", "user/message", "tool/ptc-dispatch-start", "tool/ptc-dispatch")
+				if string(evs[3].Data) != `{"agentPreset":"ptc"}` || !strings.Contains(string(evs[4].Data), `"plugin":"tools-ptc"`) {
+					t.Errorf("preset %s, message %s", evs[3].Data, evs[4].Data)
+				}
+			}},
+		{name: "v0 subagent/descriptor of version 2",
+			log:    v0Head + "\n" + `{"type":"subagent/descriptor","seq":0,"time":1,"data":{"mode":"m","version":2,"provider":"p"}}`,
+			refuse: `subagent/descriptor 0 uses unsupported descriptor version 2`},
+		{name: "v0 subagent/descriptor with a version that is no count",
+			log:    v0Head + "\n" + `{"type":"subagent/descriptor","seq":0,"time":1,"data":{"mode":"m","version":"x","provider":"p"}}`,
+			refuse: `subagent/descriptor 0 version must be a non-negative safe integer`},
+		{name: "v1 subagent/descriptor of version 2 is kept unchecked",
+			log: v1Head + "\n" + `{"type":"subagent/descriptor","seq":0,"time":1,"data":{"mode":"m","version":2,"provider":"p","later":true}}`,
+			check: func(t *testing.T, h store.Header, evs []event.Event) {
+				wantTypes(t, evs, "subagent/descriptor")
+			}},
+		{name: "v0 subagent/descriptor of version 3 is checked",
+			log:    v0Head + "\n" + `{"type":"subagent/descriptor","seq":0,"time":1,"data":{"mode":"m","version":3,"provider":"p","later":true}}`,
+			refuse: `data has unexpected member "later"`},
+		{name: "v0 payload with an unexpected member (reported before a missing one)",
+			log:    v0Head + "\n" + `{"type":"plan/mode","seq":0,"time":1,"data":{"extra":1}}`,
+			refuse: `data has unexpected member "extra"`},
+		{name: "v0 payload lacking a required member",
+			log:    v0Head + "\n" + `{"type":"plan/mode","seq":0,"time":1,"data":{}}`,
+			refuse: `data lacks required member "active"`},
+		{name: "v1 payload with an unexpected member",
+			log:    v1Head + "\n" + `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"later":true}}`,
+			refuse: `data has unexpected member "later"`},
+		{name: "v2 surfaceOp replace span naming itself",
+			log: v2Head + "\n" + v2Open + `
+{"type":"user/message","seq":2,"time":3,"data":{"id":"u","role":"user","content":[],"source":{"kind":"user"}},"surfaceOp":{"op":"replace","start":2,"end":2}}`,
+			refuse: `user/message 2 has an invalid surface replacement`},
+		{name: "v2 assistant/message with chunk references",
+			log: v2Head + "\n" + v2Open + `
+{"type":"assistant/message","seq":2,"time":3,"data":{"turn":1,"step":1,"stream":[],"message":{"id":"a","role":"assistant","content":[],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append","sourceEventSeqs":[1]}`,
+			refuse: `assistant/message 2 retains obsolete chunk references`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h, evs, err := importOne(c.log + "\n")

@@ -23,7 +23,7 @@ func TestImportRefusesSurfaceBreakers(t *testing.T) {
 	writeLog(t, root, store.Header{Version: 3, ID: "bad", CreatedAt: 1}, testgen.Events(0, 4, 80), 3)
 	writeLog(t, root, store.Header{Version: 2, ID: "old", CreatedAt: 1}, testgen.V2Turns("", 2), 2)
 	// A v2 log whose user message cites a later event: its migration
-	// keeps that, and the v3 rules refuse it.
+	// refuses it, with the reference's words.
 	late := testgen.V2Turns("", 1)
 	late[2].SourceEventSeqs = []uint64{4}
 	writeLog(t, root, store.Header{Version: 2, ID: "old-bad", CreatedAt: 1}, late, 2)
@@ -33,7 +33,7 @@ func TestImportRefusesSurfaceBreakers(t *testing.T) {
 	}
 	for _, want := range []string{
 		filepath.Join("bad", "session.v3.jsonl") + ": event seq 1 (assistant/message) breaks the v3 surface rules: a surface event requires surfaceOp",
-		filepath.Join("old-bad", "session.v2.jsonl") + ": event seq 3 (user/message) breaks the v3 surface rules: sourceEventSeqs must name earlier events",
+		filepath.Join("old-bad", "session.v2.jsonl") + ": format v2 migration: event seq 2 (user/message): user/message 2 sourceEventSeqs must be unique earlier seqs",
 	} {
 		if !strings.Contains(out, "refused: ") || !strings.Contains(out, want) {
 			t.Errorf("import output lacks %q:\n%s", want, out)
