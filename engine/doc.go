@@ -67,7 +67,6 @@
 //	compactLoop       the background compactor, with CompactInterval > 0 (compact.go): Close cancels db.stopCtx (a run in progress too), db.wg
 //	the updated sort  one sort of the most-recently-updated listing at a time (listupdated.go): ends by itself, db.wg
 //	sessionLoader.run an open's decoder of the index's session records (loadsessions.go): ends when the open's load finishes
-//	the sync pump     the syncs a flusher's sync hands on while more wait (package engine/internal/wal, Log.pumpLoop): started by the first handoff; Close (wal.Log.Close) stops it after its sync
 //	the futex watch   wakes Waits when another process syncs (package engine/internal/coord, Shared.Changed): runs while a Wait waits; Close (coord.Shared.Close) stops it before the shared memory is unmapped
 //	a write-out       an Append's frames written behind its caller, one per handle (write.go): inside the DB's gate (Close waits for it); the handle's next cut waits for it
 //	write-behind      a handle's window timer (package handle, Options.AfterFunc): the handle's Close or DB.Close stops it

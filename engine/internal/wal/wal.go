@@ -85,23 +85,7 @@ type Log struct {
 		// many the last one released (the syncer yields once before the
 		// next fdatasync when it released several)
 		released, waiting int
-		// want: the furthest target of the syncs waiting (a waiter
-		// raises it; it is behind durable once they are covered)
-		want uint64
-		// The pump: a syncer that ends with more to sync (placements
-		// queued, or waiters it did not cover) hands its turn (running
-		// stays true) to the pump goroutine instead of waking them all
-		// to contend for it; the pump syncs back to back while there is
-		// more, so the disk never waits for a flusher to be scheduled.
-		pump     sync.Cond // on the mutex: handoff was set, or closed
-		handoff  bool      // the pump is to run the next sync
-		pumping  bool      // the pump goroutine was started
-		closed   bool      // Close: the pump stops
-		pumpDone chan struct{}
 	}
-	// queued: how many placements are queued, not taken by a leader yet
-	// (the syncer's check for more to sync, without the queue's mutex)
-	queued atomic.Int32
 
 	// placedEnd is the position after the last frame this process placed
 	placedEnd atomic.Uint64
@@ -153,8 +137,6 @@ func New(cfg Config) *Log {
 	a.files.versions = map[uint64]int{}
 	a.queue.cond.L = &a.queue.Mutex
 	a.syncer.cond.L = &a.syncer.Mutex
-	a.syncer.pump.L = &a.syncer.Mutex
-	a.syncer.pumpDone = make(chan struct{})
 	return a
 }
 
@@ -165,7 +147,6 @@ func New(cfg Config) *Log {
 func (a *Log) Place(p *Placement) error {
 	a.queue.Lock()
 	a.queue.pending = append(a.queue.pending, p)
-	a.queued.Add(1)
 	for !p.done {
 		if a.queue.leading || a.syncer.inSync.Load() {
 			// A sync in progress: its frames are on their way to the disk,
@@ -206,7 +187,6 @@ func (a *Log) lead(yield bool) {
 	}
 	batch := a.queue.pending
 	a.queue.pending = nil
-	a.queued.Store(0)
 	a.queue.Unlock()
 	a.placeBatch(batch)
 	a.queue.Lock()
@@ -690,10 +670,7 @@ func (a *Log) file(seg uint64) (vfs.File, error) {
 
 // Sync returns once everything before position target is durable: it
 // fdatasyncs the active segment (for every frame any process placed before
-// it read the tail) and raises durable, unless another sync did. The
-// caller syncs itself if no sync of this process is in progress (a lone
-// flusher waits for no other goroutine); a sync that ends with more to
-// sync hands its turn to the pump (syncEnded).
+// it read the tail) and raises durable, unless another sync did.
 func (a *Log) Sync(target uint64) error {
 	if a.TestHookSync != nil {
 		a.TestHookSync()
@@ -707,7 +684,6 @@ func (a *Log) Sync(target uint64) error {
 		}
 		a.syncer.Lock()
 		if a.syncer.running {
-			a.syncer.want = max(a.syncer.want, target)
 			a.syncer.waiting++
 			a.syncer.cond.Wait()
 			a.syncer.waiting--
@@ -718,65 +694,18 @@ func (a *Log) Sync(target uint64) error {
 		yield := a.syncer.released > 1
 		a.syncer.Unlock()
 		err := a.syncOnce(target, yield)
-		a.syncEnded(err)
+		a.syncer.Lock()
+		a.syncer.running = false
+		a.syncer.inSync.Store(false)
+		a.syncer.released = a.syncer.waiting
+		a.syncer.cond.Broadcast()
+		a.syncer.Unlock()
+		a.queue.Lock()
+		a.queue.cond.Broadcast() // placers that waited for this sync
+		a.queue.Unlock()
 		if err != nil {
 			return err
 		}
-	}
-}
-
-// syncEnded ends a sync (of a caller or of the pump): it wakes the syncs
-// that waited and the placers that left their frames to it, and if there
-// is more to sync (placements queued meanwhile, or waiters it did not
-// cover), hands the syncer's turn to the pump rather than let the woken
-// goroutines contend for it: with many flushers on few processors, the
-// first of them to be scheduled again could be a round's worth of
-// encoding away, and the disk would wait.
-func (a *Log) syncEnded(err error) {
-	a.syncer.Lock()
-	a.syncer.inSync.Store(false)
-	a.syncer.released = a.syncer.waiting
-	more := err == nil && !a.syncer.closed &&
-		(a.queued.Load() > 0 || a.syncer.waiting > 0 && a.syncer.want > a.sh.Word(Durable).Load())
-	if more {
-		a.syncer.handoff = true // running stays true: the pump's turn
-		if !a.syncer.pumping {
-			a.syncer.pumping = true
-			go a.pumpLoop()
-		}
-		a.syncer.pump.Signal()
-	} else {
-		a.syncer.running = false
-	}
-	a.syncer.cond.Broadcast()
-	a.syncer.Unlock()
-	a.queue.Lock()
-	a.queue.cond.Broadcast() // placers that waited for this sync
-	a.queue.Unlock()
-}
-
-// pumpLoop is the pump: the goroutine that runs the syncs handed to it
-// (syncEnded), back to back while there is more. Started by the first
-// handoff; Close stops it.
-func (a *Log) pumpLoop() {
-	defer close(a.syncer.pumpDone)
-	a.syncer.Lock()
-	for {
-		for !a.syncer.handoff && !a.syncer.closed {
-			a.syncer.pump.Wait()
-		}
-		if !a.syncer.handoff {
-			a.syncer.Unlock()
-			return
-		}
-		a.syncer.handoff = false
-		target := max(a.syncer.want, a.placedEnd.Load())
-		a.syncer.Unlock()
-		// An error ends the handoffs: the waiters get it from the poison
-		// (a failed fdatasync) or from their own sync, which they run
-		// again.
-		a.syncEnded(a.syncOnce(target, false))
-		a.syncer.Lock()
 	}
 }
 
@@ -893,17 +822,8 @@ func (a *Log) closeBefore(seg uint64) {
 	}
 }
 
-// Close stops the pump (after the sync it runs, if any) and closes every
-// file.
+// Close closes every file.
 func (a *Log) Close() error {
-	a.syncer.Lock()
-	a.syncer.closed = true
-	pumping := a.syncer.pumping
-	a.syncer.pump.Broadcast()
-	a.syncer.Unlock()
-	if pumping {
-		<-a.syncer.pumpDone
-	}
 	a.files.Lock()
 	defer a.files.Unlock()
 	var errs []error

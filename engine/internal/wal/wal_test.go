@@ -2,7 +2,6 @@ package wal
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -285,107 +284,5 @@ func TestCutTail(t *testing.T) {
 		if err := CutTail(fsys, path, scan(), prealloc); !errors.Is(err, segment.ErrSealed) {
 			t.Fatalf("CutTail of a sealed segment: %v, want ErrSealed", err)
 		}
-	}
-}
-
-// TestGroupCommitPump: many flushers placing and syncing at once while
-// each fdatasync takes a while (a slow disk). A sync that ends with
-// placements queued or waiters it did not cover hands its turn to the
-// pump, which syncs back to back; every Sync returns only once its frames
-// are durable, every frame is registered once, and once the flushers are
-// done the syncer goes idle (the pump does not spin, nor hold the turn).
-// Close stops the pump.
-func TestGroupCommitPump(t *testing.T) {
-	l, sh, _, own := newTestLog(t, 64<<20)
-	mem := l.cfg.FS
-	fault := vfs.NewFault(mem)
-	fault.SetLatency(vfs.OpSync, 2*time.Millisecond)
-	l.cfg.FS = fault
-	var nsync int
-	var countMu sync.Mutex
-	l.cfg.Fsynced = func() { countMu.Lock(); nsync++; countMu.Unlock() }
-
-	const flushers, rounds = 24, 20
-	var wg sync.WaitGroup
-	var regMu sync.Mutex
-	registered := 0
-	errs := make(chan error, flushers)
-	for g := range flushers {
-		wg.Go(func() {
-			var enc segment.Encoder
-			for r := range rounds {
-				e, err := enc.Events(fmt.Sprintf("s%d", g), uint64(r), testgen.Events(uint64(r), 1, 100))
-				if err != nil {
-					errs <- err
-					return
-				}
-				var end uint64
-				p := &Placement{Frames: []*segment.Encoded{e}, Register: func(at []Placed, _ int) {
-					regMu.Lock()
-					registered += len(at)
-					regMu.Unlock()
-					last := at[len(at)-1]
-					end = position(last.Seg, last.Loc.Offset+last.Loc.Size)
-				}}
-				if err := l.Place(p); err != nil {
-					errs <- err
-					return
-				}
-				if err := l.Sync(end); err != nil {
-					errs <- err
-					return
-				}
-				if d := sh.Word(Durable).Load(); d < end {
-					errs <- fmt.Errorf("flusher %d round %d: Sync returned with durable %x before its frame's end %x", g, r, d, end)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if registered != flushers*rounds || len(*own) != flushers*rounds {
-		t.Fatalf("%d frames registered, %d written, want %d", registered, len(*own), flushers*rounds)
-	}
-	if d := sh.Word(Durable).Load(); d != l.PlacedEnd() {
-		t.Fatalf("durable %x after every flush, placed end %x", d, l.PlacedEnd())
-	}
-	l.syncer.Lock()
-	pumped := l.syncer.pumping
-	l.syncer.Unlock()
-	if !pumped {
-		t.Fatalf("%d flushers on a 2 ms fdatasync: no sync was handed to the pump", flushers)
-	}
-	// Idle: no sync holds the turn once nobody waits (a pump that spun or
-	// kept the turn would block the next lone Sync's own sync, not this).
-	for i := 0; ; i++ {
-		l.syncer.Lock()
-		idle := !l.syncer.running && !l.syncer.handoff
-		l.syncer.Unlock()
-		if idle {
-			break
-		}
-		if i == 2000 {
-			t.Fatal("the syncer still holds its turn 2 s after the last flush returned")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	countMu.Lock()
-	n := nsync
-	countMu.Unlock()
-	if n > flushers*rounds {
-		t.Fatalf("%d fdatasyncs for %d flushes", n, flushers*rounds)
-	}
-	t.Logf("%d flushes, %d fdatasyncs", flushers*rounds, n)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-l.syncer.pumpDone:
-	default:
-		t.Fatal("Close returned with the pump running")
 	}
 }
