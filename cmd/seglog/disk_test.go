@@ -167,4 +167,3 @@ func hasPrefix(files map[string]int64, p string) bool {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
-
