@@ -287,6 +287,20 @@ func (q *pieceQueue) Pop() any {
 // Clone returns a copy of d without its encoders and decoder.
 func (d *Dict) Clone() *Dict { return &Dict{ID: d.ID, Created: d.Created, data: d.data} }
 
+// DictFileSize is the bytes of d's file.
+func DictFileSize(d *Dict) int { return dictHeaderSize + len(d.data) }
+
+// StoredLen returns the bytes an events frame's payload raw would be
+// stored as with dictionary d (nil: without one), by the engine's
+// default encoder (a frame under DefaultMinCompress raw bytes is stored
+// as it is without a dictionary).
+func StoredLen(d *Dict, raw []byte) int {
+	e := Encoder{Dict: d}.encode(KindEvents, CodecZstd, "", raw, 0, 1)
+	n := len(e.stored)
+	e.Release()
+	return n
+}
+
 // Len is the size of the zstd dictionary.
 func (d *Dict) Len() int { return len(d.data) }
 

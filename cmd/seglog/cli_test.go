@@ -555,13 +555,14 @@ func TestJSONOutputs(t *testing.T) {
 		t.Errorf("ls --json --limit 1: %+v, want a and next a", page)
 	}
 	var st struct {
-		Sessions int    `json:"sessions"`
-		Events   uint64 `json:"events"`
-		Bytes    int64  `json:"bytes"`
-		Segments int    `json:"segments"`
+		Sessions int      `json:"sessions"`
+		Events   uint64   `json:"events"`
+		Bytes    int64    `json:"bytes"`
+		Segments int      `json:"segments"`
+		Disk     diskJSON `json:"disk"`
 	}
 	parse(&st, "stats")
-	if st.Sessions != 2 || st.Events != 20 || st.Bytes <= 0 || st.Segments < 1 {
+	if st.Sessions != 2 || st.Events != 20 || st.Bytes <= 0 || st.Segments < 1 || st.Disk.Segments < st.Bytes || st.Disk.Total <= st.Disk.Segments {
 		t.Errorf("stats --json: %+v", st)
 	}
 	var segs []struct {

@@ -355,7 +355,7 @@ func newStatsCmd(w io.Writer, dir *string) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "store totals: sessions, events, bytes, segments",
+		Short: "store totals: sessions, events, the sessions' bytes, segments, and the disk every file of the store takes, by kind",
 		Args:  cobra.NoArgs,
 		RunE:  func(*cobra.Command, []string) error { return runStats(w, *dir, asJSON) },
 	}
@@ -367,8 +367,10 @@ func newStatsCmd(w io.Writer, dir *string) *cobra.Command {
 type statsJSON struct {
 	Sessions int    `json:"sessions"`
 	Events   uint64 `json:"events"`
-	Bytes    int64  `json:"bytes"`
+	Bytes    int64  `json:"bytes"` // the sessions' frames
 	Segments int    `json:"segments"`
+	// Disk: every file of the store, by kind (diskUsage)
+	Disk diskJSON `json:"disk"`
 }
 
 func runStats(w io.Writer, dir string, asJSON bool) error {
@@ -386,12 +388,31 @@ func runStats(w io.Writer, dir string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	disk, err := diskUsage(dir)
+	if err != nil {
+		return err
+	}
 	if asJSON {
-		return writeJSON(w, statsJSON{Sessions: len(snaps), Events: events, Bytes: bytes, Segments: len(ids)})
+		return writeJSON(w, statsJSON{Sessions: len(snaps), Events: events, Bytes: bytes, Segments: len(ids), Disk: disk})
 	}
 	fmt.Fprintf(w, "sessions  %d\nevents    %d\nbytes     %d (frames of the sessions)\nsegments  %d\n", len(snaps), events, bytes, len(ids))
 	if events > 0 {
 		fmt.Fprintf(w, "bytes/event %.1f\n", float64(bytes)/float64(events))
+	}
+	fmt.Fprintf(w, "disk      %d (every file of the store)\n", disk.Total)
+	for _, r := range []struct {
+		name string
+		n    int64
+		note string
+	}{
+		{"segments", disk.Segments, "up to their last frame"},
+		{"room", disk.SegmentRoom, "preallocated ahead of the tail"},
+		{"index", disk.Index, "index.db"},
+		{"dictionaries", disk.Dictionaries, fmt.Sprintf("%d files", disk.DictionaryFiles)},
+		{"coordination", disk.Coordination, "LOCK, locks, shm, lease-*"},
+		{"other", disk.Other, "types.json, temporaries, quarantine/"},
+	} {
+		fmt.Fprintf(w, "  %-13s %d (%s)\n", r.name, r.n, r.note)
 	}
 	return nil
 }

@@ -42,6 +42,14 @@ const (
 	// retrainMin: raw bytes a process encodes with a dictionary before
 	// it replaces it for drift
 	retrainMin = 1 << 20
+	// share: a dictionary's content is at most 1/share of the raw bytes
+	// of the events frames the process has encoded when it trains it
+	// (at least minHistory, at most history), so that the store's
+	// dictionaries stay a small share of its segments; a larger one is
+	// trained as the process writes more (growth), if it pays
+	share = 64
+	// minHistory: the smallest dictionary content trained
+	minHistory = 8 << 10
 )
 
 // The CPU budget of the dictionary's work beyond what a store without one
@@ -74,9 +82,12 @@ const backoff = 5 * time.Second
 // frames: DefaultTuning, or a test's.
 type Tuning struct {
 	TrainAfter, Small, History, Pool, Window, RetrainMin int
-	Drift                                                float64
-	SmallShare                                           float64
-	SmallBurst, SmallCost                                time.Duration
+	// Share, MinHistory: a dictionary's content is total/Share bytes
+	// rounded down to a power of two, within [MinHistory, History]
+	Share, MinHistory     int
+	Drift                 float64
+	SmallShare            float64
+	SmallBurst, SmallCost time.Duration
 }
 
 // DefaultTuning is the tuning of a store's writing processes.
@@ -84,6 +95,7 @@ func DefaultTuning() Tuning {
 	return Tuning{
 		TrainAfter: trainAfter, Small: small, History: history,
 		Pool: pool, Window: window, RetrainMin: retrainMin,
+		Share: share, MinHistory: minHistory,
 		Drift: drift, SmallShare: smallShare,
 		SmallBurst: smallBurst, SmallCost: smallCost,
 	}

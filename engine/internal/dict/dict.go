@@ -48,6 +48,15 @@ type Trainer struct {
 		// base: the ratio of the first window with cur (0 until measured)
 		base     float64
 		failedAt time.Time
+		// total: raw bytes of events frames encoded since New; hist: the
+		// length of cur (0: none); drifted: the pool refills for drift
+		// (not growth); nextAt: the total before which no growth is
+		// tried (a larger dictionary did not pay at half of it);
+		// forced: Ask asked for this renewal; declined: trainings that
+		// did not pay
+		total, hist, nextAt int
+		drifted, forced     bool
+		declined            int
 	}
 
 	// budget: the CPU budget of small frames (EncodeSmall): left as of
@@ -107,6 +116,7 @@ func (d *Trainer) use(nd *segment.Dict, last bool) {
 	d.cur.Store(nd.Clone())
 	d.training.Lock()
 	d.training.seen, d.training.winRaw, d.training.winStored, d.training.base = 0, 0, 0, 0
+	d.training.hist, d.training.drifted = nd.Len(), false
 	if last {
 		d.training.collecting, d.training.pool, d.training.poolN = false, nil, 0
 	}
@@ -138,6 +148,7 @@ func (d *Trainer) Observe(es []*segment.Encoded) {
 			}
 		}
 		d.training.seen += len(raw)
+		d.training.total += len(raw)
 		if e.Dict() != 0 {
 			d.training.winRaw += len(raw)
 			d.training.winStored += e.StoredLen()
@@ -151,12 +162,21 @@ func (d *Trainer) Observe(es []*segment.Encoded) {
 		if d.training.base == 0 {
 			d.training.base = r
 		} else if r > d.training.base*d.t.Drift && d.training.seen >= d.t.RetrainMin {
-			d.training.collecting = true // the next training learns from what comes now
+			// the next training learns from what comes now
+			d.training.collecting, d.training.drifted = true, true
 		}
+	case !d.training.collecting && cur != nil && d.training.total >= d.training.nextAt &&
+		d.historyFor(2*d.training.total) > d.training.hist:
+		// Half way to a larger dictionary: the pool refills for it.
+		d.training.collecting = true
+	case !d.training.collecting && cur == nil && d.training.total >= d.training.nextAt:
+		// The first did not pay: tried again, on fresh samples.
+		d.training.collecting = true
 	case d.training.collecting && cur == nil:
-		due = d.training.small >= d.t.TrainAfter
+		due = d.training.small >= d.t.TrainAfter && d.training.poolN >= min(d.t.TrainAfter, d.t.Pool)
 	case d.training.collecting:
-		due = d.training.poolN >= d.t.Pool
+		h := d.historyFor(d.training.total)
+		due = d.training.poolN >= min(d.t.Pool, 4*h) && (d.training.drifted || h > d.training.hist)
 	}
 	due = due && !d.training.busy && time.Since(d.training.failedAt) >= backoff && d.spare()
 	if due {
@@ -180,7 +200,7 @@ func (d *Trainer) send() {
 // due (a test's: Busy says when it is done).
 func (d *Trainer) Ask() {
 	d.training.Lock()
-	d.training.busy = true
+	d.training.busy, d.training.forced = true, true
 	d.training.Unlock()
 	d.send()
 }
@@ -189,7 +209,7 @@ func (d *Trainer) Ask() {
 // holds the next one off for the back-off.
 func (d *Trainer) Done(err error) {
 	d.training.Lock()
-	d.training.busy = false
+	d.training.busy, d.training.forced = false, false
 	if err != nil {
 		d.training.failedAt = time.Now()
 	}
@@ -204,13 +224,18 @@ type State struct {
 	Samples, Bytes int
 	// Busy: a renewal was asked for and is not done
 	Busy bool
+	// Total: raw bytes of events frames encoded; Declined: dictionaries
+	// trained and not kept, since they would not have paid for their
+	// file (Renew)
+	Total, Declined int
 }
 
 // State returns d's state.
 func (d *Trainer) State() State {
 	d.training.Lock()
 	defer d.training.Unlock()
-	return State{Collecting: d.training.collecting, Samples: len(d.training.pool), Bytes: d.training.poolN, Busy: d.training.busy}
+	return State{Collecting: d.training.collecting, Samples: len(d.training.pool), Bytes: d.training.poolN, Busy: d.training.busy,
+		Total: d.training.total, Declined: d.training.declined}
 }
 
 // Renew replaces the current dictionary: by one another process made
@@ -237,13 +262,23 @@ func (d *Trainer) Renew(fsys vfs.FS, dir string, dicts *segment.Dicts) error {
 		return nil
 	}
 	d.training.Lock()
-	samples, n := slices.Clone(d.training.pool), d.training.poolN
+	samples, total, forced := slices.Clone(d.training.pool), d.training.total, d.training.forced
 	d.training.Unlock()
 	for try := 0; ; try++ {
 		// zstd leaves IDs under 32768 to registered dictionaries.
-		nd, err := segment.TrainDict(32768+rand.Uint32N(math.MaxUint32-32768), time.Now().UnixNano(), samples, d.t.History)
+		nd, err := segment.TrainDict(32768+rand.Uint32N(math.MaxUint32-32768), time.Now().UnixNano(), samples, d.historyFor(total))
 		if err != nil {
 			return err
+		}
+		if try == 0 && !forced && !d.pays(nd, samples, total) {
+			// Not kept: no file. Tried again once the process has
+			// written twice as much.
+			d.training.Lock()
+			d.training.collecting, d.training.pool, d.training.poolN = false, nil, 0
+			d.training.drifted, d.training.nextAt = false, 2*total
+			d.training.declined++
+			d.training.Unlock()
+			return nil
 		}
 		err = segment.WriteDict(fsys, dir, nd)
 		if errors.Is(err, fs.ErrExist) && try < 3 {
@@ -253,7 +288,44 @@ func (d *Trainer) Renew(fsys vfs.FS, dir string, dicts *segment.Dicts) error {
 			return err
 		}
 		dicts.Add(nd)
-		d.use(nd, n >= d.t.Pool)
+		d.use(nd, true)
 		return nil
 	}
+}
+
+// historyFor returns the content of a dictionary trained when total raw
+// bytes were encoded: total/Share rounded down to a power of two, within
+// [MinHistory, History].
+func (d *Trainer) historyFor(total int) int {
+	h := max(d.t.MinHistory, 1)
+	for h*2 <= total/max(d.t.Share, 1) {
+		h *= 2
+	}
+	return min(h, d.t.History)
+}
+
+// evalBytes bounds the samples pays compresses.
+const evalBytes = 64 << 10
+
+// pays reports whether dictionary nd pays for its file: the bytes it
+// saves on samples (against the current dictionary, or none), in
+// proportion over as many raw bytes again as the process has encoded
+// (total: what it has written predicts what it will), exceed the file's.
+func (d *Trainer) pays(nd *segment.Dict, samples [][]byte, total int) bool {
+	cur := d.cur.Load()
+	n := 0
+	for _, s := range samples {
+		n += len(s)
+	}
+	step := max(n/evalBytes, 1) // every step-th sample: about evalBytes of them
+	var raw, saved int
+	for i := len(samples) - 1; i >= 0; i -= step {
+		s := samples[i]
+		raw += len(s)
+		saved += segment.StoredLen(cur, s) - segment.StoredLen(nd, s)
+	}
+	if raw == 0 {
+		return false
+	}
+	return int64(saved)*int64(total)/int64(raw) > int64(segment.DictFileSize(nd))
 }

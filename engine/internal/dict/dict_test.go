@@ -1,6 +1,8 @@
 package dict
 
 import (
+	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 func tuning() Tuning {
 	t := DefaultTuning()
 	t.TrainAfter, t.Small, t.Pool, t.History = 8<<10, 2<<10, 32<<10, 8<<10
+	t.Share, t.MinHistory = 4, 2<<10
 	t.Window, t.RetrainMin = 16<<10, 16<<10
 	t.SmallShare, t.SmallBurst = 1e6, time.Second
 	return t
@@ -102,8 +105,10 @@ func TestPoolBound(t *testing.T) {
 	}
 }
 
-// TestRenew: the first training (before the pool is full) keeps
-// collecting; once the pool is full the next one lets it go. Each
+// TestRenew: the first dictionary is small (its content a Share of what
+// was written) and lets the pool go; once the process has written enough
+// for one of twice the content, the pool refills and a larger one is
+// trained (it pays on these repetitive events). Each
 // dictionary is durable in the directory and in dicts; another Trainer
 // of the store takes the newest instead of training its own.
 func TestRenew(t *testing.T) {
@@ -115,24 +120,31 @@ func TestRenew(t *testing.T) {
 	a := New(tuning())
 	enc := segment.Encoder{Uncompressed: true}
 	a.Observe(frames(t, enc, 0, 40, 300)) // ~12 KiB: the first is due
+	if !kicked(a) {
+		t.Fatal("the first is not due")
+	}
 	if err := a.Renew(fsys, dir, dicts); err != nil {
 		t.Fatal(err)
 	}
 	first := a.Cur()
-	if st := a.State(); first == nil || !st.Collecting || st.Samples != 40 {
-		t.Fatalf("after the first training: a dictionary %v, state %+v; want one, still collecting 40", first != nil, st)
+	if st := a.State(); first == nil || st.Collecting || st.Samples != 0 || first.Len() > 4<<10 {
+		t.Fatalf("after the first training: a dictionary %v, state %+v; want one of about 2 KiB, the pool let go", first != nil, st)
 	}
 	a.Done(nil)
-	a.Observe(frames(t, enc, 100, 100, 300)) // the pool full
+	a.Observe(frames(t, enc, 100, 100, 300)) // half way to one of 8 KiB
+	if st := a.State(); !st.Collecting || kicked(a) {
+		t.Fatalf("after %d bytes: state %+v; want the pool refilling, nothing due yet", st.Total, st)
+	}
+	a.Observe(frames(t, enc, 200, 120, 300))
 	if !kicked(a) {
-		t.Fatal("not due with a full pool")
+		t.Fatal("not due with the pool refilled for a larger dictionary")
 	}
 	if err := a.Renew(fsys, dir, dicts); err != nil {
 		t.Fatal(err)
 	}
 	a.Done(nil)
-	if st := a.State(); a.Cur() == nil || a.Cur().ID == first.ID || st.Collecting || st.Samples != 0 {
-		t.Fatalf("after the last training: state %+v; want a new dictionary and the pool let go", st)
+	if st := a.State(); a.Cur() == nil || a.Cur().ID == first.ID || a.Cur().Len() <= first.Len() || st.Collecting || st.Samples != 0 || st.Declined != 0 {
+		t.Fatalf("after the growth: state %+v; want a new, larger dictionary and the pool let go", st)
 	}
 	if ids, err := segment.ListDicts(fsys, dir); err != nil || len(ids) != 2 {
 		t.Fatalf("dictionaries in the directory: %v, %v; want 2", ids, err)
@@ -259,5 +271,57 @@ func TestDrift(t *testing.T) {
 	}
 	if !d.State().Collecting {
 		t.Fatal("not collecting after frames compress far worse with the dictionary")
+	}
+}
+
+// TestRenewDeclines: a dictionary that would not save its own file's
+// bytes (frames of random text, which it cannot match) is trained and
+// not kept: no file, no current dictionary, the pool let go, and no
+// training again until the process has written twice as much.
+func TestRenewDeclines(t *testing.T) {
+	fsys, dir := vfs.NewMem(), "store"
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dicts := segment.NewDicts(fsys, dir)
+	d := New(tuning())
+	enc := segment.Encoder{Uncompressed: true}
+	random := func(first uint64, n int) []*segment.Encoded {
+		out := make([]*segment.Encoded, n)
+		for i := range out {
+			b := make([]byte, 300)
+			crand.Read(b)
+			data, _ := json.Marshal(map[string]string{"x": base64.StdEncoding.EncodeToString(b)})
+			e, err := enc.Events("s", first+uint64(i), []event.Event{{Seq: first + uint64(i), Type: "user/message", Data: data}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = e
+		}
+		return out
+	}
+	d.Observe(random(0, 40))
+	if !kicked(d) {
+		t.Fatal("the first is not due")
+	}
+	if err := d.Renew(fsys, dir, dicts); err != nil {
+		t.Fatal(err)
+	}
+	d.Done(nil)
+	st := d.State()
+	if ids, _ := segment.ListDicts(fsys, dir); d.Cur() != nil || len(ids) != 0 || st.Declined != 1 || st.Collecting {
+		t.Fatalf("a dictionary that does not pay: current %v, files %v, state %+v; want none kept, declined, the pool let go", d.Cur() != nil, ids, st)
+	}
+	d.Observe(random(100, 10))
+	if kicked(d) || d.State().Collecting {
+		t.Fatalf("due again at %d bytes: %+v", d.State().Total, d.State())
+	}
+	d.Observe(random(200, 30)) // twice what it had written: the pool refills
+	if kicked(d) || !d.State().Collecting {
+		t.Fatalf("at %d bytes: %+v; want the pool refilling, nothing due yet", d.State().Total, d.State())
+	}
+	d.Observe(random(300, 30))
+	if !kicked(d) {
+		t.Fatalf("not due again with a refilled pool: %+v", d.State())
 	}
 }
