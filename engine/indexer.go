@@ -192,7 +192,7 @@ func (db *DB) checkpointTo(advance bool) (err error) {
 		n++
 	}
 	batch := db.mu.pend[:n:n]
-	db.mu.pend = slices.Clone(db.mu.pend[n:])
+	db.mu.pend = restPend(db.mu.pend[n:], n)
 	// Sessions a write open checked further than their records say are
 	// written too, even with no frame to index (not moving the checkpoint
 	// back: never before the one published).
@@ -360,5 +360,18 @@ func (db *DB) takeIndexed(pos uint64) {
 		return
 	}
 	db.indexUpdate(db.mu.pend[:n])
-	db.mu.pend = slices.Clone(db.mu.pend[n:])
+	db.mu.pend = restPend(db.mu.pend[n:], n)
+}
+
+// restPend returns a copy of rest, the backlog a checkpoint left, with
+// room for as many frames again as it took (taken; at most
+// indexBatchFrames, which wake the checkpointer anyway): the backlog
+// refills at the rate it was drained, and a copy grown by append from
+// nothing was the most bytes a flush allocated at one place (a pendFrame
+// is ~100 bytes, and the backlog of 64 sessions' flushes doubled its way
+// up again after every checkpoint).
+func restPend(rest []pendFrame, taken int) []pendFrame {
+	out := make([]pendFrame, len(rest), len(rest)+min(max(taken, 64), indexBatchFrames))
+	copy(out, rest)
+	return out
 }

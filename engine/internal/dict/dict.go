@@ -37,6 +37,9 @@ type Trainer struct {
 		collecting bool
 		pool       [][]byte
 		poolN      int
+		// passed: small frames not sampled since the last one, once the
+		// pool was full (then one in poolStride is)
+		passed int
 		// small: raw bytes of small events frames encoded since New
 		small int
 		// busy: a training was asked for and has not finished (Done)
@@ -123,6 +126,24 @@ func (d *Trainer) use(nd *segment.Dict, last bool) {
 	d.training.Unlock()
 }
 
+// poolStride: once the pool is full, one small frame in poolStride is
+// sampled (each a copy, on the flush path): the pool still turns over to
+// what is written now, at an eighth of the copies.
+const poolStride = 8
+
+// sample says whether the next small frame is copied into the pool: each
+// until it is full, then one in poolStride. Called with d.training held.
+func (d *Trainer) sample() bool {
+	if d.training.poolN < d.t.Pool {
+		return true
+	}
+	if d.training.passed++; d.training.passed < poolStride {
+		return false
+	}
+	d.training.passed = 0
+	return true
+}
+
 // Observe records encoded events frames: their payloads as training
 // input while a training is to come, their sizes for the ratio. It sends
 // on Kick when a dictionary is due. Called on the flush path: cheap.
@@ -134,7 +155,7 @@ func (d *Trainer) Observe(es []*segment.Encoded) {
 		if len(raw) < d.t.Small {
 			d.training.small += len(raw)
 		}
-		if d.training.collecting && len(raw) < d.t.Small { // (a store of large frames only trains none)
+		if d.training.collecting && len(raw) < d.t.Small && d.sample() { // (a store of large frames only trains none)
 			// A sample is a small frame's payload, as the frames the
 			// dictionary is for are: a large one (a tool result of
 			// hundreds of KiB) would fill the pool and the history.

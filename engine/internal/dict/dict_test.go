@@ -99,9 +99,31 @@ func TestPoolBound(t *testing.T) {
 	if st := d.State(); st.Bytes < tu.Pool {
 		t.Fatalf("the pool holds %d bytes, want at least %d", st.Bytes, tu.Pool)
 	}
-	want := frames(t, enc, 999, 1, 300)[0].Raw()
-	if got := d.training.pool[len(d.training.pool)-1]; string(got) != string(want) {
-		t.Fatal("the newest payload is not the last in the pool")
+	// Once full, the pool turns over one frame in poolStride: its last
+	// payload is one of the last poolStride observed.
+	got := d.training.pool[len(d.training.pool)-1]
+	newest := false
+	for seq := uint64(1000 - poolStride); seq < 1000; seq++ {
+		if string(got) == string(frames(t, enc, seq, 1, 300)[0].Raw()) {
+			newest = true
+		}
+	}
+	if !newest {
+		t.Fatalf("the last payload in the pool is not one of the last %d frames observed", poolStride)
+	}
+	// Sampled, not every frame copied: of the next poolStride*10 frames,
+	// 10 go in.
+	before := d.training.pool[len(d.training.pool)-1]
+	moved := 0
+	for i := range poolStride * 10 {
+		d.Observe(frames(t, enc, uint64(2000+i), 1, 300))
+		if last := d.training.pool[len(d.training.pool)-1]; &last[0] != &before[0] {
+			moved++
+			before = last
+		}
+	}
+	if moved != 10 {
+		t.Fatalf("of %d frames after the pool filled, %d were sampled, want 10", poolStride*10, moved)
 	}
 }
 
