@@ -116,5 +116,4 @@ func TestPermissions(t *testing.T) {
 		t.Fatalf("the refused Delete deleted: %v", err)
 	}
 
-
 }
