@@ -178,7 +178,7 @@ func (w *watcher) listen(ch chan nats.Status) {
 				} else {
 					w.wakeAllLocked()
 				}
-			case status == nats.CONNECTED && w.state == watchFailed && w.broke && len(w.waiters) > 0:
+			case status == nats.CONNECTED && w.state == watchFailed && len(w.waiters) > 0:
 				w.startLocked() // (now, not at its backoff)
 			}
 			w.mu.Unlock()
@@ -309,13 +309,16 @@ func (w *watcher) start(gen, from uint64) {
 	defer w.mu.Unlock()
 	if err != nil {
 		w.state = watchFailed
-		if !w.broke {
+		if !w.broke && !unanswered(err) {
+			// Refused (a host without the permission): Waits poll, and
+			// the next Wait after watchRetry tries again.
 			st.opts.Logger.Warn("jetstream: Wait polls: the consumer that wakes it could not be made", "stream", st.opts.Stream, "error", err)
 			w.scheduleLocked(watchRetry)
 			return
 		}
-		// It ran before: the cluster may be electing a leader, or the
-		// connection coming back. Again soon.
+		// No answer (the cluster may be electing a leader, the
+		// connection coming back), or it ran before: again soon.
+		st.opts.Logger.Warn("jetstream: Wait polls: the consumer that wakes it could not be made; trying again", "stream", st.opts.Stream, "error", err)
 		w.backoff = min(max(2*w.backoff, 100*time.Millisecond), watchBackoff)
 		w.scheduleLocked(w.backoff)
 		return
