@@ -269,7 +269,10 @@ func frameRange(refs []frameRef, off, end uint64) (lo, hi int) {
 // the session (one request to the stream's leader); events appended
 // through this store wake it at once. Until the consumer runs (or if it
 // cannot be made), it asks the stream for the session's last message
-// every waitMin to waitMax, as it did before the consumer.
+// every waitMin to waitMax, as it did before the consumer. A look that
+// gets no answer within Options.Timeout (its server died, the stream is
+// electing a leader) is made again, over the connection as it is then,
+// until ctx ends; any other error ends the Wait.
 func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 	st := h.st
 	wt := st.watch.add(h.s.subj)

@@ -13,14 +13,14 @@ import (
 )
 
 // watcher wakes a store's Waits when their sessions change, so that a
-// Wait sends no request while nothing happens. It runs one ordered
-// consumer per store on the stream's session subjects (<prefix>.s.*),
-// headers only, delivering every message stored after it started; each
-// message wakes the Waits on its subject, which then load the session
-// (one request to the stream's leader). The consumer is made when a Wait
-// first has to wait and stopped (and deleted) watchLinger after the last
-// Wait returned, so a store that follows a session from one Wait to the
-// next keeps it.
+// Wait sends no request while nothing happens. It runs one pull consumer
+// per store on the stream's session subjects (<prefix>.s.*), headers
+// only, delivering every message stored after it started; each message
+// wakes the Waits on its subject, which then load the session (one
+// request to the stream's leader). The consumer is made when a Wait first
+// has to wait and stopped (and deleted) watchLinger after the last Wait
+// returned, so a store that follows a session from one Wait to the next
+// keeps it.
 //
 // One consumer per store however many sessions wait: its cost is one
 // headers-only delivery per message stored in the stream while any Wait
@@ -29,13 +29,22 @@ import (
 // make hundreds of consumers, each made through the cluster's meta
 // leader.)
 //
+// The consumer is the store's own, not nats.go's ordered consumer, which
+// noticed a dead server only after two missed heartbeats of 5 s and made
+// itself again 1 to 10 s apart while the Waits trusted it: it has a
+// heartbeat of watchHeartbeat, and the store makes it again, from the
+// message after the last it delivered, as soon as it breaks (missed
+// heartbeats, deleted, not found, no responders, a gap in its delivery
+// sequence, the connection lost: the watcher listens to the connection's
+// status).
+//
 // A Wait does not rely on the consumer alone: until the consumer is
-// running (it is being made, it could not be made, e.g. the host lacks
-// the permission, or it reported an error in the last watchDegraded), a
-// Wait polls the session as it did before the consumer came (every
-// waitMin to waitMax); and a running consumer's Wait still looks every
-// waitIdle, against anything that stores no message (an operator's
-// purge).
+// running (it is being made, or made again; it could not be made, e.g.
+// the host lacks the permission; or the connection was lost in the last
+// watchDegraded), a Wait polls the session as it did before the consumer
+// came (every waitMin to waitMax); and a running consumer's Wait still
+// looks every waitIdle, against anything that stores no message (an
+// operator's purge).
 type watcher struct {
 	st *Store
 
