@@ -41,12 +41,25 @@
 // # Following
 //
 // Handle.Wait sends no request while nothing happens: a store runs one
-// ordered consumer on the session subjects (headers only), made when a
-// Wait first waits and stopped 10 s after the last; each message stored on
-// a subject wakes the store's Waits on it, which then load the session.
-// Until the consumer runs, if it cannot be made (the host may not make
-// consumers), and for a while after it reported an error, Waits poll the
-// stream every 2 to 50 ms (docs/DESIGN.md, Following; watch.go).
+// pull consumer on the session subjects (headers only), made when a Wait
+// first waits and stopped 10 s after the last; each message stored on a
+// subject wakes the store's Waits on it, which then load the session. The
+// store makes the consumer again, from the message after the last it
+// delivered, as soon as it breaks (missed heartbeats of 500 ms, its
+// deletion, a gap, a lost connection). Until the consumer runs, if it
+// cannot be made (the host may not make consumers), and while it is made
+// again, Waits poll the stream every 2 to 50 ms (docs/DESIGN.md,
+// Following; watch.go). A Wait whose look gets no answer in
+// Options.Timeout looks again.
+//
+// # When a server dies
+//
+// Options.Timeout bounds every request, whatever the caller's deadline:
+// a call whose server dies returns (a Wait looks again) within about
+// Options.Timeout plus the reconnect. A request the host's NATS user may
+// not make fails at once with a *PermissionError naming the permission
+// (the server reports a permissions violation on the connection; the
+// store chains the connection's error handler to see it).
 //
 // # Delete and Resume
 //
@@ -104,7 +117,8 @@
 // expecting it gone proves, or marked dead by such a write). A store whose
 // renewals fail (time out) stops writing once its host lease may have
 // expired: a tenth of the TTL before the last successful write of it plus
-// the TTL. Every publish also carries the stream sequence of the last
+// the TTL; from then on until a renewal succeeds, a write open, Create and
+// Delete fail with store.ErrOwnershipLost too, publishing nothing. Every publish also carries the stream sequence of the last
 // message it knows on the session's subject
 // (Nats-Expected-Last-Subject-Sequence): two writers can never interleave
 // batches, and the one that lost gets store.ErrOwnershipLost.

@@ -269,7 +269,10 @@ func frameRange(refs []frameRef, off, end uint64) (lo, hi int) {
 // the session (one request to the stream's leader); events appended
 // through this store wake it at once. Until the consumer runs (or if it
 // cannot be made), it asks the stream for the session's last message
-// every waitMin to waitMax, as it did before the consumer.
+// every waitMin to waitMax, as it did before the consumer. A look that
+// gets no answer within Options.Timeout (its server died, the stream is
+// electing a leader) is made again, over the connection as it is then,
+// until ctx ends; any other error ends the Wait.
 func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 	st := h.st
 	wt := st.watch.add(h.s.subj)
@@ -281,7 +284,26 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 			return 0, err
 		}
 		if _, err := st.load(ctx, h.s.id, "wait"); err != nil {
-			return 0, err
+			if ctx.Err() != nil || !unanswered(err) {
+				return 0, err
+			}
+			// No answer within Options.Timeout (its server died, the
+			// connection is coming back, the stream is electing a
+			// leader): ask again over what the connection is now.
+			st.opts.Logger.Warn("jetstream: Wait's look at the session got no answer; looking again", "session", h.s.id, "error", err)
+			if t == nil {
+				t = time.NewTimer(delay)
+				defer t.Stop()
+			} else {
+				t.Reset(delay)
+			}
+			delay = min(2*delay, waitMax)
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-t.C:
+			}
+			continue
 		}
 		st.mu.Lock()
 		s := h.s
@@ -320,6 +342,13 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// unanswered reports whether err is a request that got no answer in
+// time, or found no server to answer (Wait asks again).
+func unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrNoStreamResponse)
 }
 
 // Wait's polling interval, when it polls, grows from waitMin to waitMax
@@ -487,7 +516,7 @@ func (h *Handle) sendGroup(ctx context.Context, msgs []outMsg) error {
 	if err := st.check(remote); err != nil {
 		return sessionErr(h.s.id, "flush", err)
 	}
-	rctx, cancel := st.rctx(ctx)
+	rctx, cancel := st.req(ctx, s.subj)
 	defer cancel()
 	st.mu.Lock()
 	expect := s.lastSubj
@@ -508,6 +537,7 @@ func (h *Handle) sendGroup(ctx context.Context, msgs []outMsg) error {
 			r.err = errors.New("jetstream: publish without an outcome")
 		}
 		if r.err != nil {
+			r.err = st.refused(rctx, r.err)
 			s.failed = r.err
 			return sessionErr(h.s.id, "flush", r.err)
 		}
@@ -591,7 +621,7 @@ func (h *Handle) record(msg *nats.Msg, ref frameRef, seq uint64) {
 // expected sequence, so a message that is not this one would otherwise
 // acknowledge it (also store.ErrOwnershipLost).
 func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, expect uint64) (*natsjs.PubAck, error) {
-	rctx, cancel := st.rctx(ctx)
+	rctx, cancel := st.req(ctx, msg.Subject)
 	defer cancel()
 	var ack *natsjs.PubAck
 	var err error
@@ -631,6 +661,7 @@ func (st *Store) publishMsg(ctx context.Context, msg *nats.Msg, msgID string, ex
 		}
 	}
 	if err != nil {
+		err = st.refused(rctx, err)
 		var apiErr *natsjs.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence {
 			err = fmt.Errorf("%w: another writer appended to the session (%v)", store.ErrOwnershipLost, err)

@@ -138,7 +138,10 @@ var errRevision = errors.New("jetstream: the lease entry changed")
 // lease deleted at its store's Close, the marker of an expired key). It
 // returns natsjs.ErrKeyNotFound if the key holds nothing.
 func (st *Store) entry(ctx context.Context, key string) (val []byte, rev uint64, deleted bool, err error) {
+	ctx, cancel := st.perms.watchPerms(ctx, natsjs.DefaultAPIPrefix+"DIRECT.GET.KV_"+st.opts.LeaseBucket+".", natsjs.DefaultAPIPrefix+"STREAM.MSG.GET.KV_"+st.opts.LeaseBucket)
+	defer cancel()
 	m, err := st.leaseStream.GetLastMsgForSubject(ctx, st.kvSubject(key))
+	err = st.refused(ctx, err)
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
 		return nil, 0, false, natsjs.ErrKeyNotFound
 	}
@@ -157,6 +160,8 @@ func (st *Store) kvSubject(key string) string { return "$KV." + st.opts.LeaseBuc
 // changed. A record (never) is written never to expire: the bucket's TTL
 // is for host leases.
 func (st *Store) put(ctx context.Context, key string, val []byte, expect uint64, never bool) (uint64, error) {
+	ctx, cancel := st.perms.watchPerms(ctx, st.kvSubject(key))
+	defer cancel()
 	for attempt := 1; ; attempt++ {
 		m := nats.NewMsg(st.kvSubject(key))
 		m.Data = val
@@ -164,6 +169,7 @@ func (st *Store) put(ctx context.Context, key string, val []byte, expect uint64,
 			m.Header.Set(natsjs.MsgTTLHeader, "never")
 		}
 		ack, err := st.js.PublishMsg(ctx, m, natsjs.WithExpectLastSequencePerSubject(expect))
+		err = st.refused(ctx, err)
 		var apiErr *natsjs.APIError
 		switch {
 		case err == nil:
@@ -225,6 +231,14 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 		return nil, err
 	}
 	l := &lease{id: id, key: token(id), live: live}
+	// A host lease not renewed for its TTL (less the margin) may have
+	// expired, though no renewal found it gone yet: a session taken under
+	// it could not be written (every publish checks it), so none is.
+	// The renewals decide: one that succeeds makes it valid again, one
+	// that finds it gone makes a new one for the next take.
+	if err := st.check(l); err != nil {
+		return nil, err
+	}
 	val := st.leaseValue(live.gen)
 	var expect uint64
 	for attempt := 0; ; attempt++ {

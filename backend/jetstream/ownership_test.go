@@ -595,3 +595,64 @@ func testOneLeasePerHost(t *testing.T, url string, o *Options) {
 		t.Errorf("a renewal with %d sessions held made %d writes to the lease bucket, want 1", n, writes)
 	}
 }
+
+// A write open (and a Create) on a host lease that lapsed (its renewals
+// time out) but that no renewal found gone yet is refused with
+// ErrOwnershipLost, publishing nothing (no fence): a host used to open,
+// fence, and fail its first flush, again and again. Once a renewal
+// succeeds, it opens again.
+func TestOpenLapsedLease(t *testing.T) { onServerAndCluster(t, testOpenLapsedLease) }
+
+func testOpenLapsedLease(t *testing.T, url string, o *Options) {
+	ctx := context.Background()
+	o.LeaseTTL = time.Second
+	st := openStoreAt(t, url, o)
+	w, err := st.Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, enginetest.OneTurn()[:2]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := lastSubjectSeq(t, st, "s")
+	timeout := func(func() (uint64, error)) (uint64, error) {
+		return 0, fmt.Errorf("renewal timed out (injected): %w", context.DeadlineExceeded)
+	}
+	st.renewHook.Store(&timeout)
+	st.renewNow()
+	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
+	if h, err := st.Open(ctx, "s", store.Write); !errors.Is(err, store.ErrOwnershipLost) {
+		if err == nil {
+			h.Close()
+		}
+		t.Fatalf("write open %v after the last renewal: %v, want ErrOwnershipLost", o.LeaseTTL, err)
+	} else {
+		t.Logf("refused: %v", err)
+	}
+	if h, err := st.Create(ctx, enginetest.Meta("t")); !errors.Is(err, store.ErrOwnershipLost) {
+		if err == nil {
+			h.Close()
+		}
+		t.Fatalf("create %v after the last renewal: %v, want ErrOwnershipLost", o.LeaseTTL, err)
+	}
+	if got := lastSubjectSeq(t, st, "s"); got != before {
+		t.Fatalf("the refused open published: the subject's last message moved from %d to %d", before, got)
+	}
+	// The renewals work again: the host lease is renewed if the bucket
+	// still held it, or found gone and made anew; either way it opens.
+	st.renewHook.Store(nil)
+	st.renewNow()
+	h, err := st.Open(ctx, "s", store.Write)
+	if err != nil {
+		t.Fatalf("write open once renewals work again: %v", err)
+	}
+	if err := h.Append(ctx, enginetest.OneTurn()[2:4]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -65,11 +65,12 @@ func (st *Store) leaderGet(ctx context.Context, req msgGetRequest) (*natsjs.RawS
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := st.rctx(ctx)
+	subj := natsjs.DefaultAPIPrefix + "STREAM.MSG.GET." + st.opts.Stream
+	ctx, cancel := st.req(ctx, subj)
 	defer cancel()
-	r, err := st.nc.RequestWithContext(ctx, natsjs.DefaultAPIPrefix+"STREAM.MSG.GET."+st.opts.Stream, body)
+	r, err := st.nc.RequestWithContext(ctx, subj, body)
 	if err != nil {
-		return nil, err
+		return nil, st.refused(ctx, err)
 	}
 	var resp msgGetResponse
 	if err := json.Unmarshal(r.Data, &resp); err != nil {
@@ -120,14 +121,15 @@ func (st *Store) directBatch(ctx context.Context, subj string, from uint64, n in
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := st.rctx(ctx)
+	api := natsjs.DefaultAPIPrefix + "DIRECT.GET." + st.opts.Stream
+	ctx, cancel := st.req(ctx, api)
 	defer cancel()
 	q, err := st.replies.open()
 	if err != nil {
 		return 0, fmt.Errorf("jetstream: direct get: %w", err)
 	}
 	defer st.replies.done(q)
-	if err := st.nc.PublishRequest(natsjs.DefaultAPIPrefix+"DIRECT.GET."+st.opts.Stream, q.inbox, body); err != nil {
+	if err := st.nc.PublishRequest(api, q.inbox, body); err != nil {
 		return 0, fmt.Errorf("jetstream: direct get: %w", err)
 	}
 	var limit uint64
@@ -139,6 +141,7 @@ func (st *Store) directBatch(ctx context.Context, subj string, from uint64, n in
 	for {
 		r, err := q.next(ctx)
 		if err != nil {
+			err = st.refused(ctx, err)
 			return got, fmt.Errorf("jetstream: direct get of %s from %d: %w", subj, from, err)
 		}
 		if status := r.Header.Get("Status"); status != "" && len(r.Data) == 0 {

@@ -69,8 +69,11 @@ type Options struct {
 	// os.TempDir(). Every process on the machine must see the same
 	// directory (a service with a private /tmp needs another).
 	LockDir string
-	// Timeout bounds each request to the server when the caller's context
-	// has no deadline; default 5 s.
+	// Timeout bounds each request to the server, whatever the caller's
+	// context allows (a shorter deadline of the caller's still ends it
+	// sooner): a request whose server dies before it answers fails
+	// after Timeout, and the next goes over the reconnected connection;
+	// default 5 s.
 	Timeout time.Duration
 	// FrameBytes is the raw size of the events of one message; default
 	// 128 KiB (larger batches than the local engine's 32 KiB frames: a
@@ -174,6 +177,7 @@ type Store struct {
 	enc      segment.Encoder
 	owners   handle.Owners
 	commit   *committer // the group commit of session publishes
+	perms    *permHub   // the connection's permission violations (perms.go)
 	watch    watcher    // wakes Waits (watch.go)
 
 	createMu sync.Mutex // serializes Create (existence check, then lease)
@@ -277,18 +281,23 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	}
 	ctx, cancel := withTimeout(ctx, 4*o.Timeout)
 	defer cancel()
+	perms := hubOf(nc)
+	ctx, unwatch := perms.watchPerms(ctx, natsjs.DefaultAPIPrefix+"STREAM.", natsjs.DefaultAPIPrefix+"INFO")
+	defer unwatch()
+	named := &Store{opts: o} // (names the permissions of a refusal)
+	refused := func(err error) error { return refusedOn(nc, ctx, err, named.permissionOf) }
 	stream, err := bindStream(ctx, js, &o)
 	if err != nil {
-		return nil, err
+		return nil, refused(err)
 	}
 	kv, bucket, err := bindLeases(ctx, js, &o)
 	if err != nil {
-		return nil, err
+		return nil, refused(err)
 	}
 	o.LeaseTTL = bucket.Config.MaxAge
 	leaseStream, err := js.Stream(ctx, bucket.Config.Name)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: lease bucket %s: %w", o.LeaseBucket, err)
+		return nil, fmt.Errorf("jetstream: lease bucket %s: %w", o.LeaseBucket, refused(err))
 	}
 	machine, err := os.Hostname()
 	if err != nil {
@@ -316,6 +325,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		handles:  map[*Handle]struct{}{},
 		stop:     make(chan struct{}),
 		replies:  replyMux{nc: nc},
+		perms:    perms,
 		commit:   newCommitter(nc, js, stream.CachedInfo().Config),
 	}
 	s.watch.st = s
@@ -324,10 +334,11 @@ func Open(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	return s, nil
 }
 
+// withTimeout bounds ctx by d from now: the caller's deadline, if
+// sooner, still holds, but a later one does not lift the bound (a request
+// sent to a server that died before it answered would wait for it all
+// along).
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
 	return context.WithTimeout(ctx, d)
 }
 
@@ -898,8 +909,9 @@ func (st *Store) List(ctx context.Context) ([]store.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rctx, cancel := st.rctx(ctx)
+	rctx, cancel := st.req(ctx, natsjs.DefaultAPIPrefix+"STREAM.INFO."+st.opts.Stream)
 	info, err := st.stream.Info(rctx, natsjs.WithSubjectFilter(st.opts.Prefix+".s.*"))
+	err = st.refused(rctx, err)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: list: %w", err)

@@ -23,6 +23,14 @@ func Start(dir string) (*Server, error) {
 	return start(&server.Options{ServerName: "seglog-0", StoreDir: dir})
 }
 
+// StartWith runs a single JetStream server storing in dir, with the
+// options edit sets (users and their permissions, for instance).
+func StartWith(dir string, edit func(*server.Options)) (*Server, error) {
+	o := &server.Options{ServerName: "seglog-0", StoreDir: dir}
+	edit(o)
+	return start(o)
+}
+
 func start(o *server.Options) (*Server, error) {
 	o.Host = "127.0.0.1"
 	if o.Port == 0 {
@@ -125,6 +133,17 @@ func (c *Cluster) URLs() string {
 func (c *Cluster) StreamLeader(stream string) int {
 	for i, s := range c.Servers {
 		if s.Running() && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ConsumerLeader returns the index of the server running consumer of
+// stream (in the global account), or -1.
+func (c *Cluster) ConsumerLeader(stream, consumer string) int {
+	for i, s := range c.Servers {
+		if s.Running() && s.JetStreamIsConsumerLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream, consumer) {
 			return i
 		}
 	}

@@ -1,0 +1,446 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
+)
+
+// campaignEvent is the event a writer appends at seq: testgen's, with the
+// name of the write open that appended it in its data, so that the check
+// tells whose it is.
+func campaignEvent(seq uint64, tag string) event.Event {
+	e := testgen.Event(seq, 80)
+	e.Data = json.RawMessage(fmt.Sprintf(`{"turn":%d,"w":%q}`, seq, tag))
+	return e
+}
+
+// campaignAck is one acknowledged flush: events from..to-1 of session id,
+// appended by write open tag.
+type campaignAck struct {
+	id       string
+	from, to uint64
+	tag      string
+	at       time.Time
+}
+
+// campaignFault is one fault: its kind, when it started and ended.
+type campaignFault struct {
+	kind       string
+	start, end time.Time
+}
+
+// TestClusterFaults is the fault campaign of issue 39, on a 3-node cluster
+// with 3 replicas: two writer hosts (A through a proxy that can stall its
+// connection, B) open, append to and flush 4 sessions, taking them from
+// each other, each call under a caller's deadline of a minute; a follower
+// host waits on every session. Faults, in turn: the stream's leader
+// killed, the lease bucket's leader killed, a node that leads neither
+// stopped (each back after a second), A's connection stalled past its
+// lease, A's renewals stopped past its lease. At the end, a checker host
+// reads every session: every acknowledged flush is there once, in order,
+// with the events its write open appended (no two writers acknowledged
+// for the same events, nothing an earlier writer sent landed after a
+// later one's); the follower's Waits reached every session's last
+// acknowledged event; the sessions are deleted and stay deleted on every
+// host, and the follower's Waits end with ErrSessionNotFound. It logs the
+// figures: faults, acknowledged flushes, events checked, the slowest call
+// after a kill, the Wait lag after each acknowledgement.
+//
+// About 25 s of faults by default, 3 minutes with SEGLOG_LONG=1.
+func TestClusterFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster and kills its servers")
+	}
+	run := 25 * time.Second
+	if longCampaign() {
+		run = 3 * time.Minute
+	}
+	ctx := context.Background()
+	c := startFaultCluster(t)
+	urls := []string{c.url(0), c.url(1), c.url(2)}
+	// A goes through the proxy only, to whichever server runs.
+	p := newStallProxy(t, func() string {
+		for i := range 3 {
+			if a := c.addr(i); a != "" {
+				return a
+			}
+		}
+		return ""
+	})
+	ncA, err := nats.Connect(p.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.IgnoreDiscoveredServers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ncA.Close)
+	o := freshOptions()
+	o.Replicas, o.FlushOnly = 3, true
+	o.LeaseTTL, o.Timeout = 3*time.Second, 2*time.Second
+	oa, ob, of, oc := *o, *o, *o, *o
+	oa.Host, ob.Host, of.Host, oc.Host = "host-a", "host-b", "follower", "checker"
+	b := openCluster(t, connectAll(t, urls...), &ob)
+	a := openCluster(t, ncA, &oa)
+	f := openCluster(t, connectAll(t, urls...), &of)
+	ids := []string{"s0", "s1", "s2", "s3"}
+	for _, id := range ids {
+		h, err := b.Create(ctx, store.Header{ID: id, CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Append(ctx, campaignEvent(0, "create")); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var (
+		mu     sync.Mutex
+		acks   []campaignAck
+		faults []campaignFault
+		calls  []struct { // every writer call: when it started and ended
+			start, end time.Time
+			op         string
+		}
+		wakes = map[string][]struct { // the follower's Waits: count, when
+			n  uint64
+			at time.Time
+		}{}
+		opens atomic.Int64
+	)
+	stop := make(chan struct{})
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
+	call := func(op string, start time.Time) {
+		mu.Lock()
+		calls = append(calls, struct {
+			start, end time.Time
+			op         string
+		}{start, time.Now(), op})
+		mu.Unlock()
+	}
+	var writers sync.WaitGroup
+	writer := func(name string, st *Store, seed uint64) {
+		defer writers.Done()
+		r := rand.New(rand.NewPCG(seed, 39))
+		for n := 0; !stopped(); n++ {
+			id := ids[r.IntN(len(ids))]
+			cctx, cancel := context.WithTimeout(ctx, time.Minute) // (a caller's deadline, far past Options.Timeout)
+			t0 := time.Now()
+			h, err := st.Open(cctx, id, store.Write)
+			call("open", t0)
+			if err != nil {
+				cancel()
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			opens.Add(1)
+			tag := fmt.Sprintf("%s-%d", name, n)
+			for k := 1 + r.IntN(6); k > 0 && !stopped(); k-- {
+				from := h.Len()
+				evs := make([]event.Event, 1+r.IntN(4))
+				for i := range evs {
+					evs[i] = campaignEvent(from+uint64(i), tag)
+				}
+				t0 = time.Now()
+				err := h.Append(cctx, evs...)
+				if err == nil {
+					err = h.Flush(cctx)
+				}
+				call("flush", t0)
+				if err != nil {
+					break
+				}
+				mu.Lock()
+				acks = append(acks, campaignAck{id: id, from: from, to: from + uint64(len(evs)), tag: tag, at: time.Now()})
+				mu.Unlock()
+			}
+			t0 = time.Now()
+			h.Close()
+			call("close", t0)
+			cancel()
+		}
+	}
+	writers.Add(2)
+	go writer("a", a, 1)
+	go writer("b", b, 2)
+
+	// The follower waits on every session until it is deleted.
+	var followers sync.WaitGroup
+	endErrs := make(chan error, len(ids))
+	for _, id := range ids {
+		followers.Add(1)
+		go func() {
+			defer followers.Done()
+			r, err := f.Open(ctx, id, store.Read)
+			for err != nil {
+				time.Sleep(50 * time.Millisecond)
+				r, err = f.Open(ctx, id, store.Read)
+			}
+			var n uint64
+			for {
+				wctx, cancel := context.WithTimeout(ctx, time.Minute)
+				got, err := r.Wait(wctx, n)
+				cancel()
+				if errors.Is(err, store.ErrSessionNotFound) {
+					endErrs <- nil
+					return
+				}
+				if err != nil {
+					if errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrHandleClosed) {
+						endErrs <- fmt.Errorf("session %s: Wait: %w", id, err)
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				mu.Lock()
+				wakes[id] = append(wakes[id], struct {
+					n  uint64
+					at time.Time
+				}{got, time.Now()})
+				mu.Unlock()
+				n = got
+			}
+		}()
+	}
+
+	// The faults, in turn, each followed by a second of calm.
+	kinds := []string{"stream leader killed", "lease leader killed", "node stopped", "A's connection stalled", "A's renewals stopped"}
+	begin := time.Now()
+	for i := 0; time.Since(begin) < run; i++ {
+		kind := kinds[i%len(kinds)]
+		ft := campaignFault{kind: kind, start: time.Now()}
+		switch kind {
+		case "stream leader killed", "lease leader killed", "node stopped":
+			sl, ll := c.leaderOf(o.Stream), c.leaderOf("KV_"+o.LeaseBucket)
+			idx := map[string]int{"stream leader killed": sl, "lease leader killed": ll}[kind]
+			if kind == "node stopped" {
+				idx = -1
+				for j := range 3 {
+					if j != sl && j != ll {
+						idx = j
+					}
+				}
+			}
+			if idx < 0 {
+				ft.kind += " (none found)"
+				break
+			}
+			ft.kind += fmt.Sprintf(" (server %d)", idx)
+			c.kill(t, idx)
+			time.Sleep(time.Second)
+			c.restart(t, idx)
+		case "A's connection stalled":
+			p.stall()
+			time.Sleep(o.LeaseTTL + time.Second)
+			p.resume()
+		case "A's renewals stopped":
+			timeout := func(func() (uint64, error)) (uint64, error) {
+				return 0, fmt.Errorf("renewal timed out (injected): %w", context.DeadlineExceeded)
+			}
+			a.renewHook.Store(&timeout)
+			time.Sleep(o.LeaseTTL + time.Second)
+			a.renewHook.Store(nil)
+		}
+		ft.end = time.Now()
+		mu.Lock()
+		faults = append(faults, ft)
+		mu.Unlock()
+		time.Sleep(time.Second)
+	}
+	close(stop)
+	writers.Wait()
+
+	// The follower reaches every session's last acknowledged event.
+	mu.Lock()
+	last := map[string]uint64{}
+	for _, k := range acks {
+		last[k.id] = max(last[k.id], k.to)
+	}
+	mu.Unlock()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		behind := ""
+		mu.Lock()
+		for _, id := range ids {
+			if w := wakes[id]; last[id] > 0 && (len(w) == 0 || w[len(w)-1].n < last[id]) {
+				behind = id
+			}
+		}
+		mu.Unlock()
+		if behind == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower's Wait on %s did not reach its last acknowledged event %d", behind, last[behind])
+		}
+	}
+
+	// The check: a host that took part in nothing reads every session.
+	checker := openCluster(t, connectAll(t, urls...), &oc)
+	checks := 0
+	slices.SortStableFunc(acks, func(x, y campaignAck) int {
+		if x.id != y.id {
+			return map[bool]int{true: -1, false: 1}[x.id < y.id]
+		}
+		return int(x.from) - int(y.from)
+	})
+	for _, id := range ids {
+		var got []event.Event
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			r, err := checker.Open(ctx, id, store.Read)
+			if err == nil {
+				got, err = r.Read(ctx, 0, -1)
+				r.Close()
+			}
+			if err == nil {
+				break
+			}
+			if errors.Is(err, store.ErrCorrupt) || time.Now().After(deadline) {
+				t.Fatalf("reading %s back: %v", id, err)
+			}
+		}
+		// Every event is one a write open appended at its seq.
+		tags := make([]string, len(got))
+		for i, e := range got {
+			var d struct {
+				Turn uint64 `json:"turn"`
+				W    string `json:"w"`
+			}
+			if e.Seq != uint64(i) || json.Unmarshal(e.Data, &d) != nil || d.Turn != e.Seq {
+				t.Fatalf("%s: event %d is not one the writers appended (seq %d): %s", id, i, e.Seq, e.Data)
+			}
+			tags[i] = d.W
+		}
+		// Every acknowledged flush, once, in order: its events, by its
+		// write open; no two acknowledged flushes cover the same event.
+		var next uint64
+		for _, k := range acks {
+			if k.id != id {
+				continue
+			}
+			if k.from < next {
+				t.Fatalf("%s: two writers acknowledged for events %d..%d (%s, and one before it up to %d)", id, k.from, k.to-1, k.tag, next-1)
+			}
+			if k.to > uint64(len(got)) {
+				t.Fatalf("%s: events %d..%d were acknowledged (%s), the stream holds %d", id, k.from, k.to-1, k.tag, len(got))
+			}
+			for s := k.from; s < k.to; s++ {
+				if tags[s] != k.tag {
+					t.Fatalf("%s: event %d was acknowledged to %s, the stream holds %s's", id, s, k.tag, tags[s])
+				}
+				checks++
+			}
+			next = k.to
+		}
+	}
+
+	// The deletes: every session, through B; then gone on every host.
+	for _, id := range ids {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			err := b.Delete(ctx, id)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("deleting %s: %v", id, err)
+			}
+		}
+	}
+	for _, st := range []*Store{a, checker, f} {
+		for _, id := range ids {
+			if _, err := st.Stat(ctx, id); !errors.Is(err, store.ErrSessionNotFound) {
+				t.Fatalf("%s after the delete, on %s: %v, want ErrSessionNotFound", id, st.opts.Host, err)
+			}
+		}
+		if l, err := st.List(ctx); err != nil || len(l) != 0 {
+			t.Fatalf("List after the deletes, on %s: %d sessions, %v", st.opts.Host, len(l), err)
+		}
+	}
+	followers.Wait()
+	close(endErrs)
+	for err := range endErrs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+
+	// The figures.
+	var kills []campaignFault
+	for _, ft := range faults {
+		if ft.kind[0] != 'A' {
+			kills = append(kills, ft)
+		}
+	}
+	var slowest, slowestAfterKill time.Duration
+	for _, cl := range calls {
+		d := cl.end.Sub(cl.start)
+		slowest = max(slowest, d)
+		for _, k := range kills {
+			if cl.end.After(k.start) && cl.start.Before(k.end.Add(5*time.Second)) {
+				slowestAfterKill = max(slowestAfterKill, d)
+			}
+		}
+	}
+	var lagMax, lagAfter time.Duration
+	var lags []time.Duration
+	for _, k := range acks {
+		for _, w := range wakes[k.id] {
+			if w.n >= k.to {
+				lag := max(w.at.Sub(k.at), 0)
+				lags = append(lags, lag)
+				lagMax = max(lagMax, lag)
+				for _, ft := range faults {
+					if k.at.After(ft.start) && k.at.Before(ft.end.Add(5*time.Second)) {
+						lagAfter = max(lagAfter, lag)
+					}
+				}
+				break
+			}
+		}
+	}
+	slices.Sort(lags)
+	p99 := time.Duration(0)
+	if len(lags) > 0 {
+		p99 = lags[len(lags)*99/100]
+	}
+	for _, ft := range faults {
+		t.Logf("fault at %v: %s, %v", ft.start.Sub(begin).Round(time.Millisecond), ft.kind, ft.end.Sub(ft.start).Round(time.Millisecond))
+	}
+	t.Logf("%d faults in %v; %d write opens; %d acknowledged flushes; %d events checked; %d calls, the slowest %v, the slowest around a kill %v (Options.Timeout %v; callers' deadlines 1 min); Wait lag after an acknowledgement: p99 %v, max %v, max around a fault %v",
+		len(faults), time.Since(begin).Round(time.Second), opens.Load(), len(acks), checks, len(calls), slowest.Round(time.Millisecond), slowestAfterKill.Round(time.Millisecond), o.Timeout, p99.Round(time.Millisecond), lagMax.Round(time.Millisecond), lagAfter.Round(time.Millisecond))
+	if len(acks) == 0 || checks == 0 {
+		t.Fatal("no flush was acknowledged")
+	}
+	// Every call returns or moves on within a few Options.Timeout (a write
+	// open makes several requests, each bounded), far from its caller's
+	// minute; a Wait wakes within a few seconds of an acknowledgement,
+	// faults or not (it used to wait for the consumer's heartbeats, or
+	// the 10 s idle look).
+	if slowest > 30*time.Second {
+		t.Errorf("a call took %v (Options.Timeout %v)", slowest, o.Timeout)
+	}
+	if lagMax > 2*o.Timeout+5*time.Second {
+		t.Errorf("a Wait woke %v after the acknowledgement", lagMax)
+	}
+}
