@@ -86,37 +86,31 @@ func (j *jsonlHost) Create(_ context.Context, i int) (HostSession, error) {
 		return nil, err
 	}
 	j.written.Add(int64(len(jsonl.HeaderLine(jsonlHeader(AgentSessionID(i))))))
-	return &jsonlHostSession{s: s, written: &j.written}, nil
+	hs := &jsonlHostSession{s: s}
+	hs.w.Write = func() error {
+		n := len(s.pending)
+		if err := s.Flush(context.Background()); err != nil {
+			return err
+		}
+		j.written.Add(int64(n))
+		return nil
+	}
+	return hs, nil
 }
 
 func (j *jsonlHost) Written(context.Context) (int64, error) { return j.written.Load(), nil }
 func (j *jsonlHost) Close() error                           { return nil }
 
 // jsonlHostSession is a session of the reference model with the
-// reference's write-behind: what is handed over is written and
-// fdatasynced at the end of a window of ReferenceWindow from the first
-// event after the last write (the reference drains each 200 ms batch to
-// its file and fsyncs it), or at a Flush, whichever comes first: the same
-// promise as seglog's durability window.
+// reference's write-behind (Windowed): written and fdatasynced at a Flush
+// or at the end of the window.
 type jsonlHostSession struct {
-	mu      sync.Mutex
-	s       *jsonlSession
-	written *atomic.Int64
-	timer   *time.Timer // the window's, armed by the first event after a write
-	err     error       // a failed window write, returned by the next Flush
+	s *jsonlSession
+	w Windowed
 }
 
-// ReferenceWindow is the reference's write-behind window.
-const ReferenceWindow = 200 * time.Millisecond
-
-// Append and Enqueue buffer the lines and arm the window.
 func (s *jsonlHostSession) Append(_ context.Context, evs ...event.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.s.Append(context.Background(), evs...)
-	if s.timer == nil {
-		s.timer = time.AfterFunc(ReferenceWindow, s.windowEnd)
-	}
+	s.w.Hand(func() { s.s.Append(context.Background(), evs...) })
 	return nil
 }
 
@@ -124,49 +118,80 @@ func (s *jsonlHostSession) Enqueue(evs ...event.Event) error {
 	return s.Append(context.Background(), evs...)
 }
 
-// windowEnd writes and fdatasyncs what the window gathered.
-func (s *jsonlHostSession) windowEnd() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.timer == nil {
-		return // a Flush took the window's events
-	}
-	s.timer = nil
-	if err := s.flushLocked(); err != nil && s.err == nil {
-		s.err = err
-	}
-}
-
-func (s *jsonlHostSession) flushLocked() error {
-	n := len(s.s.pending)
-	if err := s.s.Flush(context.Background()); err != nil {
-		return err
-	}
-	s.written.Add(int64(n))
-	return nil
-}
-
-func (s *jsonlHostSession) Flush(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.timer != nil {
-		s.timer.Stop()
-		s.timer = nil
-	}
-	if err := s.err; err != nil {
-		return err
-	}
-	return s.flushLocked()
-}
+func (s *jsonlHostSession) Flush(context.Context) error { return s.w.Flush() }
 
 func (s *jsonlHostSession) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.timer != nil {
-		s.timer.Stop()
-		s.timer = nil
-	}
+	s.w.Stop()
 	return s.s.Close()
+}
+
+// ReferenceWindow is the reference's write-behind window.
+const ReferenceWindow = 200 * time.Millisecond
+
+// Windowed is the reference's write-behind for a store that has none of
+// its own (the reference model, bench/peers' peers): what a session is
+// handed is kept until a Flush or the end of a window of ReferenceWindow
+// from the first item after the last write, whichever comes first, then
+// written durably (Write) as one batch: the promise seglog's durability
+// window keeps. The zero value, with Write set, is ready.
+type Windowed struct {
+	// Write writes and makes durable what was handed over; called with
+	// the Windowed's lock held.
+	Write func() error
+
+	mu    sync.Mutex
+	timer *time.Timer // the window's, armed by the first item after a write
+	err   error       // a failed window's write, returned by the next Flush
+}
+
+// Hand runs add, which keeps what a session was handed, under the lock,
+// and opens a window if none is open.
+func (w *Windowed) Hand(add func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	add()
+	if w.timer == nil {
+		w.timer = time.AfterFunc(ReferenceWindow, w.end)
+	}
+}
+
+// end writes what the window gathered, unless a Flush took it.
+func (w *Windowed) end() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer == nil {
+		return
+	}
+	w.timer = nil
+	if err := w.Write(); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+// Flush closes the window and writes what is kept: a failed window's
+// error first.
+func (w *Windowed) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopLocked()
+	if w.err != nil {
+		return w.err
+	}
+	return w.Write()
+}
+
+// Stop closes the window without writing.
+func (w *Windowed) Stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopLocked()
+}
+
+func (w *Windowed) stopLocked() {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
 }
 
 func openHost(c Config) (HostStore, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/seglog/seglog/bench"
 	"github.com/seglog/seglog/event"
@@ -70,7 +69,7 @@ type peerHost struct {
 }
 
 func (h *peerHost) Create(_ context.Context, i int) (bench.HostSession, error) {
-	return &peerSession{h: h, i: i}, nil
+	return h.newSession(i), nil
 }
 
 // Written: -1, the files' size.
@@ -104,62 +103,34 @@ func (h *peerHost) Close() error {
 	return st.Close()
 }
 
-// peerSession is a session a peer writes: its events are kept until the
-// turn's end (Flush) or the end of the reference's write-behind window
-// (bench.ReferenceWindow, from the first event after the last write),
-// whichever comes first, and handed over as one durable batch: the
-// promise seglog's durability window makes.
+// peerSession is a session a peer writes, with the reference's
+// write-behind (bench.Windowed): its events are handed over as one durable
+// batch at the turn's end (Flush) or the end of the window.
 type peerSession struct {
 	h       *peerHost
 	i       int
-	mu      sync.Mutex
 	pending []event.Event
-	timer   *time.Timer
-	err     error // a failed window's, returned by the next Flush
+	w       bench.Windowed
+}
+
+func (h *peerHost) newSession(i int) *peerSession {
+	s := &peerSession{h: h, i: i}
+	s.w.Write = s.write
+	return s
 }
 
 func (s *peerSession) Enqueue(evs ...event.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pending = append(s.pending, evs...)
-	if s.timer == nil {
-		s.timer = time.AfterFunc(bench.ReferenceWindow, s.windowEnd)
-	}
+	s.w.Hand(func() { s.pending = append(s.pending, evs...) })
 	return nil
 }
 
 func (s *peerSession) Append(_ context.Context, evs ...event.Event) error { return s.Enqueue(evs...) }
 
-func (s *peerSession) windowEnd() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.timer == nil {
-		return // a Flush took the window's events
-	}
-	s.timer = nil
-	if err := s.writeLocked(); err != nil && s.err == nil {
-		s.err = err
-	}
-}
+func (s *peerSession) Flush(context.Context) error { return s.w.Flush() }
 
-func (s *peerSession) Flush(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopLocked()
-	if s.err != nil {
-		return s.err
-	}
-	return s.writeLocked()
-}
-
-func (s *peerSession) stopLocked() {
-	if s.timer != nil {
-		s.timer.Stop()
-		s.timer = nil
-	}
-}
-
-func (s *peerSession) writeLocked() error {
+// write hands the kept events to the peer, durably (under the window's
+// lock).
+func (s *peerSession) write() error {
 	if len(s.pending) == 0 {
 		return nil
 	}
@@ -178,8 +149,6 @@ func (s *peerSession) writeLocked() error {
 }
 
 func (s *peerSession) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopLocked()
+	s.w.Stop()
 	return nil
 }
