@@ -410,6 +410,19 @@ func testShmCut(t *testing.T, fsys vfs.FS, dir string, size int64, newcomer, reg
 		if _, err := f.dbs[i].Stat(ctx, f.ids[1-i]); !errors.Is(err, store.ErrCoordinationLost) {
 			t.Fatalf("db %d reading after shm was cut to %d bytes: %v, want ErrCoordinationLost", i, size, err)
 		}
+		// Nor does it take more events, which no window could make
+		// durable: a host that never flushes learns of it at its next
+		// Append or Enqueue (it took them, silently, and lost them).
+		next := f.hs[i].Len()
+		if err := f.hs[i].Append(ctx, testgen.Events(next, 1, 100)...); !errors.Is(err, store.ErrCoordinationLost) {
+			t.Fatalf("db %d: an Append after shm was cut to %d bytes: %v, want ErrCoordinationLost", i, size, err)
+		}
+		if err := f.hs[i].Enqueue(testgen.Events(next, 1, 100)...); !errors.Is(err, store.ErrCoordinationLost) {
+			t.Fatalf("db %d: an Enqueue after shm was cut to %d bytes: %v, want ErrCoordinationLost", i, size, err)
+		}
+		if m := f.dbs[i].Metrics(); !m.Poisoned || m.PoisonError == "" {
+			t.Fatalf("db %d after shm was cut: Metrics Poisoned %v %q, want the poison shown", i, m.Poisoned, m.PoisonError)
+		}
 	}
 	if !newcomer {
 		select {

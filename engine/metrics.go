@@ -131,9 +131,10 @@ type Metrics struct {
 	// read handle its caller never closes stays counted. Gauges.
 	ReadHandles, WriteHandles int64
 
-	// Poisoned reports that the store failed (an fdatasync error; see
-	// docs/DESIGN.md, Failing storage): every later append and flush
-	// fails until the DB is closed and opened again. PoisonError is the
+	// Poisoned reports that the store failed (an fdatasync error, or its
+	// shared memory found cut under this process; see docs/DESIGN.md,
+	// Failing storage): every later append and flush fails until the DB
+	// is closed and opened again. PoisonError is the
 	// error's text ("" while not poisoned). Gauge.
 	Poisoned    bool
 	PoisonError string
@@ -345,10 +346,11 @@ func (db *DB) Metrics() Metrics {
 		k.RawBytes = m.frames[c].raw.Load()
 		k.StoredBytes = m.frames[c].stored.Load()
 	}
-	db.mu.Lock()
-	if db.mu.poison != nil {
-		out.Poisoned, out.PoisonError = true, db.mu.poison.Error()
+	if err := db.poisonErr(); err != nil {
+		// (shm found cut under this process poisons it too)
+		out.Poisoned, out.PoisonError = true, err.Error()
 	}
+	db.mu.Lock()
 	if !db.opts.ReadOnly {
 		out.IndexLagFrames = len(db.mu.pend)
 		for i := range db.mu.pend {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
@@ -231,6 +233,14 @@ func TestMetricsPoison(t *testing.T) {
 	if err := h.Append(ctx, enginetest.OneTurn()...); err != nil {
 		t.Fatal(err)
 	}
+	// Another session's write-behind holds events when the store fails.
+	h2, err := db.Create(ctx, enginetest.Meta("s2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Enqueue(enginetest.OneTurn()...); err != nil {
+		t.Fatal(err)
+	}
 	ff.Add(vfs.Rule{Op: vfs.OpSync, Nth: 1})
 	if err := h.Flush(ctx); err == nil {
 		t.Fatal("the flush succeeded despite the fault")
@@ -242,12 +252,14 @@ func TestMetricsPoison(t *testing.T) {
 	if m.Flushes != 1 || m.FlushErrors != 1 || m.Fsyncs != 1 {
 		t.Errorf("flushes %d, errors %d, fsyncs %d; want 1, 1, 1", m.Flushes, m.FlushErrors, m.Fsyncs)
 	}
-	if err := h.Enqueue(enginetest.Turn2()...); err != nil {
-		t.Fatal(err)
+	// A poisoned store takes nothing more: an Enqueue (as an Append)
+	// fails with the poison, taking nothing.
+	if err := h.Enqueue(enginetest.Turn2()...); !errors.Is(err, segment.ErrSyncFailed) {
+		t.Fatalf("an Enqueue on the poisoned store: %v, want the poison (ErrSyncFailed)", err)
 	}
-	(<-fires)() // the window ends: the background write fails
+	(<-fires)() // s2's window ends: its background write fails
 	m = db.Metrics()
-	if m.WriteBehindFailures != 1 || m.WriteBehindEvents != int64(len(enginetest.Turn2())) {
-		t.Errorf("write-behind: %d failures, %d events; want 1, %d", m.WriteBehindFailures, m.WriteBehindEvents, len(enginetest.Turn2()))
+	if m.WriteBehindFailures != 1 || m.WriteBehindEvents != int64(len(enginetest.OneTurn())) {
+		t.Errorf("write-behind: %d failures, %d events; want 1, %d", m.WriteBehindFailures, m.WriteBehindEvents, len(enginetest.OneTurn()))
 	}
 }

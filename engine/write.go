@@ -330,12 +330,14 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, err
 // allocation.
 type handleWriter struct{ h *Handle }
 
-// Writable fails once the lease is lost.
+// Writable fails once the lease is lost, or the store is poisoned (a
+// failed fdatasync, shm found cut): an Append or Enqueue then takes
+// nothing, instead of taking events that no window could make durable.
 func (w handleWriter) Writable() error {
 	if err := w.h.lease.Check(); err != nil {
 		return store.ErrOwnershipLost
 	}
-	return nil
+	return w.h.db.poisonErr()
 }
 
 func (w handleWriter) Next() uint64 {
