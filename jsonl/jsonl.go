@@ -535,7 +535,7 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 		row := rest[:nl]
 		rest = rest[nl+1:]
 		if cut != nil {
-			if bytes.Contains(row, []byte(`"type":"turn/end"`)) {
+			if isTurnEnd(row) {
 				return nil, fmt.Errorf("%w: unparsable committed event at line %d: %s (a turn/end follows, at line %d)", ErrCorrupt, cut.Line, cut.Reason, line)
 			}
 			cut.Rows++
@@ -579,6 +579,18 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 		return nil, fmt.Errorf("%w: header seedLength %d exceeds the log's %d events", ErrCorrupt, log.Inherited, len(log.Events))
 	}
 	return log, nil
+}
+
+// isTurnEnd says whether row is a turn/end event row, however its JSON is
+// spaced (a log written by another tool may put blanks around the colon).
+func isTurnEnd(row []byte) bool {
+	if !bytes.Contains(row, []byte("turn/end")) {
+		return false
+	}
+	var r struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(row, &r) == nil && r.Type == "turn/end"
 }
 
 // seqError says how seq breaks the order of a log whose next seq is next.

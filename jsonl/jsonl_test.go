@@ -329,4 +329,17 @@ func TestParseReportsTheCut(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "line 3: not a JSON object") {
 		t.Errorf("a committed bad row: %v, want ErrCorrupt at line 3", err)
 	}
+	// However the turn/end row is spaced (a log another tool wrote, as
+	// Python's json.dumps spaces it), and whatever the bad row is.
+	for _, bad := range []string{"garbage", "{}", `{"type":"turn/start","seq":9,"time":1,"data":{}}`, `{"type":"turn/start","seq":1,"time":1,"data":[1]}`} {
+		_, err = Parse([]byte(head+row(0)+bad+"\n"+`{"type": "turn/end", "seq": 1, "time": 3, "data": {"turn": 0}}`+"\n"), false)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "line 3") {
+			t.Errorf("a committed bad row %s before a spaced turn/end: %v, want ErrCorrupt at line 3", bad, err)
+		}
+	}
+	// A row that only mentions turn/end is no turn/end.
+	log, err = Parse([]byte(head+row(0)+"garbage\n"+`{"type":"user/message","seq":1,"time":1,"data":{"text":"turn/end"}}`+"\n"), false)
+	if err != nil || len(log.Events) != 1 || log.Cut == nil || log.Cut.Rows != 2 {
+		t.Errorf("a row that mentions turn/end after a bad row: %v, %+v; want a cut of 2 rows", err, log)
+	}
 }
