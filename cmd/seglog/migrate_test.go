@@ -90,6 +90,10 @@ func TestImportV2ThenMigrate(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "old: v2 -> v3, 6 -> 7 events") || !strings.Contains(out, "migrated 1 sessions") {
 		t.Fatalf("migrate --all (exit %d):\n%s", code, out)
 	}
+	// Naming a session that is current already migrates none.
+	if out, code := cli(t, "--dir", dir, "migrate", "old"); code != 0 || !strings.Contains(out, "old: already v3") || !strings.Contains(out, "migrated 0 sessions") {
+		t.Fatalf("migrate of a current session (exit %d):\n%s", code, out)
+	}
 	out, _ = cli(t, "--dir", dir, "ls")
 	if strings.Contains(out, "migration-required") {
 		t.Fatalf("ls after migrate:\n%s", out)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/seglog/seglog/store"
 	"github.com/spf13/cobra"
@@ -19,7 +20,9 @@ func newTailCmd(w io.Writer, dir *string) *cobra.Command {
 		Short: "print a session's last events; -f follows new ones (also while another process writes)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			// Interrupted (Ctrl-C) or stopped (SIGTERM: timeout, systemd,
+			// kill), -f ends as it began: exit 0.
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runTail(ctx, w, *dir, args[0], n, follow)
 		},

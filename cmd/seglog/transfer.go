@@ -719,6 +719,7 @@ func runMigrate(w io.Writer, dir string, ids []string) error {
 			}
 		}
 	}
+	migrated := 0
 	for _, id := range ids {
 		before, err := db.Stat(ctx, id)
 		if err != nil {
@@ -733,7 +734,8 @@ func runMigrate(w io.Writer, dir string, ids []string) error {
 			continue
 		}
 		fmt.Fprintf(w, "%s: v%d -> v%d, %d -> %d events, revision %s\n", id, before.Header.Version, after.Header.Version, before.EventCount, after.EventCount, after.Revision)
+		migrated++
 	}
-	fmt.Fprintf(w, "migrated %d sessions\n", len(ids))
+	fmt.Fprintf(w, "migrated %d sessions\n", migrated)
 	return db.Close()
 }
