@@ -82,7 +82,7 @@ func NewCollector(db Source, opts ...Option) *Collector {
 		segments:           d("compaction_segments_total", "Segments compactions removed (action=dropped) or rewrote without their dead frames (action=rewritten).", "action"),
 		reclaimed:          d("compaction_reclaimed_bytes_total", "Bytes compactions freed."),
 		handles:            d("open_handles", "Session handles open, by access.", "access"),
-		poisoned:           d("poisoned", "1 once an fsync failed and the store accepts nothing more until it is reopened, else 0."),
+		poisoned:           d("poisoned", "1 once an fsync failed or shm was found cut under the process, and the store accepts nothing more until it is reopened, else 0."),
 	}
 }
 
