@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/seglog/seglog/backend/jetstream/embedded"
@@ -183,16 +184,28 @@ func (c *faultCluster) kill(t *testing.T, i int) {
 	s.WaitForShutdown()
 }
 
-// restart starts server i again, with its storage.
+// restart starts server i again, with its storage, and waits until it
+// is current again (its health check: the meta layer and every stream and
+// consumer it holds caught up), so that a fault after it does not find
+// one server dead and one still catching up (no quorum: on a loaded
+// machine the catch-up took longer than a test's 30 s to flush).
 func (c *faultCluster) restart(t *testing.T, i int) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	back, err := c.Servers[i].Restart()
 	if err != nil {
 		t.Errorf("restarting %s: %v", c.Servers[i].Name(), err)
+		c.mu.Unlock()
 		return
 	}
 	c.Servers[i] = back
+	c.mu.Unlock()
+	var st *server.HealthStatus
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if st = back.Healthz(&server.HealthzOptions{}); st.StatusCode == 200 || st.Status == "ok" {
+			return
+		}
+	}
+	t.Logf("%s restarted but not current after a minute: %+v", back.Name(), st)
 }
 
 // leaderOf is the index of the server leading stream, or -1.
@@ -236,13 +249,15 @@ func joinURLs(urls []string) string {
 func retryFlush(t *testing.T, st *Store, h **Handle, id string, n int, deadline time.Duration) (uint64, time.Time) {
 	t.Helper()
 	ctx := context.Background()
+	var last error
 	for end := time.Now().Add(deadline); ; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("no flush of %s acknowledged in %v", id, deadline)
+			t.Fatalf("no flush of %s acknowledged in %v; the last try: %v", id, deadline, last)
 		}
 		if *h == nil {
 			var err error
 			if *h, err = st.Open(ctx, id, store.Write); err != nil {
+				last = err
 				continue
 			}
 		}
@@ -254,6 +269,7 @@ func retryFlush(t *testing.T, st *Store, h **Handle, id string, n int, deadline 
 		if err == nil {
 			return next + uint64(n), time.Now()
 		}
+		last = err
 		(*h).Close()
 		*h = nil
 	}
