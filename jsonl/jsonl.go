@@ -584,13 +584,19 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 // isTurnEnd says whether row is a turn/end event row, however its JSON is
 // spaced (a log written by another tool may put blanks around the colon).
 func isTurnEnd(row []byte) bool {
-	if !bytes.Contains(row, []byte("turn/end")) {
-		return false
-	}
+	return bytes.Contains(row, []byte("turn/end")) && rowType(row) == "turn/end"
+}
+
+// rowType is the "type" member of row, "" if row is no JSON object or has
+// none (a string type).
+func rowType(row []byte) string {
 	var r struct {
 		Type string `json:"type"`
 	}
-	return json.Unmarshal(row, &r) == nil && r.Type == "turn/end"
+	if json.Unmarshal(row, &r) != nil {
+		return ""
+	}
+	return r.Type
 }
 
 // seqError says how seq breaks the order of a log whose next seq is next.
@@ -605,12 +611,7 @@ func seqError(seq, next uint64) error {
 // chunk type each member stands for.
 var packedTypes = map[string]string{"text-chunks": "text-delta", "reasoning-chunks": "reasoning-delta", "tool-call-chunks": "tool-call-delta"}
 
-func isPackedRow(row []byte) bool {
-	var r struct {
-		Type string `json:"type"`
-	}
-	return json.Unmarshal(row, &r) == nil && packedTypes[r.Type] != ""
-}
+func isPackedRow(row []byte) bool { return packedTypes[rowType(row)] != "" }
 
 // expandPackedRow expands a packed assistant row of a v0 or v1 log into
 // its assistant/chunk events.
