@@ -306,7 +306,7 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event, enqueued bool)
 	if len(evs) == 0 {
 		return nil
 	}
-	if err := f.check("append", evs, f.w.Next(), !enqueued, enqueued); err != nil {
+	if err := f.check("append", evs, f.w.Next(), enqueued); err != nil {
 		return err
 	}
 	full, err := f.w.Stage(evs)
@@ -369,15 +369,14 @@ func (f *Front) windowEnd() {
 }
 
 // check is the contract's check of a batch that starts at next, then the
-// backend's, then, if surface, the surface checker's (which takes the
-// batch); op ("append" or "enqueue") names the operation in errors. With
-// drained (the write-behind buffer's own copies of events Enqueue
-// checked), each event's validity is not checked again, only the seqs.
-func (f *Front) check(op string, evs []event.Event, next uint64, surface, drained bool) error {
-	// The write-behind buffer's events were validated when Enqueue took
-	// them (handle.Behind keeps its own copies): at their drain only their
-	// seqs are checked again (the event's JSON scan was a third of a
-	// turn's CPU in the agent-host workload, twice for every chunk).
+// backend's, then the surface checker's (which takes the batch); op
+// ("append" or "enqueue") names the operation in errors. With drained (the
+// write-behind buffer's own copies of events Enqueue checked), neither
+// each event's validity nor the surface is checked again (the seqs, the
+// catalog and the backend's check are).
+func (f *Front) check(op string, evs []event.Event, next uint64, drained bool) error {
+	// (The event JSON scan was a third of a turn's CPU in the agent-host
+	// workload, twice for every chunk.)
 	if err := checkBatch(f.id, op, evs, next, !drained); err != nil {
 		return err
 	}
@@ -399,7 +398,7 @@ func (f *Front) check(op string, evs []event.Event, next uint64, surface, draine
 	if err := f.w.Check(evs); err != nil {
 		return f.Err(op, err)
 	}
-	if surface && f.surface != nil {
+	if !drained && f.surface != nil {
 		if err := f.surface.Check(evs...); err != nil {
 			return sessionErr(f.id, op, err)
 		}
@@ -434,7 +433,7 @@ func (f *Front) Enqueue(evs ...event.Event) error {
 		AfterFunc: f.cfg.AfterFunc,
 		Stats:     f.cfg.Stats,
 	}, f.w.Next(), evs, func(evs []event.Event, next uint64) error {
-		err := f.check("enqueue", evs, next, true, false)
+		err := f.check("enqueue", evs, next, false)
 		taken = err == nil
 		return err
 	})
