@@ -46,6 +46,9 @@ type DB struct {
 	dict  *dict.Trainer
 
 	owners handle.Owners
+	// holders: this DB's holder file, naming the leases it holds
+	// (holders.go)
+	holders holders
 	// leaseWarned: a lease's holder record could not be written, and
 	// Options.Logger was told (once)
 	leaseWarned atomic.Bool
@@ -371,6 +374,7 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 		}
 	}
+	db.openHolders()
 	db.wg.Add(2)
 	go db.indexLoop()
 	go db.prepareLoop()
@@ -808,6 +812,7 @@ func (db *DB) closeFiles() error {
 	if db.recIndex != nil {
 		errs = append(errs, db.recIndex.Close())
 	}
+	db.holders.close(db.opts.FS)
 	errs = append(errs, db.shared.Close())
 	return errors.Join(errs...)
 }

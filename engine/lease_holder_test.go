@@ -2,14 +2,17 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
@@ -69,8 +72,8 @@ func TestOwnedErrorNamesTheHolder(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if recs, _ := filepath.Glob(filepath.Join(dir, leaseRecordPrefix+"*")); len(recs) != 0 {
-		t.Errorf("holder records left after the handle closed: %v", recs)
+	if o := w2.ownedError("held", false); o.PID != 0 || o.Host != "" || !o.Since.IsZero() {
+		t.Errorf("a holder is still named after the handle closed: %+v", o)
 	}
 	h2, err := w2.Open(ctx, "held", store.Write)
 	if err != nil {
@@ -92,9 +95,9 @@ func TestOwnedErrorWithoutRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendFlushed(t, h, testgen.Events(0, 1, 50)...)
-	path := w1.leaseRecordPath("s")
+	path := w1.holders.path
 	if err := os.Remove(path); err != nil {
-		t.Fatalf("the holder's record %s: %v", path, err)
+		t.Fatalf("the holder's file %s: %v", path, err)
 	}
 	_, err = w2.Open(ctx, "s", store.Write)
 	var o *store.OwnedError
@@ -108,13 +111,119 @@ func TestOwnedErrorWithoutRecord(t *testing.T) {
 	w1.Close()
 	w2.Close()
 
-	// A process that died holding a lease leaves its record.
-	stale := filepath.Join(dir, leaseRecordPrefix+"00000000000000ff")
-	if err := os.WriteFile(stale, []byte(`{"id":"x","pid":1,"host":"gone","since":1}`), 0o644); err != nil {
+	// A process that died holding a lease leaves its file (and the build
+	// before left a record per lease).
+	stale := filepath.Join(dir, holdersPrefix+"1-1")
+	if err := os.WriteFile(stale, holderFile(1, "gone", coord.LeaseKey("x"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	older := filepath.Join(dir, leaseRecordPrefix+"00000000000000ff")
+	if err := os.WriteFile(older, []byte(`{"id":"x","pid":1,"host":"gone","since":1}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	liveOpen(t, dir, nil)
+	for _, f := range []string{stale, older} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("a dead holder's record survived the first open: %v", err)
+		}
+	}
+}
+
+// holderFile is a holder file of process pid on host naming the lease of
+// key, taken at since (ms).
+func holderFile(pid int, host string, key uint64, since int64) []byte {
+	b := make([]byte, holdersHead+2*holderSlotSize)
+	copy(b, holdersMagic)
+	binary.LittleEndian.PutUint64(b[8:], uint64(pid))
+	binary.LittleEndian.PutUint16(b[16:], uint16(len(host)))
+	copy(b[18:], host)
+	binary.LittleEndian.PutUint64(b[holdersHead+holderSlotSize:], key|holderUsed)
+	binary.LittleEndian.PutUint64(b[holdersHead+holderSlotSize+8:], uint64(since))
+	return b
+}
+
+// A process that died while others keep the store open leaves its holder
+// file, naming the lease it held later than the live holder took it (a
+// clock that moved back, or a record of an older build): the refused
+// process names the live holder, and removes the dead one's file. A file
+// of another host is believed (its processes cannot be asked), the latest
+// taking wins.
+func TestOwnedErrorSkipsDeadHolders(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, &Options{CompactInterval: -1})
+	w2 := liveOpen(t, dir, &Options{CompactInterval: -1})
+	before := time.Now()
+	h, err := w1.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	defer h.Close()
+	appendFlushed(t, h, testgen.Events(0, 1, 50)...)
+
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	later := time.Now().Add(time.Hour).UnixMilli()
+	stale := filepath.Join(dir, holdersPrefix+"dead")
+	if err := os.WriteFile(stale, holderFile(dead.Process.Pid, host, coord.LeaseKey("s"), later), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w2.Open(ctx, "s", store.Write)
+	wantOwner(t, "open beside a dead holder's file", err, before, after)
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("a dead holder's record survived the first open: %v", err)
+		t.Errorf("the dead holder's file survived a refusal that read it: %v", err)
+	}
+
+	elsewhere := filepath.Join(dir, holdersPrefix+"elsewhere")
+	if err := os.WriteFile(elsewhere, holderFile(dead.Process.Pid, "another-host", coord.LeaseKey("s"), later), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w2.Open(ctx, "s", store.Write)
+	var o *store.OwnedError
+	if !errors.As(err, &o) || o.PID != dead.Process.Pid || o.Host != "another-host" || o.Since.UnixMilli() != later {
+		t.Errorf("open beside another host's later record: %v (%+v)", err, o)
+	}
+}
+
+// Each lease a DB holds has a slot of its own, reused once let go: with
+// several held and some let go, every one still held is named, and none
+// let go is.
+func TestOwnedErrorSlots(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, &Options{CompactInterval: -1})
+	w2 := liveOpen(t, dir, &Options{CompactInterval: -1})
+	hs := map[string]*Handle{}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		h, err := w1.Create(ctx, store.Header{ID: id, CreatedAt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendFlushed(t, h, testgen.Events(0, 1, 50)...)
+		hs[id] = h
+	}
+	for _, id := range []string{"b", "d"} {
+		if err := hs[id].Close(); err != nil {
+			t.Fatal(err)
+		}
+		delete(hs, id)
+	}
+	h, err := w1.Open(ctx, "b", store.Write) // takes a slot let go
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs["b"] = h
+	for _, id := range []string{"a", "b", "c", "d"} {
+		o := w2.ownedError(id, false)
+		if _, held := hs[id]; held != (o.PID == os.Getpid()) {
+			t.Errorf("session %s (held %v): holder %+v", id, held, o)
+		}
+	}
+	for _, h := range hs {
+		h.Close()
 	}
 }

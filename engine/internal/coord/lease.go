@@ -1,6 +1,9 @@
 package coord
 
-import "github.com/cespare/xxhash/v2"
+import (
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sys/unix"
+)
 
 // leaseByte is the byte of the locks file that is session id's write
 // lease. (Two IDs that hash alike share a byte: one waits for the other.)
@@ -33,4 +36,11 @@ func (sh *Shared) UnlockLease(id string) {
 	if sh.locks != nil {
 		sh.Unlock(leaseByte(id))
 	}
+}
+
+// ProcessGone reports whether no process pid runs on this machine (a
+// signal 0 finds none), so that what a dead process left can be told from
+// what a live one holds.
+func ProcessGone(pid int) bool {
+	return pid <= 0 || unix.Kill(pid, 0) == unix.ESRCH
 }
