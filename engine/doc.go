@@ -103,6 +103,7 @@
 //	coord.durableWatch.mu  the durable position's watchers
 //	dict.Trainer.training  the dictionary's training state (package engine/internal/dict)
 //	dict.Trainer.budget    its CPU budget
+//	holders.mu             the lease holder file's slots (holders.go)
 //
 // A placement registers its frames under DB.mu before it moves the shared
 // tail; a checkpoint reads its position under it, so that no placement is
