@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/testgen"
 	"github.com/seglog/seglog/vfs"
@@ -199,4 +201,39 @@ func report(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 	b.ReportMetric(float64(len(lat))/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkEncodeDict: a frame of one ~300-byte event compressed with a
+// dictionary of 160 KiB of content (the most the engine trains), small
+// frames using all of its content or its last SmallDictContent bytes.
+func BenchmarkEncodeDict(b *testing.B) {
+	var samples [][]byte
+	for i := range 2000 {
+		samples = append(samples, appendEvents(nil, makeEvents(uint64(i), 4, 300)))
+	}
+	for _, content := range []int{160 << 10, 64 << 10, 32 << 10, 16 << 10} {
+		b.Run(fmt.Sprintf("content=%dKiB", content>>10), func(b *testing.B) {
+			defer func(n int) { SmallDictContent = n }(SmallDictContent)
+			SmallDictContent = content
+			d, err := TrainDict(7, 1, samples, 160<<10)
+			if err != nil {
+				b.Fatal(err)
+			}
+			evs := makeEvents(5000, 1, 300)
+			e := Encoder{Dict: d}
+			var stored int
+			for b.Loop() {
+				enc, err := e.Events("session-0123456789", 5000, evs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				stored = len(enc.stored)
+				enc.Release()
+			}
+			b.ReportMetric(float64(stored), "stored-B")
+			if info, err := zstd.InspectDictionary(d.smallData()); err == nil {
+				b.ReportMetric(float64(info.ContentSize()), "content-B")
+			}
+		})
+	}
 }

@@ -333,6 +333,38 @@ func (d *Dict) windowSize() int {
 	return w
 }
 
+// SmallDictContent is how much of its dictionary's content a frame under
+// DictLitMin raw bytes is compressed with: the last bytes, where
+// pickHistory puts the best pieces. The encoder copies the content it
+// has into its history at every frame, so a small frame's cost grows
+// with it (a 300-byte frame: BenchmarkEncodeDict); a frame that refers
+// only to the last bytes of the content decodes with the whole
+// dictionary (its matches reach less far back), so the dictionary, its
+// ID and its file are the same for both.
+var SmallDictContent = 32 << 10
+
+// smallData returns d with its content cut to its last SmallDictContent
+// bytes, or as many as its initial repeat offsets reach back: the same
+// ID, entropy tables and offsets (which the decoder starts from too).
+func (d *Dict) smallData() []byte {
+	info, err := zstd.InspectDictionary(d.data)
+	if err != nil {
+		return d.data // (the encoder reports it)
+	}
+	keep := SmallDictContent
+	for _, off := range info.Offsets() {
+		keep = max(keep, off)
+	}
+	cs := info.ContentSize()
+	if cs <= keep {
+		return d.data
+	}
+	tables := len(d.data) - cs
+	out := make([]byte, 0, tables+keep)
+	out = append(out, d.data[:tables]...)
+	return append(out, d.data[len(d.data)-keep:]...)
+}
+
 func (d *Dict) encoder(n int) (*zstd.Encoder, error) {
 	e, large := &d.small, n >= DictLitMin
 	if large {
@@ -348,6 +380,10 @@ func (d *Dict) encoder(n int) (*zstd.Encoder, error) {
 		if large {
 			conc = runtime.GOMAXPROCS(0)
 		}
+		data := d.data
+		if !large {
+			data = d.smallData()
+		}
 		e.enc, e.err = zstd.NewWriter(nil,
 			zstd.WithEncoderLevel(zstd.SpeedFastest),
 			zstd.WithEncoderCRC(false), // the frame checksum covers the payload
@@ -355,7 +391,7 @@ func (d *Dict) encoder(n int) (*zstd.Encoder, error) {
 			zstd.WithLowerEncoderMem(true),
 			zstd.WithWindowSize(d.windowSize()),
 			zstd.WithNoEntropyCompression(!large),
-			zstd.WithEncoderDict(d.data),
+			zstd.WithEncoderDict(data),
 		)
 	})
 	return e.enc, e.err

@@ -78,3 +78,48 @@ func FuzzTrainDict(f *testing.F) {
 		checkTrained(t, samples, int(size%(1<<20)))
 	})
 }
+
+// Frames under DictLitMin are compressed with the last SmallDictContent
+// bytes of a larger dictionary's content: they must decode with the whole
+// dictionary (their matches reach only the content's end), and they are
+// compressed with less of it than with all of it (their bytes differ from
+// a compression with the whole content, or the cut did nothing).
+func TestSmallFramesUseTheContentsEnd(t *testing.T) {
+	samples := trainSamples(3, 2000, 0, -1)
+	d, err := TrainDict(0x8002, 1, samples, 160<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var small [][]byte
+	for _, s := range samples[:400] {
+		if len(s) < DictLitMin {
+			small = append(small, s)
+		}
+	}
+	cut := make([][]byte, len(small))
+	for i, s := range small {
+		if cut[i], err = d.compress(nil, s); err != nil {
+			t.Fatal(err)
+		}
+		back, err := d.decompress(cut[i][4:], len(s))
+		if err != nil || !bytes.Equal(back, s) {
+			t.Fatalf("sample %d (%d bytes): round trip: %v", i, len(s), err)
+		}
+	}
+	defer func(n int) { SmallDictContent = n }(SmallDictContent)
+	SmallDictContent = 1 << 30
+	whole := &Dict{ID: d.ID, data: d.data} // its encoders made from now: all the content
+	var differ int
+	for i, s := range small {
+		w, err := whole.compress(nil, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(w, cut[i]) {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Errorf("none of %d small frames compressed differently with the content's last bytes than with all of it", len(small))
+	}
+}
