@@ -205,7 +205,7 @@ func report(b *testing.B, lat []time.Duration) {
 
 // BenchmarkEncodeDict: a frame of one ~300-byte event compressed with a
 // dictionary of 160 KiB of content (the most the engine trains), small
-// frames using all of its content or its last SmallDictContent bytes.
+// frames using all of its content or its last smallDictContent bytes.
 func BenchmarkEncodeDict(b *testing.B) {
 	var samples [][]byte
 	for i := range 2000 {
@@ -213,8 +213,8 @@ func BenchmarkEncodeDict(b *testing.B) {
 	}
 	for _, content := range []int{160 << 10, 64 << 10, 32 << 10, 16 << 10} {
 		b.Run(fmt.Sprintf("content=%dKiB", content>>10), func(b *testing.B) {
-			defer func(n int) { SmallDictContent = n }(SmallDictContent)
-			SmallDictContent = content
+			defer func(n int) { smallDictContent = n }(smallDictContent)
+			smallDictContent = content
 			d, err := TrainDict(7, 1, samples, 160<<10)
 			if err != nil {
 				b.Fatal(err)

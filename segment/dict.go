@@ -333,7 +333,7 @@ func (d *Dict) windowSize() int {
 	return w
 }
 
-// SmallDictContent is how much of its dictionary's content a frame under
+// smallDictContent is how much of its dictionary's content a frame under
 // DictLitMin raw bytes is compressed with: the last bytes, where
 // pickHistory puts the best pieces. The encoder copies the content it
 // has into its history at every frame, so a small frame's cost grows
@@ -341,9 +341,9 @@ func (d *Dict) windowSize() int {
 // only to the last bytes of the content decodes with the whole
 // dictionary (its matches reach less far back), so the dictionary, its
 // ID and its file are the same for both.
-var SmallDictContent = 32 << 10
+var smallDictContent = 32 << 10
 
-// smallData returns d with its content cut to its last SmallDictContent
+// smallData returns d with its content cut to its last smallDictContent
 // bytes, or as many as its initial repeat offsets reach back: the same
 // ID, entropy tables and offsets (which the decoder starts from too).
 func (d *Dict) smallData() []byte {
@@ -351,7 +351,7 @@ func (d *Dict) smallData() []byte {
 	if err != nil {
 		return d.data // (the encoder reports it)
 	}
-	keep := SmallDictContent
+	keep := smallDictContent
 	for _, off := range info.Offsets() {
 		keep = max(keep, off)
 	}

@@ -79,7 +79,7 @@ func FuzzTrainDict(f *testing.F) {
 	})
 }
 
-// Frames under DictLitMin are compressed with the last SmallDictContent
+// Frames under DictLitMin are compressed with the last smallDictContent
 // bytes of a larger dictionary's content: they must decode with the whole
 // dictionary (their matches reach only the content's end), and they are
 // compressed with less of it than with all of it (their bytes differ from
@@ -106,8 +106,8 @@ func TestSmallFramesUseTheContentsEnd(t *testing.T) {
 			t.Fatalf("sample %d (%d bytes): round trip: %v", i, len(s), err)
 		}
 	}
-	defer func(n int) { SmallDictContent = n }(SmallDictContent)
-	SmallDictContent = 1 << 30
+	defer func(n int) { smallDictContent = n }(smallDictContent)
+	smallDictContent = 1 << 30
 	whole := &Dict{ID: d.ID, data: d.data} // its encoders made from now: all the content
 	var differ int
 	for i, s := range small {
