@@ -213,12 +213,11 @@ func BenchmarkEncodeDict(b *testing.B) {
 	}
 	for _, content := range []int{160 << 10, 64 << 10, 32 << 10, 16 << 10} {
 		b.Run(fmt.Sprintf("content=%dKiB", content>>10), func(b *testing.B) {
-			defer func(n int) { smallDictContent = n }(smallDictContent)
-			smallDictContent = content
 			d, err := TrainDict(7, 1, samples, 160<<10)
 			if err != nil {
 				b.Fatal(err)
 			}
+			d.smallContent = content
 			evs := makeEvents(5000, 1, 300)
 			e := Encoder{Dict: d}
 			var stored int

@@ -73,6 +73,9 @@ type Dict struct {
 	// small and large compress frames under and from DictLitMin raw
 	// bytes: made on first use, once per Dict
 	small, large dictEncoder
+	// smallContent overrides smallDictContent (the package's tests), if
+	// set before the first use
+	smallContent int
 	decOnce      sync.Once
 	dec          *zstd.Decoder
 	decErr       error
@@ -341,7 +344,7 @@ func (d *Dict) windowSize() int {
 // only to the last bytes of the content decodes with the whole
 // dictionary (its matches reach less far back), so the dictionary, its
 // ID and its file are the same for both.
-var smallDictContent = 32 << 10
+const smallDictContent = 32 << 10
 
 // smallData returns d with its content cut to its last smallDictContent
 // bytes, or as many as its initial repeat offsets reach back: the same
@@ -352,6 +355,9 @@ func (d *Dict) smallData() []byte {
 		return d.data // (the encoder reports it)
 	}
 	keep := smallDictContent
+	if d.smallContent != 0 {
+		keep = d.smallContent
+	}
 	for _, off := range info.Offsets() {
 		keep = max(keep, off)
 	}

@@ -106,9 +106,7 @@ func TestSmallFramesUseTheContentsEnd(t *testing.T) {
 			t.Fatalf("sample %d (%d bytes): round trip: %v", i, len(s), err)
 		}
 	}
-	defer func(n int) { smallDictContent = n }(smallDictContent)
-	smallDictContent = 1 << 30
-	whole := &Dict{ID: d.ID, data: d.data} // its encoders made from now: all the content
+	whole := &Dict{ID: d.ID, data: d.data, smallContent: 1 << 30}
 	var differ int
 	for i, s := range small {
 		w, err := whole.compress(nil, s)
