@@ -96,9 +96,9 @@ type DB struct {
 		sessions map[string]*session // by ID: the live incarnation of each session
 		readers  map[uint64]*segment.Reader
 		pend     []pendFrame // placed and folded frames not yet in the index
-		// own: positions of the frames this process placed that its
-		// follower has not passed yet, in increasing order
-		own     []uint64
+		// own: the frames this process placed that its follower has
+		// not passed yet, in increasing order
+		own     []ownFrame
 		handles map[*Handle]struct{}
 		poison  error // sticky write/sync error: nothing is acked after it (see poisonP)
 		// list and byUpdated: the sessions in ID order and in

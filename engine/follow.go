@@ -159,23 +159,30 @@ func (db *DB) follow1(f *follower, d uint64) error {
 		if err := r.Remap(); err != nil { // grown, or trimmed by its seal
 			return err
 		}
+		db.mu.Lock()
+		p := db.skipOwn(coord.Position(seg, off), d)
+		if p == d {
+			db.mu.Unlock()
+			f.mu.pos = d
+			return nil
+		}
+		_, off = coord.SplitPosition(p)
 		// Everything up to durable is durable: damage there is corruption,
 		// never a torn tail (a segment before durable's is sealed whole).
 		opts := segment.ScanOptions{From: off, Durable: math.MaxInt64}
 		if seg == dseg {
 			opts.Limit, opts.Durable = doff, doff
 		}
-		db.mu.Lock()
 		res, err := r.Scan(opts, func(fi *segment.FrameInfo) error {
 			if fi.Kind == segment.KindSeal {
 				return nil
 			}
 			p := coord.Position(seg, fi.Offset)
 			own := db.mu.own
-			for len(own) > 0 && own[0] < p {
+			for len(own) > 0 && own[0].at < p {
 				own = own[1:]
 			}
-			if len(own) > 0 && own[0] == p {
+			if len(own) > 0 && own[0].at == p {
 				db.mu.own = own[1:] // placed by this process: registered then
 				return nil
 			}
@@ -219,6 +226,28 @@ func (db *DB) follow1(f *follower, d uint64) error {
 // durablePos is the durable position the writing processes published, 0
 // if there is none to know of (a read-only DB of a store it cannot
 // coordinate on, or that no process writes).
+// ownFrame is a frame this process placed: its position and the one
+// after it.
+type ownFrame struct{ at, end uint64 }
+
+// skipOwn returns the position after the frames this process placed from
+// pos on, up to d, and drops them and those before pos from db.mu.own:
+// they were registered as they were placed, so its follower need not read
+// them (a process alone on the store reads none of its log back). Called
+// with db.mu held.
+func (db *DB) skipOwn(pos, d uint64) uint64 {
+	own := db.mu.own
+	for len(own) > 0 && own[0].at < pos {
+		own = own[1:]
+	}
+	for len(own) > 0 && own[0].at == pos && own[0].end <= d {
+		pos = own[0].end
+		own = own[1:]
+	}
+	db.mu.own = own
+	return pos
+}
+
 func (db *DB) durablePos() uint64 {
 	d, _ := db.shared.Durable()
 	return d

@@ -24,7 +24,9 @@ func newLog(db *DB) *wal.Log {
 		Locker:           &db.mu,
 		// (under db.mu) the frames this process placed, which its
 		// follower passes over
-		OnWrite:  func(seg uint64, off int64) { db.mu.own = append(db.mu.own, coord.Position(seg, off)) },
+		OnWrite: func(seg uint64, off, size int64) {
+			db.mu.own = append(db.mu.own, ownFrame{coord.Position(seg, off), coord.Position(seg, off+size)})
+		},
 		Poisoned: db.poisonErr,
 		Poison: func(err error) error {
 			db.poisonWith(err)

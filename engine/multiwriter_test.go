@@ -384,4 +384,9 @@ func TestFollowerReportsDamageBelowDurable(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Offset != ref.off {
 		t.Fatalf("stat past a damaged durable frame: %v, want a CorruptionError at %d", err, ref.off)
 	}
+	// The writer indexed the frame as it placed it (it does not read its
+	// own frames back): the damage, made after the frame was
+	// acknowledged, is corruption to the next open too, never a torn
+	// tail cut with the two events acknowledged in it.
+	expectProblem(t, dir, "frame checksum mismatch, below the durable offset")
 }

@@ -35,8 +35,9 @@ type Config struct {
 	// what it knows of the frames.
 	Locker sync.Locker
 	// OnWrite is called under Locker for each frame written by this
-	// process, in log order, before any Register of it.
-	OnWrite func(seg uint64, off int64)
+	// process (its segment, offset and size), in log order, before any
+	// Register of it.
+	OnWrite func(seg uint64, off, size int64)
 
 	// Poisoned returns the error that poisoned the store, or nil;
 	// Poison poisons it with err (the first error wins) and returns

@@ -261,7 +261,7 @@ func (a *Log) placeLocked(batch []*Placement) error {
 		a.cfg.Locker.Lock()
 		for _, p := range chunk {
 			for _, at := range p.at[p.written:] {
-				a.cfg.OnWrite(at.Seg, at.Loc.Offset)
+				a.cfg.OnWrite(at.Seg, at.Loc.Offset, at.Loc.Size)
 			}
 			p.written = len(p.at)
 			if p.Register != nil && p.regd < len(p.at) && (!p.Whole || len(p.at) == len(p.Frames)) {

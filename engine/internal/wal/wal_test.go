@@ -70,7 +70,7 @@ func newTestLog(t *testing.T, size int64) (*Log, *memShared, vfs.FS, *[]uint64) 
 		Shared:        sh,
 		AppendMu:      &appendMu,
 		Locker:        &mu,
-		OnWrite:       func(seg uint64, off int64) { own = append(own, position(seg, off)) },
+		OnWrite:       func(seg uint64, off, _ int64) { own = append(own, position(seg, off)) },
 		Poisoned:      func() error { return poison },
 		Poison: func(err error) error {
 			if poison == nil {
