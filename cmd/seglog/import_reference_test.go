@@ -5,6 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -233,11 +237,14 @@ func TestImportReferenceCases(t *testing.T) {
 		{name: "v0 subagent/descriptor with a version that is no count",
 			log:    v0Head + "\n" + `{"type":"subagent/descriptor","seq":0,"time":1,"data":{"mode":"m","version":"x","provider":"p"}}`,
 			refuse: `subagent/descriptor 0 version must be a non-negative safe integer`},
-		{name: "v1 subagent/descriptor of version 2 is kept unchecked",
-			log: v1Head + "\n" + `{"type":"subagent/descriptor","seq":0,"time":1,"data":{"mode":"m","version":2,"provider":"p","later":true}}`,
+		{name: "v1 subagent/descriptor of version 2 passes the v1 checks",
+			log: v1Head + "\n" + `{"type":"subagent/descriptor","seq":0,"time":1,"data":{"mode":"m","version":2,"provider":"p"}}`,
 			check: func(t *testing.T, h store.Header, evs []event.Event) {
 				wantTypes(t, evs, "subagent/descriptor")
 			}},
+		{name: "v1 subagent/descriptor of version 2 with a member v2 does not list: the v2 admission refuses it",
+			log:    v1Head + "\n" + `{"type":"subagent/descriptor","seq":0,"time":1,"data":{"mode":"m","version":2,"provider":"p","later":true}}`,
+			refuse: `format v2 migration: event seq 0 (subagent/descriptor): subagent/descriptor data has unexpected field later`},
 		{name: "v0 subagent/descriptor of version 3 is checked",
 			log:    v0Head + "\n" + `{"type":"subagent/descriptor","seq":0,"time":1,"data":{"mode":"m","version":3,"provider":"p","later":true}}`,
 			refuse: `data has unexpected member "later"`},
@@ -287,4 +294,51 @@ func wantTypes(t *testing.T, evs []event.Event, types ...string) {
 	if strings.Join(got, " ") != strings.Join(types, " ") {
 		t.Errorf("types %v, want %v", got, types)
 	}
+}
+
+// recordedLogsEnv names a checkout of the reference harness whose test
+// suites recorded the session logs TestImportRecordedLogs imports (as
+// bench's BenchmarkRealLogs replays them); not part of this repository.
+const recordedLogsEnv = "SEGLOG_REAL_LOGS"
+
+var recordedLogPath = regexp.MustCompile(`^(apps/web/tests/snapshots/[^/]+|examples/.*snapshots.*)/session(\.[0-9]+)?\.jsonl$`)
+
+// TestImportRecordedLogs imports every session log the reference's own
+// test suites recorded (v0 logs, 136 of them): the reference reads each,
+// so the migration must refuse none. Skipped without the checkout.
+func TestImportRecordedLogs(t *testing.T) {
+	root := os.Getenv(recordedLogsEnv)
+	if root == "" {
+		t.Skipf("set %s to a checkout of the reference harness to import its recorded logs", recordedLogsEnv)
+	}
+	var paths []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if rel, _ := filepath.Rel(root, p); !d.IsDir() && recordedLogPath.MatchString(filepath.ToSlash(rel)) {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) == 0 {
+		t.Fatalf("%s=%s holds no recorded logs", recordedLogsEnv, root)
+	}
+	refused := 0
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The recorded cwd is a template ({{cwd}}): made absolute.
+		raw := strings.Replace(string(b), `"cwd":"{{cwd}}`, `"cwd":"/home/user`, 1)
+		if _, _, err := importOne(raw); err != nil {
+			refused++
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	t.Logf("%d recorded logs, %d refused", len(paths), refused)
 }
