@@ -335,6 +335,10 @@ func TestImportReferenceCases(t *testing.T) {
 			check: func(t *testing.T, h store.Header, evs []event.Event) {
 				wantTypes(t, evs, "turn/start", "step/start", "system/message", "session-log-deepseek/delivery-accepted", "session/end-seed")
 			}},
+		{name: "v2 seeded without a parent: a delivery marker naming another session before the cut",
+			log: `{"type":"session","version":2,"id":"r","createdAt":1,"isSeeded":true,"delegationDepth":0}` + "\n" + v2Open + "\n" + `{"type":"session-log-deepseek/delivery-accepted","seq":2,"time":3,"data":{"sessionId":"p","throughSeq":1,"sessionFormatVersion":2}}
+{"type":"session/end-seed","seq":3,"time":3,"data":{"inherited":true}}`,
+			refuse: `current-generation delivery marker names the wrong Session`},
 		{name: "v2 seeded: the parent's delivery marker after the cut",
 			log: `{"type":"session","version":2,"id":"r","createdAt":1,"parentSession":"p","isSeeded":true,"delegationDepth":0}` + "\n" + v2Open + "\n" + `{"type":"session/end-seed","seq":2,"time":3,"data":{"inherited":true}}
 {"type":"session-log-deepseek/delivery-accepted","seq":3,"time":3,"data":{"sessionId":"p","throughSeq":1,"sessionFormatVersion":2}}`,
