@@ -257,6 +257,7 @@ func TestDictDamaged(t *testing.T) {
 func TestDictOlderSegment(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	expectProblem(t, dir, goldenLegacyRefusal) // the golden store's v2 session predates issue 38
 	for _, n := range []string{segment.Name(1), segment.Name(2), "index.db"} {
 		b, err := os.ReadFile(filepath.Join("testdata/golden", n))
 		if err != nil {

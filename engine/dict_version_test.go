@@ -104,6 +104,7 @@ func wantReadsBack(t *testing.T, label, dir string, want map[string][]event.Even
 func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
+	expectProblem(t, dir, goldenLegacyRefusal) // the golden store's v2 session predates issue 38
 	for _, n := range []string{segment.Name(1), segment.Name(2), "index.db"} {
 		b, err := os.ReadFile(filepath.Join("testdata/golden", n))
 		if err != nil {

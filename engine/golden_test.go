@@ -31,15 +31,31 @@ func TestGoldenStore(t *testing.T) {
 	ctx := context.Background()
 	want := map[string][]event.Event{
 		"alpha":  append(testgen.Events(0, 40, 400), testgen.Events(40, 20, 400)...),
-		"legacy": testgen.V2Turns("", 2),
+		"legacy": testgen.V2TurnsPre38("", 2),
 	}
-	migratedLegacy, err := recovery.MigrateV2("legacy", want["legacy"]) // read handles see v2 migrated
-	if err != nil {
-		t.Fatal(err)
+	// "legacy" is a v2 session whose user messages have a shape the
+	// reference's v2 admission refuses (issue 38): read handles, which see
+	// a v2 session migrated, refuse it, naming the event and the member.
+	if _, err := recovery.MigrateV2("legacy", want["legacy"]); !errors.Is(err, recovery.ErrMigration) {
+		t.Fatalf("MigrateV2 of the legacy session: %v", err)
 	}
+	const legacyRefusal = "event seq 2 (user/message): user/message data lacks required field role"
+	// "migrated" was migrated by the build that wrote the store, from
+	// V2TurnsPre38's events: V2Turns' migrated, with their user messages.
 	migrated, err := recovery.MigrateV2("migrated", testgen.V2Turns("", 3))
 	if err != nil {
 		t.Fatal(err)
+	}
+	var pre38 []json.RawMessage
+	for _, e := range testgen.V2TurnsPre38("", 3) {
+		if e.Type == "user/message" {
+			pre38 = append(pre38, e.Data)
+		}
+	}
+	for i := range migrated {
+		if migrated[i].Type == "user/message" {
+			migrated[i].Data, pre38 = pre38[0], pre38[1:]
+		}
 	}
 	// "migrated" was migrated by the build that wrote the store, whose
 	// system head had another id (the SHA-256 of "<id>\x00<step seq>",
@@ -88,6 +104,8 @@ func TestGoldenStore(t *testing.T) {
 			if err != nil || len(rep.Problems) != 0 {
 				t.Fatalf("check of the golden store: %v %v", rep.Problems, err)
 			}
+			// The end-of-test check reads every session: it finds the legacy one refused.
+			engine.ExpectProblem(t, dir, legacyRefusal)
 			db, err := engine.OpenStore(t, dir, &tc.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +125,12 @@ func TestGoldenStore(t *testing.T) {
 			if diff := cmp.Diff([]string{"alpha", "legacy", "migrated"}, ids); diff != "" {
 				t.Fatalf("sessions (-want +got):\n%s", diff)
 			}
-			for id, evs := range map[string][]event.Event{"alpha": want["alpha"], "legacy": migratedLegacy, "migrated": migrated} {
+			if h, err := db.Open(ctx, "legacy", store.Read); err != nil {
+				t.Fatal(err)
+			} else if _, err := h.Read(ctx, 0, -1); !errors.Is(err, recovery.ErrMigration) || !strings.Contains(err.Error(), legacyRefusal) {
+				t.Fatalf("legacy: read = %v, want the refusal %q", err, legacyRefusal)
+			}
+			for id, evs := range map[string][]event.Event{"alpha": want["alpha"], "migrated": migrated} {
 				h, err := db.Open(ctx, id, store.Read)
 				if err != nil {
 					t.Fatal(err)

@@ -22,7 +22,7 @@ func migrate(hdr store.Header, inh uint64, evs []event.Event) ([]event.Event, er
 	case store.FormatVersion:
 		return evs, nil
 	case 2:
-		return recovery.MigrateV2(hdr.ID, evs)
+		return recovery.MigrateV2Session(recovery.LegacySession{ID: hdr.ID, ParentSession: hdr.ParentSession, IsSeeded: hdr.IsSeeded}, evs)
 	case 1:
 		out, _, err := recovery.MigrateV1(recovery.LegacySession{ID: hdr.ID, CreatedAt: hdr.CreatedAt,
 			ParentSession: hdr.ParentSession, IsSeeded: hdr.IsSeeded, Inherited: inh}, evs)

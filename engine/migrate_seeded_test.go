@@ -28,7 +28,7 @@ func TestMigrateSeededV2(t *testing.T) {
 	evs := []event.Event{
 		ev(0, "turn/start", `{"turn":0}`),
 		ev(1, "step/start", `{"turn":0,"step":0}`),
-		ev(2, "user/message", `{"turn":0,"step":0,"message":{"id":"u","role":"user","content":[]}}`),
+		ev(2, "user/message", `{"id":"u","role":"user","content":[],"source":{"kind":"user"}}`),
 		ev(3, "session/end-seed", `{"inherited":true}`),
 		ev(4, "step/end", `{"turn":0,"step":0}`),
 		ev(5, "turn/end", `{"turn":0,"reason":{"kind":"completed"}}`),

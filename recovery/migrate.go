@@ -52,10 +52,34 @@ const SystemPromptPlugin = "@deepseek-ai/dsh-system-prompt"
 //     ignorable one (historical migration knows only the historical
 //     catalog), with an *event.UnsupportedError naming the seq and type.
 //
+// Before any of that, each event is admitted as the reference's v2 → v3
+// edge admits it (admitV2: the released v2 inventory and exact data
+// members, content kinds, message sources, delivery markers), and a
+// delivery marker claiming format v3 is refused. MigrateV2 takes the
+// session as unseeded and without a parent: a delivery marker of format
+// v2 naming another session is refused; MigrateV2Session knows the
+// header.
+//
 // The input is not modified. A log without a step/start gets no head.
 func MigrateV2(id string, events []event.Event) ([]event.Event, error) {
+	return MigrateV2Session(LegacySession{ID: id}, events)
+}
+
+// MigrateV2Session is MigrateV2 for the session s (its id, parent and
+// whether it is seeded; Inherited and CreatedAt are not used): a delivery
+// marker of format v2 naming another session than s is the parent's, and
+// is refused unless s has a parent and the marker is before the inherited
+// end-seed marker ("current-generation delivery marker names the wrong
+// Session", as the reference's v2 → v3 edge has it).
+func MigrateV2Session(s LegacySession, events []event.Event) ([]event.Event, error) {
 	cat := event.NewCatalog()
+	id := s.ID
 	m := v2Migration{id: id, head: -1, original: map[string]bool{}, generated: map[string]bool{}}
+	foreign := int64(-1) // the source seq of the last v2 delivery marker naming another session
+	cut := int64(-1)     // the source seq of the inherited end-seed marker (0 for an unseeded session)
+	if !s.IsSeeded {
+		cut = 0
+	}
 	m.out = make([]event.Event, 0, len(events)+1)
 	m.mapping = make([]uint64, 0, len(events))
 	for i := range events {
@@ -69,6 +93,23 @@ func MigrateV2(id string, events []event.Event) ([]event.Event, error) {
 		if err := m.event(src); err != nil {
 			return nil, err
 		}
+		switch src.Type {
+		case "session/end-seed":
+			if string(field(src.Data, "inherited")) == "true" {
+				cut = int64(src.Seq)
+			}
+		case "session-log-deepseek/delivery-accepted":
+			if v := numberOf(field(src.Data, "sessionFormatVersion")); v.ok && v.v == 2 {
+				if sid, _ := jsonString(field(src.Data, "sessionId")); sid != id {
+					foreign = int64(src.Seq)
+				}
+			}
+		}
+	}
+	// A seeded log without its marker has no cut: the seed rules report it.
+	if foreign >= 0 && (s.ParentSession == "" || (cut >= 0 && foreign >= cut)) {
+		e := &events[foreign]
+		return nil, &MigrationError{From: 2, Seq: e.Seq, Type: e.Type, Reason: "current-generation delivery marker names the wrong Session"}
 	}
 	return m.out, nil
 }
@@ -91,6 +132,9 @@ func (m *v2Migration) refuse(e *event.Event, format string, args ...any) error {
 }
 
 func (m *v2Migration) event(src *event.Event) error {
+	if err := admitV2(src); err != nil {
+		return err
+	}
 	if err := m.observeIDs(src); err != nil {
 		return err
 	}
@@ -118,11 +162,13 @@ func (m *v2Migration) event(src *event.Event) error {
 			}
 		}
 	}
-	if err := v2SurfaceMetadata(src); err != nil {
-		return err
-	}
 	if isSurfaceType(e.Type) && m.head < 0 {
 		return m.refuse(src, "format v2 surface before first step cannot acquire a system head without changing chronology")
+	}
+	if e.Type == "session-log-deepseek/delivery-accepted" {
+		if v := numberOf(field(src.Data, "sessionFormatVersion")); v.ok && v.v == 3 {
+			return m.refuse(src, "format v2 delivery marker claims target format v3")
+		}
 	}
 	target := uint64(len(m.out))
 	mapped := func(s uint64) (uint64, bool) {

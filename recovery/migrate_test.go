@@ -21,8 +21,8 @@ func v2Log() []event.Event {
 	evs := []event.Event{
 		ev(0, "turn/start", `{"turn":"t1"}`),
 		ev(1, "step/start", `{"turn":"t1","step":"s1"}`),
-		ev(2, "user/message", `{"turn":"t1","step":"s1","message":{"id":"u1","role":"user","content":[],"source":{"kind":"user"}}}`),
-		ev(3, "user/message", `{"turn":"t1","step":"s1","message":{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}}`),
+		ev(2, "user/message", `{"id":"u1","role":"user","content":[],"source":{"kind":"user"}}`),
+		ev(3, "user/message", `{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}`),
 		ev(4, "step/end", `{"turn":"t1","step":"s1"}`),
 		ev(5, "turn/end", `{"turn":"t1","reason":{"kind":"completed"}}`),
 	}

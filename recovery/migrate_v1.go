@@ -17,7 +17,7 @@ func MigrateV1(s LegacySession, events []event.Event) ([]event.Event, uint64, er
 	if err != nil {
 		return nil, 0, err
 	}
-	v3, err := MigrateV2(s.ID, v2)
+	v3, err := MigrateV2Session(s, v2)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -258,7 +258,7 @@ func TestMigrateV2DataBytes(t *testing.T) {
 {"type":"session/title","seq":3,"time":4,"data":{ "title" : "t\u00e9 <b>",  "messageSeqs" : [ 0 , 1 ], "source":{"kind":"fallback"} }}
 {"type":"command/done","seq":4,"time":5,"data":{"commandId":"c",  "kind":"success"}}
 {"type":"tool-workflow/agent-start","seq":5,"time":6,"data":{"runId":"r", "seq": 3, "label":"l","childId":"c"}}
-{"type":"session/title","seq":6,"time":7,"data":{"z":{"a" : 1},"messageSeqs":[2,0],"title":"t\u00e9 <b>","source":{"kind":"fallback"}}}`)
+{"type":"session/title","seq":6,"time":7,"data":{"source":{"kind" : "fallback"},"messageSeqs":[2,0],"title":"t\u00e9 <b>"}}`)
 	out, err := MigrateV2("v2seqs", in)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestMigrateV2DataBytes(t *testing.T) {
 			t.Errorf("event %d (%s) data %s, want it unchanged: %s", i, in[i].Type, out[i].Data, in[i].Data)
 		}
 	}
-	if got, want := string(out[6].Data), `{"z":{"a" : 1},"messageSeqs":[3,0],"title":"t\u00e9 <b>","source":{"kind":"fallback"}}`; got != want {
+	if got, want := string(out[6].Data), `{"source":{"kind" : "fallback"},"messageSeqs":[3,0],"title":"t\u00e9 <b>"}`; got != want {
 		t.Errorf("session/title data %s, want %s", got, want)
 	}
 }
@@ -287,16 +287,20 @@ func TestMigrateV2DataSeqRefusals(t *testing.T) {
 	}{
 		{"session/title", `{"title":"t","messageSeqs":[3],"source":{"kind":"fallback"}}`, "messageSeqs 3 does not name an earlier event"},
 		{"session/title", `{"title":"t","messageSeqs":[2,9],"source":{"kind":"fallback"}}`, "messageSeqs 9 does not name an earlier event"},
-		{"session/title", `{"title":"t","source":{"kind":"fallback"}}`, "messageSeqs undefined must be an array"},
-		{"session/title-llm-request", `{"titleProvider":"mock","messageSeqs":2}`, "messageSeqs 2 must be an array"},
+		{"session/title", `{"title":"t","source":{"kind":"fallback"}}`, "session/title data lacks required field messageSeqs"}, // the v2 admission, before the remap
+		{"session/title-llm-request", `{"titleProvider":"mock","messageSeqs":2}`, "session/title-llm-request data lacks required field route"},
+		{"session/title-llm-request", `{"titleProvider":"mock","messageSeqs":2,"route":{},"system":"","messages":[],"maxTokens":1}`, "messageSeqs 2 must be an array"},
 		{"session/title", `"t"`, "data must be an object"},
 		{"command/done", `{"commandId":"c","kind":"success","sourceEventSeq":-1}`, "sourceEventSeq -1 is not a seq"},
 		{"command/done", `{"commandId":"c","kind":"success","sourceEventSeq":"2"}`, `sourceEventSeq "2" is not a seq`},
 		{"command/done", `{"commandId":"c","kind":"success","sourceEventSeq":1.5}`, "sourceEventSeq 1.5 is not a seq"},
 		{"command/done", `{"commandId":"c","kind":"success","sourceEventSeq":null}`, "sourceEventSeq null is not a seq"},
-		{"compaction/prune", `{"shadowedRange":{"start":2,"end":2},"shadowedTokenCount":1}`, "shadowedSeqs undefined must be an array"},
-		{"compaction/prune", `{"shadowedSeqs":[2],"shadowedTokenCount":1}`, "shadowedRange undefined must be an object"},
-		{"compaction/summary", `{"shadowedRange":{"start":2},"shadowedSeqs":[2]}`, "shadowedRange end undefined is not a seq"},
+		{"compaction/prune", `{"shadowedRange":{"start":2,"end":2},"shadowedTokenCount":1}`, "compaction/prune data lacks required field shadowedSeqs"},
+		{"compaction/prune", `{"shadowedRange":{"start":2,"end":2},"shadowedSeqs":{},"shadowedTokenCount":1}`, "shadowedSeqs {} must be an array"},
+		{"compaction/prune", `{"shadowedSeqs":[2],"shadowedTokenCount":1}`, "compaction/prune data lacks required field shadowedRange"},
+		{"compaction/prune", `{"shadowedRange":7,"shadowedSeqs":[2],"shadowedTokenCount":1}`, "shadowedRange 7 must be an object"},
+		{"compaction/summary", `{"shadowedRange":{"start":2},"shadowedSeqs":[2]}`, "compaction/summary data lacks required field compactionId"},
+		{"compaction/summary", `{"compactionId":"c","summary":[],"shadowedRange":{"start":2},"shadowedSeqs":[2],"shadowedTokenCount":1,"provider":"p","model":"m"}`, "shadowedRange end undefined is not a seq"},
 		{"compaction/prune", `{"shadowedRange":{"start":2,"end":4},"shadowedSeqs":[2],"shadowedTokenCount":1}`, "shadowedRange end 4 does not name an earlier event"},
 	} {
 		t.Run(c.typ+" "+c.data, func(t *testing.T) {

@@ -101,8 +101,26 @@ func Size(evs []event.Event) int {
 // J31's shape): turn/start, step/start, a user message citing the turn
 // start, in the first turn a second user message replacing it with a v2
 // replace envelope ({"op":"replace","start","end"}), step/end and
-// turn/end. The turns are named prefix+"t<n>".
+// turn/end. The turns are named prefix+"t<n>". Its user messages have the
+// released v2 shape ({id, role, content, source}), which the reference's
+// v2 → v3 admission requires.
 func V2Turns(prefix string, turns int) []event.Event {
+	evs := V2TurnsPre38(prefix, turns)
+	for i := range evs {
+		if evs[i].Type == "user/message" {
+			var d struct{ Message json.RawMessage }
+			json.Unmarshal(evs[i].Data, &d)
+			evs[i].Data = d.Message
+		}
+	}
+	return evs
+}
+
+// V2TurnsPre38 is V2Turns as builds before issue 38 made it: its user
+// messages are {turn, step, message}, a shape the reference's v2 → v3
+// admission refuses ("user/message data lacks required field role"). A
+// store checked in then (engine's testdata/golden) holds such a session.
+func V2TurnsPre38(prefix string, turns int) []event.Event {
 	var evs []event.Event
 	add := func(typ, data string) *event.Event {
 		evs = append(evs, event.Event{Seq: uint64(len(evs)), Type: typ, Time: int64(1000 + len(evs)), Data: json.RawMessage(data)})
@@ -127,13 +145,18 @@ func V2Turns(prefix string, turns int) []event.Event {
 
 // V2Filler returns what Events returns, as a log the reference's v2 → v3
 // migration takes: no surface events (which need a step/start and a
-// surfaceOp before them in v2), so the events are feedback/record ones and
-// cite nothing, and the migration leaves them as they are (no step/start:
+// surfaceOp before them in v2), so the events are feedback/record ones
+// (data exactly {text}) and cite nothing, and the migration leaves them as they are (no step/start:
 // no system head).
 func V2Filler(first uint64, n, size int) []event.Event {
 	evs := Events(first, n, size)
 	for i := range evs {
+		var d struct{ Text string }
+		json.Unmarshal(evs[i].Data, &d)
 		evs[i].Type, evs[i].SurfaceOp, evs[i].SourceEventSeqs = "feedback/record", nil, nil
+		evs[i].Data, _ = json.Marshal(struct {
+			Text string `json:"text"`
+		}{d.Text}) // the released shape: exactly {text}
 	}
 	return evs
 }

@@ -135,6 +135,11 @@ func copyStore(t *testing.T, src string) string {
 		// Its damage is the fixture's: the end-of-test check must find it.
 		enginetest.ExpectProblem(t, dst, "frame checksum mismatch")
 	}
+	if filepath.Base(src) == "golden" {
+		// Its v2 session predates issue 38: the reference's v2 admission
+		// refuses it, so the end-of-test check's read of it does.
+		enginetest.ExpectProblem(t, dst, "user/message data lacks required field role")
+	}
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)

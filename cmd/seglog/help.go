@@ -123,7 +123,9 @@ Progress: on a terminal, a spinner while it runs; nothing elsewhere.`,
 each session, into the store in --dir, creating it (and the directory) if missing: import
 is the one command that creates a store. Each log is checked as the reference reads it
 (the header's id against its directory, its version against its file name, the catalog's
-types, the v3 surface rules); a log that fails is refused and listed with the reason
+types, the v3 surface rules; an older log, as its migration to v3 admits it: the released
+event types and data members of its format, content kinds, message sources, delivery
+markers); a log that fails is refused and listed with the reason
 ("refused: <path>: <reason>"), and the others are imported. --register names event types
 beyond the default catalog (a host's own: acme/deploy, acme/*), recorded in the store.
 Prints the sessions and events imported, and the rate.

@@ -24,7 +24,7 @@ func v2Turn() []event.Event {
 		return e
 	}
 	msg := func(id string) string {
-		return `{"turn":"t","step":"s","message":{"id":"` + id + `","role":"user","content":[],"source":{"kind":"user"}}}`
+		return `{"id":"` + id + `","role":"user","content":[],"source":{"kind":"user"}}` // the released v2 shape
 	}
 	return []event.Event{
 		mk(0, "turn/start", `{"turn":"t"}`, ""),

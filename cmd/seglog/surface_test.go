@@ -84,12 +84,15 @@ func TestCheckStrict(t *testing.T) {
 }
 
 // The logs of the repository's test data that the reference accepts keep
-// the rules: in the golden store, the v2 session (read migrated) and the
-// migrated one; its alpha session (testgen.Events: surface types without
-// surfaceOp) is the one check --strict reports.
+// the rules: in the golden store, the migrated session; its alpha session
+// (testgen.Events: surface types without surfaceOp) and its v2 session,
+// whose user messages the reference's v2 admission refuses (written
+// before issue 38: testgen.V2TurnsPre38), are the ones check --strict
+// reports.
 func TestCheckStrictGolden(t *testing.T) {
 	out, code := cli(t, "check", "--strict", "--dir", copyStore(t, "../../engine/testdata/golden"))
-	if code != 1 || !strings.Contains(out, "1 problems") || !strings.Contains(out, `session "alpha": strict: event seq 1 (assistant/message)`) {
+	if code != 1 || !strings.Contains(out, "2 problems") || !strings.Contains(out, `session "alpha": strict: event seq 1 (assistant/message)`) ||
+		!strings.Contains(out, `session "legacy": strict: session "legacy": read: format v2 migration: event seq 2 (user/message): user/message data lacks required field role`) {
 		t.Errorf("check --strict of the golden store: exit %d\n%s", code, out)
 	}
 }

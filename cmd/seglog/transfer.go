@@ -383,7 +383,7 @@ func importImage(log *jsonl.Log) ([]event.Event, error) {
 	case jsonl.Version:
 		return log.Events, nil
 	case 2:
-		return recovery.MigrateV2(h.ID, log.Events)
+		return recovery.MigrateV2Session(legacy, log.Events)
 	case 0:
 		v1, err := recovery.MigrateV0(legacy, log.Events)
 		if err != nil {
