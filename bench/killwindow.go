@@ -352,6 +352,9 @@ func killRound(c Config, spec workerSpec, after time.Duration) (_ map[string]*ki
 	if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		return nil, nil, 0, fmt.Errorf("the worker ended with %v, not by SIGKILL: %s", err, strings.TrimSpace(w.stderr.String()))
 	}
+	if e := w.stderr.String(); strings.Contains(e, "DATA RACE") { // a worker built with -race
+		return nil, nil, 0, fmt.Errorf("the race detector reported in the worker:\n%s", e)
+	}
 	plans := map[string]*killPlan{}
 	plan := func(id string) *killPlan {
 		if plans[id] == nil {
