@@ -21,6 +21,7 @@ import (
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/jsonl"
 	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/store"
@@ -267,7 +268,7 @@ func runKill(ctx context.Context, c Config) (Result, error) {
 	}
 	ks := &KillStats{Window: opts.WriteBehindWindow, FlushOnly: opts.FlushOnly}
 	if ks.Window == 0 {
-		ks.Window = 200 * time.Millisecond // the engine's default (handle.DefaultWindow)
+		ks.Window = handle.DefaultWindow // the engine's default
 	}
 	if c.Backend == "jsonl" {
 		ks.Window, ks.FlushOnly, opts = ReferenceWindow, false, engine.Options{}
