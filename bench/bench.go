@@ -53,6 +53,15 @@ const (
 	// through Append, a Flush at each turn's end (P50 and P99 are its
 	// latencies), the text cut from Config.Corpus. See agent.go.
 	AgentHost Workload = "agent-host"
+	// KillWindow is the durability window's promise under SIGKILL:
+	// Config.Rounds rounds (default 5), each a worker process whose
+	// Config.Sessions agent hosts (default 8) hand turns over without
+	// flushing mid-turn, killed at a random moment, then the store
+	// checked and every session read and resumed; Result.Kill holds the
+	// figures (Events: the events handed over). Config.Options'
+	// WriteBehindWindow and FlushOnly are the worker's; Config.Backend
+	// "jsonl" runs the reference model. See killwindow.go.
+	KillWindow Workload = "kill-window"
 )
 
 // Config describes one run. The zero values of the sizes get defaults.
@@ -76,14 +85,14 @@ type Config struct {
 	// Duration is how long MultiDurable appends; 0: Config.Events events
 	// in all (Events / (Procs*Sessions) per session).
 	Duration time.Duration
-	// Backend is what MultiDurable, AgentHost and Bulk write: "seglog"
+	// Backend is what MultiDurable, AgentHost, Bulk and KillWindow write: "seglog"
 	// (default, the local engine: MultiDurable's with default options,
 	// AgentHost's and Bulk's as Open opens it) or "jsonl" (the reference
 	// model).
 	Backend string
 	// Interval is the time between two flushes of Follow; default 3ms.
 	Interval time.Duration
-	// Exe is the binary the workers of MultiDurable and Follow run;
+	// Exe is the binary the workers of MultiDurable, Follow and KillWindow run;
 	// default os.Executable(). It must call ServeWorker when it starts.
 	Exe string
 	// CPUProfile, if set, makes each worker of MultiDurable and Follow
@@ -98,6 +107,9 @@ type Config struct {
 	// OpenHost, if set, opens the store AgentHost runs on over dir, in
 	// place of Backend's (bench/peers sets it).
 	OpenHost func(dir string) (HostStore, error)
+
+	// Rounds is the rounds of KillWindow; default 5.
+	Rounds int
 }
 
 // Store is what the workloads need of a store: the local engine's API,
@@ -160,6 +172,9 @@ type Result struct {
 	HeapPerSession     int64  `json:"heap_per_session,omitempty"`
 	HeapPerIdleSession int64  `json:"heap_per_idle_session,omitempty"`
 	Corpus             string `json:"corpus,omitempty"` // Corpus.Source
+
+	// Kill is KillWindow's figures.
+	Kill *KillStats `json:"kill_window,omitempty"`
 }
 
 // EventsPerSec returns the throughput in events per second.
@@ -192,8 +207,11 @@ func (c *Config) defaults() error {
 	}
 	if c.Sessions <= 0 {
 		c.Sessions = 1
-		if c.Workload == AgentHost {
+		switch c.Workload {
+		case AgentHost:
 			c.Sessions = 16
+		case KillWindow:
+			c.Sessions = 8
 		}
 	}
 	if c.Turns <= 0 {
@@ -213,6 +231,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Interval <= 0 {
 		c.Interval = 3 * time.Millisecond
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 5
 	}
 	return nil
 }
@@ -237,6 +258,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return runFollow(ctx, c)
 	case AgentHost:
 		return runAgent(ctx, c)
+	case KillWindow:
+		return runKill(ctx, c)
 	}
 	return Result{}, fmt.Errorf("bench: unknown workload %q", c.Workload)
 }

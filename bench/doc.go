@@ -1,8 +1,8 @@
 // Package bench holds seglog's benchmark workloads as Config values and Run
 // functions with no mutable globals, shared by go test benchmarks, the
 // `seglog bench` command and the peers module (bench/peers). The
-// multi-process workloads (MultiDurable, Follow) run their writers in
-// worker processes: a binary that runs them calls ServeWorker first.
+// multi-process workloads (MultiDurable, Follow, KillWindow) run their
+// writers in worker processes: a binary that runs them calls ServeWorker first.
 //
 // AgentHost is the work an agent host really does: Config.Sessions
 // sessions (16) doing Config.Turns turns (20) at once, each turn a
@@ -23,6 +23,13 @@
 // session, written and fdatasynced at each flush and at the end of each
 // 200 ms write-behind window, as the reference does: Config.Backend "jsonl")
 // or on any HostStore (bench/peers runs it on its peers).
+//
+// KillWindow measures the durability window's promise: agent hosts in a
+// worker process that flush only at a turn's end (or never) are killed
+// with SIGKILL at a random moment; the store is checked, read and resumed,
+// and Result.Kill counts the events lost, those handed over more than the
+// window plus one sync before the kill (KillBound; the promise is none),
+// the flushed ones lost, and the turns Resume closed (killwindow.go).
 //
 // MeasureRatios and Regressions are the regression guard's (bench/cmd/regress,
 // bench/baseline.json): ratios measured in one run, among them

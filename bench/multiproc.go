@@ -31,7 +31,7 @@ import (
 // all workers at once), runs, and prints its report as one JSON line.
 
 // WorkerEnv is the environment variable that makes a process started by
-// MultiDurable or Follow a worker.
+// MultiDurable, Follow or KillWindow a worker.
 const WorkerEnv = "SEGLOG_BENCH_WORKER"
 
 // ServeWorker returns at once unless WorkerEnv is set; then it runs the
@@ -50,7 +50,7 @@ func ServeWorker() {
 
 // workerSpec is what a worker is told.
 type workerSpec struct {
-	Mode      string        `json:"mode"` // "append" or "follow"
+	Mode      string        `json:"mode"` // "append", "follow" or "kill" (KillWindow)
 	Backend   string        `json:"backend"`
 	Dir       string        `json:"dir"`
 	Proc      int           `json:"proc"`
@@ -61,6 +61,12 @@ type workerSpec struct {
 	Events    int           `json:"events"` // follow
 	Interval  time.Duration `json:"interval"`
 	Profile   string        `json:"profile,omitempty"` // a CPU profile of the run goes there
+	// kill: the store's options, the pace's seed, the corpus's directory
+	// ("": LoadCorpus's default).
+	Window    time.Duration `json:"window,omitempty"`
+	FlushOnly bool          `json:"flush_only,omitempty"`
+	Seed      uint64        `json:"seed,omitempty"`
+	Corpus    string        `json:"corpus,omitempty"`
 }
 
 // workerReport is what a worker answers.
@@ -90,6 +96,9 @@ func serveWorker(specJSON string, in *bufio.Reader, out io.Writer) error {
 	var s workerSpec
 	if err := json.Unmarshal([]byte(specJSON), &s); err != nil {
 		return fmt.Errorf("%s: %w", WorkerEnv, err)
+	}
+	if s.Mode == "kill" {
+		return killWorker(s, in, out)
 	}
 	ctx := context.Background()
 	var db *engine.DB

@@ -39,6 +39,8 @@ type benchArgs struct {
 
 	agentSessions int // sessions of the agent-host rows
 	agentTurns    int // turns of each; 0 skips the rows
+
+	killRounds int // rounds of the window-durability rows; 0 skips them
 }
 
 // The workers of the multi-process workloads are this binary started
@@ -49,7 +51,7 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	var a benchArgs
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "measure the engine: durable appends, group commit, bulk load, replay, processes, agent host",
+		Short: "measure the engine: durable appends, group commit, bulk load, replay, processes, agent host, window durability",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("dir") {
@@ -75,6 +77,7 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.StringVar(&a.workerProf, "worker-cpuprofile", "", "write each worker process's CPU profile to PREFIX-<row>-<worker>.pprof")
 	fs.IntVar(&a.agentSessions, "agent-sessions", 16, "sessions of the agent-host rows (turns with streamed deltas, tool calls and a flush per turn)")
 	fs.IntVar(&a.agentTurns, "agent-turns", 20, "turns of each agent-host session (0: skip the rows)")
+	fs.IntVar(&a.killRounds, "kill-rounds", 4, "rounds of the window-durability rows: agent hosts that flush only at turn end, killed with SIGKILL 0.5-1.5 s in, on the engine and on the jsonl reference (0: skip them)")
 	fs.StringVar(&a.backend, "backend", "local", "local, or jetstream: the workloads on the local engine and on backend/jetstream (an embedded NATS server), side by side")
 	return cmd
 }
@@ -85,6 +88,9 @@ func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 	}
 	if a.agentTurns < 0 || (a.agentTurns > 0 && a.agentSessions < 1) {
 		return usageError{errors.New("--agent-turns must be at least 0 and --agent-sessions positive")}
+	}
+	if a.killRounds < 0 {
+		return usageError{errors.New("--kill-rounds must be at least 0")}
 	}
 	if a.procs < 0 || a.follow < 0 || (a.procs > 0 && (a.procSessions < 1 || a.multiTime <= 0)) || (a.follow > 0 && a.followEvery <= 0) {
 		return usageError{errors.New("--procs and --follow must be at least 0, --proc-sessions, --multi-time and --follow-every positive")}
@@ -280,7 +286,81 @@ func runBench(w, stdout io.Writer, prog *progress, a benchArgs) error {
 			return err
 		}
 	}
-	return writeBenchJSON(stdout, a.jsonOut, rows)
+	if a.killRounds == 0 {
+		return writeBenchJSON(stdout, a.jsonOut, rows)
+	}
+	kills, broken, err := runKillRows(ctx, w, prog, a)
+	if err != nil {
+		return err
+	}
+	if err := writeBenchJSON(stdout, a.jsonOut, append(rows, kills...)); err != nil {
+		return err
+	}
+	return broken
+}
+
+// runKillRows runs the window-durability rows (bench.KillWindow) on the
+// engine and on the jsonl reference, and prints their section: a line per
+// round and the sums. They measure a promise, not a speed: they are not in
+// the table above nor in the plot. broken is non-nil if a row found the
+// promise broken.
+func runKillRows(ctx context.Context, w io.Writer, prog *progress, a benchArgs) (_ []benchRow, broken, _ error) {
+	var rows []benchRow
+	for i, b := range []string{"seglog", "jsonl"} {
+		name := fmt.Sprintf("window durability, SIGKILL, %s", plural(a.killRounds, "round", "rounds"))
+		if b == "jsonl" {
+			name += ", jsonl reference"
+		}
+		cfg := bench.Config{Workload: bench.KillWindow, Rounds: a.killRounds, Backend: b,
+			Dir: filepath.Join(a.dir, fmt.Sprintf("kill-%d", i))}
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, nil, err
+		}
+		task := prog.start(name, 0, "events", true)
+		cfg.Progress = task.set
+		r, err := bench.Run(ctx, cfg)
+		task.end(err != nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		rows = append(rows, benchRow{Name: name, Result: r})
+	}
+	k := rows[0].Kill
+	fmt.Fprintf(w, "\nwindow durability: %d agent-host sessions in a process, each flushing at its turns' ends (one in three never), killed with SIGKILL %v-%v in; window %v; bound: the window + max(%v, 2 x the round's slowest turn-end flush)\n",
+		rows[0].Sessions, bench.KillMin, bench.KillMax, k.Window, bench.KillSlack)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "store\tround\tkilled at ms\thanded over\tflushed\tlost\tlost > bound\tflushed lost\toldest lost ms\tbound ms\tturns closed\tunclosed\tcheck problems\t")
+	line := func(store, round string, after time.Duration, t bench.KillTotals) {
+		at := "-"
+		if after > 0 {
+			at = fmt.Sprintf("%.0f", ms(after))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%d\t%d\t%d\t\n", store, round, at, t.Handed, t.Acked, t.Lost, t.LostOld, t.FlushedLost,
+			ms(t.OldestLost), ms(t.Bound), t.Interrupted, t.Unclosed, t.CheckProblems)
+	}
+	var problems []string
+	for i, row := range rows {
+		store := []string{"seglog", "jsonl reference"}[i]
+		for j, kr := range row.Kill.Rounds {
+			line(store, fmt.Sprint(j+1), kr.KillAfter, kr.KillTotals)
+		}
+		line(store, "all", 0, row.Kill.KillTotals)
+		if !row.Kill.Promised() {
+			problems = append(problems, fmt.Sprintf("%s: %d events older than the bound lost, %d flushed events lost, %d sessions not closed, %d check problems", store,
+				row.Kill.LostOld, row.Kill.FlushedLost, row.Kill.Unclosed, row.Kill.CheckProblems))
+			problems = append(problems, row.Kill.Problems...)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return nil, nil, err
+	}
+	if len(problems) == 0 {
+		fmt.Fprintln(w, "the promise held: nothing flushed and nothing handed over more than the bound before the kill was lost, Resume closed every interrupted turn, the stores' check found nothing")
+	} else {
+		fmt.Fprintf(w, "THE PROMISE WAS BROKEN:\n\t%s\n", strings.Join(problems, "\n\t"))
+		broken = errors.New("the window-durability rows found the durability window's promise broken (above)")
+	}
+	return rows, broken, nil
 }
 
 // benchRow is a row of bench's table, and an element of bench --json:
@@ -339,3 +419,4 @@ func plural(n int, one, many string) string {
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
 func us(d time.Duration) float64       { return float64(d) / 1e3 }
+func ms(d time.Duration) float64       { return float64(d) / 1e6 }

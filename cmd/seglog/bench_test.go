@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seglog/seglog/bench"
 	"github.com/seglog/seglog/engine/enginetest"
@@ -20,7 +21,7 @@ import (
 func TestBenchSmall(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run([]string{"bench", "-dir", t.TempDir(), "-events", "3000", "-durable", "20", "-sessions", "4", "-procs", "0", "-follow", "0",
-		"-agent-sessions", "3", "-agent-turns", "2"}, &out, &errOut)
+		"-agent-sessions", "3", "-agent-turns", "2", "-kill-rounds", "0"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -52,7 +53,7 @@ func TestBenchSmall(t *testing.T) {
 		t.Errorf("no jsonl reference row in the agent-host table:\n%s", out.String())
 	}
 	out.Reset()
-	if code := run([]string{"bench", "-dir", t.TempDir(), "-events", "3000", "-durable", "20", "-sessions", "4", "-procs", "0", "-follow", "0", "-agent-turns", "0"}, &out, &errOut); code != 0 {
+	if code := run([]string{"bench", "-dir", t.TempDir(), "-events", "3000", "-durable", "20", "-sessions", "4", "-procs", "0", "-follow", "0", "-agent-turns", "0", "-kill-rounds", "0"}, &out, &errOut); code != 0 {
 		t.Fatalf("-agent-turns 0: exit %d: %s", code, errOut.String())
 	}
 	if strings.Contains(out.String(), "agent host") {
@@ -70,7 +71,7 @@ func TestBenchMultiProcess(t *testing.T) {
 	dir := t.TempDir()
 	jsonOut := filepath.Join(t.TempDir(), "bench.json")
 	code := run([]string{"bench", "-dir", dir, "-events", "1000", "-durable", "10", "-sessions", "2",
-		"-procs", "2", "-proc-sessions", "3", "-multi-time", "200ms", "-follow", "40", "-follow-every", "1ms", "-agent-turns", "0", "-json", jsonOut}, &out, &errOut)
+		"-procs", "2", "-proc-sessions", "3", "-multi-time", "200ms", "-follow", "40", "-follow-every", "1ms", "-agent-turns", "0", "-kill-rounds", "0", "-json", jsonOut}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -129,7 +130,7 @@ func TestBenchMultiProcess(t *testing.T) {
 
 func TestBenchRejectsBadFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
-	for _, args := range [][]string{{"-events", "0"}, {"-procs", "-1"}, {"-proc-sessions", "0"}, {"-multi-time", "0s"}, {"-follow-every", "0s"}, {"-agent-turns", "-1"}, {"-agent-sessions", "0"}} {
+	for _, args := range [][]string{{"-events", "0"}, {"-procs", "-1"}, {"-proc-sessions", "0"}, {"-multi-time", "0s"}, {"-follow-every", "0s"}, {"-agent-turns", "-1"}, {"-agent-sessions", "0"}, {"-kill-rounds", "-1"}} {
 		if code := run(append([]string{"bench"}, args...), &out, &errOut); code != 2 {
 			t.Errorf("bench %v: exit %d, want 2", args, code)
 		}
@@ -179,7 +180,7 @@ func TestBenchJetStreamSmall(t *testing.T) {
 // each with its name and the documented fields; --json FILE writes them
 // to FILE; -plot draws a PNG of the bars and the latency lines.
 func TestBenchJSONAndPlot(t *testing.T) {
-	small := []string{"bench", "-events", "2000", "-durable", "20", "-sessions", "3", "-procs", "0", "-follow", "0", "-agent-sessions", "2", "-agent-turns", "2"}
+	small := []string{"bench", "-events", "2000", "-durable", "20", "-sessions", "3", "-procs", "0", "-follow", "0", "-agent-sessions", "2", "-agent-turns", "2", "-kill-rounds", "0"}
 	plot := filepath.Join(t.TempDir(), "bench.png")
 	var out, errOut bytes.Buffer
 	code := run(append(small, "-dir", t.TempDir(), "--json", "-plot", plot), &out, &errOut)
@@ -294,5 +295,95 @@ func checkPlot(t *testing.T, path string, bars int) {
 	second := colors[color.RGBA{0xf2, 0x8e, 0x2b, 0xff}]
 	if white > all*98/100 || white < all/3 || bar < all/100 || second == 0 {
 		t.Errorf("plot: %d of %d pixels white, %d of the bars' color, %d of the second line's", white, all, bar, second)
+	}
+}
+
+// TestBenchKillRows runs the window-durability rows for one round: the
+// section is printed with a line per round and the sums, the promise held,
+// and --json has both rows with the documented kill_window fields.
+func TestBenchKillRows(t *testing.T) {
+	var out, errOut bytes.Buffer
+	jsonOut := filepath.Join(t.TempDir(), "bench.json")
+	code := run([]string{"bench", "-dir", t.TempDir(), "-events", "1000", "-durable", "10", "-sessions", "2", "-procs", "0", "-follow", "0",
+		"-agent-turns", "0", "-kill-rounds", "1", "-json", jsonOut}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut.String(), out.String())
+	}
+	for _, want := range []string{"window durability: 8 agent-host sessions", "lost > bound", "oldest lost ms", "the promise held"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	lines := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 3 && f[0] == "jsonl" && f[1] == "reference" {
+			f = f[1:]
+		}
+		if len(f) > 2 && (f[0] == "seglog" || f[0] == "reference") && (f[1] == "1" || f[1] == "all") {
+			lines++
+		}
+	}
+	if lines != 4 {
+		t.Errorf("%d lines of the kill section, want a round and the sums of each store:\n%s", lines, out.String())
+	}
+	b, err := os.ReadFile(jsonOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type totals struct {
+		Handed, Acked, Lost   int
+		LostOld               int   `json:"lost_old"`
+		FlushedLost           int   `json:"flushed_lost"`
+		OldestLost            int64 `json:"oldest_lost_ns"`
+		Bound                 int64 `json:"bound_ns"`
+		Sessions, Missing     int
+		Interrupted, Unclosed int
+		CheckProblems         int `json:"check_problems"`
+		Problems              []string
+	}
+	type row struct {
+		Name, Workload, Backend string
+		Events, Sessions        int
+		ElapsedNS               int64 `json:"elapsed_ns"`
+		Input                   int64 `json:"input_bytes"`
+		Disk                    int64 `json:"disk_bytes"`
+		Kill                    *struct {
+			Window    int64 `json:"window_ns"`
+			FlushOnly bool  `json:"flush_only"`
+			Rounds    []struct {
+				KillAfter    int64 `json:"kill_after_ns"`
+				SlowestFlush int64 `json:"slowest_flush_ns"`
+				totals
+			}
+			totals
+		} `json:"kill_window"`
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		t.Fatal(err)
+	}
+	var kills []string
+	for _, raw := range raws {
+		var r row
+		if json.Unmarshal(raw, &r) != nil || r.Workload != string(bench.KillWindow) {
+			continue
+		}
+		// The kill-window rows' fields are those README's "CLI output"
+		// documents.
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil {
+			t.Fatalf("bench --json: %v\n%s", err, raw)
+		}
+		kills = append(kills, r.Backend)
+		k := r.Kill
+		if k == nil || len(k.Rounds) != 1 || k.Window != int64(200*time.Millisecond) || r.Events != k.Handed || k.Handed == 0 ||
+			k.LostOld != 0 || k.FlushedLost != 0 || k.Unclosed != 0 || k.CheckProblems != 0 || k.Bound < k.Window || r.Sessions != 8 {
+			t.Errorf("row %q: %s", r.Name, b)
+		}
+	}
+	if !slices.Equal(kills, []string{"seglog", "jsonl"}) {
+		t.Errorf("kill-window rows of %v, want seglog and jsonl: %s", kills, b)
 	}
 }

@@ -2,7 +2,7 @@
 //
 //	seglog bench [-dir DIR] [-events N] [-durable N] [-sessions N] [-size BYTES]
 //	             [-procs N] [-proc-sessions N] [-multi-time D] [-follow N] [-follow-every D]
-//	             [-agent-sessions N] [-agent-turns N] [--json [FILE]] [-plot FILE.png]
+//	             [-agent-sessions N] [-agent-turns N] [-kill-rounds N] [--json [FILE]] [-plot FILE.png]
 //	             [--backend local|jetstream] [--peers]
 //
 // bench runs the engine's workloads (package bench): durable single
@@ -13,7 +13,10 @@
 // latency from a flush in one process to the wake-up of a reader in
 // another, and the agent host on the engine and on the JSONL reference,
 // on a temporary directory unless -dir is given, and prints a table with
-// the ratios. The workers are this binary started again with
+// the ratios; then the durability window's promise under SIGKILL
+// (bench.KillWindow, -kill-rounds rounds): agent hosts that flush only at
+// a turn's end killed at a random moment, the events lost, those older
+// than the window plus one sync (none), the turns Resume closed. The workers are this binary started again with
 // bench.WorkerEnv set. --json prints the rows as JSON on stdout (the table
 // then goes to stderr), --json FILE writes them to FILE; -plot draws a PNG
 // (package bench/chart, gonum/plot): the rows' events/s as bars and each
@@ -66,7 +69,7 @@
 // (an unknown command or flag, a bad flag value, wrong arguments; nothing
 // was done). Per command (help.go, seglog help COMMAND):
 //
-//	bench     1: a workload failed, the --json or --plot file could not be written, --peers failed
+//	bench     1: a workload failed, the window durability's promise was broken, the --json or --plot file could not be written, --peers failed
 //	check     1: problems found (--json: ok false), the store could not be checked, --repair failed
 //	ls        1: no store, or it could not be read
 //	stats     1: no store, or it could not be read

@@ -21,14 +21,20 @@ and a replay; then --procs worker processes appending into one store against one
 and against a JSONL file per session; the latency from a flush in one process to the
 wake-up of a reader in another (--follow); and the agent host (--agent-sessions sessions
 doing --agent-turns turns) on the engine and on the JSONL reference, with a second table of
-bytes per event and heap per session. The workers are this binary started again.
+bytes per event and heap per session. Last, the window durability (--kill-rounds rounds, 4):
+a worker process of 8 agent-host sessions that flush only at their turns' ends (one in three
+never) is killed with SIGKILL 0.5-1.5 s after its start; the store is checked, opened, each
+session compared with what was handed over and resumed; a line per round and the sums: events
+handed over, lost, lost older than the window + one sync (the promise: 0), flushed and lost,
+the oldest lost event's age, the interrupted turns closed, the check's problems; on the engine
+and on the JSONL reference. The workers are this binary started again.
 
 --json prints the rows as a JSON array on stdout, and the table on stderr; --json FILE
 writes the array to FILE. A row is an object: name, workload, sessions, events,
 input_bytes, disk_bytes, elapsed_ns and, where measured, p50_ns, p99_ns, latency (the
 distribution: [{p, ns}] at p 0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9, 100), procs,
 backend, turns, raw_json_bytes, written_bytes, rest_bytes, heap_per_session,
-heap_per_idle_session, corpus (README.md, CLI output).
+heap_per_idle_session, corpus, and in the kill-window rows kill_window (README.md, CLI output).
 --plot FILE.png draws the events/s of the rows (bars, log scale) and each row's latency
 distribution (a line per row).
 --backend jetstream runs the durable, bulk and replay rows on the local engine and on an
@@ -38,7 +44,7 @@ embedded NATS JetStream server, side by side (--json and --plot as above).
 Progress goes to stderr: on a terminal a bar per row; a line as each row ends
 ("<row>: done in 1.23s"), on a terminal or not. Off a terminal nothing holds a control
 character.`,
-		[3]string{"every row ran", "a workload failed, or the --json or --plot file could not be written, or --peers failed", "a bad flag value (--events 0, --size under 64, --backend other than local or jetstream, ...)"}},
+		[3]string{"every row ran", "a workload failed, or the window durability's promise was broken, or the --json or --plot file could not be written, or --peers failed", "a bad flag value (--events 0, --size under 64, --backend other than local or jetstream, ...)"}},
 
 	"check": {`Verify the store in --dir as Open would recover it, read-only: every frame of every
 segment (checksums, each session's seqs in order), the index against the segments, and say

@@ -64,7 +64,7 @@ func TestProgressOffTerminal(t *testing.T) {
 
 	dir := t.TempDir()
 	stdout, stderr, code := runPiped(t, "bench", "-dir", dir, "-events", "2000", "-durable", "20", "-sessions", "3", "-procs", "2", "-proc-sessions", "2",
-		"-multi-time", "100ms", "-follow", "20", "-follow-every", "1ms", "-agent-sessions", "2", "-agent-turns", "2")
+		"-multi-time", "100ms", "-follow", "20", "-follow-every", "1ms", "-agent-sessions", "2", "-agent-turns", "2", "-kill-rounds", "0")
 	if code != 0 {
 		t.Fatalf("bench: exit %d\n%s", code, stderr)
 	}
