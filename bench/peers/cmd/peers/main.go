@@ -16,6 +16,12 @@
 // interleaved (round 1 of all peers, then round 2, ...) so that a noisy
 // spell of the machine hits all peers alike; the table shows the run with
 // the median throughput of each.
+//
+// With S5, a last section kills an agent host with SIGKILL at random
+// moments (-kill-rounds times; bench.KillWindow) on seglog and on the
+// JSONL reference, and prints what each lost: both promise that nothing
+// handed over more than the 200 ms window (plus one sync) before a crash
+// is lost.
 package main
 
 import (
@@ -29,6 +35,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/seglog/seglog/bench"
 	"github.com/seglog/seglog/bench/chart"
@@ -43,6 +50,7 @@ func main() {
 	dir := flag.String("dir", "", "directory for the stores (default the system temp dir)")
 	runs := flag.Int("runs", 1, "runs of each workload on each peer; the median is shown")
 	workloads := flag.String("workloads", "", "comma-separated workloads to run, by name or prefix (S1,S5; default all)")
+	killRounds := flag.Int("kill-rounds", 4, "with S5: SIGKILL rounds of the window-durability section, on seglog and on the JSONL reference (0: none)")
 	durable := flag.Int("durable", 0, "S1's durable appends, and S2's per session times 64 / 4 (default 2000; a longer run steadies the ratios on a noisy machine)")
 	flag.Parse()
 	if *runs < 1 {
@@ -102,6 +110,10 @@ func main() {
 		}
 	}
 	print(results, list, ws)
+	promised := true
+	if slices.Contains(ws, peers.S5) && *killRounds > 0 {
+		promised = killSection(ctx, *killRounds, *dir)
+	}
 	if *plotOut != "" {
 		if err := plot(*plotOut, results, list, ws); err != nil {
 			fmt.Fprintln(os.Stderr, "peers:", err)
@@ -115,7 +127,52 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if !promised {
+		os.Exit(1)
+	}
 }
+
+// init serves the worker processes of the window-durability section:
+// bench.KillWindow re-executes this binary as its agent host.
+func init() { bench.ServeWorker() }
+
+// killSection runs bench.KillWindow on seglog and on the JSONL reference
+// and prints a line of each: the durability window's promise kept by
+// both, under SIGKILL (what seglog bench prints round by round). It
+// reports whether both kept it.
+func killSection(ctx context.Context, rounds int, dir string) bool {
+	fmt.Printf("\n%s: an agent host killed with SIGKILL %v-%v in, %d rounds (bench.KillWindow); each promises that nothing flushed, and nothing handed over more than the bound before the kill, is lost:\n",
+		peers.S5, bench.KillMin, bench.KillMax, rounds)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "store\twindow ms\thanded over\tflushed\tlost\tlost > bound\tflushed lost\toldest lost ms\tbound ms\tturns closed\tcheck problems\tpromise\t")
+	ok := true
+	for _, b := range []string{"seglog", "jsonl"} {
+		d, err := os.MkdirTemp(dir, "peers-kill-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peers:", err)
+			return false
+		}
+		r, err := bench.Run(ctx, bench.Config{Workload: bench.KillWindow, Rounds: rounds, Backend: b, Dir: d})
+		os.RemoveAll(d)
+		if err != nil || r.Kill == nil {
+			fmt.Fprintf(os.Stderr, "peers: window durability on %s: %v\n", b, err)
+			ok = false
+			continue
+		}
+		k := r.Kill
+		kept := map[bool]string{true: "kept", false: "BROKEN"}[k.Promised()]
+		ok = ok && k.Promised()
+		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%d\t%d\t%s\t\n", b, ms(k.Window), k.Handed, k.Acked, k.Lost, k.LostOld, k.FlushedLost,
+			ms(k.OldestLost), ms(k.Bound), k.Interrupted, k.CheckProblems, kept)
+		for _, p := range k.Problems {
+			fmt.Fprintf(os.Stderr, "peers: %s: %s\n", b, p)
+		}
+	}
+	tw.Flush()
+	return ok
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // median returns the run with the median throughput, or the first failed
 // run if any failed.
