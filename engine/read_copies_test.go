@@ -102,3 +102,40 @@ func TestReadAndAppendShareNothingWithTheCaller(t *testing.T) {
 		}
 	}
 }
+
+// Enqueue takes copies too: a caller that reuses its buffers once Enqueue
+// returns changes nothing the write-behind buffer holds, nor what its
+// drain appends.
+func TestEnqueueSharesNothingWithTheCaller(t *testing.T) {
+	ctx := context.Background()
+	db, err := engine.OpenStore(t, engine.CheckedDir(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	in := testgen.Events(0, 8, 80)
+	want := make([]event.Event, len(in))
+	for i := range in {
+		want[i] = in[i].Clone()
+	}
+	h, err := db.Create(ctx, store.Header{ID: "q", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Enqueue(in[:4]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Enqueue(in[4:]...); err != nil {
+		t.Fatal(err)
+	}
+	scribble(in)
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.Read(ctx, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine.SameEvents(t, "enqueued, then the caller's buffers reused", got, want)
+}

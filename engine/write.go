@@ -349,10 +349,13 @@ func (w handleWriter) Next() uint64 {
 
 func (w handleWriter) Check([]event.Event) error { return nil }
 
-// Stage takes a copy of evs into the session's open events.
-func (w handleWriter) Stage(evs []event.Event) (bool, error) {
+// Stage takes evs (the store's copies) into the session's open events.
+func (w handleWriter) Stage(cl []event.Event) (bool, error) {
 	db, s := w.h.db, w.h.s
-	cl, n := cloneBatch(evs)
+	n := 0
+	for i := range cl {
+		n += len(cl[i].Data) + len(cl[i].SurfaceOp)
+	}
 	db.mu.Lock()
 	if err := db.mu.poison; err != nil {
 		db.mu.Unlock()
@@ -425,35 +428,6 @@ func (h *Handle) waitBehind() error {
 	<-j.done
 	h.behind = nil
 	return j.err
-}
-
-// cloneBatch copies events into one allocation for their bytes, so that
-// the store's copy shares nothing with the caller's. It returns the copies
-// and the bytes of their Data and SurfaceOp.
-func cloneBatch(evs []event.Event) ([]event.Event, int) {
-	n := 0
-	for i := range evs {
-		n += len(evs[i].Data) + len(evs[i].SurfaceOp)
-	}
-	arena := make([]byte, 0, n)
-	out := make([]event.Event, len(evs))
-	take := func(b []byte) []byte {
-		if b == nil {
-			return nil
-		}
-		start := len(arena)
-		arena = append(arena, b...)
-		return arena[start:len(arena):len(arena)]
-	}
-	for i, e := range evs {
-		e.Data = take(e.Data)
-		e.SurfaceOp = take(e.SurfaceOp)
-		if e.SourceEventSeqs != nil {
-			e.SourceEventSeqs = slices.Clone(e.SourceEventSeqs)
-		}
-		out[i] = e
-	}
-	return out, n
 }
 
 // cut encodes the session's open events into frames and appends them (with

@@ -129,3 +129,29 @@ func (e Event) Clone() Event {
 	e.SourceEventSeqs = slices.Clone(e.SourceEventSeqs)
 	return e
 }
+
+// CloneBatch returns deep copies of evs that share no memory with them:
+// Clone of each, with their Data and SurfaceOp bytes in one allocation.
+func CloneBatch(evs []Event) []Event {
+	n := 0
+	for i := range evs {
+		n += len(evs[i].Data) + len(evs[i].SurfaceOp)
+	}
+	arena := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		start := len(arena)
+		arena = append(arena, b...)
+		return arena[start:len(arena):len(arena)]
+	}
+	out := make([]Event, len(evs))
+	for i, e := range evs {
+		e.Data = take(e.Data)
+		e.SurfaceOp = take(e.SurfaceOp)
+		e.SourceEventSeqs = slices.Clone(e.SourceEventSeqs)
+		out[i] = e
+	}
+	return out
+}

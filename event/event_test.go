@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestValidate(t *testing.T) {
@@ -74,5 +76,40 @@ func TestInvalidErrorCutsALongType(t *testing.T) {
 	msg := err.Error()
 	if len(msg) > 2*MaxTypeLen || !strings.Contains(msg, "type is 1048576 bytes, more than 256") || !strings.Contains(msg, "index 3") {
 		t.Errorf("message of %d bytes: %.300s", len(msg), msg)
+	}
+}
+
+// CloneBatch's copies share no memory with the events they copy, nor with
+// each other beyond their arena: writing into the originals changes no
+// copy, and each copy's bytes are its own event's.
+func TestCloneBatch(t *testing.T) {
+	evs := []Event{
+		{Seq: 1, Type: "user/message", Data: []byte(`{"a":1}`), SurfaceOp: []byte(`{"op":"append"}`), SourceEventSeqs: []uint64{0}},
+		{Seq: 2, Type: "assistant/message", Data: []byte(`{"b":2}`)},
+		{Seq: 3, Type: "x", Data: nil},
+	}
+	cl := CloneBatch(evs)
+	for i := range evs {
+		for j := range evs[i].Data {
+			evs[i].Data[j] = '#'
+		}
+		for j := range evs[i].SurfaceOp {
+			evs[i].SurfaceOp[j] = '#'
+		}
+		for j := range evs[i].SourceEventSeqs {
+			evs[i].SourceEventSeqs[j] = 99
+		}
+	}
+	want := []Event{
+		{Seq: 1, Type: "user/message", Data: []byte(`{"a":1}`), SurfaceOp: []byte(`{"op":"append"}`), SourceEventSeqs: []uint64{0}},
+		{Seq: 2, Type: "assistant/message", Data: []byte(`{"b":2}`)},
+		{Seq: 3, Type: "x", Data: nil},
+	}
+	if diff := cmp.Diff(want, cl); diff != "" {
+		t.Errorf("CloneBatch after its originals changed (-want +got):\n%s", diff)
+	}
+	cl[0].Data = append(cl[0].Data, 'x') // (capped: reallocates, the next copy's bytes stay)
+	if string(cl[1].Data) != `{"b":2}` {
+		t.Errorf("appending to one copy's Data changed the next: %q", cl[1].Data)
 	}
 }

@@ -30,11 +30,7 @@ func (f *Behind) Enqueue(cfg WriteBehindConfig[event.Event], stored uint64, evs 
 	if f.wb == nil {
 		f.wb = NewWriteBehind(cfg)
 	}
-	cl := make([]event.Event, len(evs))
-	for i := range evs {
-		cl[i] = evs[i].Clone()
-	}
-	if err := f.wb.Enqueue(cl...); err != nil {
+	if err := f.wb.Enqueue(event.CloneBatch(evs)...); err != nil {
 		return err
 	}
 	f.next += uint64(len(evs))

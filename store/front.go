@@ -72,8 +72,10 @@ type Writer interface {
 	// Check is the backend's check of a batch beyond the contract's (what
 	// its storage can hold), or nil.
 	Check(evs []event.Event) error
-	// Stage takes a checked batch, as copies, into the session's open
-	// events, and reports whether enough is open to write it out now.
+	// Stage takes a checked batch into the session's open events, and
+	// reports whether enough is open to write it out now. The events are
+	// the store's own copies (the Front's, or the write-behind buffer's:
+	// no caller holds them), for the backend to keep as they are.
 	Stage(evs []event.Event) (full bool, err error)
 	// Cut writes the open events out, with the session's header first if
 	// it was never written. It promises no durability.
@@ -308,6 +310,9 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event, enqueued bool)
 	}
 	if err := f.check("append", evs, f.w.Next(), enqueued); err != nil {
 		return err
+	}
+	if !enqueued {
+		evs = event.CloneBatch(evs) // (the write-behind buffer's are copies already)
 	}
 	full, err := f.w.Stage(evs)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -110,16 +109,14 @@ func (w handleWriter) Next() uint64 {
 // Check refuses an event too large for one message.
 func (w handleWriter) Check(evs []event.Event) error { return w.h.st.checkSizes(w.h.s.id, evs) }
 
-// Stage takes copies of evs into the session's open batch.
+// Stage takes evs (the store's copies) into the session's open batch.
 func (w handleWriter) Stage(evs []event.Event) (bool, error) {
 	st := w.h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	w.h.s.open = slices.Grow(w.h.s.open, len(evs))
-	for _, e := range evs {
-		c := e.Clone()
-		w.h.s.open = append(w.h.s.open, c)
-		w.h.s.openBytes += rawSize(&c)
+	w.h.s.open = append(w.h.s.open, evs...)
+	for i := range evs {
+		w.h.s.openBytes += rawSize(&evs[i])
 	}
 	st.watch.notify(w.h.s.subj, 0) // (a Wait here sees them at once)
 	cut := st.opts.FrameBytes
