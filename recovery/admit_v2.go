@@ -182,19 +182,8 @@ func v2Keys(ms []member, required, optional []string, label string) string {
 			return label + " lacks required field " + r
 		}
 	}
-outer:
-	for _, m := range jsKeyOrder(ms) {
-		for _, k := range required {
-			if m.key == k {
-				continue outer
-			}
-		}
-		for _, k := range optional {
-			if m.key == k {
-				continue outer
-			}
-		}
-		return label + " has unexpected field " + m.key
+	if k, ok := unexpectedKey(jsKeyOrder(ms), required, optional); ok {
+		return label + " has unexpected field " + k
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -173,19 +174,8 @@ func checkLegacyPayload(v int, e *event.Event) error {
 // and every required one, in the reference's order and words (what: the
 // subject, such as "data").
 func exactMembers(v int, e *event.Event, ms []member, required, optional []string, what string) error {
-outer:
-	for _, m := range ms {
-		for _, k := range required {
-			if m.key == k {
-				continue outer
-			}
-		}
-		for _, k := range optional {
-			if m.key == k {
-				continue outer
-			}
-		}
-		return &MigrationError{From: v, Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("%s has unexpected member %s", what, jsonText(m.key))}
+	if k, ok := unexpectedKey(ms, required, optional); ok {
+		return &MigrationError{From: v, Seq: e.Seq, Type: e.Type, Reason: fmt.Sprintf("%s has unexpected member %s", what, jsonText(k))}
 	}
 	for _, r := range required {
 		if get(ms, r) == nil {
@@ -193,6 +183,17 @@ outer:
 		}
 	}
 	return nil
+}
+
+// unexpectedKey returns the first key of ms, in their order, that is
+// neither in required nor in optional.
+func unexpectedKey(ms []member, required, optional []string) (string, bool) {
+	for _, m := range ms {
+		if !slices.Contains(required, m.key) && !slices.Contains(optional, m.key) {
+			return m.key, true
+		}
+	}
+	return "", false
 }
 
 // member is one member of a JSON object, in the order the object has it.
