@@ -135,7 +135,8 @@
 // one segment writer: placing frames at the tail under the append lock,
 // rolls, preparation and growth of segments, group commit of syncs, the
 // undo of a dead placer's write); lease.go: session leases across
-// processes; compact.go: compaction (its plan, package
+// processes; holders.go: the file naming the leases a DB holds, which a
+// refused process reads for the holder; compact.go: compaction (its plan, package
 // engine/internal/compactplan, is pure over what the fold attributes:
 // planFold; its execution drops and rewrites segments); listorder.go,
 // listupdated.go: the orders ListPage keeps between pages (the lists
