@@ -96,10 +96,13 @@ type BehindCutter interface {
 // FrontConfig is the write-behind configuration of a Front; see
 // handle.WriteBehindConfig.
 type FrontConfig struct {
-	// Catalog, if set, is checked on every appended event: a type it does
-	// not know (and that is not ignorable) or a retired shape fails the
-	// batch with an *UnsupportedEventError and nothing is stored, since
-	// no read with that catalog could return the event.
+	// Catalog, if set, is checked on every event appended to a session of
+	// the current format: a type it does not know (and that is not
+	// ignorable) or a retired shape fails the batch with an
+	// *UnsupportedEventError and nothing is stored, since no read with
+	// that catalog could return the event. (Only an import writes a
+	// session of an older format, after its migration's checks; reads
+	// apply the catalog to its events migrated.)
 	Catalog *event.Catalog
 	// Reload, if set, is called once when the catalog refuses an appended
 	// event: it reports whether the catalog learned types since (another
@@ -385,7 +388,10 @@ func (f *Front) check(op string, evs []event.Event, next uint64, drained bool) e
 	if err := checkBatch(f.id, op, evs, next, !drained); err != nil {
 		return err
 	}
-	if c := f.cfg.Catalog; c != nil {
+	// The catalog is the current format's: a session stored in an older
+	// one (an import's, whose events the migration checked) is checked by
+	// reads, which apply it to the events migrated.
+	if c := f.cfg.Catalog; c != nil && f.hdr.Version >= FormatVersion {
 		reloaded := false
 		for i := range evs {
 			err := c.Check(&evs[i])
