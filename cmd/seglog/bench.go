@@ -40,7 +40,8 @@ type benchArgs struct {
 	agentSessions int // sessions of the agent-host rows
 	agentTurns    int // turns of each; 0 skips the rows
 
-	killRounds int // rounds of the window-durability rows; 0 skips them
+	killRounds int  // rounds of the window-durability rows; 0 skips them
+	keep       bool // keep the stores (under --dir) for a look afterwards
 }
 
 // The workers of the multi-process workloads are this binary started
@@ -77,6 +78,7 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.StringVar(&a.workerProf, "worker-cpuprofile", "", "write each worker process's CPU profile to PREFIX-<row>-<worker>.pprof")
 	fs.IntVar(&a.agentSessions, "agent-sessions", 16, "sessions of the agent-host rows (turns with streamed deltas, tool calls and a flush per turn)")
 	fs.IntVar(&a.agentTurns, "agent-turns", 20, "turns of each agent-host session (0: skip the rows)")
+	fs.BoolVar(&a.keep, "keep", false, "keep the stores the rows wrote (in the seglog-bench-* directory made under --dir) instead of removing them")
 	fs.IntVar(&a.killRounds, "kill-rounds", 4, "rounds of the window-durability rows: agent hosts that flush only at turn end, killed with SIGKILL 0.5-1.5 s in, on the engine and on the jsonl reference (0: skip them)")
 	fs.StringVar(&a.backend, "backend", "local", "local, or jetstream: the workloads on the local engine and on backend/jetstream (an embedded NATS server), side by side")
 	return cmd
@@ -98,16 +100,22 @@ func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 	if a.backend != "local" && a.backend != "jetstream" {
 		return usageError{fmt.Errorf("--backend %q: local or jetstream", a.backend)}
 	}
-	if a.dir == "" {
-		d, err := os.MkdirTemp("", "seglog-bench-")
-		if err != nil {
+	// The stores go in a directory of their own, removed at the end: in
+	// the system's temporary directory, or in --dir (which may be a
+	// store: nothing of the bench's stays there).
+	if a.dir != "" {
+		if err := os.MkdirAll(a.dir, 0o755); err != nil {
 			return err
 		}
-		defer os.RemoveAll(d)
-		a.dir = d
-	} else if err := os.MkdirAll(a.dir, 0o755); err != nil {
+	}
+	d, err := os.MkdirTemp(a.dir, "seglog-bench-")
+	if err != nil {
 		return err
 	}
+	if !a.keep {
+		defer os.RemoveAll(d)
+	}
+	a.dir = d
 	// With --json on stdout, the table goes to stderr.
 	table := stdout
 	if a.jsonOut == "-" {

@@ -70,7 +70,7 @@ func TestBenchMultiProcess(t *testing.T) {
 	var out, errOut bytes.Buffer
 	dir := t.TempDir()
 	jsonOut := filepath.Join(t.TempDir(), "bench.json")
-	code := run([]string{"bench", "-dir", dir, "-events", "1000", "-durable", "10", "-sessions", "2",
+	code := run([]string{"bench", "-dir", dir, "-keep", "-events", "1000", "-durable", "10", "-sessions", "2",
 		"-procs", "2", "-proc-sessions", "3", "-multi-time", "200ms", "-follow", "40", "-follow-every", "1ms", "-agent-turns", "0", "-kill-rounds", "0", "-json", jsonOut}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
@@ -106,9 +106,14 @@ func TestBenchMultiProcess(t *testing.T) {
 	if len(multi) != 3 || multi[0].Procs != 2 || multi[0].Sessions != 6 || multi[1].Procs != 1 || multi[1].Sessions != 6 || multi[2].Backend != "jsonl" {
 		t.Fatalf("multi-process results %+v", multi)
 	}
-	// The seglog runs' stores hold exactly the events the rows count.
+	// The seglog runs' stores (kept: -keep) hold exactly the events the
+	// rows count.
+	made, _ := filepath.Glob(filepath.Join(dir, "seglog-bench-*"))
+	if len(made) != 1 {
+		t.Fatalf("bench -keep left %v under --dir, want one seglog-bench-* directory", made)
+	}
 	for i, r := range multi[:2] {
-		store := filepath.Join(dir, fmt.Sprintf("run-%d", 5+i))
+		store := filepath.Join(made[0], fmt.Sprintf("run-%d", 5+i))
 		db, err := enginetest.OpenStore(t, store, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -385,5 +390,27 @@ func TestBenchKillRows(t *testing.T) {
 	}
 	if !slices.Equal(kills, []string{"seglog", "jsonl"}) {
 		t.Errorf("kill-window rows of %v, want seglog and jsonl: %s", kills, b)
+	}
+}
+
+// bench --dir writes its stores in a directory of its own under it and
+// removes it at the end: a --dir that is a store (or anything else) is
+// left as it was.
+func TestBenchLeavesDirAsItWas(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mine"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"bench", "-dir", dir, "-events", "200", "-durable", "10", "-sessions", "2",
+		"-procs", "0", "-follow", "0", "-agent-turns", "0", "-kill-rounds", "0"}, &out, &errOut); code != 0 {
+		t.Fatalf("bench: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0].Name() != "mine" {
+		t.Errorf("bench left %v in --dir, want only the file that was there", names)
 	}
 }

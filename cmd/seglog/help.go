@@ -14,7 +14,8 @@ var commandHelp = map[string]struct {
 	long  string
 	codes [3]string
 }{
-	"bench": {`Run the engine's workloads on a temporary store (or --dir) and print a table: a raw
+	"bench": {`Run the engine's workloads on temporary stores (in a directory made under --dir, or the
+system's temporary directory, and removed at the end unless --keep) and print a table: a raw
 write+fdatasync baseline (the physical limit, measured in the same run), durable
 append+flush of one session and of --sessions concurrent ones (group commit), a bulk load
 and a replay; then --procs worker processes appending into one store against one process
