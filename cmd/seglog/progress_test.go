@@ -63,7 +63,7 @@ func TestProgressOffTerminal(t *testing.T) {
 	w.Close()
 
 	dir := t.TempDir()
-	stdout, stderr, code := runPiped(t, "bench", "-dir", dir, "-events", "2000", "-durable", "20", "-sessions", "3", "-procs", "2", "-proc-sessions", "2",
+	stdout, stderr, code := runPiped(t, "bench", "-dir", dir, "-keep", "-events", "2000", "-durable", "20", "-sessions", "3", "-procs", "2", "-proc-sessions", "2",
 		"-multi-time", "100ms", "-follow", "20", "-follow-every", "1ms", "-agent-sessions", "2", "-agent-turns", "2", "-kill-rounds", "0")
 	if code != 0 {
 		t.Fatalf("bench: exit %d\n%s", code, stderr)
@@ -88,7 +88,11 @@ func TestProgressOffTerminal(t *testing.T) {
 
 	// import, export, check --strict and compact print no progress off a
 	// terminal, and nothing with a control character.
-	store := filepath.Join(dir, "run-9") // the agent-host row's store
+	made, _ := filepath.Glob(filepath.Join(dir, "seglog-bench-*", "run-9")) // the agent-host row's store (-keep)
+	if len(made) != 1 {
+		t.Fatalf("bench -keep left %v, want one agent-host store", made)
+	}
+	store := made[0]
 	root, imported := t.TempDir(), filepath.Join(t.TempDir(), "store")
 	for _, args := range [][]string{
 		{"export", "--all", root, "--dir", store},
