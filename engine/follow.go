@@ -223,9 +223,6 @@ func (db *DB) follow1(f *follower, d uint64) error {
 	}
 }
 
-// durablePos is the durable position the writing processes published, 0
-// if there is none to know of (a read-only DB of a store it cannot
-// coordinate on, or that no process writes).
 // ownFrame is a frame this process placed: its position and the one
 // after it.
 type ownFrame struct{ at, end uint64 }
@@ -248,6 +245,9 @@ func (db *DB) skipOwn(pos, d uint64) uint64 {
 	return pos
 }
 
+// durablePos is the durable position the writing processes published, 0
+// if there is none to know of (a read-only DB of a store it cannot
+// coordinate on, or that no process writes).
 func (db *DB) durablePos() uint64 {
 	d, _ := db.shared.Durable()
 	return d
