@@ -133,6 +133,17 @@ func (k *KillStats) Promised() bool {
 	return k.LostOld == 0 && k.FlushedLost == 0 && k.Unclosed == 0 && k.CheckProblems == 0 && len(k.Problems) == 0
 }
 
+// KillColumns names the columns of KillTotals.Cells (tab-separated), for
+// the tables of seglog bench and bench/peers.
+const KillColumns = "handed over\tflushed\tlost\tlost > bound\tflushed lost\toldest lost ms\tbound ms\tturns closed\tunclosed\tcheck problems"
+
+// Cells returns t's figures as KillColumns names them, tab-separated.
+func (t KillTotals) Cells() string {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%d\t%d\t%d", t.Handed, t.Acked, t.Lost, t.LostOld, t.FlushedLost,
+		ms(t.OldestLost), ms(t.Bound), t.Interrupted, t.Unclosed, t.CheckProblems)
+}
+
 func (t *KillTotals) add(r KillTotals) {
 	t.Handed += r.Handed
 	t.Acked += r.Acked

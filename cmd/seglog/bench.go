@@ -337,14 +337,13 @@ func runKillRows(ctx context.Context, w io.Writer, prog *progress, a benchArgs) 
 	fmt.Fprintf(w, "\nwindow durability: %d agent-host sessions in a process, each flushing at its turns' ends (one in three never), killed with SIGKILL %v-%v in; window %v; bound: the window + max(%v, 2 x the round's slowest turn-end flush)\n",
 		rows[0].Sessions, bench.KillMin, bench.KillMax, k.Window, bench.KillSlack)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tround\tkilled at ms\thanded over\tflushed\tlost\tlost > bound\tflushed lost\toldest lost ms\tbound ms\tturns closed\tunclosed\tcheck problems\t")
+	fmt.Fprintln(tw, "store\tround\tkilled at ms\t"+bench.KillColumns+"\t")
 	line := func(store, round string, after time.Duration, t bench.KillTotals) {
 		at := "-"
 		if after > 0 {
 			at = fmt.Sprintf("%.0f", ms(after))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%d\t%d\t%d\t\n", store, round, at, t.Handed, t.Acked, t.Lost, t.LostOld, t.FlushedLost,
-			ms(t.OldestLost), ms(t.Bound), t.Interrupted, t.Unclosed, t.CheckProblems)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", store, round, at, t.Cells())
 	}
 	var problems []string
 	for i, row := range rows {

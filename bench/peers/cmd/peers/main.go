@@ -144,7 +144,7 @@ func killSection(ctx context.Context, rounds int, dir string) bool {
 	fmt.Printf("\n%s: an agent host killed with SIGKILL %v-%v in, %d rounds (bench.KillWindow); each promises that nothing flushed, and nothing handed over more than the bound before the kill, is lost:\n",
 		peers.S5, bench.KillMin, bench.KillMax, rounds)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\twindow ms\thanded over\tflushed\tlost\tlost > bound\tflushed lost\toldest lost ms\tbound ms\tturns closed\tcheck problems\tpromise\t")
+	fmt.Fprintln(tw, "store\twindow ms\t"+bench.KillColumns+"\tpromise\t")
 	ok := true
 	for _, b := range []string{"seglog", "jsonl"} {
 		d, err := os.MkdirTemp(dir, "peers-kill-")
@@ -162,8 +162,7 @@ func killSection(ctx context.Context, rounds int, dir string) bool {
 		k := r.Kill
 		kept := map[bool]string{true: "kept", false: "BROKEN"}[k.Promised()]
 		ok = ok && k.Promised()
-		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%d\t%d\t%s\t\n", b, ms(k.Window), k.Handed, k.Acked, k.Lost, k.LostOld, k.FlushedLost,
-			ms(k.OldestLost), ms(k.Bound), k.Interrupted, k.CheckProblems, kept)
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t\n", b, ms(k.Window), k.Cells(), kept)
 		for _, p := range k.Problems {
 			fmt.Fprintf(os.Stderr, "peers: %s: %s\n", b, p)
 		}
