@@ -273,11 +273,7 @@ func (m *v2Migration) observeIDs(src *event.Event) error {
 	case "assistant/message", "tool/result":
 		msgs = []json.RawMessage{field(src.Data, "message")}
 	case "agent/inbox/spliced", "session/title-llm-request":
-		key := "inserted"
-		if src.Type == "session/title-llm-request" {
-			key = "messages"
-		}
-		json.Unmarshal(field(src.Data, key), &msgs)
+		json.Unmarshal(field(src.Data, messagesKey(src.Type)), &msgs)
 	}
 	for _, msg := range msgs {
 		id, ok := jsonString(field(msg, "id"))
