@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf16"
 
@@ -228,12 +229,7 @@ func parseLegacyHeader(line []byte, m map[string]json.RawMessage, v int) (store.
 	refuse := func(format string, args ...any) (store.Header, uint64, error) {
 		return store.Header{}, 0, fmt.Errorf("%w: "+format, append([]any{ErrUnsupported}, args...)...)
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !legacyHeaderKeys[k] {
 			return refuse("%s has unexpected member %q", label, k)
 		}
