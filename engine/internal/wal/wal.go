@@ -315,7 +315,11 @@ func (a *Log) placeLocked(batch []*Placement) error {
 		return err
 	}
 	a.tailVersion.Store(int32(ver))
-	if !a.cfg.NoPreallocate && (start > a.cfg.SegmentSize(seg)/2 || a.growDue(seg, start)) {
+	// The preparer is woken only when it has work: the active segment's
+	// file to grow, or (past half of it) the next segment to create. A
+	// wake-up for nothing opened, stat'ed and closed the segment's file.
+	next := start > a.cfg.SegmentSize(seg)/2 && a.created.newest.Load() <= seg
+	if !a.cfg.NoPreallocate && (next || a.growDue(seg, start)) {
 		select {
 		case a.cfg.Kick <- struct{}{}:
 		default:

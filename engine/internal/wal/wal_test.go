@@ -286,3 +286,76 @@ func TestCutTail(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparerKickedOnlyWithWork: a placement wakes the preparer (Kick)
+// only when it has work: the active segment's file to grow ahead of the
+// tail, or, past half of the segment, the next segment to create. Run as
+// the engine's preparer runs (Grow, then PrepareNext, on each wake-up),
+// the file is grown to the segment's size and the next segment exists
+// before every roll, and the wake-ups are a few per segment, not one per
+// placement past its half.
+func TestPreparerKickedOnlyWithWork(t *testing.T) {
+	const size = 64 << 10
+	l, sh, fsys, _ := newTestLog(t, size)
+	l.cfg.NoPreallocate = false
+	l.cfg.PreallocateStart = 4 << 10
+	kick := make(chan struct{}, 1)
+	l.cfg.Kick = kick
+	var enc segment.Encoder
+	kicks, placements := 0, 0
+	fileSize := func(seg uint64) int64 {
+		f, err := fsys.OpenReadWrite("db/" + segment.Name(seg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		n, err := f.Size()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := 0; ; i++ {
+		e, err := enc.Events("s", uint64(i), testgen.Events(uint64(i), 1, 400))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Place(&Placement{Frames: []*segment.Encoded{e}}); err != nil {
+			t.Fatal(err)
+		}
+		placements++
+		select {
+		case <-kick:
+			kicks++
+			if err := l.Grow(); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.PrepareNext(); err != nil {
+				t.Fatal(err)
+			}
+		default:
+		}
+		seg, off := splitPosition(sh.Word(Tail).Load())
+		if seg == 4 {
+			break
+		}
+		if got := fileSize(seg); got <= off {
+			t.Fatalf("segment %d: tail at %d, its file %d bytes: the placements extend it, not grown ahead", seg, off, got)
+		}
+		if off > size*3/4 {
+			if got := fileSize(seg); got != size {
+				t.Fatalf("segment %d: tail at %d, its file %d bytes: not grown to %d ahead of the tail", seg, off, got, size)
+			}
+			r, err := segment.OpenReader(fsys, "db/"+segment.Name(seg+1))
+			if err != nil {
+				t.Fatalf("segment %d: tail at %d, and the next segment is not prepared: %v", seg, off, err)
+			}
+			r.Close()
+		}
+	}
+	// Per segment: the growths from 4 KiB (at most 5 doublings) and
+	// the next segment's creation, with a wake-up or two to spare.
+	if kicks > 3*8 {
+		t.Fatalf("%d wake-ups of the preparer for %d placements in 3 segments: woken without work", kicks, placements)
+	}
+}
