@@ -90,10 +90,16 @@ func (e *Event) Validate(index int) error {
 	}
 	// JSON text is UTF-8 (RFC 8259 §8.1): what is stored must read back
 	// and export as JSON.
-	for _, f := range []struct {
+	// (The type is checked as a string: a conversion would be a copy per
+	// event.)
+	if !utf8.ValidString(e.Type) {
+		at := invalidUTF8([]byte(e.Type))
+		return bad(fmt.Sprintf("type is not valid UTF-8 (byte %#x at offset %d)", e.Type[at], at))
+	}
+	for _, f := range [...]struct {
 		name string
 		b    []byte
-	}{{"type", []byte(e.Type)}, {"data", e.Data}, {"surfaceOp", e.SurfaceOp}} {
+	}{{"data", e.Data}, {"surfaceOp", e.SurfaceOp}} {
 		if at := invalidUTF8(f.b); at >= 0 {
 			return bad(fmt.Sprintf("%s is not valid UTF-8 (byte %#x at offset %d)", f.name, f.b[at], at))
 		}
