@@ -7,7 +7,11 @@ import "sync"
 // Pool keeps none. It is safe for concurrent use.
 type Pool struct {
 	Max int
-	p   sync.Pool
+	p   sync.Pool // *[]byte: the buffers
+	// headers: the *[]byte that carried a buffer Get handed out, for
+	// Put to carry the next one (a new one per Put was an allocation per
+	// buffer kept)
+	headers sync.Pool
 }
 
 // Get returns an empty buffer with room for n bytes.
@@ -15,7 +19,10 @@ func (b *Pool) Get(n int) []byte {
 	if n <= b.Max {
 		if v, ok := b.p.Get().(*[]byte); ok {
 			if cap(*v) >= n {
-				return (*v)[:0]
+				buf := (*v)[:0]
+				*v = nil
+				b.headers.Put(v)
+				return buf
 			}
 			b.p.Put(v)
 		}
@@ -28,6 +35,10 @@ func (b *Pool) Put(buf []byte) {
 	if cap(buf) == 0 || cap(buf) > b.Max {
 		return
 	}
-	buf = buf[:0]
-	b.p.Put(&buf)
+	v, ok := b.headers.Get().(*[]byte)
+	if !ok {
+		v = new([]byte)
+	}
+	*v = buf[:0]
+	b.p.Put(v)
 }
