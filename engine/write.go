@@ -292,7 +292,7 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, err
 			start, bytes = i+1, 0
 		}
 	}
-	if start < len(evs) {
+	if start < len(evs) && len(cuts) > 0 { // (one frame needs no cuts)
 		cuts = append(cuts, evs[start:])
 	}
 	enc := db.encoder()

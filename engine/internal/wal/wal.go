@@ -87,6 +87,10 @@ type Log struct {
 		released, waiting int
 	}
 
+	// chunk: placeLocked's list of the placements in a write, kept
+	// for the next one (placements run one at a time: Config.AppendMu)
+	chunk []*Placement
+
 	// placedEnd is the position after the last frame this process placed
 	placedEnd atomic.Uint64
 	// alone: no other process wrote the store when last looked (each
@@ -121,8 +125,9 @@ type Placement struct {
 	Whole    bool
 
 	at      []Placed // where Frames[:len(at)] went
-	written int      // how many of them are written
-	regd    int      // how many of them are registered
+	at1     [1]Placed
+	written int // how many of them are written
+	regd    int // how many of them are registered
 	err     error
 	done    bool
 }
@@ -237,7 +242,8 @@ func (a *Log) placeLocked(batch []*Placement) error {
 	}
 	buf := placeBufs.Get(total)
 	defer func() { placeBufs.Put(buf) }()
-	var chunk []*Placement // placements with frames in buf
+	chunk := a.chunk[:0] // placements with frames in buf
+	defer func() { clear(chunk[:cap(chunk)]); a.chunk = chunk[:0] }()
 	var events uint64
 	var tally Tally // the frames in buf, for DB.Metrics
 	write := func() error {
@@ -302,6 +308,9 @@ func (a *Log) placeLocked(batch []*Placement) error {
 			base := int64(segment.HeaderSize)
 			if dseg, doff := splitPosition(a.sh.Word(Durable).Load()); dseg == seg {
 				base = min(doff, start)
+			}
+			if p.at == nil && len(p.Frames) == 1 {
+				p.at = p.at1[:0] // (most placements are of one frame)
 			}
 			p.at = append(p.at, Placed{Seg: seg, Loc: segment.Location{Offset: start + int64(len(buf)), Size: n}})
 			buf = e.AppendFrame(buf, base)
