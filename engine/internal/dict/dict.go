@@ -60,6 +60,12 @@ type Trainer struct {
 		total, hist, nextAt int
 		drifted, forced     bool
 		declined            int
+		// waited: Observes to let pass before the next look at the
+		// clock and the CPU budget, while a due training waits for them
+		// (a look on every frame was a lock and two reads of the clock
+		// per flush)
+		waited int
+		looks  int // how many looks Observe took (tests)
 	}
 
 	// budget: the CPU budget of small frames (EncodeSmall): left as of
@@ -144,6 +150,17 @@ func (d *Trainer) sample() bool {
 	return true
 }
 
+// dueStride: while a training is due and waits for the back-off or the
+// CPU budget, Observe looks again once in dueStride calls.
+const dueStride = 64
+
+// look counts a look of Observe at the clock and the budget (tests).
+// Called with d.training held.
+func (d *Trainer) look() bool {
+	d.training.looks++
+	return true
+}
+
 // Observe records encoded events frames: their payloads as training
 // input while a training is to come, their sizes for the ratio. It sends
 // on Kick when a dictionary is due. Called on the flush path: cheap.
@@ -199,7 +216,14 @@ func (d *Trainer) Observe(es []*segment.Encoded) {
 		h := d.historyFor(d.training.total)
 		due = d.training.poolN >= min(d.t.Pool, 4*h) && (d.training.drifted || h > d.training.hist)
 	}
-	due = due && !d.training.busy && time.Since(d.training.failedAt) >= backoff && d.spare()
+	due = due && !d.training.busy
+	if due && d.training.waited > 0 {
+		d.training.waited--
+		due = false
+	} else if due && !(d.look() && time.Since(d.training.failedAt) >= backoff && d.spare()) {
+		d.training.waited = dueStride - 1
+		due = false
+	}
 	if due {
 		d.training.busy = true
 	}

@@ -237,10 +237,23 @@ func TestBudget(t *testing.T) {
 	if kicked(n) {
 		t.Fatal("a dictionary due without spare budget")
 	}
+	// While it waits, Observe looks at the clock and the budget once
+	// in dueStride frames, not at every frame.
+	looks := n.training.looks
+	for i := range 4 * dueStride {
+		n.Observe(frames(t, plain, uint64(1000+i), 1, 300))
+	}
+	if got := n.training.looks - looks; got > 4 {
+		t.Fatalf("%d looks at the budget in %d frames, want at most 4", got, 4*dueStride)
+	}
 	n.SetBudget(1e6, time.Second)
-	n.Observe(frames(t, plain, 100, 1, 300))
+	// (A due training that waits looks at the budget once in dueStride
+	// frames.)
+	for i := range dueStride {
+		n.Observe(frames(t, plain, uint64(100+i), 1, 300))
+	}
 	if !kicked(n) {
-		t.Fatal("not due once the budget is back")
+		t.Fatalf("not due %d frames after the budget is back", dueStride)
 	}
 }
 
