@@ -154,13 +154,6 @@ func (d *Trainer) sample() bool {
 // CPU budget, Observe looks again once in dueStride calls.
 const dueStride = 64
 
-// look counts a look of Observe at the clock and the budget (tests).
-// Called with d.training held.
-func (d *Trainer) look() bool {
-	d.training.looks++
-	return true
-}
-
 // Observe records encoded events frames: their payloads as training
 // input while a training is to come, their sizes for the ratio. It sends
 // on Kick when a dictionary is due. Called on the flush path: cheap.
@@ -217,12 +210,17 @@ func (d *Trainer) Observe(es []*segment.Encoded) {
 		due = d.training.poolN >= min(d.t.Pool, 4*h) && (d.training.drifted || h > d.training.hist)
 	}
 	due = due && !d.training.busy
-	if due && d.training.waited > 0 {
+	switch {
+	case !due:
+	case d.training.waited > 0:
 		d.training.waited--
 		due = false
-	} else if due && !(d.look() && time.Since(d.training.failedAt) >= backoff && d.spare()) {
-		d.training.waited = dueStride - 1
-		due = false
+	default:
+		d.training.looks++
+		if time.Since(d.training.failedAt) < backoff || !d.spare() {
+			d.training.waited = dueStride - 1
+			due = false
+		}
 	}
 	if due {
 		d.training.busy = true
