@@ -84,6 +84,18 @@ func cli(t *testing.T, args ...string) (string, int) {
 	return out.String() + errOut.String(), code
 }
 
+// writeFile writes b to path, making its directory first: a session log
+// under an import root.
+func writeFile(t testing.TB, path string, b []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // checkStoresMade registers the end-of-test store check
 // (enginetest.CheckAtEnd) of each store a command's --dir or --to names
 // in a fresh directory (one under os.TempDir: the fixtures under

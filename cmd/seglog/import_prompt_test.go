@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,12 +31,7 @@ func TestImportOlderLogWithSystemPrompt(t *testing.T) {
 {"type":"step/end","seq":3,"time":1700000000003,"data":{"turn":1,"step":1}}
 {"type":"turn/end","seq":4,"time":1700000000004,"data":{"turn":1,"reason":{"kind":"completed"}}}
 `
-			if err := os.MkdirAll(filepath.Join(root, "_no-cwd", "p"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(root, "_no-cwd", "p", c.file), []byte(log), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeFile(t, filepath.Join(root, "_no-cwd", "p", c.file), []byte(log))
 			if out, code := cli(t, "import", root, "--dir", dir); code != 0 || !strings.Contains(out, "imported 1 sessions") {
 				t.Fatalf("import: exit %d\n%s", code, out)
 			}

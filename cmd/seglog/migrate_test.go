@@ -47,10 +47,7 @@ func writeLog(t *testing.T, root string, h store.Header, evs []event.Event, file
 	b = bytes.Replace(b, []byte(`"version":3`), []byte(fmt.Sprintf(`"version":%d`, h.Version)), 1)
 	v3, _ := jsonl.LogPath(root, h, false)
 	path := filepath.Join(filepath.Dir(v3), jsonl.FileNameOf(fileV, false))
-	os.MkdirAll(filepath.Dir(path), 0o700)
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, b)
 	return path
 }
 

@@ -70,11 +70,7 @@ var legacyLogs = map[string]string{
 func TestImportV1AndV0(t *testing.T) {
 	root, dir := t.TempDir(), filepath.Join(t.TempDir(), "store")
 	for name, content := range legacyLogs {
-		path := filepath.Join(root, filepath.FromSlash(name))
-		os.MkdirAll(filepath.Dir(path), 0o700)
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, filepath.Join(root, filepath.FromSlash(name)), []byte(content))
 	}
 	out, code := cli(t, "--dir", dir, "import", root)
 	if code != 1 || !strings.Contains(out, "imported 3 sessions") || !strings.Contains(out, "1 of 4 session logs refused") ||

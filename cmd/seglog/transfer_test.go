@@ -33,10 +33,7 @@ func makeRoot(t testing.TB, root string, n int) map[string][]event.Event {
 		}
 		b = append(b, tail...)
 		path, _ := jsonl.LogPath(root, h, compressed)
-		os.MkdirAll(filepath.Dir(path), 0o700)
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, path, b)
 	}
 	for i := range n {
 		h := store.Header{Version: 3, ID: fmt.Sprintf("sess/%04d", i), CreatedAt: int64(1_700_000_000_000 + i), Cwd: fmt.Sprintf("/work/p%d", i%7)}
