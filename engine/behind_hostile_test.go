@@ -234,8 +234,24 @@ func TestAppendBehindFailsAcrossARoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	ff.Add(vfs.Rule{Op: vfs.OpCreate, Name: ".seg", Err: syscall.ENOSPC})
-	for range 4 {
-		appendN(60)
+	// The Appends go on until the failed write-out is known (the next
+	// write-out behind waits for it); from then on an Append takes
+	// nothing and names the first seq not durable, the flushed 130.
+	refused := false
+	for i := 0; i < 8 && !refused; i++ {
+		err := h.Append(ctx, testgen.Events(uint64(n), 60, behindSize)...)
+		switch {
+		case err == nil:
+			n += 60
+		case errors.Is(err, syscall.ENOSPC) && errors.Is(err, store.ErrNotDurable):
+			var nd *store.NotDurableError
+			if !errors.As(err, &nd) || nd.Seq != 130 {
+				t.Fatalf("append refused with %v, want the first seq not durable, 130", err)
+			}
+			refused = true
+		default:
+			t.Fatalf("append at %d with the roll failing: %v", n, err)
+		}
 		got, err := h.Read(ctx, 0, -1)
 		if err != nil || len(got) != n {
 			t.Fatalf("read with the roll failing: %d events, %v; want %d", len(got), err, n)
@@ -244,16 +260,25 @@ func TestAppendBehindFailsAcrossARoll(t *testing.T) {
 			t.Fatalf("read with the roll failing (-want +got):\n%s", d)
 		}
 	}
+	if !refused || n <= 130 {
+		t.Fatalf("%d events taken with the roll failing, refused %v: want some taken, then a refusal", n, refused)
+	}
 	if err := h.Flush(ctx); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("flush with the roll failing: %v, want ENOSPC", err)
+	}
+	if err := h.Enqueue(testgen.Events(uint64(n), 1, behindSize)...); !errors.Is(err, store.ErrNotDurable) {
+		t.Fatalf("enqueue after the failed flush: %v, want ErrNotDurable", err)
 	}
 	if snap, err := db.Stat(ctx, "s"); err != nil || snap.EventCount != uint64(n) {
 		t.Fatalf("stat with the roll failing: %d events, %v; want %d", snap.EventCount, err, n)
 	}
 	ff.Clear()
-	appendN(60)
 	if err := h.Flush(ctx); err != nil {
 		t.Fatalf("flush once space is back: %v", err)
+	}
+	appendN(60)
+	if err := h.Flush(ctx); err != nil {
+		t.Fatalf("flush after it: %v", err)
 	}
 	want := map[string][]event.Event{"s": testgen.Events(0, n, behindSize)}
 	checkLogs(t, db, want)

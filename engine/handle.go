@@ -81,7 +81,12 @@ func (h *Handle) Access() store.Access { return h.front.Access() }
 // started afterwards on this DB; they are durable within
 // Options.WriteBehindWindow (plus one fdatasync), and Flush waits for it. Events handed to Enqueue before are appended
 // first. An empty batch does nothing. Once the DB's Close has begun, it
-// fails with ErrClosed (and ErrOwnershipLost) and stores nothing.
+// fails with ErrClosed (and ErrOwnershipLost) and stores nothing. Once a
+// write-out or flush of the handle failed (a window's in the background
+// too: a full disk), it fails with a *store.NotDurableError naming the
+// cause and the first seq not made durable, and takes nothing, until a
+// flush succeeds (the window retries by itself; docs/DESIGN.md, The
+// durability window).
 func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 	if err := h.db.enter(); err != nil {
 		return sessionErr(h.ID(), "append", errClosedLease)
@@ -95,8 +100,9 @@ func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 // WriteBehindWindow) that later events do not extend; then the batch is
 // appended, and made durable, in the background. Seqs, shapes and the catalog are checked
 // here, so a background write fails only on I/O; such a failure keeps the
-// events in order, pauses the automatic path and logs a warning, and the
-// next Flush retries and returns the error. An Append, a Read or a Flush
+// events in order, pauses the automatic path and logs a warning, and
+// fails the handle as Append says: the next Append or Enqueue returns a
+// *store.NotDurableError until a flush succeeds. An Append, a Read or a Flush
 // through the handle first appends what is buffered, so the paths can be
 // mixed and the handle reads its own enqueued events; Len counts them.
 // Enqueued events are durable within the window, as appended ones are.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,13 +35,23 @@ func (db *DB) Flush(ctx context.Context) (err error) {
 	hs := db.writeHandles()
 	db.mu.Unlock()
 	var errs []error
-	for _, h := range hs {
+	marks := make([]store.FlushMark, len(hs))
+	failed := make([]error, len(hs))
+	for i, h := range hs {
+		marks[i] = h.front.BeginFlush()
 		if err := h.prepareFlush(ctx); err != nil && !errors.Is(err, store.ErrHandleClosed) {
+			failed[i] = err
 			errs = append(errs, sessionErr(h.s.id, "flush", err))
 		}
 	}
-	if err := db.sync(); err != nil {
-		errs = append(errs, err)
+	serr := db.sync()
+	if serr != nil {
+		errs = append(errs, serr)
+	}
+	// Each handle's outcome (store.Front.Flush): its write-out's, then
+	// the sync's.
+	for i, h := range hs {
+		h.front.EndFlush(ctx, marks[i], cmp.Or(failed[i], serr))
 	}
 	return errors.Join(errs...)
 }
@@ -485,7 +496,7 @@ func (h *Handle) Flush(ctx context.Context) error {
 	}
 	defer h.db.leave()
 	start := time.Now()
-	err := h.flush(ctx)
+	err := h.front.Flush(ctx, h.flush)
 	h.db.metrics.flushed(start, err)
 	return err
 }

@@ -215,3 +215,39 @@ var ErrInvalidArgument = errors.New("engine: invalid argument")
 // with their handles, and the flush fails with the cause itself (see
 // DESIGN.md, "Failing storage"). It stays for callers that test for it.
 var ErrWriteLost = errors.New("not stored: a write failed before it was synced")
+
+// ErrNotDurable is the kind of every *NotDurableError: events a write
+// handle took are not durable, and the store knows why.
+var ErrNotDurable = errors.New("not durable")
+
+// NotDurableError is what a write handle's Append and Enqueue return (in
+// a *SessionError naming the session and the operation) once a write-out
+// or flush of its events failed without the host being there to see it:
+// a durability window's flush, the write-behind buffer's background
+// write, a full batch's write-out (a full disk: ENOSPC, with the path),
+// or the handle's own Flush. Until a Flush of the handle succeeds (the
+// host's, or the window's retry in the background), every Append and
+// Enqueue fails with it and takes nothing; the events handed over before
+// stay the handle's, in order, and the next successful flush writes them.
+// A failure that nothing can repair (an fdatasync error poisoning the
+// store, a lost lease, coordination files cut) is returned the same way
+// by every later call on the handle, Flush and Close too, while the
+// handle holds events not known durable. errors.Is(err, ErrNotDurable)
+// holds, and so does errors.Is(err, cause) for the cause (ENOSPC,
+// ErrSyncFailed, ErrOwnershipLost, ErrCoordinationLost, ...).
+type NotDurableError struct {
+	// Seq is the first seq the store cannot vouch for: every event
+	// before it was made durable by a flush of the handle; it and the
+	// events after it are held by the handle (a recoverable failure) or
+	// may be lost (a poisoned store, a lost lease).
+	Seq uint64
+	// Err is the cause: the failed write-out's or flush's error.
+	Err error
+}
+
+func (e *NotDurableError) Error() string {
+	return fmt.Sprintf("events from seq %d on are not durable: %v", e.Seq, e.Err)
+}
+
+// Unwrap returns ErrNotDurable and the cause.
+func (e *NotDurableError) Unwrap() []error { return []error{ErrNotDurable, e.Err} }

@@ -43,9 +43,26 @@ type Front struct {
 
 	// window is the durability window (FrontConfig.Flush): armed by the
 	// first event handed to Append or Enqueue after the last one ended,
-	// nil while none is open. Guarded by mu.
+	// or by a failed window's retry; nil while none is open. Guarded by
+	// mu.
 	window handle.Timer
+
+	// The failure rule (Flush, NotDurableError), guarded by mu. durable is
+	// the seq after the last event a flush of the handle made durable
+	// (set from the stored log at the first hand-over: started). A failed
+	// write-out or flush sets failed, its cause, and failedAt, what had
+	// been handed over by then: Append and Enqueue refuse until a flush
+	// that began at or past failedAt succeeds. retry is the back-off of
+	// the window's retries while failed.
+	durable  uint64
+	started  bool
+	failed   error
+	failedAt uint64
+	retry    time.Duration
 }
+
+// maxRetry bounds the back-off of a failed window's retries.
+const maxRetry = 5 * time.Second
 
 // SurfaceChecker is the check of a session's log as a whole that
 // FrontConfig.Surface turns on (the engine's is recovery.SurfaceChecker,
@@ -119,9 +136,13 @@ type FrontConfig struct {
 	// every durability window: the first event handed to Append or
 	// Enqueue after the last window ended opens one of Window, so that no
 	// event stays only in memory longer than Window plus one flush.
-	// Its error is logged; the events stay the session's, and the host's
-	// next Flush writes them or returns the error. Nil: only the host's
-	// Flush makes events durable (the backend's flush-only option).
+	// Its error is logged and fails the handle (NotDurableError: the
+	// host's next Append or Enqueue returns it) until a flush succeeds;
+	// the events stay the session's, and the window is tried again
+	// (backing off) while the backend can write. It must not be the
+	// handle's public Flush (Front.Flush): the Front records the
+	// window's outcome itself. Nil: only the host's Flush makes events
+	// durable (the backend's flush-only option).
 	Flush func(ctx context.Context) error
 	// Window is the write-behind batching window of Enqueue and the
 	// durability window of Flush.
@@ -269,7 +290,9 @@ func (f *Front) writable(op string) error {
 		return sessionErr(f.id, op, ErrReadOnly)
 	}
 	if err := f.w.Writable(); err != nil {
-		return f.Err(op, err)
+		// (A lost lease or a poisoned store: what the handle holds
+		// beyond durable cannot become durable any more.)
+		return f.Err(op, f.notDurable(err))
 	}
 	return nil
 }
@@ -283,14 +306,24 @@ func (f *Front) writable(op string) error {
 // durable within the write-behind window (FrontConfig.Flush), and Flush
 // waits for it. Events handed to Enqueue before are
 // written first. An empty batch does nothing. Once the batch is taken, a
-// failed write of its frames (a full disk) does not fail Append: the
-// events stay the session's, and the next Flush writes them or returns
-// the error.
+// failed write of its frames (a full disk) does not fail this Append (the
+// events are the session's; a retried Append would take seqs already
+// taken): it fails the handle, and the next Append or Enqueue returns a
+// *NotDurableError and takes nothing until a flush succeeds (see
+// NotDurableError).
 func (f *Front) Append(ctx context.Context, evs ...event.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	f.mu.Lock()
+	err := f.writable("append") // (a lost lease or poison first: for good)
+	if err == nil {
+		err = f.refused("append")
+	}
+	if err != nil {
+		f.mu.Unlock()
+		return err
+	}
 	wb := f.behind.Buffer()
 	f.mu.Unlock()
 	if err := handle.DrainPending(ctx, wb); err != nil {
@@ -306,12 +339,27 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event, enqueued bool)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.writable("append"); err != nil {
+		if enqueued {
+			f.fail(ctx, err) // (the buffer keeps the batch)
+		}
 		return err
 	}
 	if len(evs) == 0 {
 		return nil
 	}
+	if !enqueued {
+		// (The write-behind buffer's own batches go on while the handle
+		// has failed: they were handed over before, and a flush's retry
+		// drains them.)
+		if err := f.refused("append"); err != nil {
+			return err
+		}
+		f.start()
+	}
 	if err := f.check("append", evs, f.w.Next(), enqueued); err != nil {
+		if enqueued {
+			f.fail(ctx, err)
+		}
 		return err
 	}
 	if !enqueued {
@@ -321,6 +369,9 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event, enqueued bool)
 	if err != nil {
 		if !enqueued && f.surface != nil {
 			f.surface.Undo() // nothing was stored
+		}
+		if enqueued {
+			f.fail(ctx, err)
 		}
 		return f.Err("append", err)
 	}
@@ -339,8 +390,12 @@ func (f *Front) appendNow(ctx context.Context, evs []event.Event, enqueued bool)
 		if b, ok := f.w.(BehindCutter); ok {
 			cut = b.CutBehind
 		}
-		if err := cut(ctx); err != nil && f.cfg.Logger != nil {
-			f.cfg.Logger.Warn("seglog: writing a session's frames failed; its next flush writes them again", "session", f.id, "error", err)
+		if err := cut(ctx); err != nil {
+			// The host's next call hears of it (NotDurableError).
+			f.fail(ctx, err)
+			if f.cfg.Logger != nil {
+				f.cfg.Logger.Warn("seglog: writing a session's frames failed; its next flush writes them again", "session", f.id, "error", err)
+			}
 		}
 	}
 	return nil
@@ -352,28 +407,163 @@ func (f *Front) armWindow() {
 	if f.cfg.Flush == nil || f.window != nil || f.closed {
 		return
 	}
-	after := f.cfg.AfterFunc
-	if after == nil {
-		after = func(d time.Duration, fn func()) handle.Timer { return time.AfterFunc(d, fn) }
-	}
-	f.window = after(f.cfg.Window, f.windowEnd)
+	f.window = f.afterFunc()(f.cfg.Window, f.windowEnd)
 }
 
 // windowEnd ends a durability window: events handed over from here on
 // open the next one, and the backend's flush makes everything handed over
-// so far durable. A handle closed meanwhile has flushed at its Close.
+// so far durable. A handle closed meanwhile has flushed at its Close. A
+// flush that fails marks the handle failed (NotDurableError: the host's
+// next Append or Enqueue hears of it) and, while the handle can still
+// write (a full disk, not a poisoned store or a lost lease), is tried
+// again after a back-off (the window, doubled at each failure up to
+// maxRetry), so that the events are written once space returns even if
+// the host never flushes.
 func (f *Front) windowEnd() {
 	f.mu.Lock()
 	f.window = nil
-	closed := f.closed
-	f.mu.Unlock()
-	if closed {
+	if f.closed {
+		f.mu.Unlock()
 		return
 	}
-	err := f.cfg.Flush(context.Background())
-	if err != nil && !errors.Is(err, ErrHandleClosed) && !errors.Is(err, ErrClosed) && f.cfg.Logger != nil {
-		f.cfg.Logger.Warn("seglog: a write-behind window's flush failed; the session's next flush writes its events or returns the error", "session", f.id, "error", err)
+	mark := f.handedOver()
+	f.mu.Unlock()
+	ctx := context.Background()
+	err := f.cfg.Flush(ctx)
+	f.mu.Lock()
+	f.flushed(ctx, mark, err)
+	if f.failed != nil && !f.closed && f.window == nil && f.w.Writable() == nil {
+		f.retry = min(max(2*f.retry, f.cfg.Window), maxRetry)
+		f.window = f.afterFunc()(f.retry, f.windowEnd)
 	}
+	f.mu.Unlock()
+	if err != nil && !errors.Is(err, ErrHandleClosed) && !errors.Is(err, ErrClosed) && f.cfg.Logger != nil {
+		f.cfg.Logger.Warn("seglog: a write-behind window's flush failed; the session's next Append, Enqueue or Flush returns the error until a flush succeeds", "session", f.id, "error", err)
+	}
+}
+
+func (f *Front) afterFunc() func(d time.Duration, fn func()) handle.Timer {
+	if f.cfg.AfterFunc != nil {
+		return f.cfg.AfterFunc
+	}
+	return func(d time.Duration, fn func()) handle.Timer { return time.AfterFunc(d, fn) }
+}
+
+// handedOver returns the seq after every event handed to the handle:
+// stored, staged and enqueued. Called with f.mu held, on a write handle.
+func (f *Front) handedOver() uint64 { return f.behind.Next(f.w.Next()) }
+
+// start records, at the first hand-over, that the stored log is durable
+// (a write open finds only durable events). Called with f.mu held.
+func (f *Front) start() {
+	if !f.started {
+		f.durable, f.started = f.w.Next(), true
+	}
+}
+
+// fail marks the handle failed with err, the error of a write-out or
+// flush of what was handed over (a cancelled ctx, the caller's doing,
+// and a closed handle or store do not count). Called with f.mu held.
+func (f *Front) fail(ctx context.Context, err error) {
+	if err == nil || ctx.Err() != nil || errors.Is(err, ErrHandleClosed) || errors.Is(err, ErrClosed) {
+		return
+	}
+	f.start()
+	if f.failed == nil {
+		var se *SessionError
+		if errors.As(err, &se) && se.ID == f.id {
+			err = se.Err // (the NotDurableError is put in one naming the call)
+		}
+		var nd *NotDurableError
+		if errors.As(err, &nd) {
+			err = nd.Err
+		}
+		f.failed = err
+	}
+	f.failedAt = max(f.failedAt, f.handedOver())
+}
+
+// flushed records the outcome of a flush that began when mark events had
+// been handed over: on success they are durable, and a failure recorded
+// before it began is over. Called with f.mu held, on a write handle.
+func (f *Front) flushed(ctx context.Context, mark uint64, err error) {
+	if err != nil {
+		f.fail(ctx, err)
+		return
+	}
+	f.started = true
+	f.durable = max(f.durable, mark)
+	if f.failed != nil && mark >= f.failedAt {
+		f.failed, f.failedAt, f.retry = nil, 0, 0
+	}
+}
+
+// notDurable returns err as a NotDurableError if the handle holds events
+// not known durable (or failed), else err. Called with f.mu held.
+func (f *Front) notDurable(err error) error {
+	var nd *NotDurableError
+	if errors.As(err, &nd) {
+		return err
+	}
+	if f.failed == nil && (!f.started || f.handedOver() <= f.durable) {
+		return err
+	}
+	var se *SessionError
+	if errors.As(err, &se) && se.ID == f.id {
+		err = se.Err
+	}
+	return &NotDurableError{Seq: f.durable, Err: err}
+}
+
+// refused is the failure rule's check before a hand-over (Append,
+// Enqueue): the handle's failure, until a flush succeeds. Called with
+// f.mu held.
+func (f *Front) refused(op string) error {
+	if f.failed == nil {
+		return nil
+	}
+	return sessionErr(f.id, op, &NotDurableError{Seq: f.durable, Err: f.failed})
+}
+
+// Flush runs flush, the backend's flush of the handle (write out what is
+// open and make it durable), under the failure rule: its success makes
+// durable what was handed over before it began, and ends a failure
+// recorded before that; its failure marks the handle failed
+// (NotDurableError), as a window's does. Its error is returned as it is.
+func (f *Front) Flush(ctx context.Context, flush func(ctx context.Context) error) error {
+	m := f.BeginFlush()
+	err := flush(ctx)
+	f.EndFlush(ctx, m, err)
+	return err
+}
+
+// FlushMark is what BeginFlush records for EndFlush.
+type FlushMark struct {
+	n     uint64
+	write bool
+}
+
+// BeginFlush and EndFlush are Flush in two parts, for a backend that
+// flushes many handles with one sync (the engine's DB.Flush): call
+// BeginFlush before the handle's write-out, and EndFlush with the
+// outcome once the sync is done.
+func (f *Front) BeginFlush() FlushMark {
+	if f.w == nil {
+		return FlushMark{}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return FlushMark{n: f.handedOver(), write: true}
+}
+
+// EndFlush records the outcome of a flush begun with BeginFlush.
+func (f *Front) EndFlush(ctx context.Context, m FlushMark, err error) {
+	if !m.write {
+		return
+	}
+	f.mu.Lock()
+	f.flushed(ctx, m.n, err)
+	f.mu.Unlock()
 }
 
 // check is the contract's check of a batch that starts at next, then the
@@ -423,8 +613,9 @@ func (f *Front) check(op string, evs []event.Event, next uint64, drained bool) e
 // appended (and, with FrontConfig.Flush, made durable) in the
 // background. Seqs and shapes are checked here, so a
 // background write fails only on I/O; such a failure keeps the events in
-// order, pauses the automatic path and logs a warning, and the next Flush
-// retries and returns the error. An Append after Enqueue first appends
+// order, pauses the automatic path, logs a warning and fails the handle:
+// the next Append or Enqueue returns a *NotDurableError and takes nothing
+// until a flush succeeds, and the next Flush retries. An Append after Enqueue first appends
 // what is buffered, so the two can be mixed.
 func (f *Front) Enqueue(evs ...event.Event) error {
 	f.mu.Lock()
@@ -435,6 +626,10 @@ func (f *Front) Enqueue(evs ...event.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	if err := f.refused("enqueue"); err != nil {
+		return err
+	}
+	f.start()
 	taken := false // the surface checker took the batch
 	err := f.behind.Enqueue(handle.WriteBehindConfig[event.Event]{
 		Write:     func(ctx context.Context, evs []event.Event) error { return f.appendNow(ctx, evs, true) },

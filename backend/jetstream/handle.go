@@ -47,7 +47,7 @@ func (st *Store) newHandle(s *session, access store.Access, local *handle.Lease,
 		Surface: storekit.SurfaceRulesChecker(st.opts.SurfaceRules, st.opts.Catalog),
 	}
 	if access == store.Write && !st.opts.FlushOnly {
-		cfg.Flush = h.Flush
+		cfg.Flush = h.flush
 	}
 	h.front.Init(s.id, s.hdr, s.inherited, access, w, cfg)
 	st.handles[h] = struct{}{}
@@ -389,7 +389,12 @@ func (h *Handle) Enqueue(evs ...event.Event) error { return h.front.Enqueue(evs.
 
 // Flush publishes everything appended or enqueued through this handle and
 // returns once the stream acknowledged it all; see engine.Handle.Flush.
-func (h *Handle) Flush(ctx context.Context) error { return h.front.WriteOut(ctx, "flush", nil) }
+func (h *Handle) Flush(ctx context.Context) error { return h.front.Flush(ctx, h.flush) }
+
+// flush is Flush without the failure rule's bookkeeping (store.Front.Flush):
+// the durability window's flush (store.FrontConfig.Flush), whose end the
+// Front records itself.
+func (h *Handle) flush(ctx context.Context) error { return h.front.WriteOut(ctx, "flush", nil) }
 
 // publish sends the session's header (if not yet published) and its open
 // events, in batches of about FrameBytes, one message each, and waits for
