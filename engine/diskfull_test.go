@@ -193,6 +193,106 @@ func TestFullTmpfs(t *testing.T) {
 	t.Run("prealloc", func(t *testing.T) { fullTmpfs(t, false) })
 	t.Run("no-prealloc", func(t *testing.T) { fullTmpfs(t, true) })
 	t.Run("smaller-than-a-segment", smallerThanASegment)
+	t.Run("never-flushes", neverFlushesOnAFullTmpfs)
+}
+
+// neverFlushesOnAFullTmpfs: a host that never flushes appends and
+// enqueues on a tmpfs that fills. Its first call after a window's flush
+// met ENOSPC fails with a *store.NotDurableError naming ENOSPC, and so
+// does every call until space returns; then the window's retry writes
+// what the handle holds and the calls are taken again, without a Flush.
+// Nothing handed over is dropped: after a reopen the log is every event
+// the host was told nil for, in order (issue 44: 24,497 such events were
+// lost, the calls all returning nil).
+func neverFlushesOnAFullTmpfs(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=2m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	ctx := context.Background()
+	storeDir := filepath.Join(dir, "store")
+	filler := filepath.Join(dir, "filler")
+	const window = 20 * time.Millisecond
+	db, err := engine.OpenStore(t, storeDir, &engine.Options{SegmentSize: 256 << 10, Uncompressed: true, WriteBehindWindow: window, CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*int64(st.Bsize)-256<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told []event.Event
+	call := func(i int) error {
+		evs := testgen.Events(uint64(len(told)), 4, 1000)
+		var err error
+		if i%2 == 0 {
+			err = h.Append(ctx, evs...)
+		} else {
+			err = h.Enqueue(evs...)
+		}
+		if err == nil {
+			told = append(told, evs...)
+		} else if h.Len() != uint64(len(told)) {
+			t.Fatalf("a refused call took events: length %d, told nil for %d", h.Len(), len(told))
+		}
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second) // (bounds the waits below)
+	var first error
+	for i := 0; first == nil; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no call failed on the full tmpfs (%d events told nil)", len(told))
+		}
+		first = call(i)
+		time.Sleep(time.Millisecond)
+	}
+	var nd *store.NotDurableError
+	if !errors.As(first, &nd) || !errors.Is(first, syscall.ENOSPC) {
+		t.Fatalf("the first failed call: %v, want a *store.NotDurableError of ENOSPC", first)
+	}
+	for i := range 20 { // the failure lasts: every call fails
+		if err := call(i); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("call %d after the first failure, the disk still full: %v, want ENOSPC", i, err)
+		}
+		time.Sleep(window / 2)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ { // the retry, backing off to at most 5 s, ends it
+		if time.Now().After(deadline) {
+			t.Fatal("the calls were still refused 30 s after the test began, space back")
+		}
+		if err := call(i); err == nil {
+			break
+		}
+		time.Sleep(window)
+	}
+	for i := range 20 {
+		if err := call(i); err != nil {
+			t.Fatalf("call %d once space is back: %v", i, err)
+		}
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = engine.OpenStore(t, storeDir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	checkLogs(t, db, map[string][]event.Event{"s": told})
 }
 
 // smallerThanASegment: a store on a file system with less room than one
