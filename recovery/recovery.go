@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,11 +29,14 @@ const (
 	CodeToolNotStarted     = "TOOL_NOT_STARTED"
 )
 
-// Texts the synthetic tool results carry to the model.
+// Texts the synthetic tool results carry to the model: the reference
+// harness's, byte for byte (its interruptedTurnClosers), since they reach
+// the model's transcript.
 const (
-	textOutcomeUnknown = "The tool call was interrupted before its result was recorded, so its outcome is unknown. " +
-		"Retry it only if the work is read-only or idempotent; otherwise verify the current state first or ask the user."
-	textNotStarted = "The tool call was interrupted before it started, so it did not run; it may be retried."
+	textOutcomeUnknown = "The tool call was interrupted after it was recorded, but no result was durably recorded. " +
+		"Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is " +
+		"read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly."
+	textNotStarted = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed."
 )
 
 // ErrSequence is the kind of every *SequenceError.
@@ -336,19 +340,27 @@ func closerResult(turn json.RawMessage, c PendingCall, seq uint64) event.Event {
 		IsError    bool        `json:"isError"`
 		Content    []textBlock `json:"content"`
 	}
+	// (Structs, not maps: the members in the reference's order.)
+	type source struct {
+		Kind   string `json:"kind"`
+		CallID string `json:"callId"`
+	}
 	msg := struct {
 		ID      string        `json:"id"`
 		Role    string        `json:"role"`
-		Source  any           `json:"source"`
+		Source  source        `json:"source"`
 		Content []resultBlock `json:"content"`
 	}{
 		ID:      "interrupted-tool-result-" + c.CallID + "-" + strconv.FormatUint(seq, 10),
 		Role:    "user",
-		Source:  map[string]string{"kind": "tool", "callId": c.CallID},
+		Source:  source{Kind: "tool", CallID: c.CallID},
 		Content: []resultBlock{{Type: "tool-result", ToolCallID: c.CallID, IsError: true, Content: []textBlock{{Type: "text", Text: text}}}},
 	}
-	m, _ := json.Marshal(msg)
-	errObj, _ := json.Marshal(map[string]string{"name": name, "code": code})
+	m, _ := marshalNoEscape(msg)
+	errObj, _ := json.Marshal(struct {
+		Name string `json:"name"`
+		Code string `json:"code"`
+	}{name, code})
 	e := event.Event{
 		Type:      TypeToolResult,
 		Data:      object("turn", turn, "step", c.Step, "message", m, "error", errObj),
@@ -358,6 +370,18 @@ func closerResult(turn json.RawMessage, c PendingCall, seq uint64) event.Event {
 		e.SourceEventSeqs = []uint64{*c.CallSeq}
 	}
 	return e
+}
+
+// marshalNoEscape is json.Marshal without the escaping of <, > and & (a
+// call ID may hold them), as the reference's JSON.stringify writes them.
+func marshalNoEscape(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // object builds a JSON object from key/value pairs, leaving out nil values

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -332,6 +333,47 @@ func TestBalancePrefixProperty(t *testing.T) {
 			if n == len(log) && len(bal) != n {
 				t.Fatalf("seed %d: a complete log got %d closers", seed, len(bal)-n)
 			}
+		}
+	}
+}
+
+// TestClosersAreTheReferences: the closers of a turn cut with one call
+// started (its tool/call recorded) and one not, in a step left open, are
+// the reference harness's (interruptedTurnClosers in
+// packages/core/session/src/repair.ts) byte for byte: each event's data
+// as its JSON.stringify writes it (members in its order, the texts that
+// reach the model's transcript), surfaceOp, sourceEventSeqs, seqs and
+// times. The strings below are the reference's.
+func TestClosersAreTheReferences(t *testing.T) {
+	const (
+		unknown = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly."
+		notRun  = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed."
+	)
+	log := newLog().turnStart(2).stepStart(2, 0).assistant(2, 0, "c<1>", "c2").toolCall(2, 0, "c<1>")
+	closers, err := InterruptedTurnClosers(log.evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		typ, data, surfaceOp string
+		sources              []uint64
+	}{
+		{"tool/result", `{"turn":2,"step":0,"message":{"id":"interrupted-tool-result-c<1>-4","role":"user","source":{"kind":"tool","callId":"c<1>"},"content":[{"type":"tool-result","toolCallId":"c<1>","isError":true,"content":[{"type":"text","text":"` + unknown + `"}]}]},"error":{"name":"ToolOutcomeUnknownError","code":"TOOL_OUTCOME_UNKNOWN"}}`, `"append"`, []uint64{3}},
+		{"tool/result", `{"turn":2,"step":0,"message":{"id":"interrupted-tool-result-c2-5","role":"user","source":{"kind":"tool","callId":"c2"},"content":[{"type":"tool-result","toolCallId":"c2","isError":true,"content":[{"type":"text","text":"` + notRun + `"}]}]},"error":{"name":"ToolNotStartedError","code":"TOOL_NOT_STARTED"}}`, `"append"`, nil},
+		{"step/end", `{"turn":2,"step":0}`, "", nil},
+		{"turn/end", `{"turn":2,"reason":{"kind":"interrupted"}}`, "", nil},
+	}
+	if len(closers) != len(want) {
+		t.Fatalf("%d closers, want %d: %v", len(closers), len(want), closers)
+	}
+	last := log.evs[len(log.evs)-1]
+	for i, w := range want {
+		c := closers[i]
+		if c.Type != w.typ || string(c.Data) != w.data || string(c.SurfaceOp) != w.surfaceOp ||
+			!slices.Equal(c.SourceEventSeqs, w.sources) || c.Seq != last.Seq+1+uint64(i) || c.Time != last.Time {
+			t.Errorf("closer %d:\n got %s seq %d time %d %s %s %v\nwant %s seq %d time %d %s %s %v", i,
+				c.Type, c.Seq, c.Time, c.Data, c.SurfaceOp, c.SourceEventSeqs,
+				w.typ, last.Seq+1+uint64(i), last.Time, w.data, w.surfaceOp, w.sources)
 		}
 	}
 }
