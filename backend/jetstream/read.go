@@ -61,6 +61,11 @@ type msgGetResponse struct {
 // direct get on a stream that allows them, which a replica behind the
 // leader may answer.)
 func (st *Store) leaderGet(ctx context.Context, req msgGetRequest) (*natsjs.RawStreamMsg, error) {
+	if h := st.getHook.Load(); h != nil {
+		if err := (*h)(); err != nil {
+			return nil, err
+		}
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err

@@ -191,8 +191,11 @@ type Store struct {
 	// replica answering a direct get holds (0: all), as if it were behind
 	// the leader.
 	directHook atomic.Pointer[func(subj string, from uint64) uint64]
-	recent     recentMsgs // what loads read lately, for the reads that follow
-	replies    replyMux   // the answers of direct gets
+	// Tests: getHook, if set, runs before each of the leader's gets; an
+	// error it returns is the get's (as if the leader answered it).
+	getHook atomic.Pointer[func() error]
+	recent  recentMsgs // what loads read lately, for the reads that follow
+	replies replyMux   // the answers of direct gets
 
 	// The host lease (see lease.go): live is the current one, liveMu
 	// serializes making a new one; leaseStream is the lease bucket's

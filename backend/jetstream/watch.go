@@ -318,7 +318,7 @@ func (w *watcher) start(gen, from uint64) {
 	defer w.mu.Unlock()
 	if err != nil {
 		w.state = watchFailed
-		if !w.broke && !unanswered(err) {
+		if !w.broke && !lookAgain(err) {
 			// Refused (a host without the permission): Waits poll, and
 			// the next Wait after watchRetry tries again.
 			st.opts.Logger.Warn("jetstream: Wait polls: the consumer that wakes it could not be made", "stream", st.opts.Stream, "error", err)
