@@ -281,7 +281,7 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 			return 0, err
 		}
 		if _, err := st.load(ctx, h.s.id, "wait"); err != nil {
-			if ctx.Err() != nil || !lookAgain(err) {
+			if ctx.Err() != nil || !st.lookAgain(err) {
 				return 0, err
 			}
 			// No answer within Options.Timeout (its server died, the
@@ -350,14 +350,19 @@ func unanswered(err error) bool {
 }
 
 // lookAgain reports whether a Wait's look that failed with err is worth
-// another: no answer in time (unanswered), or an answer that the stream
-// or the cluster has no leader now (an election, a quorum lost for a
-// while: "JetStream system temporarily unavailable", 503 err_code 10008,
-// or "cluster can not handle request", 10009), where the look used to end
-// the Wait with that error.
-func lookAgain(err error) bool {
+// another: no answer in time (unanswered); an answer that the stream or
+// the cluster has no leader now (an election, a quorum lost for a while:
+// "JetStream system temporarily unavailable", 503 err_code 10008, or
+// "cluster can not handle request", 10009), where the look used to end
+// the Wait with that error; or a request that failed because the
+// connection was lost under it (nats.go fails the requests in flight when
+// it reconnects), unless the connection is closed for good.
+func (st *Store) lookAgain(err error) bool {
 	if unanswered(err) {
 		return true
+	}
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) {
+		return !st.nc.IsClosed()
 	}
 	var api *natsjs.APIError
 	if errors.As(err, &api) {
