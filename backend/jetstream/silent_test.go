@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
@@ -218,6 +220,16 @@ func TestSilentServerWait(t *testing.T) {
 	time.Sleep(time.Second)
 	silence := func(what string, i int) {
 		t.Helper()
+		// The stream's and the lease bucket's leaders move off the
+		// server first: a silent leader holds every Wait until another is
+		// elected (what must be current is asked of the leader; its Raft
+		// elects one 4 to 9 s later), the campaign's case.
+		for _, stream := range []string{o.Stream, "KV_" + o.LeaseBucket} {
+			for tries := 0; leaderOf(ncW, stream) == i && tries < 10; tries++ {
+				ncW.Request(natsjs.DefaultAPIPrefix+"STREAM.LEADER.STEPDOWN."+stream, nil, 2*time.Second)
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
 		stopAt := time.Now()
 		c.stop(t, i)
 		time.Sleep(12 * time.Second)
