@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	code := m.Run()
+	if natsServerBin != "" { // (built by the tests of nats-server processes)
+		os.RemoveAll(filepath.Dir(natsServerBin))
+	}
 	stopCluster()
 	srv.Shutdown()
 	srv.WaitForShutdown()

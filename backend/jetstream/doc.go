@@ -36,7 +36,11 @@
 // the leader's gets. What must be current (the last message, a message
 // read back to check a duplicate acknowledgement) is always asked of the
 // leader. The stream must allow direct gets (allow_direct, nats-server
-// 2.11 or later).
+// 2.11 or later). nats-server sends a direct get to any replica of the
+// stream, a silent server's too: one that gets no answer within
+// Options.Timeout costs the read that timeout, the read goes on with the
+// leader's gets, and for 10 s the store asks only the leader
+// (directQuiet in read.go says why gets go unanswered).
 //
 // # Following
 //
@@ -50,13 +54,27 @@
 // cannot be made (the host may not make consumers), and while it is made
 // again, Waits poll the stream every 2 to 50 ms (docs/DESIGN.md,
 // Following; watch.go). A Wait whose look gets no answer in
-// Options.Timeout looks again.
+// Options.Timeout, an answer that the cluster has no leader now (a 503,
+// err_code 10008 or 10009: an election), or fails because the connection
+// was lost under it, looks again. While Waits wait, the store pings its
+// connection's server every 500 ms, and makes the connection reconnect
+// when no PONG comes within Options.Timeout: a server that stops
+// answering without closing the connection (a paused process, a hung
+// machine) is otherwise noticed only by nats.go's own pings, 2 minutes
+// apart by default. So a Wait sees a flush acknowledged while a server is
+// silent (its own connection's, the one running the consumer) within
+// Options.Timeout plus a heartbeat check (1 s) after the acknowledgement;
+// if it is the stream's leader, once another is elected (nats-server's
+// Raft: 4 to 9 s), plus that bound.
 //
 // # When a server dies
 //
 // Options.Timeout bounds every request, whatever the caller's deadline:
 // a call whose server dies returns (a Wait looks again) within about
-// Options.Timeout plus the reconnect. A request the host's NATS user may
+// Options.Timeout plus the reconnect. A server that goes silent without
+// closing the connection is left by a Wait's store as above; a store
+// without a waiting Wait leaves it only at nats.go's pings (the host may
+// connect with a shorter nats.PingInterval). A request the host's NATS user may
 // not make fails at once with a *PermissionError naming the permission
 // (the server reports a permissions violation on the connection; the
 // store chains the connection's error handler to see it).

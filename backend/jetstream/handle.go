@@ -281,12 +281,13 @@ func (h *Handle) Wait(ctx context.Context, n uint64) (uint64, error) {
 			return 0, err
 		}
 		if _, err := st.load(ctx, h.s.id, "wait"); err != nil {
-			if ctx.Err() != nil || !unanswered(err) {
+			if ctx.Err() != nil || !st.lookAgain(err) {
 				return 0, err
 			}
 			// No answer within Options.Timeout (its server died, the
-			// connection is coming back, the stream is electing a
-			// leader): ask again over what the connection is now.
+			// connection is coming back), or the stream or the cluster
+			// electing a leader (a 503): ask again over what the
+			// connection is now.
 			st.opts.Logger.Warn("jetstream: Wait's look at the session got no answer; looking again", "session", h.s.id, "error", err)
 			if t == nil {
 				t = time.NewTimer(delay)
@@ -347,6 +348,38 @@ func unanswered(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrNoStreamResponse)
 }
+
+// lookAgain reports whether a Wait's look that failed with err is worth
+// another: no answer in time (unanswered); an answer that the stream or
+// the cluster has no leader now (an election, a quorum lost for a while:
+// "JetStream system temporarily unavailable", 503 err_code 10008, or
+// "cluster can not handle request", 10009), where the look used to end
+// the Wait with that error; or a request that failed because the
+// connection was lost under it (nats.go fails the requests in flight when
+// it reconnects), unless the connection is closed for good.
+func (st *Store) lookAgain(err error) bool {
+	if unanswered(err) {
+		return true
+	}
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) {
+		return !st.nc.IsClosed()
+	}
+	var api *natsjs.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case errCodeClusterNotAvail, errCodeClusterNotLeader:
+			return true
+		}
+	}
+	return false
+}
+
+// nats-server's API error codes of a cluster without a leader (its
+// errors.json: JSClusterNotAvailErr, JSClusterNotLeaderErr).
+const (
+	errCodeClusterNotAvail  natsjs.ErrorCode = 10008
+	errCodeClusterNotLeader natsjs.ErrorCode = 10009
+)
 
 // Wait's polling interval, when it polls, grows from waitMin to waitMax
 // while nothing comes (each poll is one request to the stream).

@@ -61,6 +61,11 @@ type msgGetResponse struct {
 // direct get on a stream that allows them, which a replica behind the
 // leader may answer.)
 func (st *Store) leaderGet(ctx context.Context, req msgGetRequest) (*natsjs.RawStreamMsg, error) {
+	if h := st.getHook.Load(); h != nil {
+		if err := (*h)(); err != nil {
+			return nil, err
+		}
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -124,6 +129,11 @@ func (st *Store) directBatch(ctx context.Context, subj string, from uint64, n in
 	api := natsjs.DefaultAPIPrefix + "DIRECT.GET." + st.opts.Stream
 	ctx, cancel := st.req(ctx, api)
 	defer cancel()
+	if st.directDrop.Load() {
+		st.directDropped.Add(1)
+		<-ctx.Done() // (tests: a replica that never answers)
+		return 0, fmt.Errorf("jetstream: direct get of %s from %d: %w", subj, from, ctx.Err())
+	}
 	q, err := st.replies.open()
 	if err != nil {
 		return 0, fmt.Errorf("jetstream: direct get: %w", err)
@@ -179,6 +189,45 @@ func (st *Store) directBatch(ctx context.Context, subj string, from uint64, n in
 	}
 }
 
+// directQuiet is how long after a direct get got no answer within
+// Options.Timeout the store reads through the leader's gets alone.
+//
+// Why a direct get goes unanswered while the stream works: nats-server
+// spreads a client's direct gets at random over every replica in the
+// stream's direct-get queue group, not only the one on the client's own
+// server (client.go, processMsgResults: only a message that came over a
+// route prefers local subscribers). A replica on a server that stopped
+// answering without closing its routes (SIGSTOP, a hung machine) stays in
+// the group until its routes time out (minutes), and takes about one get
+// in three on a cluster of three; a replica may also drop a batched get
+// without an answer (stream.go, getDirectRequest: a store error counting
+// the pending messages returns with no reply). Each such get used to cost
+// a whole Options.Timeout and fail the read (an open, a Read, a Wait's
+// look) with "direct get ... context deadline exceeded", again at every
+// try that the queue group sent there, while the stream's leader took
+// writes (issue 44, point 5: a fresh host could not open two sessions for
+// 60 s after a quorum loss). Now one such get costs one Options.Timeout,
+// the read goes on with the leader's gets, and for directQuiet the store
+// asks only the leader.
+const directQuiet = 10 * time.Second
+
+// directOK reports whether reads may use direct gets (none went
+// unanswered in the last directQuiet).
+func (st *Store) directOK() bool { return time.Now().UnixNano() >= st.directOff.Load() }
+
+// directUnanswered reports whether err is a direct get that got no answer
+// within Options.Timeout while ctx, the caller's, still runs; if so the
+// store reads through the leader's gets for directQuiet, and the read
+// goes on with them.
+func (st *Store) directUnanswered(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || !unanswered(err) {
+		return false
+	}
+	st.directOff.Store(time.Now().Add(directQuiet).UnixNano())
+	st.opts.Logger.Warn("jetstream: a direct get got no answer; reading through the stream leader's gets for a while", "stream", st.opts.Stream, "for", directQuiet, "error", err)
+	return true
+}
+
 // scan calls f with every message of subject subj from stream sequence
 // from through to, in order (f may stop it early), in direct batches
 // continued by the leader's gets. It stops after a message past to (the
@@ -194,19 +243,20 @@ func (st *Store) scan(ctx context.Context, subj string, from, to uint64, f func(
 		stop = err != nil || !more || next > to
 		return !stop, err
 	}
-	direct := true
+	direct := st.directOK()
 	for next <= to && !stop {
 		if direct {
 			got, err := st.directBatch(ctx, subj, next, int(min(to-next+1, maxBatch)), each)
-			if err != nil {
+			if err != nil && !st.directUnanswered(ctx, err) {
 				return err
 			}
 			if stop || next > to {
 				return nil
 			}
 			// None: the replica that answered is behind (or the subject
-			// was purged): the leader's word for the rest.
-			direct = got > 0
+			// was purged), or none answered: the leader's word for the
+			// rest.
+			direct = err == nil && got > 0
 		}
 		if !direct {
 			m, err := st.leaderGet(ctx, msgGetRequest{Seq: next, NextFor: subj})
@@ -353,7 +403,7 @@ func (st *Store) fetchFrames(ctx context.Context, subj, id string, refs []frameR
 		return i < len(refs), nil
 	}
 	err := func() error {
-		direct := true
+		direct := st.directOK()
 		for i < len(refs) {
 			// What the recent loads left, then a direct batch up to the
 			// next message they left.
@@ -375,10 +425,13 @@ func (st *Store) fetchFrames(ctx context.Context, subj, id string, refs []frameR
 			}
 			if direct {
 				got, err := st.directBatch(ctx, subj, refs[i].seq, n, each)
-				if err != nil {
+				if err != nil && !st.directUnanswered(ctx, err) {
 					return err
 				}
-				direct = got > 0 // (none: a replica behind the leader; ask the leader for the rest)
+				// (None: a replica behind the leader, or none answered;
+				// ask the leader for the rest.)
+				direct = err == nil && got > 0
+				continue
 			}
 			if !direct {
 				m, err := st.leaderGet(ctx, msgGetRequest{Seq: refs[i].seq})

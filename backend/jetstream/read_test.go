@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/seglog/seglog/engine/enginetest"
@@ -293,4 +294,68 @@ func TestReadDamagedLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameEvents(t, "the intact prefix", got, want)
+}
+
+// TestReadWithoutDirectAnswers (issue 44, point 5): a replica that never
+// answers a direct get (nats-server sends a client's direct gets to any
+// replica of the stream, a silent server's too) costs a read one
+// Options.Timeout, then the store reads through the leader's gets: a
+// fresh host opens and reads the session, and its Wait wakes on the next
+// flush, where each used to fail with "direct get ... context deadline
+// exceeded". For directQuiet the store asks no replica again: one get
+// goes unanswered, not one per look.
+func TestReadWithoutDirectAnswers(t *testing.T) {
+	ctx := context.Background()
+	o := freshOptions()
+	w := openStoreAt(t, srvURL, o)
+	h, err := w.Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := h.Append(ctx, testgen.Events(uint64(i*3), 3, 100)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ro := *o
+	ro.Host, ro.Timeout = "reader", 300*time.Millisecond
+	r := openStoreAt(t, srvURL, &ro)
+	r.directDrop.Store(true)
+	rh, err := r.Open(ctx, "s", store.Read)
+	if err != nil {
+		t.Fatalf("a read open with no direct get answered: %v", err)
+	}
+	evs, err := rh.Read(ctx, 0, -1)
+	if err != nil || len(evs) != 15 {
+		t.Fatalf("read %d events, %v; want 15", len(evs), err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		n, err := rh.Wait(wctx, 15)
+		if err == nil && n != 18 {
+			err = fmt.Errorf("woke at %d events, want 18", n)
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := h.Append(ctx, testgen.Events(15, 3, 100)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Wait with no direct get answered: %v", err)
+	}
+	if evs, err := rh.Read(ctx, 15, -1); err != nil || len(evs) != 3 {
+		t.Fatalf("read %d events after the Wait, %v; want 3", len(evs), err)
+	}
+	if n := r.directDropped.Load(); n != 1 {
+		t.Errorf("%d direct gets went unanswered, want 1 (then the store asks the leader for %v)", n, directQuiet)
+	}
 }

@@ -191,8 +191,17 @@ type Store struct {
 	// replica answering a direct get holds (0: all), as if it were behind
 	// the leader.
 	directHook atomic.Pointer[func(subj string, from uint64) uint64]
-	recent     recentMsgs // what loads read lately, for the reads that follow
-	replies    replyMux   // the answers of direct gets
+	// directOff: until when (unix ns) reads use the leader's gets alone
+	// (directQuiet). Tests: directDrop makes every direct get go
+	// unanswered (directDropped counts them).
+	directOff     atomic.Int64
+	directDrop    atomic.Bool
+	directDropped atomic.Int64
+	// Tests: getHook, if set, runs before each of the leader's gets; an
+	// error it returns is the get's (as if the leader answered it).
+	getHook atomic.Pointer[func() error]
+	recent  recentMsgs // what loads read lately, for the reads that follow
+	replies replyMux   // the answers of direct gets
 
 	// The host lease (see lease.go): live is the current one, liveMu
 	// serializes making a new one; leaseStream is the lease bucket's
@@ -478,7 +487,7 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 	var early []*natsjs.RawStreamMsg
 	var earlyErr error
 	var wg sync.WaitGroup
-	if s == nil {
+	if s == nil && st.directOK() {
 		wg.Go(func() {
 			_, earlyErr = st.directBatch(ctx, subj, 1, maxBatch, func(m *natsjs.RawStreamMsg) (bool, error) {
 				early = append(early, m)
@@ -532,7 +541,10 @@ func (st *Store) load(ctx context.Context, id, op string) (*session, error) {
 		return true, nil
 	}
 	next := from + 1
-	if earlyErr == nil { // (else scan asks again)
+	if earlyErr != nil {
+		st.directUnanswered(ctx, earlyErr) // (scan asks again, or the leader)
+	}
+	if s == nil && earlyErr == nil { // (else scan asks again)
 		for _, m := range early {
 			if _, err := index(m); err != nil {
 				return nil, err

@@ -72,6 +72,10 @@ type watcher struct {
 	status  chan nats.Status // the connection's status changes, while listened to
 	// remade counts the consumers made again after one broke (tests).
 	remade atomic.Int64
+	// pinging: the connection's check (ping) runs; stalls counts the
+	// reconnects it forced (tests).
+	pinging bool
+	stalls  atomic.Int64
 
 	// Tests: makeHook, if set, runs before the consumer is made; an error
 	// it returns fails the making (as if the server refused it).
@@ -118,6 +122,14 @@ const (
 	// waitIdle is how often a Wait looks at its session while the
 	// consumer runs and says nothing.
 	waitIdle = 10 * time.Second
+	// connPing is how often, while Waits wait, the store checks that the
+	// connection's server still answers (a PING, answered by a PONG
+	// within Options.Timeout; else the store makes the connection
+	// reconnect): a server that stops answering without closing the
+	// connection (a paused process, a hung machine) is left within
+	// Options.Timeout plus connPing, not at nats.go's pings (every 2
+	// minutes by default).
+	connPing = watchHeartbeat
 )
 
 // add registers a Wait on subject subj, making the consumer if none runs.
@@ -141,7 +153,55 @@ func (w *watcher) add(subj string) *waiter {
 	if !w.closed && (w.state == watchIdle || w.state == watchFailed && !time.Now().Before(w.retryAt)) {
 		w.startLocked()
 	}
+	if !w.closed && !w.pinging {
+		w.pinging = true
+		w.st.wg.Add(1) // (Close waits for it: add runs before close, under w.mu)
+		go w.ping()
+	}
 	return wt
+}
+
+// ping checks, every connPing while Waits wait, that the connection's
+// server answers: a PING whose PONG does not come within Options.Timeout
+// means it stopped answering without closing the connection (a paused
+// process, a hung machine: nothing else notices before nats.go's own
+// pings, 2 minutes apart by default, give up), and the store makes the
+// connection reconnect (to another server of its pool). The requests in
+// flight on it end then (nats.go fails them), and the Waits look again
+// over the new connection; the consumer is made again once it is back
+// (listen).
+func (w *watcher) ping() {
+	st := w.st
+	defer st.wg.Done()
+	t := time.NewTicker(connPing)
+	defer t.Stop()
+	for {
+		select {
+		case <-st.stop:
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		done := w.closed || len(w.waiters) == 0
+		if done {
+			w.pinging = false
+		}
+		w.mu.Unlock()
+		if done {
+			return
+		}
+		if st.nc.Status() != nats.CONNECTED {
+			continue // (reconnecting: nats.go is at it)
+		}
+		conn := st.nc.Stats().Reconnects // (this connection, not one made since)
+		err := st.nc.FlushTimeout(st.opts.Timeout)
+		if !errors.Is(err, nats.ErrTimeout) || st.nc.Status() != nats.CONNECTED || st.nc.Stats().Reconnects != conn {
+			continue
+		}
+		st.opts.Logger.Warn("jetstream: the connection's server did not answer a ping; reconnecting", "stream", st.opts.Stream, "server", st.nc.ConnectedUrlRedacted(), "timeout", st.opts.Timeout)
+		w.stalls.Add(1)
+		_ = st.nc.ForceReconnect()
+	}
 }
 
 // startLocked makes a consumer (a new generation). Called with w.mu held.
@@ -318,7 +378,7 @@ func (w *watcher) start(gen, from uint64) {
 	defer w.mu.Unlock()
 	if err != nil {
 		w.state = watchFailed
-		if !w.broke && !unanswered(err) {
+		if !w.broke && !st.lookAgain(err) {
 			// Refused (a host without the permission): Waits poll, and
 			// the next Wait after watchRetry tries again.
 			st.opts.Logger.Warn("jetstream: Wait polls: the consumer that wakes it could not be made", "stream", st.opts.Stream, "error", err)

@@ -3,12 +3,17 @@ package jetstream
 import (
 	"context"
 	"errors"
-	"github.com/seglog/seglog/engine/enginetest"
-	"github.com/seglog/seglog/store"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/store"
 )
 
 // TestWaitIdle: a Wait on a session another host writes sends no request
@@ -225,4 +230,83 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// TestWaitThroughElection (issue 44, point 5): a Wait whose looks at the
+// session are answered "JetStream system temporarily unavailable" (503,
+// err_code 10008: the stream or the cluster electing a leader, a quorum
+// lost for a while) or "cluster can not handle request" (10009) keeps
+// looking, and wakes on the writer's flush once the leader answers again;
+// it used to end with that error. An error that is no election (a
+// permission refused) still ends it.
+func TestWaitThroughElection(t *testing.T) {
+	ctx := context.Background()
+	o := freshOptions()
+	w := openStoreAt(t, srvURL, o)
+	h, err := w.Create(ctx, enginetest.Meta("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := enginetest.OneTurn()
+	if err := h.Append(ctx, turn[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ro := *o
+	ro.Host = "reader"
+	r := openStoreAt(t, srvURL, &ro)
+	rh, err := r.Open(ctx, "s", store.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := uint64(1)
+	for i, code := range []natsjs.ErrorCode{errCodeClusterNotAvail, errCodeClusterNotLeader} {
+		var refused atomic.Int64
+		electing := func() error {
+			refused.Add(1)
+			return &natsjs.APIError{Code: 503, ErrorCode: code, Description: "JetStream system temporarily unavailable"}
+		}
+		r.getHook.Store(&electing)
+		done := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			got, err := rh.Wait(wctx, n)
+			if err == nil && got <= n {
+				err = fmt.Errorf("woke at %d, waiting past %d", got, n)
+			}
+			done <- err
+		}()
+		for refused.Load() < 3 {
+			select {
+			case err := <-done:
+				t.Fatalf("err_code %d: the Wait ended during the election: %v", code, err)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		if err := h.Append(ctx, turn[1+i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.getHook.Store(nil) // (a leader is elected)
+		if err := <-done; err != nil {
+			t.Fatalf("err_code %d: %v", code, err)
+		}
+		n++
+	}
+	// Another refusal ends the Wait, as before.
+	denied := func() error {
+		return &natsjs.APIError{Code: 403, ErrorCode: 10000, Description: "denied"}
+	}
+	r.getHook.Store(&denied)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var api *natsjs.APIError
+	if _, err := rh.Wait(wctx, n); !errors.As(err, &api) || api.Code != 403 {
+		t.Fatalf("a Wait refused with a 403: %v, want that error", err)
+	}
 }
