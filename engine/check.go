@@ -60,7 +60,7 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 		if !moved || try == openTries {
 			return rep, err
 		}
-		// A compaction by the writing process changed the segments while
+		// A compaction by a writing process changed the segments while
 		// they were read: what disagrees may be that. Check again.
 	}
 }
@@ -94,7 +94,19 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	// What Open does.
 	ro := o
 	ro.ReadOnly, ro.Logger = true, slog.New(slog.DiscardHandler)
+	// Beside writing processes, everything below reads the store as of
+	// one point: the durable position published when the open began (the
+	// bound: no read goes past it), and the index as the open read it
+	// (the sessions, the checkpoint and every session's frames, loaded in
+	// one hold of the index, which no checkpoint changes meanwhile). What
+	// the writers do after it (checkpoints, deletes, forks, migrations,
+	// rolls, segments made) is not seen; a compaction, which changes what
+	// lies before it, makes the check start over.
+	ro.checking = true
 	opened, err := Open(dir, &ro)
+	if o.testing.checkOpened != nil {
+		o.testing.checkOpened()
+	}
 	if errors.Is(err, store.ErrLocked) || errors.Is(err, index.ErrLocked) {
 		return nil, false, err
 	}
@@ -105,10 +117,9 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	} else {
 		defer opened.Close()
 		if opened.index != nil {
-			_ = opened.index.use(false, func(x *index.Index) error {
-				cp, _ = x.Checkpoint()
-				return nil
-			})
+			// The checkpoint the open read, not the index's now: another
+			// process may have checkpointed past the bound since.
+			cp = opened.rec.cp
 		}
 		checkSegmentsThere(opened, problem)
 		rep.Notes = append(rep.Notes, opened.rec.notes...)

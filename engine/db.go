@@ -309,6 +309,9 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 		}
 		db.checkpoints.ours.Store(false)
 	}
+	if o.checking && db.recIndex != nil {
+		db.loadEveryFrame(db.recIndex)
+	}
 	if moved() {
 		db.closeFiles()
 		return nil, errLayoutMoved

@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
+)
+
+// TestCheckReadsAsOfOnePoint: a check beside a writing process reads the
+// store as of its open (the durable position published then, and the index
+// as the open read it), whatever the writer does between the open and the
+// check's later reads (its checkOpened hook): each case ends with an index
+// checkpoint, so that the index the check would read again has moved on.
+// Before, the check read the index checkpoint again after its open (a
+// checkpoint past the bound it read the segments up to: "log ends at X,
+// before the durable offset Y"), and a session's frames on its first read
+// (a session deleted, created again, migrated or forked over since: "not
+// found"). fuzz.TestCheckBesideWriters meets them at random beside writer
+// processes.
+func TestCheckReadsAsOfOnePoint(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		// before makes what the check's open finds; after runs between
+		// the open and the rest of the check.
+		before, after func(t *testing.T, w *DB)
+	}{
+		{"checkpoint past the bound", nil, func(t *testing.T, w *DB) {
+			writeSession(t, w, "a", 20)
+		}},
+		{"deleted", func(t *testing.T, w *DB) {
+			writeSession(t, w, "b", 10)
+		}, func(t *testing.T, w *DB) {
+			if err := w.Delete(ctx, "b"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"created again", func(t *testing.T, w *DB) {
+			writeSession(t, w, "b", 10)
+		}, func(t *testing.T, w *DB) {
+			if err := w.Delete(ctx, "b"); err != nil {
+				t.Fatal(err)
+			}
+			writeSession(t, w, "b", 3)
+		}},
+		{"migrated", func(t *testing.T, w *DB) {
+			h, err := w.Create(ctx, store.Header{Version: 2, ID: "v", CreatedAt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendFlushed(t, h, testgen.V2Turns("", 2)...)
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, w *DB) {
+			if _, err := w.Migrate(ctx, "v"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"forked, parent deleted", func(t *testing.T, w *DB) {
+			writeSession(t, w, "p", 10)
+			h, err := w.Fork(ctx, "p", 6, store.Header{ID: "f", CreatedAt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, w *DB) {
+			for _, id := range []string{"f", "p"} {
+				if err := w.Delete(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := checkedDir(t)
+			w := liveOpen(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
+			writeSession(t, w, "base", 5)
+			if c.before != nil {
+				c.before(t, w)
+			}
+			if err := w.checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			tries := 0
+			o := &Options{}
+			o.testing.checkOpened = func() {
+				if tries++; tries > 1 {
+					return
+				}
+				c.after(t, w)
+				if err := w.checkpoint(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := Check(dir, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range rep.Problems {
+				t.Errorf("check beside the writer: %s", p)
+			}
+			if tries != 1 {
+				t.Errorf("the check ran %d times, want once (no compaction ran)", tries)
+			}
+		})
+	}
+}
+
+// writeSession creates session id in w with n events, flushed, and closes
+// it.
+func writeSession(t *testing.T, w *DB, id string, n int) {
+	t.Helper()
+	h, err := w.Create(context.Background(), store.Header{ID: id, CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendFlushed(t, h, testgen.Events(0, n, 200)...)
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
