@@ -177,6 +177,13 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	if opened != nil && opened.follow != nil {
 		moved = opened.shared.LayoutMoved(&opened.follow.layout)
 	}
+	if opened != nil && opened.bound == 0 && opened.shared.Live() {
+		// No writing process had set the log up when the open began, and
+		// one has since (its recovery may have cut a torn tail or removed
+		// a prepared segment, and it writes past what the open read,
+		// with no bound to stop the reads after it): check again, bounded.
+		moved = true
+	}
 	return rep, moved, nil
 }
 

@@ -126,3 +126,40 @@ func writeSession(t *testing.T, w *DB, id string, n int) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckBesideAWriterThatJoins: no process has the store open when the
+// check's open begins, so it reads with no bound; a writer opens it after
+// that open and writes (its checkOpened hook). The rest of that try would
+// read the segments past what the open read (a session the open does not
+// serve: "the index lost it"): the check sees that a writer set the log up
+// since, and checks again, bounded by what the writer publishes.
+func TestCheckBesideAWriterThatJoins(t *testing.T) {
+	dir := checkedDir(t)
+	w, err := openStore(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSession(t, w, "before", 5)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tries := 0
+	o := &Options{}
+	o.testing.checkOpened = func() {
+		if tries++; tries > 1 {
+			return
+		}
+		w := liveOpen(t, dir, &Options{CompactInterval: -1, IndexInterval: time.Hour})
+		writeSession(t, w, "after", 5)
+	}
+	rep, err := Check(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems {
+		t.Errorf("check beside a writer that joined: %s", p)
+	}
+	if tries != 2 {
+		t.Errorf("the check made %d tries, want 2", tries)
+	}
+}
