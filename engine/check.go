@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/engine/internal/framecheck"
@@ -56,7 +57,7 @@ type CheckReport struct {
 // and offset. It returns an error only if the store cannot be read at all.
 func Check(dir string, opts *Options) (*CheckReport, error) {
 	for try := 1; ; try++ {
-		rep, moved, err := checkOnce(dir, opts)
+		rep, moved, err := checkOnce(dir, opts, try > checkFreeTries)
 		if !moved || try == openTries {
 			return rep, err
 		}
@@ -65,9 +66,42 @@ func Check(dir string, opts *Options) (*CheckReport, error) {
 	}
 }
 
+// checkFreeTries is how many tries Check makes beside compactions before
+// it keeps them out (on a busy store, with a compaction every few hundred
+// milliseconds, a check of a few seconds would otherwise start over
+// without end).
+const checkFreeTries = 2
+
+// checkWait bounds how long Check waits for a compaction in progress to
+// end before it checks without keeping the next ones out.
+var checkWait = 30 * time.Second
+
+// keepCompactionsOut takes coord.LockCompact for a read-only open of
+// Check's (Options.keepCompactionsOut), waiting at most checkWait for a
+// compaction in progress: no compaction removes or rewrites a segment
+// until the DB closes (the lock goes with its locks file); a process's
+// Compact meanwhile fails with ErrLocked, as beside another compaction. A
+// layout change that a compaction which died left unsettled is left to
+// the writing processes (settling it needs the lock): the lock is let go.
+func keepCompactionsOut(sh *coord.Shared) {
+	if !sh.Mapped() {
+		return // no process writes the store
+	}
+	for start := time.Now(); !sh.TryCompact(); {
+		if time.Since(start) > checkWait {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if sh.Layout()%2 == 1 {
+		sh.EndCompact()
+	}
+}
+
 // checkOnce is Check; moved reports that a compaction by another process
-// removed or rewrote segments meanwhile.
-func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) {
+// removed or rewrote segments meanwhile. With hold, it keeps compactions
+// out while it reads (keepCompactionsOut).
+func checkOnce(dir string, opts *Options, hold bool) (_ *CheckReport, moved bool, _ error) {
 	o, err := opts.withDefaults(dir)
 	if err != nil {
 		return nil, false, err
@@ -102,7 +136,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	// the writers do after it (checkpoints, deletes, forks, migrations,
 	// rolls, segments made) is not seen; a compaction, which changes what
 	// lies before it, makes the check start over.
-	ro.checking = true
+	ro.checking, ro.keepCompactionsOut = true, hold
 	opened, err := Open(dir, &ro)
 	if o.testing.checkOpened != nil {
 		o.testing.checkOpened()
@@ -137,7 +171,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	// The segments on their own, replayed from the start: as far as the
 	// first open read, if another process is writing the store.
 	full := ro
-	full.NoIndex = true
+	full.NoIndex, full.keepCompactionsOut = true, false // (the first open holds them out)
 	var bound uint64
 	if opened != nil {
 		bound = opened.bound

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -124,6 +126,61 @@ func writeSession(t *testing.T, w *DB, id string, n int) {
 	appendFlushed(t, h, testgen.Events(0, n, 200)...)
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCheckBesideCompactions: a writer compacts (a segment of a deleted
+// session removed, a mostly dead one rewritten) while every try of the
+// check reads (its checkOpened hook): the check starts over after each of
+// its first checkFreeTries, then keeps compactions out for the next (the
+// writer's Compact fails with ErrLocked), which reads the store as of one
+// layout and finds no problem. Before, it started over up to openTries
+// times, and returned the last try's report, read across a compaction.
+func TestCheckBesideCompactions(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w := liveOpen(t, dir, besideOpts())
+	writeSession(t, w, "keep", 30)
+	n := 0
+	compact := func() error {
+		// A session of its own segments, deleted, and the active
+		// segment sealed: the next Compact removes or rewrites them.
+		n++
+		id := fmt.Sprintf("gone-%d", n)
+		writeSession(t, w, id, 150)
+		writeSession(t, w, fmt.Sprintf("kept-%d", n), 5)
+		if err := w.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := w.Compact(ctx, CompactOptions{Roll: true, LiveRatio: 0.9})
+		if err == nil && len(rep.Dropped)+len(rep.Rewritten) == 0 {
+			t.Fatalf("compaction %d changed nothing: the check would not start over", n)
+		}
+		return err
+	}
+	var errs []error
+	o := &Options{}
+	o.testing.checkOpened = func() { errs = append(errs, compact()) }
+	rep, err := Check(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems {
+		t.Errorf("check beside compactions: %s", p)
+	}
+	if len(errs) != checkFreeTries+1 {
+		t.Fatalf("the check made %d tries, want %d", len(errs), checkFreeTries+1)
+	}
+	for i, err := range errs[:checkFreeTries] {
+		if err != nil {
+			t.Errorf("compaction during try %d: %v", i+1, err)
+		}
+	}
+	if err := errs[checkFreeTries]; !errors.Is(err, store.ErrLocked) {
+		t.Errorf("compaction during the try that keeps them out: %v, want ErrLocked", err)
+	}
+	if _, err := w.Compact(ctx, CompactOptions{}); err != nil {
+		t.Errorf("compaction after the check: %v", err)
 	}
 }
 

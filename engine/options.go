@@ -129,6 +129,10 @@ type Options struct {
 	// read-only open otherwise loads a session's frames on its first read,
 	// from the index as it is then.
 	checking bool
+	// keepCompactionsOut, set by Check after compactions spoiled its first
+	// tries, makes a read-only open hold coord.LockCompact until it closes
+	// (keepCompactionsOut, in check.go).
+	keepCompactionsOut bool
 	// testing are the test hooks and overrides of the DB (knobs.go); set
 	// by package engine's tests only
 	testing testingKnobs
