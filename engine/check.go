@@ -77,23 +77,18 @@ const checkFreeTries = 2
 var checkWait = 30 * time.Second
 
 // keepCompactionsOut takes coord.LockCompact for a read-only open of
-// Check's (Options.keepCompactionsOut), waiting at most checkWait for a
-// compaction in progress: no compaction removes or rewrites a segment
-// until the DB closes (the lock goes with its locks file); a process's
-// Compact meanwhile fails with ErrLocked, as beside another compaction. A
-// layout change that a compaction which died left unsettled is left to
-// the writing processes (settling it needs the lock): the lock is let go.
+// Check's (Options.keepCompactionsOut), waiting at most checkWait for the
+// compaction in progress (none starts while it waits: coord.LockCheck): no
+// compaction removes or rewrites a segment until the DB closes (the lock
+// goes with its locks file); a process's Compact meanwhile fails with
+// ErrLocked, as beside another compaction. A layout change that a
+// compaction which died left unsettled is left to the writing processes
+// (settling it needs the lock): the lock is let go.
 func keepCompactionsOut(sh *coord.Shared) {
 	if !sh.Mapped() {
 		return // no process writes the store
 	}
-	for start := time.Now(); !sh.TryCompact(); {
-		if time.Since(start) > checkWait {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if sh.Layout()%2 == 1 {
+	if sh.KeepCompactionsOut(checkWait) && sh.Layout()%2 == 1 {
 		sh.EndCompact()
 	}
 }

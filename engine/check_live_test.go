@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/testgen"
 )
@@ -218,5 +219,35 @@ func TestCheckBesideAWriterThatJoins(t *testing.T) {
 	}
 	if tries != 2 {
 		t.Errorf("the check made %d tries, want 2", tries)
+	}
+}
+
+// TestCompactGivesWayToAWaitingCheck: while a check waits to keep
+// compactions out (it holds coord.LockCheck shared), a compaction does not
+// start (ErrLocked), so that the check gets coord.LockCompact once the
+// compaction in progress ends, beside compactors that would otherwise
+// hold it nearly all the time (in fuzz.TestCheckBesideWriters a check
+// polling for it waited up to 20 s, and each retry of its open as long).
+func TestCompactGivesWayToAWaitingCheck(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w := liveOpen(t, dir, besideOpts())
+	writeSession(t, w, "a", 10)
+	r, err := openStore(t, dir, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if ok, err := r.shared.TryLock(coord.LockCheck, false); err != nil || !ok {
+		t.Fatalf("a check's LockCheck: %v, %v", ok, err)
+	}
+	if _, err := w.Compact(ctx, CompactOptions{}); !errors.Is(err, store.ErrLocked) {
+		t.Errorf("compaction while a check waits: %v, want ErrLocked", err)
+	}
+	if err := r.shared.Unlock(coord.LockCheck); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Compact(ctx, CompactOptions{}); err != nil {
+		t.Errorf("compaction once the check no longer waits: %v", err)
 	}
 }
