@@ -55,6 +55,13 @@ type CheckReport struct {
 // with what the open serves, and decodes every frame and dictionary
 // (docs/DESIGN.md, Tools). Each inconsistency is a Problem with its file
 // and offset. It returns an error only if the store cannot be read at all.
+//
+// Beside processes that write the store it checks it as of one point:
+// what they had made durable, and the index as it was, when its open
+// began; what they do after it is no problem. A compaction during a try
+// makes it start over; after checkFreeTries such tries it keeps
+// compactions out for the next (their Compact fails with ErrLocked
+// meanwhile).
 func Check(dir string, opts *Options) (*CheckReport, error) {
 	for try := 1; ; try++ {
 		rep, moved, err := checkOnce(dir, opts, try > checkFreeTries)
