@@ -438,10 +438,16 @@ func TestCheckBesideWritersFindsDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := startLiveWriter(t, dir, 1, false)
-	// Wait for a few sealed segments (the writer rolls every 64 KiB).
+	// Wait for a few sealed segments (the writer rolls every 64 KiB; the
+	// newest one or two are the active one and one prepared for the next
+	// roll).
 	var ids []uint64
-	for len(ids) < 4 {
-		time.Sleep(20 * time.Millisecond)
+	for len(ids) < 5 {
+		select {
+		case <-w.done:
+			t.Fatalf("the writer process ended; its stderr:\n%s", w.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
 		var err error
 		if ids, err = segment.List(nil, dir); err != nil {
 			t.Fatal(err)
