@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/engine/internal/framecheck"
@@ -54,20 +55,55 @@ type CheckReport struct {
 // with what the open serves, and decodes every frame and dictionary
 // (docs/DESIGN.md, Tools). Each inconsistency is a Problem with its file
 // and offset. It returns an error only if the store cannot be read at all.
+//
+// Beside processes that write the store it checks it as of one point:
+// what they had made durable, and the index as it was, when its open
+// began; what they do after it is no problem. A compaction during a try
+// makes it start over; after checkFreeTries such tries it keeps
+// compactions out for the next (their Compact fails with ErrLocked
+// meanwhile).
 func Check(dir string, opts *Options) (*CheckReport, error) {
 	for try := 1; ; try++ {
-		rep, moved, err := checkOnce(dir, opts)
+		rep, moved, err := checkOnce(dir, opts, try > checkFreeTries)
 		if !moved || try == openTries {
 			return rep, err
 		}
-		// A compaction by the writing process changed the segments while
+		// A compaction by a writing process changed the segments while
 		// they were read: what disagrees may be that. Check again.
 	}
 }
 
+// checkFreeTries is how many tries Check makes beside compactions before
+// it keeps them out (on a busy store, with a compaction every few hundred
+// milliseconds, a check of a few seconds would otherwise start over
+// without end).
+const checkFreeTries = 2
+
+// checkWait bounds how long Check waits for a compaction in progress to
+// end before it checks without keeping the next ones out.
+var checkWait = 30 * time.Second
+
+// keepCompactionsOut takes coord.LockCompact for a read-only open of
+// Check's (Options.keepCompactionsOut), waiting at most checkWait for the
+// compaction in progress (none starts while it waits: coord.LockCheck): no
+// compaction removes or rewrites a segment until the DB closes (the lock
+// goes with its locks file); a process's Compact meanwhile fails with
+// ErrLocked, as beside another compaction. A layout change that a
+// compaction which died left unsettled is left to the writing processes
+// (settling it needs the lock): the lock is let go.
+func keepCompactionsOut(sh *coord.Shared) {
+	if !sh.Mapped() {
+		return // no process writes the store
+	}
+	if sh.KeepCompactionsOut(checkWait) && sh.Layout()%2 == 1 {
+		sh.EndCompact()
+	}
+}
+
 // checkOnce is Check; moved reports that a compaction by another process
-// removed or rewrote segments meanwhile.
-func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) {
+// removed or rewrote segments meanwhile. With hold, it keeps compactions
+// out while it reads (keepCompactionsOut).
+func checkOnce(dir string, opts *Options, hold bool) (_ *CheckReport, moved bool, _ error) {
 	o, err := opts.withDefaults(dir)
 	if err != nil {
 		return nil, false, err
@@ -94,7 +130,19 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	// What Open does.
 	ro := o
 	ro.ReadOnly, ro.Logger = true, slog.New(slog.DiscardHandler)
+	// Beside writing processes, everything below reads the store as of
+	// one point: the durable position published when the open began (the
+	// bound: no read goes past it), and the index as the open read it
+	// (the sessions, the checkpoint and every session's frames, loaded in
+	// one hold of the index, which no checkpoint changes meanwhile). What
+	// the writers do after it (checkpoints, deletes, forks, migrations,
+	// rolls, segments made) is not seen; a compaction, which changes what
+	// lies before it, makes the check start over.
+	ro.checking, ro.keepCompactionsOut = true, hold
 	opened, err := Open(dir, &ro)
+	if o.testing.checkOpened != nil {
+		o.testing.checkOpened()
+	}
 	if errors.Is(err, store.ErrLocked) || errors.Is(err, index.ErrLocked) {
 		return nil, false, err
 	}
@@ -105,10 +153,9 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	} else {
 		defer opened.Close()
 		if opened.index != nil {
-			_ = opened.index.use(false, func(x *index.Index) error {
-				cp, _ = x.Checkpoint()
-				return nil
-			})
+			// The checkpoint the open read, not the index's now: another
+			// process may have checkpointed past the bound since.
+			cp = opened.rec.cp
 		}
 		checkSegmentsThere(opened, problem)
 		rep.Notes = append(rep.Notes, opened.rec.notes...)
@@ -126,7 +173,7 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	// The segments on their own, replayed from the start: as far as the
 	// first open read, if another process is writing the store.
 	full := ro
-	full.NoIndex = true
+	full.NoIndex, full.keepCompactionsOut = true, false // (the first open holds them out)
 	var bound uint64
 	if opened != nil {
 		bound = opened.bound
@@ -165,6 +212,13 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	rep.Problems = dedupProblems(rep.Problems)
 	if opened != nil && opened.follow != nil {
 		moved = opened.shared.LayoutMoved(&opened.follow.layout)
+	}
+	if opened != nil && opened.bound == 0 && opened.shared.Live() {
+		// No writing process had set the log up when the open began, and
+		// one has since (its recovery may have cut a torn tail or removed
+		// a prepared segment, and it writes past what the open read,
+		// with no bound to stop the reads after it): check again, bounded.
+		moved = true
 	}
 	return rep, moved, nil
 }

@@ -253,6 +253,10 @@ func (db *DB) compactLocks() (release func(), err error) {
 	if !sh.TryCompact() {
 		return nil, fmt.Errorf("engine: compact: %w: another process is compacting the store", store.ErrLocked)
 	}
+	if sh.CheckWaits() {
+		sh.EndCompact()
+		return nil, fmt.Errorf("engine: compact: %w: a check of the store waits to keep compactions out", store.ErrLocked)
+	}
 	other, why := coord.LockFixed, "a process that cannot follow a compaction (more than 64 writing processes, or one without an index) writes the store"
 	if db.index == nil {
 		other, why = coord.LockWriters, "other processes write the store (without an index, compaction runs while one process writes it)"

@@ -250,6 +250,9 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 	// like a read-only open, its recovery reads up to what they made
 	// durable and changes nothing.
 	db.joined = !o.ReadOnly && sh.Live()
+	if o.ReadOnly && o.keepCompactionsOut {
+		keepCompactionsOut(sh)
+	}
 	// A compaction may remove or rewrite segments during the open (a
 	// joining writer's slot holds position 0 only from now on): an open
 	// that saw the layout counter move is done again.
@@ -308,6 +311,9 @@ func openOnce(dir string, opts *Options, rebuildIndex bool) (*DB, error) {
 			return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 		}
 		db.checkpoints.ours.Store(false)
+	}
+	if o.checking && db.recIndex != nil {
+		db.loadEveryFrame(db.recIndex)
 	}
 	if moved() {
 		db.closeFiles()

@@ -52,6 +52,9 @@ type testingKnobs struct {
 	// index learns the new offsets; an error it returns ends the
 	// compaction there, as a crash would.
 	rewrite func(seg uint64) error
+	// checkOpened runs in each try of Check once its read-only open is
+	// done, before it reads anything else.
+	checkOpened func()
 	// bump runs in a bump of the layout counter between the counter's
 	// move and the follower's. Open gives it to the DB's shared (its
 	// bumpHook), which is where a test sets it on an open DB.

@@ -122,6 +122,17 @@ type Options struct {
 	// durable position a read-only open reads up to (both of Check's
 	// opens read the same prefix); 0: what the writer published.
 	bound uint64
+	// checking, set by Check, makes a read-only open load every session's
+	// frames from the index while its recovery holds it open (no
+	// checkpoint commits meanwhile), so that the sessions, the checkpoint
+	// and the frames it serves are all the index as of one moment; a
+	// read-only open otherwise loads a session's frames on its first read,
+	// from the index as it is then.
+	checking bool
+	// keepCompactionsOut, set by Check after compactions spoiled its first
+	// tries, makes a read-only open hold coord.LockCompact until it closes
+	// (keepCompactionsOut, in check.go).
+	keepCompactionsOut bool
 	// testing are the test hooks and overrides of the DB (knobs.go); set
 	// by package engine's tests only
 	testing testingKnobs

@@ -293,16 +293,7 @@ func (db *DB) snapshot(s *session) (view, error) {
 			db.mu.Unlock()
 			return view{}, err
 		}
-		id, uid, fork := s.id, s.uid, s.fork
-		// A fork whose marker frame is in memory has every frame of its
-		// own there (its header is past the checkpoint): the index may not
-		// hold it yet.
-		var marker uint64
-		if len(fork) > 0 {
-			if i := slices.IndexFunc(s.frames, func(r frameRef) bool { return r.first == s.inherited }); i >= 0 {
-				marker = s.frames[i].pos()
-			}
-		}
+		id, uid, fork, marker := s.id, s.uid, s.fork, forkMarker(s)
 		db.mu.Unlock()
 		var fromIdx []frameRef
 		var found bool
@@ -341,6 +332,50 @@ func (db *DB) snapshot(s *session) (view, error) {
 	}
 	db.mu.Unlock()
 	return v, nil
+}
+
+// forkMarker returns the position of the marker frame of fork s if it is
+// in memory (0: none, or s is no fork). A fork whose marker frame is in
+// memory has every frame of its own there (its header is past the
+// checkpoint): the index may not hold it yet. Called with db.mu held.
+func forkMarker(s *session) uint64 {
+	if len(s.fork) > 0 {
+		if i := slices.IndexFunc(s.frames, func(r frameRef) bool { return r.first == s.inherited }); i >= 0 {
+			return s.frames[i].pos()
+		}
+	}
+	return 0
+}
+
+// loadEveryFrame loads the frames of every session not loaded yet from x,
+// the index the open's recovery read the sessions and the checkpoint
+// from (Options.checking: Check's open), as snapshot would on the
+// session's first read: the whole view is then the index as of one
+// moment, whatever other processes checkpoint later. A session whose
+// header or frames x cannot give is left as it is: its first read (the
+// check's) meets the same error and reports it. One x does not hold
+// (another incarnation, or none) is erased, as snapshot erases it; the
+// check reports it, as x is the index the session came from.
+func (db *DB) loadEveryFrame(x *index.Index) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, s := range db.mu.sessions {
+		if s.loaded || s.erased {
+			continue
+		}
+		if _, err := db.header(s); err != nil {
+			continue
+		}
+		fromIdx, found, err := indexFrames(x, s.id, s.uid, s.fork, forkMarker(s))
+		switch {
+		case err != nil:
+		case !found:
+			s.erased = true
+		default:
+			s.frames = withIndexFrames(s, fromIdx)
+			s.loaded = true
+		}
+	}
 }
 
 // indexFrames returns the frames index x holds of incarnation uid of

@@ -30,8 +30,9 @@ type openRecovery struct {
 	drop       []uint64            // prepared segments that never held a frame
 	tail       *segment.ScanResult // the newest segment's scan, to resume appending after
 	tailID     uint64
-	end        uint64 // a read-only open: the position its replay reached
-	rebuild    string // why the index is rebuilt from the segments; "" if it is used
+	cp         index.Checkpoint // the index checkpoint the replay started from
+	end        uint64           // a read-only open: the position its replay reached
+	rebuild    string           // why the index is rebuilt from the segments; "" if it is used
 	notes      []string
 }
 
@@ -65,6 +66,7 @@ func (db *DB) recover() error {
 	if err != nil {
 		return err
 	}
+	db.rec.cp = cp
 	db.startFold()
 	notes := len(db.rec.notes)
 	if db.rebuildIndex && db.recIndex != nil {

@@ -440,6 +440,52 @@ func (sh *Shared) TryCompact() bool {
 	return true
 }
 
+// CheckWaits reports whether a check waits to keep compactions out (it
+// holds LockCheck shared while it waits for LockCompact): a compaction
+// that has just taken LockCompact gives it up instead of starting, so that
+// the check gets it once the compaction in progress ends, however busy
+// the compactors are.
+func (sh *Shared) CheckWaits() bool {
+	ok, err := sh.TryLock(LockCheck, true)
+	if err != nil || !ok {
+		return true
+	}
+	sh.Unlock(LockCheck)
+	return false
+}
+
+// KeepCompactionsOut takes LockCompact for a check (which keeps it until
+// it closes), waiting at most d for the compaction in progress to end; it
+// reports whether it did. Meanwhile it holds LockCheck shared: compactions
+// that begin give way (CheckWaits).
+func (sh *Shared) KeepCompactionsOut(d time.Duration) bool {
+	if sh.locks == nil {
+		return false
+	}
+	deadline := time.Now().Add(d)
+	for {
+		ok, err := sh.TryLock(LockCheck, false)
+		if err != nil {
+			return false
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			return false // (a compaction looks at it this instant, every time)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer sh.Unlock(LockCheck)
+	for !sh.TryCompact() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
 // EndCompact releases LockCompact.
 func (sh *Shared) EndCompact() {
 	sh.compacting.Store(false)

@@ -65,6 +65,7 @@ const (
 	LockWant    Lock = 9  // held by a rebuild of the index while it waits for the checkpointer to step down (IndexWant)
 	LockTypes   Lock = 10 // held while a process rewrites types.json (RegisterTypes)
 	LockDict    Lock = 11 // held while a process makes (or looks for) a new compression dictionary
+	LockCheck   Lock = 12 // shared by a check waiting to keep compactions out (CheckWaits): no compaction starts meanwhile
 	lockSlot0   Lock = 16 // SlotLock(i), i < Slots: slot i's holder
 	// leaseBase + xxhash64(id) mod 2^62: the write lease of session id
 	// (leaseByte)
