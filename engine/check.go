@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/engine/internal/framecheck"
@@ -95,7 +96,9 @@ func checkOnce(dir string, opts *Options) (_ *CheckReport, moved bool, _ error) 
 	ro := o
 	ro.ReadOnly, ro.Logger = true, slog.New(slog.DiscardHandler)
 	opened, err := Open(dir, &ro)
-	if errors.Is(err, store.ErrLocked) || errors.Is(err, index.ErrLocked) {
+	if errors.Is(err, store.ErrLocked) || errors.Is(err, index.ErrLocked) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// Not a problem of the store: it cannot be checked now (a full
+		// disk: the coordination files cannot be made or grown).
 		return nil, false, err
 	}
 	var skip map[uint64]bool // segments the recovery sets aside or removes
