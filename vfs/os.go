@@ -298,9 +298,10 @@ func (osFS) MapShared(name string, size int, create bool) (s *Shared, err error)
 
 // allocate makes the file system back the first size bytes of f (which
 // holds have bytes), growing it to size with zeros if it is shorter, its
-// data left as it is: fallocate, or where the file system has none
-// (EOPNOTSUPP), zeros written past its end (an existing hole then stays
-// one). Its error is an *os.PathError naming the file.
+// data left as it is: fallocate, or where that fails other than for want
+// of room (a file system without it: EOPNOTSUPP, or EINVAL on some),
+// zeros written past its end (an existing hole then stays one). Its
+// error is an *os.PathError naming the file.
 func allocate(f *os.File, have, size int64) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -320,7 +321,7 @@ func allocate(f *os.File, have, size int64) error {
 	switch {
 	case ferr == nil:
 		return nil
-	case !errors.Is(ferr, unix.EOPNOTSUPP) && !errors.Is(ferr, unix.ENOSYS):
+	case errors.Is(ferr, unix.ENOSPC) || errors.Is(ferr, unix.EDQUOT):
 		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: ferr}
 	case have < size:
 		_, err := f.WriteAt(make([]byte, size-have), have)
