@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/seglog/seglog/engine/internal/coord"
@@ -143,7 +144,9 @@ func checkOnce(dir string, opts *Options, hold bool) (_ *CheckReport, moved bool
 	if o.testing.checkOpened != nil {
 		o.testing.checkOpened()
 	}
-	if errors.Is(err, store.ErrLocked) || errors.Is(err, index.ErrLocked) {
+	if errors.Is(err, store.ErrLocked) || errors.Is(err, index.ErrLocked) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// Not a problem of the store: it cannot be checked now (a full
+		// disk: the coordination files cannot be made or grown).
 		return nil, false, err
 	}
 	var skip map[uint64]bool // segments the recovery sets aside or removes

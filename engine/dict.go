@@ -35,7 +35,9 @@ func newDictTrainer(db *DB) (*dict.Trainer, error) {
 // dictLoop trains (or takes) a dictionary when the trainer says one is
 // due. A failed fsync poisons the DB; any other failure is logged (and
 // the trainer waits a while before it tries again): it never takes the
-// process down (segment.TrainDict).
+// process down (segment.TrainDict). The poison comes before the
+// trainer's Done: whoever learns from Done that the renewal is over (a
+// test's Ask) finds the DB poisoned.
 func (db *DB) dictLoop() {
 	defer db.wg.Done()
 	for {
@@ -44,12 +46,13 @@ func (db *DB) dictLoop() {
 			return
 		case <-db.dict.Kick():
 		}
+		db.dict.Begin()
 		err := db.renewDict()
+		if errors.Is(err, segment.ErrSyncFailed) {
+			db.poisonWith(err)
+		}
 		db.dict.Done(err)
 		if err != nil {
-			if errors.Is(err, segment.ErrSyncFailed) {
-				db.poisonWith(err)
-			}
 			db.opts.Logger.Warn("engine: making a compression dictionary failed", "error", err)
 		}
 	}

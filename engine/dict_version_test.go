@@ -11,11 +11,14 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
@@ -95,13 +98,24 @@ func wantReadsBack(t *testing.T, label, dir string, want map[string][]event.Even
 }
 
 // TestDictFramesIntoAnOlderSegment: the golden store of an older build,
-// whose active segment is of format version 1, gets a dictionary; its
-// writers' frames are encoded with it (here forced before every batch,
-// as an encoder that still thought the tail a new segment would), small
-// flushes and batches of several frames, one of them across the roll to
-// the next segment. None of them lands in the version 1 segment with its
-// dictionary; after the roll they do in the new one.
+// whose active segment is of format version 1 (and the same store with
+// that segment made each later version before DictVersion: version 2, a
+// rewritten one, so that fit's bound is tried at DictVersion-1 too),
+// gets a dictionary; its writers' frames are encoded with it (here forced
+// before every batch, as an encoder that still thought the tail a new
+// segment would), small flushes and batches of several frames, one of
+// them across the roll to the next segment. None of them lands in the
+// older segment with its dictionary; after the roll they do in the new
+// one.
 func TestDictFramesIntoAnOlderSegment(t *testing.T) {
+	for v := segment.OldestVersion; v < segment.DictVersion; v++ {
+		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) { dictFramesIntoAnOlderSegment(t, v) })
+	}
+}
+
+// dictFramesIntoAnOlderSegment is TestDictFramesIntoAnOlderSegment with the
+// golden store's active segment (2, of version 1) made version ver.
+func dictFramesIntoAnOlderSegment(t *testing.T, ver int) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	expectProblem(t, dir, goldenLegacyRefusal) // the golden store's v2 session predates issue 38
@@ -109,6 +123,9 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join("testdata/golden", n))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if n == segment.Name(2) {
+			b = withSegmentVersion(t, b, ver)
 		}
 		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
 			t.Fatal(err)
@@ -119,8 +136,8 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if v := db.log.Version(2); v != 1 {
-		t.Fatalf("the golden store's active segment is of version %d, want 1", v)
+	if v := db.log.Version(2); v != ver {
+		t.Fatalf("the golden store's active segment is of version %d, want %d", v, ver)
 	}
 	h, err := db.Create(ctx, store.Header{ID: "new", CreatedAt: 1})
 	if err != nil {
@@ -162,7 +179,7 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 			}
 		}
 		db.mu.Unlock()
-		wantDictsOnlyInDictVersion(t, "a batch in the version 1 segment", dir)
+		wantDictsOnlyInDictVersion(t, fmt.Sprintf("a batch in the version %d segment", ver), dir)
 		switch {
 		case segs[2] && segs[3]:
 			crossed = true
@@ -170,8 +187,8 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 			t.Fatalf("batch %d of %d events went to segments %v: the roll came between two batches", i, n, segs)
 		}
 	}
-	if vers, _ := dictFramesByVersion(t, dir); vers[2] != 1 || vers[3] != segment.DictVersion {
-		t.Fatalf("segment versions %v: want 2 of version 1 (the older build's), 3 of %d", vers, segment.DictVersion)
+	if vers, _ := dictFramesByVersion(t, dir); vers[2] != ver || vers[3] != segment.DictVersion {
+		t.Fatalf("segment versions %v: want 2 of version %d (the older build's), 3 of %d", vers, ver, segment.DictVersion)
 	}
 	wantDictsOnlyInDictVersion(t, "a batch across the roll", dir)
 	// After the roll, the new segment takes them (the encoder as it is).
@@ -204,6 +221,28 @@ func TestDictFramesIntoAnOlderSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantReadsBack(t, "older store", dir, map[string][]event.Event{"new": want})
+}
+
+// withSegmentVersion returns the segment file b (of version 1, generation
+// 0) with its header made version ver: from RewriteVersion on, with
+// generation 1 (a segment rewritten by compaction), the header's checksum
+// sealed again. Its frames are as they were: versions 1 to DictVersion
+// lay them out alike.
+func withSegmentVersion(t *testing.T, b []byte, ver int) []byte {
+	t.Helper()
+	b = slices.Clone(b)
+	if v := binary.LittleEndian.Uint16(b[8:]); v != 1 {
+		t.Fatalf("the golden segment is of version %d, want 1", v)
+	}
+	binary.LittleEndian.PutUint16(b[8:], uint16(ver))
+	if ver >= segment.RewriteVersion {
+		binary.LittleEndian.PutUint64(b[32:], 1)
+	}
+	binary.LittleEndian.PutUint64(b[56:], xxhash.Sum64(b[:56]))
+	if h, err := segment.DecodeHeader("golden", b[:segment.HeaderSize]); err != nil || h.Version != ver {
+		t.Fatalf("the golden segment made version %d: %+v, %v", ver, h, err)
+	}
+	return b
 }
 
 // TestDictSegmentRewriteKeepsItsVersion: compaction rewrites a sealed

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
@@ -16,19 +15,12 @@ import (
 )
 
 // renewInBackground has the DB's dictionary goroutine (dictLoop) make a
-// dictionary now, as Observe does when one is due, and waits until it is
-// done.
+// dictionary now, as Observe does when one is due, and waits until that
+// renewal is done and its outcome acted on (a failed fsync: the DB
+// poisoned). No polling: the trainer closes Ask's channel (dict.Trainer.Done).
 func renewInBackground(t *testing.T, db *DB) {
 	t.Helper()
-	db.dict.Ask()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if !db.dict.State().Busy {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dictionary goroutine never finished")
-		}
-	}
+	<-db.dict.Ask()
 }
 
 // TestDictSyncFails: the fsync of a new dictionary file (or of the

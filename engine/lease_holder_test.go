@@ -227,3 +227,94 @@ func TestOwnedErrorSlots(t *testing.T) {
 		h.Close()
 	}
 }
+
+// Slots let go are reused one lease each: a DB that takes, lets go and
+// takes again several leases at once (several slots on its free list)
+// gives every lease it holds a slot of its own, so that another DB
+// refused any of them is told this process, and when it took that lease;
+// one let go is named by nobody. A slot reused without being taken off
+// the free list would be shared by the next leases, the last one's key
+// in it: the others refused naming nobody.
+func TestOwnedErrorSlotsReused(t *testing.T) {
+	ctx := context.Background()
+	dir := checkedDir(t)
+	w1 := liveOpen(t, dir, &Options{CompactInterval: -1})
+	w2 := liveOpen(t, dir, &Options{CompactInterval: -1})
+	type held struct {
+		h             *Handle
+		before, after time.Time
+	}
+	hs := map[string]*held{}
+	take := func(id string) {
+		t.Helper()
+		before := time.Now()
+		var h *Handle
+		var err error
+		if _, ok := hs[id]; ok {
+			t.Fatalf("%s taken twice", id)
+		}
+		if h, err = w1.Open(ctx, id, store.Write); errors.Is(err, store.ErrSessionNotFound) {
+			h, err = w1.Create(ctx, store.Header{ID: id, CreatedAt: 1})
+			if err == nil {
+				appendFlushed(t, h, testgen.Events(0, 1, 50)...)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[id] = &held{h, before, time.Now()}
+	}
+	let := func(id string) {
+		t.Helper()
+		if err := hs[id].h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		delete(hs, id)
+	}
+	check := func(round string) {
+		t.Helper()
+		slots := map[int]string{}
+		for id, x := range hs {
+			s := x.h.lease.slot
+			if s < 0 {
+				t.Fatalf("%s: %s holds no slot", round, id)
+			}
+			if other, ok := slots[s]; ok {
+				t.Errorf("%s: %s and %s share slot %d", round, id, other, s)
+			}
+			slots[s] = id
+			_, err := w2.Open(ctx, id, store.Write)
+			wantOwner(t, round+": open of "+id+" in another DB", err, x.before, x.after)
+		}
+		for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+			if _, ok := hs[id]; ok {
+				continue
+			}
+			if o := w2.ownedError(id, false); o.PID != 0 || o.Host != "" || !o.Since.IsZero() {
+				t.Errorf("%s: %s, let go, is named held by %+v", round, id, o)
+			}
+		}
+	}
+	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+		take(id)
+	}
+	check("all taken")
+	for _, id := range []string{"b", "d", "f"} {
+		let(id)
+	}
+	check("three let go")
+	for _, id := range []string{"d", "f", "b"} {
+		take(id)
+	}
+	check("three taken again")
+	for _, id := range []string{"a", "c", "e"} {
+		let(id)
+	}
+	take("e")
+	take("a")
+	check("two of three others taken again")
+	for id := range hs {
+		let(id)
+	}
+	check("all let go")
+}

@@ -31,10 +31,15 @@ const (
 	OpLock
 	OpSyncDir
 	OpMap
+	// OpAllocate is MapShared's making or growing of its file (create):
+	// only a rule of this Op fails it, and OpAny neither counts it nor
+	// fails it (nothing durable is there: a crash sweep over OpAny skips
+	// it).
+	OpAllocate
 	numOps
 )
 
-var opNames = [...]string{"any", "create", "open", "read", "write", "sync", "truncate", "rename", "remove", "mkdir", "list", "lock", "syncdir", "mmap"}
+var opNames = [...]string{"any", "create", "open", "read", "write", "sync", "truncate", "rename", "remove", "mkdir", "list", "lock", "syncdir", "mmap", "allocate"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -121,15 +126,25 @@ func (f *FaultFS) check(op Op, name string) *Rule {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.counts[op]++
+	if op == OpAllocate {
+		return f.match(op, name, false)
+	}
 	f.counts[OpAny]++
 	if d := f.latency[op]; d > 0 {
 		f.mu.Unlock()
 		time.Sleep(d)
 		f.mu.Lock()
 	}
+	return f.match(op, name, true)
+}
+
+// match returns the rule that fails an operation op on name, if any,
+// counting it in each rule it matches (anyOp: OpAny rules match it too).
+// Called with f.mu held.
+func (f *FaultFS) match(op Op, name string, anyOp bool) *Rule {
 	var hit *Rule
 	for _, r := range f.rules {
-		if r.Op != OpAny && r.Op != op {
+		if r.Op != op && (r.Op != OpAny || !anyOp) {
 			continue
 		}
 		if r.Name != "" && !strings.Contains(name, r.Name) {
@@ -258,8 +273,21 @@ func (f *FaultFS) LockDir(dir string, exclusive bool) (FileLock, error) {
 	return f.inner.LockDir(dir, exclusive)
 }
 
-// MapShared implements FS (never failed: it holds nothing durable).
+// MapShared implements FS. Only a rule of OpAllocate fails it, and only
+// with create (it holds nothing durable, but making or growing its file
+// takes room): as a full disk fails the OS's fallocate, the failed call
+// leaves the file made (empty) if it was missing, and no larger.
 func (f *FaultFS) MapShared(name string, size int, create bool) (*Shared, error) {
+	if create {
+		if r := f.check(OpAllocate, name); r != nil {
+			if file, err := f.inner.OpenReadWrite(name); err == nil {
+				file.Close()
+			} else if file, err := f.inner.Create(name); err == nil {
+				file.Close()
+			}
+			return nil, r.err(OpAllocate, name)
+		}
+	}
 	return f.inner.MapShared(name, size, create)
 }
 

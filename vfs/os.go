@@ -254,11 +254,15 @@ func (osFS) MapShared(name string, size int, create bool) (s *Shared, err error)
 	if err != nil {
 		return nil, err
 	}
-	if fi.Size() < int64(size) {
-		if !create {
-			return nil, &os.PathError{Op: "mmap", Path: name, Err: fmt.Errorf("%w: %d bytes, not %d", ErrShortFile, fi.Size(), size)}
-		}
-		if err := f.Truncate(int64(size)); err != nil {
+	if fi.Size() < int64(size) && !create {
+		return nil, &os.PathError{Op: "mmap", Path: name, Err: fmt.Errorf("%w: %d bytes, not %d", ErrShortFile, fi.Size(), size)}
+	}
+	if create {
+		// Grown, and its blocks allocated, now: a mapping of a hole
+		// faults at its first touch on a full disk (a SIGBUS, which
+		// Shared survives as if the file had been cut under it), where
+		// this reports ENOSPC with the path.
+		if err := allocate(f, fi.Size(), int64(size)); err != nil {
 			return nil, err
 		}
 	}
@@ -290,6 +294,40 @@ func (osFS) MapShared(name string, size int, create bool) (s *Shared, err error)
 		return fi.Size(), nil
 	}
 	return &Shared{data: data, unmap: unix.Munmap, size: size64, release: f.Close, id: id}, nil
+}
+
+// allocate makes the file system back the first size bytes of f (which
+// holds have bytes), growing it to size with zeros if it is shorter, its
+// data left as it is: fallocate, or where that fails other than for want
+// of room (a file system without it: EOPNOTSUPP, or EINVAL on some),
+// zeros written past its end (an existing hole then stays one). Its
+// error is an *os.PathError naming the file.
+func allocate(f *os.File, have, size int64) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			ferr = unix.Fallocate(int(fd), 0, 0, size)
+			if ferr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	switch {
+	case ferr == nil:
+		return nil
+	case errors.Is(ferr, unix.ENOSPC) || errors.Is(ferr, unix.EDQUOT):
+		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: ferr}
+	case have < size:
+		_, err := f.WriteAt(make([]byte, size-have), have)
+		return err
+	}
+	return nil
 }
 
 func fsync(f *os.File) error {

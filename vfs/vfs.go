@@ -47,10 +47,14 @@ type FS interface {
 	OpenLocks(name string) (Locks, error)
 	// MapShared maps the first size bytes of name read-write and shared;
 	// see Shared. With create, name is created if missing and grown with
-	// zeros to size; without, it must exist (else an error satisfying
-	// errors.Is(err, fs.ErrNotExist)) and hold at least size bytes (else
-	// an error satisfying errors.Is(err, ErrShortFile)): nothing is
-	// created or changed.
+	// zeros to size, and the file system is made to back those bytes
+	// (fallocate on the OS, its data left as it is): a full disk fails
+	// the call with its error (errors.Is(err, syscall.ENOSPC), the path
+	// named), where a mapping of a file with holes would fault at its
+	// first touch. Without create, name must exist (else an error
+	// satisfying errors.Is(err, fs.ErrNotExist)) and hold at least size
+	// bytes (else an error satisfying errors.Is(err, ErrShortFile)):
+	// nothing is created or changed.
 	MapShared(name string, size int, create bool) (*Shared, error)
 	// SyncDir makes the directory entries of dir durable (fsync on the
 	// directory).

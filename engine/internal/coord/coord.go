@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/seglog/seglog/internal/base"
@@ -160,9 +161,12 @@ func Join(fsys vfs.FS, dir string, write, follows bool) (*Shared, error) {
 	sh.watch.sh = sh
 	var err error
 	if sh.locks, err = fsys.OpenLocks(filepath.Join(dir, LocksFile)); err != nil {
-		if !write {
+		if !write && !noRoom(err) {
 			return &Shared{}, nil // nothing to coordinate with: read what is there
 		}
+		// (A full disk is no read-only store: a writer may open it as
+		// soon as there is room, beside a reader that coordinates with
+		// nobody.)
 		return nil, err
 	}
 	if write {
@@ -203,7 +207,16 @@ func Join(fsys vfs.FS, dir string, write, follows bool) (*Shared, error) {
 	// created, never grown.
 	if sh.shm, err = fsys.MapShared(filepath.Join(dir, ShmFile), ShmSize, sh.solo); err != nil {
 		sh.Close()
-		if !sh.solo && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, vfs.ErrShortFile)) {
+		if !sh.solo && errors.Is(err, vfs.ErrShortFile) {
+			// (Only a first opener makes or grows shm, alone: one whose
+			// allocation failed left it short, and the next opener, alone
+			// too, grows it. Beside others, short is cut.)
+			return nil, &base.CoordinationError{
+				Path:   filepath.Join(dir, ShmFile),
+				Reason: fmt.Sprintf("is shorter than %d bytes while other processes have the store open (they hold the lock on its directory): it was cut, or replaced, under them", ShmSize),
+			}
+		}
+		if !sh.solo && errors.Is(err, fs.ErrNotExist) {
 			return nil, sh.lostFile(ShmFile)
 		}
 		return nil, err
@@ -222,6 +235,14 @@ func Join(fsys vfs.FS, dir string, write, follows bool) (*Shared, error) {
 		if err := sh.stamp(); err != nil {
 			sh.Close()
 			return nil, err
+		}
+		if sh.shm.Lost() {
+			// No other process of this build has the store open: nobody
+			// cut it. Its page could not be had (MapShared allocated it,
+			// but a file system without fallocate leaves a hole a full
+			// disk cannot fill).
+			sh.Close()
+			return nil, &os.PathError{Op: "set up", Path: filepath.Join(dir, ShmFile), Err: ErrShmUnbacked}
 		}
 	default:
 		if err := sh.checkStamp(); err != nil {
@@ -279,6 +300,15 @@ func (sh *Shared) lockDir(fsys vfs.FS) error {
 	return err
 }
 
+// ErrShmUnbacked: an access to shm faulted while the process that
+// opened the store alone set it up: the file system could not give it
+// the page (a full disk, where it cannot allocate ahead).
+var ErrShmUnbacked = errors.New("the file system could not back its page while no other process of this build had the store open (a full disk?)")
+
+// noRoom reports whether err is a full disk (or quota): a coordination
+// file that could not be made or grown for want of room.
+func noRoom(err error) bool { return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) }
+
 // lostFile is the error of an open that found the coordination file name
 // not to be the one the processes that have the store open hold.
 func (sh *Shared) lostFile(name string) error {
@@ -307,6 +337,9 @@ func (sh *Shared) stamp() error {
 // that names the files this process opened.
 func (sh *Shared) checkStamp() error {
 	if sh.Word(Stamp).Load() != stampValue {
+		if err := sh.Lost(); err != nil {
+			return err // its page is gone: cut under the processes there
+		}
 		return sh.lostFile(ShmFile)
 	}
 	ids, err := sh.fileIDs()

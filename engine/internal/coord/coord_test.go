@@ -420,3 +420,53 @@ func TestRaiseNeverLowers(t *testing.T) {
 		t.Fatalf("raised to 10 then 5: %d", got)
 	}
 }
+
+// unbackedFS is an FS whose MapShared maps a file the file system then
+// takes the page of (cut to nothing right after the mapping), as a hole
+// on a full disk that cannot be filled: the first touch faults.
+type unbackedFS struct{ vfs.FS }
+
+func (u unbackedFS) MapShared(name string, size int, create bool) (*vfs.Shared, error) {
+	s, err := u.FS.MapShared(name, size, create)
+	if err != nil {
+		return nil, err
+	}
+	f, err := u.FS.OpenReadWrite(name)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	defer f.Close()
+	if err := f.Truncate(0); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// TestJoinShmUnbacked: a first opener (alone) whose setup of shm faults
+// fails its open with ErrShmUnbacked naming shm, not a coordination loss
+// blamed on other processes, and holds nothing: the next opener, with a
+// file system that backs the page, is the first opener and sets it up.
+// (Before, the open went on with a shm it could not touch; the
+// process's next look at it found it "cut short under the processes that
+// have the store open".)
+func TestJoinShmUnbacked(t *testing.T) {
+	eachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		for _, write := range []bool{true, false} {
+			sh, err := Join(unbackedFS{fsys}, dir, write, true)
+			if err == nil {
+				sh.Close()
+			}
+			path := filepath.Join(dir, ShmFile)
+			var pe *os.PathError
+			if !errors.Is(err, ErrShmUnbacked) || !errors.As(err, &pe) || pe.Path != path || errors.Is(err, base.ErrCoordinationLost) {
+				t.Fatalf("Join (write %v) whose shm faults at its setup: %v; want ErrShmUnbacked naming %s", write, err, path)
+			}
+		}
+		sh := join(t, fsys, dir)
+		if !sh.First() || sh.Lost() != nil || sh.Word(Stamp).Load() != stampValue {
+			t.Fatalf("the next Join: first %v, lost %v, stamp %x", sh.First(), sh.Lost(), sh.Word(Stamp).Load())
+		}
+	})
+}

@@ -66,6 +66,10 @@ type Trainer struct {
 		// per flush)
 		waited int
 		looks  int // how many looks Observe took (tests)
+		// asked: the channels of the Asks no renewal has begun for yet;
+		// begun: those of the renewal in progress (Begin), closed by its
+		// Done
+		asked, begun []chan struct{}
 	}
 
 	// budget: the CPU budget of small frames (EncodeSmall): left as of
@@ -240,23 +244,49 @@ func (d *Trainer) send() {
 }
 
 // Ask has the owner renew the dictionary now, as Observe does when one is
-// due (a test's: Busy says when it is done).
-func (d *Trainer) Ask() {
+// due (a test's). The channel it returns is closed by the Done of a
+// renewal that began after the Ask (Begin), once the owner has done what
+// that renewal's outcome calls for: a renewal already in progress when
+// Ask is called does not close it, its Done does not clear Busy, and the
+// next renewal is forced (Renew).
+func (d *Trainer) Ask() <-chan struct{} {
+	ch := make(chan struct{})
 	d.training.Lock()
 	d.training.busy, d.training.forced = true, true
+	d.training.asked = append(d.training.asked, ch)
 	d.training.Unlock()
 	d.send()
+	return ch
+}
+
+// Begin marks the start of a renewal Kick asked for: the Asks made
+// before it are answered by its Done. The owner calls it once it has
+// received from Kick, before it renews.
+func (d *Trainer) Begin() {
+	d.training.Lock()
+	d.training.begun = append(d.training.begun, d.training.asked...)
+	d.training.asked = nil
+	d.training.Unlock()
 }
 
 // Done records the end of a renewal Kick asked for: err, if not nil,
-// holds the next one off for the back-off.
+// holds the next one off for the back-off. It answers the Asks its Begin
+// took: the owner calls it once it has acted on err (a failed fsync
+// poisons the store before an Ask returns). An Ask made since stays
+// pending, and Busy with it.
 func (d *Trainer) Done(err error) {
 	d.training.Lock()
-	d.training.busy, d.training.forced = false, false
+	pending := len(d.training.asked) > 0
+	d.training.busy, d.training.forced = pending, pending
 	if err != nil {
 		d.training.failedAt = time.Now()
 	}
+	begun := d.training.begun
+	d.training.begun = nil
 	d.training.Unlock()
+	for _, ch := range begun {
+		close(ch)
+	}
 }
 
 // State is what a Trainer holds for its next training.

@@ -83,6 +83,52 @@ func TestObserveDue(t *testing.T) {
 	}
 }
 
+// TestAskAnsweredByItsRenewal: an Ask is answered (its channel closed)
+// by the Done of a renewal that began after it, never by the Done of one
+// already in progress; Busy stays set, and the next renewal forced, until
+// then.
+func TestAskAnsweredByItsRenewal(t *testing.T) {
+	d := New(tuning())
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	first := d.Ask()
+	if !kicked(d) {
+		t.Fatal("Ask kicked nothing")
+	}
+	d.Begin() // the renewal of the first Ask
+	second := d.Ask()
+	d.Done(nil)
+	if !closed(first) {
+		t.Fatal("the first Ask is not answered by the Done of its renewal")
+	}
+	if closed(second) {
+		t.Fatal("an Ask made during a renewal is answered by that renewal's Done")
+	}
+	if st := d.State(); !st.Busy {
+		t.Fatal("not busy while an Ask waits for its renewal")
+	}
+	if !kicked(d) {
+		t.Fatal("the second Ask kicked nothing")
+	}
+	d.Begin()
+	d.training.Lock()
+	forced := d.training.forced
+	d.training.Unlock()
+	if !forced {
+		t.Fatal("the renewal of the second Ask is not forced")
+	}
+	d.Done(errors.New("disk full"))
+	if !closed(second) || d.State().Busy {
+		t.Fatal("the second Ask is not answered by the Done of its renewal (or still busy)")
+	}
+}
+
 // TestPoolBound: the pool keeps the most recent small payloads, never
 // much more than Pool bytes.
 func TestPoolBound(t *testing.T) {
