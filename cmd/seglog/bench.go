@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,6 +41,8 @@ type benchArgs struct {
 	agentSessions int // sessions of the agent-host rows
 	agentTurns    int // turns of each; 0 skips the rows
 
+	tmpfs string // a second directory for the agent-host rows (a tmpfs: no disk in the way); "" skips them
+
 	killRounds int  // rounds of the window-durability rows; 0 skips them
 	keep       bool // keep the stores (under --dir) for a look afterwards
 }
@@ -78,6 +81,7 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.StringVar(&a.workerProf, "worker-cpuprofile", "", "write each worker process's CPU profile to PREFIX-<row>-<worker>.pprof")
 	fs.IntVar(&a.agentSessions, "agent-sessions", 16, "sessions of the agent-host rows (turns with streamed deltas, tool calls and a flush per turn)")
 	fs.IntVar(&a.agentTurns, "agent-turns", 20, "turns of each agent-host session (0: skip the rows)")
+	fs.StringVar(&a.tmpfs, "tmpfs", "", "also run the agent-host rows with their stores under this directory, e.g. /dev/shm (a tmpfs: the engine's CPU per event, with no disk in the way); a seglog-bench-* directory is made in it and removed at the end")
 	fs.BoolVar(&a.keep, "keep", false, "keep the stores the rows wrote (in the seglog-bench-* directory made under --dir) instead of removing them")
 	fs.IntVar(&a.killRounds, "kill-rounds", 4, "rounds of the window-durability rows: agent hosts that flush only at turn end, killed with SIGKILL 0.5-1.5 s in, on the engine and on the jsonl reference (0: skip them)")
 	fs.StringVar(&a.backend, "backend", "local", "local, or jetstream: the workloads on the local engine and on backend/jetstream (an embedded NATS server), side by side")
@@ -116,6 +120,19 @@ func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 		defer os.RemoveAll(d)
 	}
 	a.dir = d
+	if a.tmpfs != "" {
+		if a.agentTurns == 0 {
+			return usageError{errors.New("--tmpfs runs the agent-host rows again: it needs --agent-turns above 0")}
+		}
+		t, err := os.MkdirTemp(a.tmpfs, "seglog-bench-")
+		if err != nil {
+			return fmt.Errorf("--tmpfs: %w", err)
+		}
+		if !a.keep {
+			defer os.RemoveAll(t)
+		}
+		a.tmpfs = t
+	}
 	// With --json on stdout, the table goes to stderr.
 	table := stdout
 	if a.jsonOut == "-" {
@@ -161,7 +178,7 @@ func joinJSONValue(args []string) []string {
 // benchRun is a row of the table: a workload and its name.
 type benchRun struct {
 	name string
-	cfg  bench.Config
+	cfg  bench.Config // its Dir, if set, is where its store goes in place of --dir (--tmpfs)
 }
 
 // runBench runs the workloads and prints the table on w, the rows as
@@ -201,8 +218,14 @@ func runBench(w, stdout io.Writer, prog *progress, a benchArgs) error {
 			return err
 		}
 		for _, b := range []string{"seglog", "jsonl"} {
-			runs = append(runs, benchRun{name + map[string]string{"seglog": "", "jsonl": ", jsonl reference"}[b],
-				bench.Config{Workload: bench.AgentHost, Sessions: a.agentSessions, Turns: a.agentTurns, Backend: b, Corpus: corpus}})
+			runs = append(runs, benchRun{name: name + map[string]string{"seglog": "", "jsonl": ", jsonl reference"}[b],
+				cfg: bench.Config{Workload: bench.AgentHost, Sessions: a.agentSessions, Turns: a.agentTurns, Backend: b, Corpus: corpus}})
+		}
+		if a.tmpfs != "" {
+			for _, b := range []string{"seglog", "jsonl"} {
+				runs = append(runs, benchRun{name: name + map[string]string{"seglog": "", "jsonl": ", jsonl reference"}[b] + ", on tmpfs",
+					cfg: bench.Config{Workload: bench.AgentHost, Sessions: a.agentSessions, Turns: a.agentTurns, Backend: b, Corpus: corpus, Dir: a.tmpfs}})
+			}
 		}
 	}
 	fmt.Fprintf(w, "seglog bench: engine on %s, %d-byte events\n\n", a.dir, a.size)
@@ -210,7 +233,7 @@ func runBench(w, stdout io.Writer, prog *progress, a benchArgs) error {
 	for i, run := range runs {
 		cfg := run.cfg
 		cfg.EventSize = a.size
-		cfg.Dir = filepath.Join(a.dir, fmt.Sprintf("run-%d", i))
+		cfg.Dir = filepath.Join(cmp.Or(run.cfg.Dir, a.dir), fmt.Sprintf("run-%d", i))
 		if a.workerProf != "" {
 			cfg.CPUProfile = fmt.Sprintf("%s-%d", a.workerProf, i)
 		}
@@ -248,6 +271,10 @@ func runBench(w, stdout io.Writer, prog *progress, a benchArgs) error {
 	if agent >= 0 {
 		notes[agent] = fmt.Sprintf("p50/p99 of the turn-end Flush; %.2fx the reference's events/s", results[agent].EventsPerSec()/results[agent+1].EventsPerSec())
 		notes[agent+1] = "p50/p99 of the turn-end write+fdatasync"
+		if a.tmpfs != "" {
+			notes[agent+2] = fmt.Sprintf("%.2fx the reference's events/s on tmpfs", results[agent+2].EventsPerSec()/results[agent+3].EventsPerSec())
+			notes[agent+3] = "the same, its store on tmpfs"
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tevents\tevents/s\tMB/s\tp50 µs\tp99 µs\t\tnote")

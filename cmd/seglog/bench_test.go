@@ -414,3 +414,29 @@ func TestBenchLeavesDirAsItWas(t *testing.T) {
 		t.Errorf("bench left %v in --dir, want only the file that was there", names)
 	}
 }
+
+// bench --tmpfs DIR runs the agent-host rows a second time with their
+// stores in a seglog-bench-* directory made in DIR (a tmpfs in use:
+// /dev/shm), which it removes, and says the ratio to the reference there;
+// without agent-host rows it is a usage error.
+func TestBenchTmpfsRows(t *testing.T) {
+	tmpfs := t.TempDir()
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "-dir", t.TempDir(), "-tmpfs", tmpfs, "-events", "1000", "-durable", "10", "-sessions", "2", "-procs", "0", "-follow", "0",
+		"-agent-sessions", "2", "-agent-turns", "2", "-kill-rounds", "0"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"agent host, 2 sessions x 2 turns, on tmpfs ", "agent host, 2 sessions x 2 turns, jsonl reference, on tmpfs ", "the reference's events/s on tmpfs"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	}
+	if ents, err := os.ReadDir(tmpfs); err != nil || len(ents) != 0 {
+		t.Errorf("--tmpfs left %d entries in its directory (%v)", len(ents), err)
+	}
+	out.Reset()
+	if code := run([]string{"bench", "-dir", t.TempDir(), "-tmpfs", tmpfs, "-agent-turns", "0"}, &out, &errOut); code != 2 {
+		t.Errorf("--tmpfs with --agent-turns 0: exit %d, want 2", code)
+	}
+}

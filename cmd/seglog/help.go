@@ -22,7 +22,8 @@ and a replay; then --procs worker processes appending into one store against one
 and against a JSONL file per session; the latency from a flush in one process to the
 wake-up of a reader in another (--follow); and the agent host (--agent-sessions sessions
 doing --agent-turns turns) on the engine and on the JSONL reference, with a second table of
-bytes per event and heap per session. Last, the window durability (--kill-rounds rounds, 4):
+bytes per event and heap per session; with --tmpfs DIR (e.g. /dev/shm) the agent-host pair
+again with the stores in DIR (a tmpfs: the CPU per event, no disk in the way). Last, the window durability (--kill-rounds rounds, 4):
 a worker process of 8 agent-host sessions that flush only at their turns' ends (one in three
 never) is killed with SIGKILL 0.5-1.5 s after its start; the store is checked, opened, each
 session compared with what was handed over and resumed; a line per round and the sums: events
