@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/seglog/seglog/engine/internal/coord"
+	"github.com/seglog/seglog/index"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/vfs"
 )
@@ -111,6 +113,29 @@ func (db *DB) trim(plan *trimPlan) {
 	// is before it): its room goes as well.
 	if err := db.trimSegment(seg+1, segment.HeaderSize); err != nil {
 		db.opts.Logger.Warn("engine: trimming the prepared segment at close", "error", err)
+	}
+	if db.index != nil {
+		db.compactIndex(db.index.path)
+	}
+}
+
+// compactIndexMax is the largest index file the last close compacts: a
+// copy of it is read and written at close, which a small store pays for
+// in milliseconds and a store of a million sessions (520 MB of index)
+// would in seconds.
+const compactIndexMax = 32 << 20
+
+// compactIndex rewrites the index file at path without the free pages
+// and the half-full ones that its checkpoints' commits leave
+// (index.Compact), if it is no larger than compactIndexMax. The index is
+// a cache: a failure is only logged (the file stays as it was).
+func (db *DB) compactIndex(path string) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() > compactIndexMax {
+		return
+	}
+	if _, _, err := index.Compact(path); err != nil {
+		db.opts.Logger.Warn("engine: compacting the index at close", "error", err)
 	}
 }
 
