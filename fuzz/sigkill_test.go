@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(noflushDirEnv); dir != "" {
 		os.Exit(noflushChild(dir))
 	}
+	if dir := os.Getenv(closeChildEnv); dir != "" {
+		os.Exit(closeChild(dir))
+	}
 	os.Exit(m.Run())
 }
 
