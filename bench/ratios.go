@@ -27,9 +27,10 @@ type Ratios struct {
 	// baseline: not tracked (a baseline from before it).
 	AgentWrittenPerRaw float64 `json:"agent_written_per_raw,omitempty"`
 	// AgentRestPerRaw is the bytes the agent-host workload's store takes
-	// at rest (its files after close, preallocated zeros and index
-	// included) over its events' raw JSON bytes (lower is better): the
-	// footprint. 0 in a baseline: not tracked.
+	// at rest (its files after close: the segments, which the last
+	// close trims of their preallocated zeros, and the index, which it
+	// compacts, included) over its events' raw JSON bytes (lower is
+	// better): the footprint. 0 in a baseline: not tracked.
 	AgentRestPerRaw float64 `json:"agent_rest_per_raw,omitempty"`
 	// AgentVsReference is the agent-host workload's events/s over the
 	// same turns' on the reference model (a JSON-lines file per session,

@@ -800,7 +800,14 @@ func (db *DB) Close() error {
 	for _, h := range hs {
 		h.front.CloseBuffer()
 	}
+	var plan *trimPlan
+	if len(errs) == 0 {
+		plan = db.planTrim()
+	}
 	errs = append(errs, db.closeFiles())
+	if plan != nil {
+		db.trim(plan)
+	}
 	return errors.Join(errs...)
 }
 

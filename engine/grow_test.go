@@ -258,3 +258,77 @@ func TestGrowAfterAPlacementPastTheFile(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowAfterTrimFollowsTheWrites: a store whose last close trimmed its
+// active segment to its 3 MiB of frames is opened again and takes a few
+// events: the growth makes 1.5 x PreallocateStart of room past the tail
+// (the writes so far), not the doubling of the file (6 MiB, 3 MiB of
+// zeros for a few KiB of events); as the writes go on, the room follows
+// them.
+func TestGrowAfterTrimFollowsTheWrites(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := &Options{Uncompressed: true, CompactInterval: -1}
+	db, err := openStore(t, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := testgen.Events(0, 6000, 500) // about 3 MiB
+	for i := 0; i < len(evs); i += 200 {
+		if err := h.Append(ctx, evs[i:i+200]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	trimmed := segFileSize(t, dir, 1)
+	if trimmed < 3<<20-(1<<18) || trimmed > 4<<20 {
+		t.Fatalf("the closed store's segment is %d bytes: not the trimmed 3 MiB this test needs", trimmed)
+	}
+	if db, err = openStore(t, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if h, err = db.Open(ctx, "s", store.Write); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	seq := uint64(len(evs))
+	appendSome := func(n int) {
+		t.Helper()
+		if err := h.Append(ctx, testgen.Events(seq, n, 500)...); err != nil {
+			t.Fatal(err)
+		}
+		seq += uint64(n)
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.log.Grow(); err != nil { // (the preparer may have run it already)
+			t.Fatal(err)
+		}
+	}
+	appendSome(10)
+	ps := db.opts.PreallocateStart
+	_, off := coord.SplitPosition(db.shared.Word(coord.Tail).Load())
+	if got := segFileSize(t, dir, 1); got <= off || got > off+ps*3/2+(256<<10) {
+		t.Fatalf("after a few events, the segment (tail at %d) is %d bytes: want at most %d of room", off, got, ps*3/2+(256<<10))
+	}
+	// 2 MiB more: the room follows the 2 MiB written, up to three times it.
+	for range 20 {
+		appendSome(200)
+	}
+	_, off = coord.SplitPosition(db.shared.Word(coord.Tail).Load())
+	written := off - trimmed
+	if got := segFileSize(t, dir, 1); got-off < 1<<20 || got-off > 3*written {
+		t.Fatalf("after %d bytes more, the segment (tail at %d) is %d bytes: want room between 1 MiB and %d", written, off, got, 3*written)
+	}
+}

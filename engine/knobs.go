@@ -55,6 +55,12 @@ type testingKnobs struct {
 	// checkOpened runs in each try of Check once its read-only open is
 	// done, before it reads anything else.
 	checkOpened func()
+	// trimPlanned runs in a close that may trim the active segment's
+	// room (trim.go) once it holds LockInit, before it looks for other
+	// writers and reads the tail; trimmed runs after it cut segment seg's file, before
+	// the sync.
+	trimPlanned func()
+	trimmed     func(seg uint64)
 	// bump runs in a bump of the layout counter between the counter's
 	// move and the follower's. Open gives it to the DB's shared (its
 	// bumpHook), which is where a test sets it on an open DB.

@@ -47,6 +47,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(liveDirEnv); dir != "" {
 		os.Exit(liveChild(dir))
 	}
+	if dir := os.Getenv(closeChildEnv); dir != "" {
+		os.Exit(closeChild(dir))
+	}
 	os.Exit(m.Run())
 }
 

@@ -105,6 +105,10 @@ type Log struct {
 		// reach (position: segment and size), as the last growth saw it:
 		// stored under the mutex, read without it
 		extent atomic.Uint64
+		// start is where the tail was (position) when this process first
+		// looked at the active segment's growth: what it placed in the
+		// segment since is the write volume the room follows
+		start atomic.Uint64
 	}
 }
 
@@ -517,16 +521,38 @@ func (a *Log) PrepareNext() error {
 }
 
 // growDue reports whether the file of the active segment seg, whose
-// frames end at off, is to be grown ahead of them: off is past half of
-// its extent (as last seen), which is short of the segment's size.
+// frames end at off, is to be grown ahead of them: its extent (as last
+// seen), short of the segment's size, leaves less room past off than
+// growWritten.
 func (a *Log) growDue(seg uint64, off int64) bool {
 	eseg, size := splitPosition(a.growth.extent.Load())
-	return eseg != seg || size < a.cfg.SegmentSize(seg) && off > size/2
+	return eseg != seg || size < a.cfg.SegmentSize(seg) && size-off < a.growWritten(seg, off)
+}
+
+// growWritten is what this process placed in segment seg, whose tail is
+// at off, since it first looked at its growth (growth.start), at least
+// half of PreallocateStart: the write volume the room follows. A growth
+// is due once the room past the tail is less than that, and makes it
+// three times that (at most doubling the file, or adding
+// PreallocateStart). For a segment this process saw begin, that is the
+// doubling of the file once the tail passes half of it, as before; for
+// one whose file ends at its tail (trimmed by the last close:
+// docs/DESIGN.md, Preallocation), the room starts at 1.5 x
+// PreallocateStart and follows the writes, not the size of the frames
+// already there.
+func (a *Log) growWritten(seg uint64, off int64) int64 {
+	written := int64(0)
+	if sseg, from := splitPosition(a.growth.start.Load()); sseg == seg && off > from {
+		written = off - from
+	}
+	return max(a.cfg.PreallocateStart/2, written)
 }
 
 // Grow zero-fills the active segment's file ahead of its tail, in place,
-// once the tail is past half of the file: to twice its size, at most the
-// segment's, fdatasynced, so that the data syncs that follow overwrite
+// once the room past the tail is under what this process placed in the
+// segment (growWritten): to three times that past the tail, at most
+// twice the file (or PreallocateStart more) and the segment's size,
+// fdatasynced, so that the data syncs that follow overwrite
 // allocated blocks. It writes only past a clean tail, under LockAppend,
 // never over a frame (docs/DESIGN.md, Preallocation). A failed write-back
 // or sync poisons the store.
@@ -546,10 +572,14 @@ func (a *Log) Grow() error {
 		return err
 	}
 	a.growth.extent.Store(position(seg, size))
-	if size >= limit || off <= size/2 {
+	if sseg, _ := splitPosition(a.growth.start.Load()); sseg != seg {
+		a.growth.start.Store(position(seg, off))
+	}
+	w := a.growWritten(seg, off)
+	if size >= limit || size-off >= w {
 		return nil
 	}
-	target := min(limit, max(2*size, size+a.cfg.PreallocateStart))
+	target := min(limit, off+3*w, max(2*size, size+a.cfg.PreallocateStart))
 	if a.TestHookGrow != nil {
 		a.TestHookGrow()
 	}
