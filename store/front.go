@@ -316,11 +316,7 @@ func (f *Front) Append(ctx context.Context, evs ...event.Event) error {
 		return err
 	}
 	f.mu.Lock()
-	err := f.writable("append") // (a lost lease or poison first: for good)
-	if err == nil {
-		err = f.refused("append")
-	}
-	if err != nil {
+	if err := f.refused("append"); err != nil {
 		f.mu.Unlock()
 		return err
 	}
@@ -521,6 +517,9 @@ func (f *Front) notDurable(err error) error {
 func (f *Front) refused(op string) error {
 	if f.failed == nil {
 		return nil
+	}
+	if err := f.writable(op); err != nil {
+		return err // (a lost lease or a poisoned store first: for good)
 	}
 	return sessionErr(f.id, op, &NotDurableError{Seq: f.durable, Err: f.failed})
 }
