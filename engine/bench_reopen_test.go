@@ -46,7 +46,7 @@ func BenchmarkFlushAfterReopen(b *testing.B) {
 	var lat []time.Duration
 	var first time.Duration
 	for b.Loop() {
-		db, err := engine.Open(dir, opts)
+		db, err := engine.OpenStore(b, dir, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
