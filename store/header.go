@@ -39,7 +39,7 @@ const maxSafeInt = 1<<53 - 1
 type Header struct {
 	Version         int    `json:"version"`       // 0 in Create means FormatVersion
 	ID              string `json:"id"`            // UTF-8 without control characters: see above
-	CreatedAt       int64  `json:"createdAt"`     // milliseconds since the Unix epoch
+	CreatedAt       int64  `json:"createdAt"`     // milliseconds since the Unix epoch; 0 in Create means now
 	Cwd             string `json:"cwd,omitempty"` // absolute
 	ParentSession   string `json:"parentSession,omitempty"`
 	IsSeeded        bool   `json:"isSeeded"`

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/seglog/seglog/event"
 )
@@ -16,8 +17,10 @@ import (
 // log, and how a revision is spelled.
 
 // PrepareHeader applies Create's defaults and rules to the header of a new
-// session: Version 0 means FormatVersion; a seeded header needs an
-// Inherited count and an unseeded one allows only 0. It returns the header
+// session: Version 0 means FormatVersion; CreatedAt 0 means now (the
+// time of the call, milliseconds since the Unix epoch; any other value is
+// kept as given); a seeded header needs an Inherited count and an
+// unseeded one allows only 0. It returns the header
 // as it will be stored and the inherited count, or an error wrapping
 // ErrInvalidHeader that names what is wrong.
 func PrepareHeader(h Header, opts ...CreateOption) (Header, uint64, error) {
@@ -27,6 +30,9 @@ func PrepareHeader(h Header, opts ...CreateOption) (Header, uint64, error) {
 	}
 	if h.Version == 0 {
 		h.Version = FormatVersion
+	}
+	if h.CreatedAt == 0 {
+		h.CreatedAt = time.Now().UnixMilli()
 	}
 	if h.IsSeeded && !co.hasInherited {
 		return h, 0, fmt.Errorf("%w: session %q: seeded session header requires an inherited event count", ErrInvalidHeader, h.ID)

@@ -773,6 +773,30 @@ var contractCases = []contractCase{
 		_, _, err = e.s.ListPage(e.ctx, store.ListOptions{Limit: -1})
 		e.wantErr("negative limit", err, store.ErrInvalidArgument)
 	}},
+	{"store/created-at-zero-means-now", func(e *env) {
+		// Create with no CreatedAt stores the time of the call, not 1970;
+		// an explicit one is kept as given. Bounds, not a duration: the
+		// stored time lies between two readings of the clock.
+		before := time.Now().UnixMilli()
+		h, err := e.s.Create(e.ctx, store.Header{ID: "now"})
+		after := time.Now().UnixMilli()
+		if err != nil {
+			e.t.Fatalf("Create with no CreatedAt: %v", err)
+		}
+		if got := h.Header().CreatedAt; got < before || got > after {
+			e.t.Errorf("the handle's CreatedAt %d, want the time of Create in [%d, %d]", got, before, after)
+		}
+		e.flush(h)
+		e.restart(false)
+		snap, err := e.s.Stat(e.ctx, "now")
+		if err != nil || snap.Header.CreatedAt < before || snap.Header.CreatedAt > after || snap.UpdatedAt != snap.Header.CreatedAt {
+			e.t.Errorf("Stat after a restart: createdAt %d, updated %d, %v; want the time of Create in [%d, %d] for both", snap.Header.CreatedAt, snap.UpdatedAt, err, before, after)
+		}
+		e.create("given")
+		if snap, err := e.s.Stat(e.ctx, "given"); err != nil || snap.Header.CreatedAt != Meta("given").CreatedAt {
+			e.t.Errorf("Stat of an explicit CreatedAt: %d, %v; want %d as given", snap.Header.CreatedAt, err, Meta("given").CreatedAt)
+		}
+	}},
 	{"store/list-title-and-updated", func(e *env) {
 		h := e.create("s")
 		e.wantListing("created", "s", "", 1000) // the header's CreatedAt
