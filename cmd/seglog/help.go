@@ -136,7 +136,8 @@ event types and data members of its format, content kinds, message sources, deli
 markers); a log that fails is refused and listed with the reason
 ("refused: <path>: <reason>"), and the others are imported. --register names event types
 beyond the default catalog (a host's own: acme/deploy, acme/*), recorded in the store.
-Prints the sessions and events imported, and the rate.
+Prints the sessions and events imported, the time, and (over a run of a second or more that
+imported a session) the rate in sessions/s and MB/s.
 
 A session's ID is its header's "id"; its directory name must be that ID encoded as the
 reference encodes it (a log under another name is refused): letters, digits, '.', '_' and

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -145,10 +146,34 @@ func printImport(w io.Writer, rep *importReport, asJSON, total bool) error {
 	if !total {
 		return nil
 	}
-	_, err := fmt.Fprintf(w, "imported %d sessions, %d events (%d cut, %d refused) in %.2fs: %.0f sessions/s, %.1f MB/s\n",
-		rep.Sessions, rep.Events, len(rep.Cut), len(rep.Refused), rep.Elapsed.Seconds(),
-		float64(rep.Sessions)/rep.Elapsed.Seconds(), float64(rep.Bytes)/rep.Elapsed.Seconds()/1e6)
+	_, err := fmt.Fprintf(w, "imported %d sessions, %d events (%d cut, %d refused) in %.2fs%s\n",
+		rep.Sessions, rep.Events, len(rep.Cut), len(rep.Refused), rep.Elapsed.Seconds(), importRates(rep))
 	return err
+}
+
+// minRateRun is the shortest import whose rates printImport prints: over
+// a shorter run a per-second figure measures the start-up more than the
+// import (and rounds to "0 sessions/s" or divides by zero).
+const minRateRun = time.Second
+
+// importRates is the rates part of the import summary (": 12 sessions/s,
+// 3.4 MB/s"), or "" when the run was shorter than minRateRun or stored no
+// session.
+func importRates(rep *importReport) string {
+	secs := rep.Elapsed.Seconds()
+	if rep.Elapsed < minRateRun || rep.Sessions == 0 {
+		return ""
+	}
+	return fmt.Sprintf(": %s sessions/s, %s MB/s", rateText(float64(rep.Sessions)/secs), rateText(float64(rep.Bytes)/secs/1e6))
+}
+
+// rateText spells a positive rate so that it never reads as 0: whole
+// numbers from 10 up, two significant digits below (0.5, 0.042).
+func rateText(r float64) string {
+	if r >= 10 {
+		return strconv.FormatFloat(r, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(r, 'g', 2, 64)
 }
 
 // findLogs returns the log of each session directory under root: the
