@@ -481,7 +481,10 @@ var ErrCorrupt = errors.New("jsonl: corrupt log")
 //   - A complete row that is no event, or whose seq is not the next one,
 //     is taken for the tail of an interrupted write: it is dropped with
 //     every row after it, but if a row after it is a turn/end the bad
-//     row was committed, and Parse fails with ErrCorrupt, naming its line.
+//     row was committed, and Parse fails with ErrCorrupt, naming its line
+//     and its problem: "unparsable committed event" for a row that is no
+//     event, "committed event ... out of order" for one that parses but
+//     whose seq skips ahead or repeats.
 //   - In a .zstd log, a damaged or incomplete last frame is dropped (its
 //     rows with it); a damaged frame with a whole frame after it is
 //     ErrCorrupt.
@@ -516,7 +519,8 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 	log := &Log{Header: h, Inherited: seed}
 	rest := b[nl+1:]
 	var cut *Cut
-	line := 2 // of the file: the header is line 1
+	cutOutOfOrder := false // the bad row parsed: only its seq is not the next
+	line := 2              // of the file: the header is line 1
 	for ; len(rest) > 0; line++ {
 		nl := bytes.IndexByte(rest, '\n')
 		if nl < 0 {
@@ -532,6 +536,9 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 		rest = rest[nl+1:]
 		if cut != nil {
 			if isTurnEnd(row) {
+				if cutOutOfOrder {
+					return nil, fmt.Errorf("%w: committed event at line %d out of order: it parses, but its %s (a turn/end follows, at line %d)", ErrCorrupt, cut.Line, cut.Reason, line)
+				}
 				return nil, fmt.Errorf("%w: unparsable committed event at line %d: %s (a turn/end follows, at line %d)", ErrCorrupt, cut.Line, cut.Reason, line)
 			}
 			cut.Rows++
@@ -547,7 +554,7 @@ func Parse(b []byte, compressed bool) (*Log, error) {
 			evs = []event.Event{e}
 		}
 		if next := uint64(len(log.Events)); err == nil && evs[0].Seq != next {
-			err = seqError(evs[0].Seq, next)
+			err, cutOutOfOrder = seqError(evs[0].Seq, next), true
 		}
 		if ie := (*event.InvalidError)(nil); errors.As(err, &ie) {
 			ie.Index = len(log.Events) // its place in the log, not in the one-row batch

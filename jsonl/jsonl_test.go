@@ -343,3 +343,30 @@ func TestParseReportsTheCut(t *testing.T) {
 		t.Errorf("a row that mentions turn/end after a bad row: %v, %+v; want a cut of 2 rows", err, log)
 	}
 }
+
+// TestCommittedOutOfOrderRow checks what Parse names when a turn/end
+// follows a bad row: a row that parsed but whose seq is not the next one
+// is named out of order (its seq skips ahead, or repeats), not
+// unparsable; a row that does not parse still is.
+func TestCommittedOutOfOrderRow(t *testing.T) {
+	row := func(seq int) string {
+		return fmt.Sprintf(`{"type":"turn/start","seq":%d,"time":1,"data":{"turn":%d}}`+"\n", seq, seq)
+	}
+	head := string(HeaderLine(store.Header{Version: 3, ID: "s", CreatedAt: 1}))
+	end := `{"type":"turn/end","seq":3,"time":1,"data":{"turn":0}}` + "\n"
+	for _, c := range []struct {
+		name, bad, want string
+	}{
+		{"skips ahead", row(4), "committed event at line 4 out of order: it parses, but its seq 4 skips ahead: 2 events before it, so seq 2 was next (a turn/end follows, at line 5)"},
+		{"repeats", row(1), "committed event at line 4 out of order: it parses, but its seq 1 repeats: 2 events before it, so seq 2 was next (a turn/end follows, at line 5)"},
+		{"unparsable", "garbage\n", "unparsable committed event at line 4: not a JSON object"},
+	} {
+		_, err := Parse([]byte(head+row(0)+row(1)+c.bad+end), false)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrCorrupt saying %q", c.name, err, c.want)
+		}
+		if c.name != "unparsable" && err != nil && strings.Contains(err.Error(), "unparsable") {
+			t.Errorf("%s: %v calls a row that parsed unparsable", c.name, err)
+		}
+	}
+}
