@@ -53,7 +53,7 @@ type Options struct {
 	// events it writes once it has written 128 KiB of them in small
 	// frames, stores it with the store, and compresses events frames with
 	// it: those of 1 KiB and more always, smaller ones while within a
-	// CPU budget of 5% of a core (docs/DESIGN.md, Dictionaries). Other
+	// CPU budget of a tenth of a core (docs/DESIGN.md, Dictionaries). Other
 	// processes read such frames whether or not they use dictionaries
 	// themselves.
 	NoDict bool
