@@ -129,7 +129,9 @@ Progress: on a terminal, a spinner while it runs; nothing elsewhere.`,
 	"import": {`Import a reference harness root, <root>/<project>/<encodedId>/session.v3.jsonl (or
 .jsonl.zstd; older: session.v2.jsonl, session.v1.jsonl, session.jsonl), the newest log of
 each session, into the store in --dir, creating it (and the directory) if missing: import
-is the one command that creates a store. Each log is checked as the reference reads it
+is the one command that creates a store (an import that stores no session, every log
+refused, removes the store it created: the directories it made, or the files it added to a
+directory that held no store; it never removes what was there). Each log is checked as the reference reads it
 (the header's id against its directory, its version against its file name, the catalog's
 types, the v3 surface rules; an older log, as its migration to v3 admits it: the released
 event types and data members of its format, content kinds, message sources, delivery

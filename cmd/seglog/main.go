@@ -33,7 +33,8 @@ const helpExitCodes = `Exit codes (each command's in seglog help COMMAND):
      nothing was done
 
 Only import (in --dir) and copy (in its --to) create a store, and the directory,
-if missing. Every other command fails on a directory that holds no store (no
+if missing (an import that stores no session removes the store it created). Every
+other command fails on a directory that holds no store (no
 *.seg files and no index.db) and creates nothing. copy and retain also reach a
 NATS JetStream stream by its address (nats://host:4222).
 `

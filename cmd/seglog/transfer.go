@@ -292,12 +292,32 @@ func runImport(w io.Writer, prog *progress, dir, root string, o importOptions) (
 		return nil, usageError{fmt.Errorf("import --register: %w", err)}
 	}
 	catalog := event.NewCatalog(types...)
-	db, err := engine.Open(dir, &engine.Options{Catalog: catalog})
+	made, err := noteStoreDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
 	ctx := context.Background()
+	db, err := engine.Open(dir, &engine.Options{Catalog: catalog})
+	if err != nil {
+		made.undo()
+		return nil, err
+	}
+	// An import that stores nothing (every log refused, or a failure
+	// before the first session) leaves no store it created: kept is
+	// decided while db is open, the files removed once it is closed.
+	kept, decided := false, false
+	decide := func() {
+		if !decided {
+			kept, decided = !storeEmpty(ctx, db), true
+		}
+	}
+	defer func() {
+		decide()
+		db.Close()
+		if !kept {
+			made.undo()
+		}
+	}()
 	if len(types) > 0 {
 		// Recorded in the store, so that every process reading it knows them.
 		if err := db.RegisterTypes(ctx, types...); err != nil {
@@ -366,12 +386,77 @@ func runImport(w io.Writer, prog *progress, dir, root string, o importOptions) (
 		return rep, err
 	}
 	task.set(len(files))
+	decide()
 	if err := db.Close(); err != nil {
 		return rep, err
 	}
 	task.end(false)
 	rep.Elapsed = time.Since(start)
 	return rep, printImport(w, rep, o.asJSON, true)
+}
+
+// storeEmpty reports whether db holds no session (false if it cannot
+// tell).
+func storeEmpty(ctx context.Context, db *engine.DB) bool {
+	snaps, err := db.List(ctx)
+	return err == nil && len(snaps) == 0
+}
+
+// createdStore is what opening a store in a directory would create, to
+// undo when an import stores nothing: the topmost directory of dir's
+// path that did not exist (dir or an ancestor), or, for a directory that
+// existed and held no store, the entries it did not hold. An existing
+// store is never touched.
+type createdStore struct {
+	top    string          // the topmost directory created; "" if dir existed
+	dir    string          // dir, if it existed and held no store
+	before map[string]bool // dir's entries before the import
+}
+
+// noteStoreDir notes what opening a store in dir would create.
+func noteStoreDir(dir string) (*createdStore, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		top := filepath.Clean(dir)
+		for {
+			parent := filepath.Dir(top)
+			if parent == top {
+				break
+			}
+			if _, err := os.Stat(parent); !errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			top = parent
+		}
+		return &createdStore{top: top}, nil
+	}
+	if needStore(dir) == nil {
+		return &createdStore{}, nil // a store: nothing is undone
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return &createdStore{}, nil // the import's open reports it
+	}
+	c := &createdStore{dir: dir, before: make(map[string]bool, len(entries))}
+	for _, e := range entries {
+		c.before[e.Name()] = true
+	}
+	return c, nil
+}
+
+// undo removes what the import created (best effort: what it cannot
+// remove stays).
+func (c *createdStore) undo() {
+	switch {
+	case c.top != "":
+		os.RemoveAll(c.top)
+	case c.dir != "":
+		entries, _ := os.ReadDir(c.dir)
+		for _, e := range entries {
+			if !c.before[e.Name()] {
+				os.RemoveAll(filepath.Join(c.dir, e.Name()))
+			}
+		}
+	}
 }
 
 // importCheck prepares a parsed log for the store (importImage) and
