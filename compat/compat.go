@@ -106,8 +106,12 @@ func NewPreparer(s store.Store, size int) *Preparer {
 // turn; no lease taken, nothing written), served from the cache when the
 // session's revision is the one a kept view was read at. A view is kept
 // only if the revision was the same before and after its read (a session
-// another handle writes meanwhile is read, not kept). The returned
-// Inspection's slices are shared with the cache: do not modify them.
+// another handle writes meanwhile is read, not kept), and no live writer
+// held the session (Holder nil: a held session's turn is in progress, and
+// who holds it is a fact of the moment, which a kept view would repeat).
+// A view served from the cache says no holder, as when it was read. The
+// returned Inspection's slices are shared with the cache: do not modify
+// them.
 func (p *Preparer) Inspect(ctx context.Context, id string) (store.Inspection, error) {
 	before, err := p.s.Stat(ctx, id)
 	if err != nil {
@@ -121,7 +125,7 @@ func (p *Preparer) Inspect(ctx context.Context, id string) (store.Inspection, er
 	if err != nil {
 		return store.Inspection{}, err
 	}
-	if after, err := p.s.Stat(ctx, id); err == nil && after.Revision == before.Revision && after.EventCount == uint64(len(in.Events)) {
+	if after, err := p.s.Stat(ctx, id); err == nil && in.Holder == nil && after.Revision == before.Revision && after.EventCount == uint64(len(in.Events)) {
 		p.keep(id, before.Revision, in)
 	}
 	return in, nil

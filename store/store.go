@@ -23,7 +23,8 @@ type Store interface {
 	// Inspect returns a session's log and the closers a resume would
 	// append to it, without taking the write lease and writing nothing:
 	// the balanced view an observer shows, even of a session another
-	// handle (or process) writes.
+	// handle (or process) writes: Inspection.Holder then names that
+	// writer, whose turn is in progress, not interrupted.
 	Inspect(ctx context.Context, id string) (Inspection, error)
 	// Fork creates session h.ID as a fork of session parent at n events:
 	// its first n events are the parent's, seq n is the inherited end-seed
@@ -63,10 +64,18 @@ type Store interface {
 // event a read returns) and, if its last turn is open (a crash, or a turn
 // in progress elsewhere), the events that would close it
 // (recovery.InterruptedTurnClosers), which are written nowhere.
+//
+// Holder names the live writer that holds the session's write lease when
+// Inspect looked (as a refused Open(Write) would name it: PID, Host,
+// Since where the backend records them), nil if none did. A session a
+// live writer holds is not interrupted: its open turn is in progress, and
+// Closers are only what a resume would append if that writer died. (The
+// lease may change hands at any moment: Holder is what Inspect saw.)
 type Inspection struct {
 	Header  Header
 	Events  []event.Event
 	Closers []event.Event // nil: balanced
+	Holder  *OwnedError   `json:",omitempty"`
 }
 
 // Handle is one open channel onto a session: a read handle, or the single

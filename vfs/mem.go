@@ -411,6 +411,20 @@ func (l *memLocks) TryLock(off int64, exclusive bool) (bool, error) {
 	return l.take(off, exclusive), nil
 }
 
+func (l *memLocks) HeldByOther(off int64) (bool, error) {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	r := l.bytes[off]
+	if r == nil || !r.exclusive {
+		return false, nil
+	}
+	others := len(r.holders)
+	if r.holders[l] {
+		others--
+	}
+	return others > 0, nil
+}
+
 func (l *memLocks) Lock(off int64, exclusive bool) error {
 	l.m.mu.Lock()
 	defer l.m.mu.Unlock()

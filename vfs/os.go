@@ -232,6 +232,31 @@ func (l *osLocks) Unlock(off int64) error {
 	return nil
 }
 
+func (l *osLocks) HeldByOther(off int64) (bool, error) {
+	rc, err := l.f.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	// A shared lock conflicts with an exclusive one alone; the holder's
+	// own locks conflict with nothing.
+	lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: off, Len: 1}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			ferr = unix.FcntlFlock(fd, unix.F_OFD_GETLK, &lk)
+			if ferr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return false, err
+	}
+	if ferr != nil {
+		return false, &os.PathError{Op: "fcntl getlk", Path: l.f.Name(), Err: ferr}
+	}
+	return lk.Type == unix.F_WRLCK, nil
+}
+
 func (l *osLocks) Close() error { return l.f.Close() }
 
 func (l *osLocks) ID() (FileID, error) { return fileID(l.f) }

@@ -22,6 +22,10 @@ type Locks interface {
 	Lock(off int64, exclusive bool) error
 	// Unlock releases the lock on byte off (nothing if not held).
 	Unlock(off int64) error
+	// HeldByOther reports whether another holder has byte off locked
+	// exclusive, without taking it (fcntl F_OFD_GETLK on the OS): what
+	// it reports may change at once.
+	HeldByOther(off int64) (bool, error)
 	// ID returns the identity of the file the locks are on.
 	ID() (FileID, error)
 	// Close releases every lock of the holder.

@@ -279,6 +279,31 @@ func (st *Store) acquireLease(ctx context.Context, id string) (*lease, error) {
 	}
 }
 
+// liveHolder names the writer that holds session id, nil if none does
+// (or the records cannot be read): a write handle of this store, or the
+// Host of an ownership record held under a host lease that is not gone or
+// marked dead. It only reads: unlike mayTake, it proves nothing dead.
+func (st *Store) liveHolder(ctx context.Context, id string) *store.OwnedError {
+	if st.owners.Held(id) {
+		return &store.OwnedError{Host: st.opts.Host}
+	}
+	ctx, cancel := st.rctx(ctx)
+	defer cancel()
+	b, _, deleted, err := st.entry(ctx, token(id))
+	var v leaseValue
+	if err != nil || deleted || json.Unmarshal(b, &v) != nil || v.Instance == st.instance {
+		return nil // free, unknown, or this store's own record a release left (no handle here holds it)
+	}
+	if v.Gen != "" {
+		hb, _, gone, err := st.entry(ctx, liveKey(v.Gen))
+		var hv leaseValue
+		if err != nil || gone || json.Unmarshal(hb, &hv) != nil || hv.Dead {
+			return nil
+		}
+	}
+	return &store.OwnedError{Host: v.Host}
+}
+
 // mayTake reports whether the session record v (another's, or this
 // instance's that a release could not delete) may be taken over:
 //

@@ -793,13 +793,19 @@ func (st *Store) ListPage(ctx context.Context, opts store.ListOptions) ([]store.
 
 // Inspect returns a session's log and the closers a resume would append,
 // without the write lease and writing nothing; see engine.DB.Inspect.
+// Holder names the live writer that held the session when Inspect looked
+// (its Host: the ownership record names nothing else), nil if none did.
 func (st *Store) Inspect(ctx context.Context, id string) (store.Inspection, error) {
 	h, err := st.Open(ctx, id, store.Read)
 	if err != nil {
 		return store.Inspection{}, err
 	}
 	defer h.Close()
-	return storekit.InspectHandle(ctx, h)
+	in, err := storekit.InspectHandle(ctx, h)
+	if err == nil {
+		in.Holder = st.liveHolder(ctx, id)
+	}
+	return in, err
 }
 
 // Fork creates session h.ID as a fork of session parent at n events (see

@@ -571,9 +571,32 @@ var contractCases = []contractCase{
 			e.t.Errorf("closers %v, want %v", types, want)
 		}
 		e.wantEvents("nothing written", open, e.read(h, 0, -1))
+		// The writer is live: Holder names it as a refused write open
+		// does, and its turn is in progress.
+		_, werr := e.s.Open(e.ctx, "s", store.Write)
+		e.wantErr("write open beside the writer", werr, store.ErrAlreadyOwned)
+		if in.Holder == nil {
+			e.t.Errorf("inspect beside a live writer: no Holder")
+		} else if o := (*store.OwnedError)(nil); errors.As(werr, &o) && (o.PID != in.Holder.PID || o.Host != in.Holder.Host) {
+			e.t.Errorf("inspect's Holder %v, the refused write open's %v", in.Holder, o)
+		}
+		if o, ok := e.hosts(); ok {
+			if in, err := o.Inspect(e.ctx, "s"); err != nil || in.Holder == nil || len(in.Closers) != 3 {
+				e.t.Errorf("inspect from another host beside the writer: Holder %v, %d closers, %v; want the holder named, 3 closers", in.Holder, len(in.Closers), err)
+			}
+		}
 		e.append(h, in.Closers...) // what a resume does
 		if in, err = e.s.Inspect(e.ctx, "s"); err != nil || in.Closers != nil || len(in.Events) != 7 {
 			e.t.Errorf("inspect of the closed turn: %d events, closers %v, %v", len(in.Events), in.Closers, err)
+		}
+		// Once the writer lets go, no one holds the session.
+		e.append(h, ev(7, "turn/start", `{"turn":1}`))
+		e.flush(h)
+		if err := h.Close(); err != nil {
+			e.t.Fatal(err)
+		}
+		if in, err = e.s.Inspect(e.ctx, "s"); err != nil || in.Holder != nil || len(in.Closers) == 0 {
+			e.t.Errorf("inspect after the writer closed: Holder %v, %d closers, %v; want no holder, the open turn's closers", in.Holder, len(in.Closers), err)
 		}
 		_, err = e.s.Inspect(e.ctx, "nope")
 		e.wantErr("inspect of a missing session", err, store.ErrSessionNotFound)

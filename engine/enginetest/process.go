@@ -507,7 +507,16 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		_, _, err = e.peer.Resume(ctx, "s")
 		wantErr(t, "resume in another process while this one writes", err, store.ErrAlreadyOwned)
 		wantErr(t, "delete in another process while this one writes", e.peer.Delete(ctx, "s"), store.ErrAlreadyOwned)
+		// Inspect in the other process names this one as the holder: the
+		// turn is in progress, not interrupted.
+		in, err := e.peer.Inspect(ctx, "s")
+		if err != nil || in.Holder == nil || in.Holder.PID != os.Getpid() || in.Holder.Since.IsZero() || len(in.Closers) != 2 {
+			t.Errorf("inspect in another process while this one writes: Holder %v, %d closers, %v; want process %d since it took the lease, 2 closers", in.Holder, len(in.Closers), err, os.Getpid())
+		}
 		must(t, h.Close())
+		if in, err := e.peer.Inspect(ctx, "s"); err != nil || in.Holder != nil {
+			t.Errorf("inspect in another process once this one closed: Holder %v, %v; want none", in.Holder, err)
+		}
 		w, closers, err := e.peer.Resume(ctx, "s")
 		must(t, err)
 		if len(closers) != 2 || closers[0].Type != "step/end" || closers[1].Type != "turn/end" {
@@ -553,6 +562,9 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		must(t, w.Flush(ctx))
 		must(t, w.Append(ctx, Turn2()[:1]...)) // appended, never flushed
 		must(t, e.peer.Kill())                 // its lease dies with it
+		if in, err := e.s.Inspect(ctx, "s"); err != nil || in.Holder != nil {
+			t.Errorf("inspect after the writer was killed: Holder %v, %v; want none", in.Holder, err)
+		}
 		h, err := e.s.Open(ctx, "s", store.Write)
 		must(t, err)
 		got, err := h.Read(ctx, 0, -1)

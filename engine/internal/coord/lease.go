@@ -28,6 +28,18 @@ func (sh *Shared) LockLease(id string) (bool, error) {
 	return sh.TryLock(leaseByte(id), true)
 }
 
+// LeaseHeld reports whether another holder (another process, or another
+// open of the store) has session id's write lease byte, without taking
+// it; false without a locks file (nothing to ask).
+func (sh *Shared) LeaseHeld(id string) (bool, error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.locks == nil {
+		return false, nil
+	}
+	return sh.locks.HeldByOther(int64(leaseByte(id)))
+}
+
 // UnlockLease releases session id's byte (nothing once closed: Close
 // released every lock).
 func (sh *Shared) UnlockLease(id string) {
