@@ -90,8 +90,11 @@ turn with the closers a resume would append: shown, not stored, flagged on stder
 turn is open (a crash cut it), the closers a resume would append: a tool/result for each
 call still pending, a step/end, a turn/end with reason interrupted. The closers are shown,
 not stored, and flagged on stderr with their seqs; nothing is written and no lease is
-taken, so it runs beside a host that writes the session. The same as cat --balanced;
---from and --n select from the whole, closers included.`,
+taken, so it runs beside a host that writes the session. Of a session a live writer holds,
+it says so on stderr, naming the writer as a refused write open does (process, host, since):
+its turn is then in progress, not interrupted, and the closers are what a resume would
+append if that writer died. The same as cat --balanced; --from and --n select from the
+whole, closers included.`,
 		[3]string{"printed", "no such session, no store in --dir, or damaged data", "no <id> or more than one, a negative --from, a bad --n"}},
 
 	"segments": {`List the store's segment files, a line each: ID, GEN (generation), FILE BYTES, USED (the

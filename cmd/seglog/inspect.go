@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -478,9 +479,22 @@ func runCat(w, errw io.Writer, dir, id string, from, n int, balanced bool) error
 		if lo < hi {
 			evs = all[lo:hi]
 		}
-		// Flag the closers among what is printed.
+		// Say who holds the session, then flag the closers among what
+		// is printed: of a session a live writer holds, the turn is in
+		// progress, and they are what a resume would append if it died.
+		if in.Holder != nil {
+			state := "its last turn is closed"
+			if in.Closers != nil {
+				state = "its turn is in progress, not interrupted"
+			}
+			fmt.Fprintf(errw, "seglog: session %q is held by a live writer (%s): %s\n", id, holderText(in.Holder), state)
+		}
 		if first := max(lo, uint64(len(in.Events))); first < hi {
-			fmt.Fprintf(errw, "seglog: seq %d..%d: closers a resume would append to the open turn (not stored)\n", all[first].Seq, all[hi-1].Seq)
+			if in.Holder != nil {
+				fmt.Fprintf(errw, "seglog: seq %d..%d: closers a resume would append if that writer died (not stored)\n", all[first].Seq, all[hi-1].Seq)
+			} else {
+				fmt.Fprintf(errw, "seglog: seq %d..%d: closers a resume would append to the open turn (not stored)\n", all[first].Seq, all[hi-1].Seq)
+			}
 		}
 	} else {
 		h, err := db.Open(ctx, id, store.Read)
@@ -702,4 +716,24 @@ func newTypesCmd(w io.Writer, dir *string) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// holderText names a lease's holder as store.OwnedError does: "process
+// 4242 on host "build-1" since 2026-12-07T05:40:00.000Z", what is known of
+// it, or "its holder is not recorded".
+func holderText(o *store.OwnedError) string {
+	var who []string
+	if o.PID > 0 {
+		who = append(who, fmt.Sprintf("process %d", o.PID))
+	}
+	if o.Host != "" {
+		who = append(who, "on host "+strconv.Quote(o.Host))
+	}
+	if !o.Since.IsZero() {
+		who = append(who, "since "+o.Since.UTC().Format("2006-01-02T15:04:05.000Z"))
+	}
+	if len(who) == 0 {
+		return "its holder is not recorded"
+	}
+	return strings.Join(who, " ")
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -234,5 +235,46 @@ func TestSegmentsWhileACompactionRemoves(t *testing.T) {
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &segs) != nil || len(segs) == 0 || segs[0].ID == 1 {
 		t.Errorf("segments while segment 1 is removed: exit %d, want 0 and no segment 1\n%s", code, out)
+	}
+}
+
+// TestInspectNamesALiveWriter: seglog inspect of a session a live writer
+// holds (a DB in this process: its locks are another process's) says so,
+// naming the writer (this process), that its turn is in progress, and
+// the closers as what a resume would append if that writer died; once it
+// lets go, the turn is shown interrupted, with no holder.
+func TestInspectNamesALiveWriter(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := enginetest.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, store.Header{ID: "live", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := enginetest.OneTurn()[:3] // turn/start, user/message, step/start: the turn open
+	if err := h.Append(ctx, open...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := cliSplit(t, "inspect", "live", "--dir", dir)
+	held := fmt.Sprintf("session \"live\" is held by a live writer (process %d on host ", os.Getpid())
+	if code != 0 || strings.Count(stdout, "\n") != 5 || !strings.Contains(stderr, held) ||
+		!strings.Contains(stderr, "its turn is in progress, not interrupted") ||
+		!strings.Contains(stderr, "seq 3..4: closers a resume would append if that writer died (not stored)") {
+		t.Errorf("inspect beside a live writer: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = cliSplit(t, "inspect", "live", "--dir", dir)
+	if code != 0 || strings.Count(stdout, "\n") != 5 || strings.Contains(stderr, "live writer") ||
+		!strings.Contains(stderr, "seq 3..4: closers a resume would append to the open turn (not stored)") {
+		t.Errorf("inspect once the writer let go: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
