@@ -386,6 +386,7 @@ func runImport(w io.Writer, prog *progress, dir, root string, o importOptions) (
 		return rep, err
 	}
 	task.set(len(files))
+	kept, decided = rep.Sessions > 0, rep.Sessions > 0 // none stored: List decides
 	decide()
 	if err := db.Close(); err != nil {
 		return rep, err
