@@ -584,3 +584,50 @@ func TestSharedWaitWake(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldByOther: HeldByOther reports another holder's exclusive lock on
+// a byte, not a shared one, not the asker's own, and takes nothing.
+func TestHeldByOther(t *testing.T) {
+	for name, tc := range lockFS(t) {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(tc.dir, "locks")
+			a, err := tc.fs.OpenLocks(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := tc.fs.OpenLocks(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			held := func(what string, l Locks, want bool) {
+				t.Helper()
+				if got, err := l.HeldByOther(7); err != nil || got != want {
+					t.Errorf("%s: HeldByOther = %v, %v; want %v", what, got, err, want)
+				}
+			}
+			held("free", b, false)
+			if ok, err := a.TryLock(7, true); err != nil || !ok {
+				t.Fatalf("TryLock: %v, %v", ok, err)
+			}
+			held("another's exclusive", b, true)
+			held("its own", a, false)
+			if err := a.Unlock(7); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := a.TryLock(7, false); err != nil || !ok {
+				t.Fatalf("TryLock shared: %v, %v", ok, err)
+			}
+			held("another's shared", b, false)
+			if err := a.Unlock(7); err != nil {
+				t.Fatal(err)
+			}
+			held("released", b, false)
+			// Asking took nothing: a takes it exclusive.
+			if ok, err := a.TryLock(7, true); err != nil || !ok {
+				t.Errorf("TryLock after the asks: %v, %v; want it taken", ok, err)
+			}
+		})
+	}
+}
