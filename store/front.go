@@ -466,15 +466,7 @@ func (f *Front) fail(ctx context.Context, err error) {
 	}
 	f.start()
 	if f.failed == nil {
-		var se *SessionError
-		if errors.As(err, &se) && se.ID == f.id {
-			err = se.Err // (the NotDurableError is put in one naming the call)
-		}
-		var nd *NotDurableError
-		if errors.As(err, &nd) {
-			err = nd.Err
-		}
-		f.failed = err
+		f.failed = f.cause(err)
 	}
 	f.failedAt = max(f.failedAt, f.handedOver())
 }
@@ -504,11 +496,22 @@ func (f *Front) notDurable(err error) error {
 	if f.failed == nil && (!f.started || f.handedOver() <= f.durable) {
 		return err
 	}
+	return &NotDurableError{Seq: f.durable, Err: f.cause(err)}
+}
+
+// cause returns err without the wrappers a NotDurableError of the handle
+// puts around it again: a *SessionError naming this session (the
+// NotDurableError goes in one naming the call) and a NotDurableError.
+func (f *Front) cause(err error) error {
 	var se *SessionError
 	if errors.As(err, &se) && se.ID == f.id {
 		err = se.Err
 	}
-	return &NotDurableError{Seq: f.durable, Err: err}
+	var nd *NotDurableError
+	if errors.As(err, &nd) {
+		err = nd.Err
+	}
+	return err
 }
 
 // refused is the failure rule's check before a hand-over (Append,
