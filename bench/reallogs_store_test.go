@@ -36,7 +36,7 @@ type storeFootprint struct {
 	segHdrs                      int64
 	frames, frameHdrs, keys, pad int64
 	hdrFrames, hdrPayload        int64
-	evFrames, evStored, evRaw    [3]int64
+	evFrames, evStored, evRaw    [5]int64
 	otherPayload                 int64
 }
 
@@ -81,7 +81,7 @@ func measureStore(tb testing.TB, dir string) storeFootprint {
 					f.hdrFrames++
 					f.hdrPayload += int64(fr.StoredLen)
 				case segment.KindEvents:
-					c := min(int(fr.Codec), 2)
+					c := min(int(fr.Codec), len(f.evFrames)-1)
 					f.evFrames[c]++
 					f.evStored[c] += int64(fr.StoredLen)
 					f.evRaw[c] += int64(fr.RawLen)
@@ -193,7 +193,7 @@ func TestStoreFootprintAddsUp(t *testing.T) {
 	}
 	f := measureStore(t, dir)
 	t.Log("\n" + f.report(f.segments))
-	if f.dictFiles == 0 || f.room == 0 || f.evFrames[0] == 0 || f.evFrames[1]+f.evFrames[2] == 0 || f.hdrFrames != sessions {
+	if f.dictFiles == 0 || f.room == 0 || f.evFrames[0] == 0 || f.evFrames[1]+f.evFrames[2]+f.evFrames[3]+f.evFrames[4] == 0 || f.hdrFrames != sessions {
 		t.Fatalf("the store is not what the test needs: %+v", f)
 	}
 	if got := f.framed(); got != f.segments {

@@ -21,7 +21,7 @@ func deadForkHeader(t *testing.T, dir, id string) {
 	dead := liveOpen(t, dir, besideOpts())
 	defer dead.Close()
 	rec := store.HeaderRecord{Header: store.Header{ID: id, CreatedAt: 2}, UID: store.NewIncarnation(), Events: 3}
-	he, err := dead.encoder().Header(id, store.MarshalHeaderRecord(rec))
+	he, err := dead.encoder(false).Header(id, store.MarshalHeaderRecord(rec))
 	if err != nil {
 		t.Fatal(err)
 	}

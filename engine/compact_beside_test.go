@@ -26,8 +26,10 @@ import (
 
 // besideOpts makes small segments, so that a few flushes roll, and leaves
 // checkpoints and compactions to the tests.
+// (Dense: zstd frames, the sizes mixedSessions's layout was made for: the
+// tombstones in a segment wholly behind the horizon.)
 func besideOpts() *Options {
-	return &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1, IndexInterval: time.Hour}
+	return &Options{SegmentSize: 16 << 10, FrameBytes: 2 << 10, NoPreallocate: true, CompactInterval: -1, IndexInterval: time.Hour, Dense: true}
 }
 
 // mixedSessions writes sessions p0..p3 through w1 and q0..q3 through w2,

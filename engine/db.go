@@ -724,7 +724,7 @@ func (db *DB) Delete(ctx context.Context, id string, opts ...store.DeleteOption)
 	}
 	uid := s.uid
 	db.mu.Unlock()
-	e, err := db.encoder().Delete(id, uid)
+	e, err := db.encoder(false).Delete(id, uid)
 	if err != nil {
 		return sessionErr(id, "delete", err)
 	}

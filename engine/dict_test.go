@@ -73,7 +73,7 @@ func frameCodecs(t *testing.T, fsys vfs.FS, dir string) (map[segment.Codec]int, 
 		_, err = r.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
 			if fi.Kind == segment.KindEvents {
 				n[fi.Codec]++
-				if fi.Codec == segment.CodecZstdDict && fi.RawLen < segment.DefaultMinCompress {
+				if fi.Dict != 0 && fi.RawLen < segment.DefaultMinCompress {
 					small++
 				}
 			}
@@ -85,6 +85,13 @@ func frameCodecs(t *testing.T, fsys vfs.FS, dir string) (map[segment.Codec]int, 
 		}
 	}
 	return n, small
+}
+
+// dictFrames returns how many frames of codecs (frameCodecs's) name a
+// dictionary: zstd frames made with it, and S2 frames made with its S2
+// form (a flush's).
+func dictFrames(codecs map[segment.Codec]int) int {
+	return codecs[segment.CodecZstdDict] + codecs[segment.CodecS2Dict]
 }
 
 // dictStore writes session "s": 100 events, a dictionary, 200 more. It
@@ -126,7 +133,7 @@ func TestDictRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	codecs, small := frameCodecs(t, nil, dir)
-	if codecs[segment.CodecZstdDict] < 90 || small < 90 {
+	if dictFrames(codecs) < 90 || small < 90 {
 		t.Fatalf("frames by codec %v, %d small ones with the dictionary: want the 100 after it compressed with it", codecs, small)
 	}
 	for _, o := range []Options{{CompactInterval: -1}, {NoIndex: true, CompactInterval: -1}, {ReadOnly: true}} {
@@ -184,7 +191,7 @@ func TestDictOtherProcess(t *testing.T) {
 	}
 	wantB = append(wantB, writeFlushed(t, hb, 100, 100)...)
 	sameEvents(t, "b read by a", readAll(t, a, "b"), wantB)
-	if codecs, _ := frameCodecs(t, nil, dir); codecs[segment.CodecZstdDict] < 90 {
+	if codecs, _ := frameCodecs(t, nil, dir); dictFrames(codecs) < 90 {
 		t.Fatalf("frames by codec %v", codecs)
 	}
 }
@@ -284,14 +291,14 @@ func TestDictOlderSegment(t *testing.T) {
 	// placed without it.
 	db.log.SetTailVersion(segment.DictVersion)
 	want = append(want, writeFlushed(t, h, 100, 20)...)
-	if codecs, _ := frameCodecs(t, nil, dir); codecs[segment.CodecZstdDict] != 0 {
+	if codecs, _ := frameCodecs(t, nil, dir); dictFrames(codecs) != 0 {
 		t.Fatalf("frames by codec %v: a dictionary in a version 1 segment", codecs)
 	}
 	if err := db.log.RollNow(); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, writeFlushed(t, h, 120, 40)...)
-	if codecs, _ := frameCodecs(t, nil, dir); codecs[segment.CodecZstdDict] < 19 {
+	if codecs, _ := frameCodecs(t, nil, dir); dictFrames(codecs) < 19 {
 		t.Fatalf("frames by codec %v after the roll", codecs)
 	}
 	sameEvents(t, "new", readAll(t, db, "new"), want)
@@ -384,7 +391,7 @@ func TestDictPowerCut(t *testing.T) {
 			for _, p := range rep.Problems {
 				t.Fatalf("%s: check: %v", label, p)
 			}
-			if codecs, _ := frameCodecs(t, crashed, "/db"); codecs[segment.CodecZstdDict] > 0 {
+			if codecs, _ := frameCodecs(t, crashed, "/db"); dictFrames(codecs) > 0 {
 				dicted++
 			}
 			db, err := openStore(t, "/db", withDict(&Options{FS: crashed, CompactInterval: -1}, dictCrashTuning()))
@@ -502,13 +509,14 @@ func testDictTraining(t *testing.T, dt *dict.Tuning, spare bool) {
 	sameEvents(t, "read back", readAll(t, db, "s"), evs)
 }
 
-// TestDictSmallBudget: small frames are compressed with the dictionary
-// only within their CPU budget; beyond it they are stored as they are.
+// TestDictSmallBudget: with zstd (Dense), small frames are compressed
+// with the dictionary only within their CPU budget; beyond it they are
+// stored as they are.
 func TestDictSmallBudget(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := openStore(t, dir, dictOpts(&Options{CompactInterval: -1}))
+	db, err := openStore(t, dir, dictOpts(&Options{CompactInterval: -1, Dense: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,6 +539,36 @@ func TestDictSmallBudget(t *testing.T) {
 	want = append(want, writeFlushed(t, h, 200, 100)...)
 	if _, n := frameCodecs(t, nil, dir); n-before < 45 {
 		t.Fatalf("%d of the 50 small frames compressed with the dictionary within the budget", n-before)
+	}
+	sameEvents(t, "read back", readAll(t, db, "s"), want)
+}
+
+// TestDictSmallS2: a flush's small frame is S2 with the dictionary's S2
+// form (a microsecond or two), whatever the zstd budget: none left, every
+// one of them is.
+func TestDictSmallS2(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := openStore(t, dir, dictOpts(&Options{CompactInterval: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, store.Header{ID: "s", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writeFlushed(t, h, 0, 100)
+	if err := db.renewDict(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := frameCodecs(t, nil, dir)
+	budget(db, 0, 0) // no budget
+	want = append(want, writeFlushed(t, h, 100, 100)...)
+	after, _ := frameCodecs(t, nil, dir)
+	if n := after[segment.CodecS2Dict] - before[segment.CodecS2Dict]; n != 50 {
+		t.Fatalf("%d of the 50 small frames S2 with the dictionary (frames by codec %v)", n, after)
 	}
 	sameEvents(t, "read back", readAll(t, db, "s"), want)
 }

@@ -27,7 +27,8 @@ import (
 )
 
 // dictFramesByVersion returns, per segment of the store in dir, its
-// format version and how many of its events frames name a dictionary.
+// format version and how many of its events frames name a dictionary. It
+// fails on an S2 frame in a segment of a version before S2Version.
 func dictFramesByVersion(t *testing.T, dir string) (map[uint64]int, map[uint64]int) {
 	t.Helper()
 	ids, err := segment.List(nil, dir)
@@ -42,7 +43,13 @@ func dictFramesByVersion(t *testing.T, dir string) (map[uint64]int, map[uint64]i
 		}
 		vers[id] = r.Header().Version
 		_, err = r.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
-			if fi.Kind == segment.KindEvents && fi.Codec == segment.CodecZstdDict {
+			if fi.Kind != segment.KindEvents {
+				return nil
+			}
+			if (fi.Codec == segment.CodecS2 || fi.Codec == segment.CodecS2Dict) && vers[id] < segment.S2Version {
+				t.Fatalf("segment %d of format version %d holds an %v frame (at %d)", id, vers[id], fi.Codec, fi.Offset)
+			}
+			if fi.Dict != 0 {
 				dicts[id]++
 			}
 			return nil
@@ -163,7 +170,9 @@ func dictFramesIntoAnOlderSegment(t *testing.T, ver int) {
 			}
 		}
 		evs := testgen.Events(uint64(len(want)), n, 300)
-		db.log.SetTailVersion(segment.DictVersion)
+		// (Every other batch as a flush of this build encodes it for a
+		// segment of its own version: S2 with the dictionary's S2 form.)
+		db.log.SetTailVersion([]int{segment.DictVersion, segment.S2Version}[i%2])
 		if err := h.Append(ctx, evs...); err != nil {
 			t.Fatal(err)
 		}
@@ -187,8 +196,8 @@ func dictFramesIntoAnOlderSegment(t *testing.T, ver int) {
 			t.Fatalf("batch %d of %d events went to segments %v: the roll came between two batches", i, n, segs)
 		}
 	}
-	if vers, _ := dictFramesByVersion(t, dir); vers[2] != ver || vers[3] != segment.DictVersion {
-		t.Fatalf("segment versions %v: want 2 of version %d (the older build's), 3 of %d", vers, ver, segment.DictVersion)
+	if vers, _ := dictFramesByVersion(t, dir); vers[2] != ver || vers[3] != segment.Version {
+		t.Fatalf("segment versions %v: want 2 of version %d (the older build's), 3 of %d", vers, ver, segment.Version)
 	}
 	wantDictsOnlyInDictVersion(t, "a batch across the roll", dir)
 	// After the roll, the new segment takes them (the encoder as it is).
@@ -292,8 +301,8 @@ func TestDictSegmentRewriteKeepsItsVersion(t *testing.T) {
 		t.Fatalf("compaction: %+v, want segment 1 rewritten", rep)
 	}
 	vers, _ := dictFramesByVersion(t, dir)
-	if vers[1] != segment.DictVersion {
-		t.Fatalf("the rewritten segment is of version %d, want %d", vers[1], segment.DictVersion)
+	if vers[1] != segment.Version {
+		t.Fatalf("the rewritten segment is of version %d, want %d", vers[1], segment.Version)
 	}
 	if n := wantDictsOnlyInDictVersion(t, "after compaction", dir); n < 5 {
 		t.Fatalf("%d frames with a dictionary after compaction", n)

@@ -103,13 +103,13 @@ func (db *DB) forkCopy(ctx context.Context, parent string, n uint64, hdr store.H
 		}
 		frames = append(frames, fs...)
 	}
-	me, err := db.encoder().Events(c.id, n, []event.Event{marker})
+	me, err := db.encoder(false).Events(c.id, n, []event.Event{marker})
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
 	frames = append(frames, me)
 	rec := store.HeaderRecord{Header: hdr, UID: c.uid, Inherited: n, Events: n + 1}
-	he, err := db.encoder().Header(c.id, store.MarshalHeaderRecord(rec))
+	he, err := db.encoder(false).Header(c.id, store.MarshalHeaderRecord(rec))
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
@@ -263,11 +263,11 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr store
 		c.title, c.updatedAt, c.metaAt = ptitle, marker.Time, n+1
 	}
 	rec := store.HeaderRecord{Header: hdr, UID: c.uid, Inherited: n, Events: n + 1, Fork: chain}
-	he, err := db.encoder().Header(c.id, store.MarshalHeaderRecord(rec))
+	he, err := db.encoder(false).Header(c.id, store.MarshalHeaderRecord(rec))
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}
-	me, err := db.encoder().Events(c.id, n, []event.Event{marker})
+	me, err := db.encoder(false).Events(c.id, n, []event.Event{marker})
 	if err != nil {
 		return nil, sessionErr(c.id, "fork", err)
 	}

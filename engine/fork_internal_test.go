@@ -46,7 +46,7 @@ func TestForkWithoutItsMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := store.HeaderRecord{Header: hdr, UID: store.NewIncarnation(), Inherited: 1, Events: 2, Fork: []store.ForkLink{{ID: "p", UID: puid, Cut: 1}}}
-	he, err := db.encoder().Header("c", store.MarshalHeaderRecord(rec))
+	he, err := db.encoder(false).Header("c", store.MarshalHeaderRecord(rec))
 	if err != nil {
 		t.Fatal(err)
 	}

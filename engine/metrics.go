@@ -160,6 +160,11 @@ type FramesByCodec struct {
 	Zstd FrameCounts
 	// ZstdDict: one zstd frame made with the store's dictionary.
 	ZstdDict FrameCounts
+	// S2: one S2 block (a flush's frame without a dictionary).
+	S2 FrameCounts
+	// S2Dict: one S2 block made with the dictionary's S2 form (a flush's
+	// frame, once the store has a dictionary).
+	S2Dict FrameCounts
 }
 
 // FrameCounts counts the frames of one codec. Counters.
@@ -211,7 +216,7 @@ type dbMetrics struct {
 
 	fsyncs                      atomic.Uint64
 	eventsWritten, bytesWritten atomic.Uint64
-	frames                      [3]frameCounters // by segment.Codec
+	frames                      [5]frameCounters // by segment.Codec
 
 	writeBehind handle.Stats
 
@@ -341,7 +346,7 @@ func (db *DB) Metrics() Metrics {
 	}
 	h.Sum = time.Duration(m.flushSum.Load())
 	out.Flushes = h.Count
-	for c, k := range []*FrameCounts{&out.Frames.None, &out.Frames.Zstd, &out.Frames.ZstdDict} {
+	for c, k := range []*FrameCounts{&out.Frames.None, &out.Frames.Zstd, &out.Frames.ZstdDict, &out.Frames.S2, &out.Frames.S2Dict} {
 		k.Frames = m.frames[c].frames.Load()
 		k.RawBytes = m.frames[c].raw.Load()
 		k.StoredBytes = m.frames[c].stored.Load()

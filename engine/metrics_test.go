@@ -152,11 +152,11 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("flush histogram bounds %v (%d counts)", h.Bounds, len(h.Counts))
 	}
 	f := m.Frames
-	frames := f.None.Frames + f.Zstd.Frames + f.ZstdDict.Frames
-	if f.None.Frames < 3 || f.Zstd.Frames < 3 || f.ZstdDict.Frames != 0 {
-		t.Errorf("frames by codec: %+v; want the 3 session headers and more uncompressed, s1's 80 KB in 3 or more zstd frames, none with a dictionary (NoDict)", f)
+	frames := f.None.Frames + f.Zstd.Frames + f.ZstdDict.Frames + f.S2.Frames + f.S2Dict.Frames
+	if f.None.Frames < 3 || f.Zstd.Frames < 3 || f.S2.Frames < 1 || f.ZstdDict.Frames+f.S2Dict.Frames != 0 {
+		t.Errorf("frames by codec: %+v; want the 3 session headers and more uncompressed, s1's 80 KB in 3 or more zstd frames and its flush's rest S2, none with a dictionary (NoDict)", f)
 	}
-	if f.None.RawBytes != f.None.StoredBytes || f.Zstd.StoredBytes >= f.Zstd.RawBytes || f.Zstd.RawBytes < 80000 {
+	if f.None.RawBytes != f.None.StoredBytes || f.Zstd.StoredBytes >= f.Zstd.RawBytes || f.S2.StoredBytes >= f.S2.RawBytes || f.Zstd.RawBytes+f.S2.RawBytes < 80000 {
 		t.Errorf("frame bytes by codec: %+v", f)
 	}
 	// No checkpoint ran: every frame written waits for the index.
@@ -191,7 +191,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("after the compaction's checkpoint: %d checkpoints, lag %d frames, %d bytes, age %v; want 1, 0, 0, 0",
 			m.IndexCheckpoints, m.IndexLagFrames, m.IndexLagBytes, m.IndexLagAge)
 	}
-	if got := m.Frames.None.Frames + m.Frames.Zstd.Frames; got != frames+1 {
+	if got := m.Frames.None.Frames + m.Frames.Zstd.Frames + m.Frames.S2.Frames; got != frames+1 {
 		t.Errorf("%d frames after the tombstone, want %d", got, frames+1)
 	}
 

@@ -176,7 +176,7 @@ func (db *DB) migrateLeased(ctx context.Context, id, op string) (*session, error
 	ns := &session{id: id, hdr: &newHdr, inherited: inherited, uid: store.NewIncarnation(), loaded: true}
 	ns.setListing(evs)
 	rec := store.MarshalHeaderRecord(store.HeaderRecord{Header: newHdr, UID: ns.uid, Inherited: ns.inherited, Replaces: old.uid, Events: uint64(len(evs))})
-	he, err := db.encoder().Header(id, rec)
+	he, err := db.encoder(false).Header(id, rec)
 	if err != nil {
 		return nil, sessionErr(id, op, err)
 	}

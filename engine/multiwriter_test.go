@@ -295,7 +295,7 @@ func TestPlacerDiesMidWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := w.mu.sessions["a"].frames[0]
-	tomb, err := w.encoder().Delete("x", 1)
+	tomb, err := w.encoder(false).Delete("x", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,8 +45,16 @@ type Options struct {
 	// SegmentSize under 16 MiB, at least 4096); SegmentSize (or more)
 	// fills every segment whole at creation.
 	PreallocateStart int64
-	// Uncompressed stores frames without zstd.
+	// Uncompressed stores frames without compression.
 	Uncompressed bool
+	// Dense compresses every events frame with zstd (and the store's
+	// dictionary), as a bulk load wants: the fewest bytes. By default the
+	// frame a flush writes (a turn's, which the host waits for) is an S2
+	// block (with the dictionary's S2 form): a fifth to a third of the
+	// CPU for 1.3-1.4 times the bytes (docs/DESIGN.md, Codecs), and only
+	// an append of more than FrameBytes, written in several frames, is
+	// zstd. `seglog import` and `copy` write with Dense.
+	Dense bool
 	// NoDict compresses without dictionaries: events frames under 1 KiB
 	// (segment.DefaultMinCompress) are then always stored as they are.
 	// By default a writing process trains a zstd dictionary from the

@@ -597,7 +597,7 @@ func (db *DB) abandonMigrations() error {
 	var es []*segment.Encoded
 	for _, key := range keys {
 		rp := replacing[key]
-		e, err := db.encoder().Delete(key, rp.s.uid)
+		e, err := db.encoder(false).Delete(key, rp.s.uid)
 		if err != nil {
 			return err
 		}

@@ -202,7 +202,7 @@ func TestTrimPowerCut(t *testing.T) {
 	for seed := range uint64(3) {
 		fsys := vfs.NewMem()
 		opts := func(fs vfs.FS) *Options {
-			return &Options{FS: fs, SegmentSize: 1 << 20, CompactInterval: -1, NoDict: true}
+			return &Options{FS: fs, SegmentSize: 1 << 20, CompactInterval: -1, NoDict: true, Dense: true} // (the sizes it needs: zstd)
 		}
 		db, err := openStore(t, "/db", opts(fsys))
 		if err != nil {

@@ -57,7 +57,7 @@ func TestUndoDeadPlacerPowerCut(t *testing.T) {
 	// durable by a sync of the segment.
 	seg, off := coord.SplitPosition(db.shared.Word(coord.Tail).Load())
 	deadEvs := testgen.Events(3, 3, 140)
-	e, err := db.encoder().Events("a", 3, deadEvs)
+	e, err := db.encoder(false).Events("a", 3, deadEvs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func (db *DB) endDeadGroup(id string) error {
 	if rp == nil {
 		return nil
 	}
-	e, err := db.encoder().Delete(id, rp.s.uid)
+	e, err := db.encoder(false).Delete(id, rp.s.uid)
 	if err != nil {
 		return err
 	}
@@ -278,12 +278,16 @@ func (db *DB) prepareLoop() {
 }
 
 // encoder returns the encoder of this process's frames: with its current
-// dictionary once the active segment may hold frames that name one.
-func (db *DB) encoder() segment.Encoder {
+// dictionary once the active segment may hold frames that name one, and
+// fast (S2, segment.Encoder.Fast) for a frame a caller waits for (a
+// turn's flush), once the active segment may hold S2 frames.
+func (db *DB) encoder(fast bool) segment.Encoder {
 	e := segment.Encoder{Uncompressed: db.opts.Uncompressed}
-	if db.dict != nil && db.log.DictSegment() {
+	v := db.log.TailVersion()
+	if db.dict != nil && v >= segment.DictVersion {
 		e.Dict = db.dict.Cur()
 	}
+	e.Fast = fast && v >= segment.S2Version
 	return e
 }
 
@@ -306,13 +310,16 @@ func (db *DB) encodeBatch(id string, evs []event.Event) ([]*segment.Encoded, err
 	if start < len(evs) && len(cuts) > 0 { // (one frame needs no cuts)
 		cuts = append(cuts, evs[start:])
 	}
-	enc := db.encoder()
+	// One frame is a flush's (a turn's, mostly), which its caller waits
+	// for: S2. Several are a bulk append's, compressed on every core:
+	// zstd, with the dictionary.
+	enc := db.encoder(len(cuts) <= 1 && !db.opts.Dense)
 	var out []*segment.Encoded
 	var err error
 	switch {
 	case len(cuts) > 1:
 		out, err = enc.EventsFrames(id, evs[0].Seq, cuts)
-	case bytes < segment.DefaultMinCompress && start == 0 && db.dict != nil:
+	case bytes < segment.DefaultMinCompress && start == 0 && db.dict != nil && !enc.Fast:
 		// One small frame (a flush of a turn, mostly; stored as is
 		// without a dictionary): compressed with a dictionary within the
 		// CPU budget of such frames.
@@ -479,7 +486,7 @@ func (h *Handle) writeOut(batch []event.Event, pending bool) error {
 	var hdr *segment.Encoded
 	if pending {
 		var err error
-		if hdr, err = db.encoder().Header(h.ID(), marshalHeader(h.s)); err != nil {
+		if hdr, err = db.encoder(false).Header(h.ID(), marshalHeader(h.s)); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,9 @@
 package event
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // validJSON reports whether b is one JSON value (with surrounding white
 // space), exactly as encoding/json.Valid does, including its nesting limit
@@ -119,8 +122,13 @@ func scanLiteral(b []byte, i int, lit string) (int, bool) {
 func scanString(b []byte, i int) (int, bool) {
 	i++
 	for i < len(b) {
-		// Eight plain bytes at a time: most of an event is string content.
-		for len(b)-i >= 8 && !special8(binary.LittleEndian.Uint64(b[i:])) {
+		// Eight plain bytes at a time: most of an event is string content;
+		// from a word with a special byte, straight to the first one.
+		for len(b)-i >= 8 {
+			if m := special8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
 		}
 		if i >= len(b) {
@@ -164,17 +172,19 @@ const (
 	highs = 0x8080808080808080
 )
 
-// special8 reports whether any of the eight bytes of w (little-endian) is
-// a quote, a backslash or a control byte (< 0x20): the bytes a string scan
-// stops at. Each test is exact about whether some byte matches (a borrow
-// can only mark bytes above a matching one).
-func special8(w uint64) bool {
+// special8 returns a mask whose lowest set bit is the high bit of the
+// first of the eight bytes of w (little-endian) that is a quote, a
+// backslash or a control byte (< 0x20): the bytes a string scan stops at;
+// 0 if none is. Each test is exact about whether some byte matches and
+// about the first that does (a borrow can only mark bytes above a
+// matching one).
+func special8(w uint64) uint64 {
 	quote := w ^ ('"' * ones)
 	slash := w ^ ('\\' * ones)
 	zeroOrCtl := (quote - ones) &^ quote // a byte of quote is 0
 	zeroOrCtl |= (slash - ones) &^ slash // a byte of slash is 0
 	zeroOrCtl |= (w - 0x20*ones) &^ w    // a byte of w is under 0x20
-	return zeroOrCtl&highs != 0
+	return zeroOrCtl & highs
 }
 
 func isHex(c byte) bool {

@@ -3,6 +3,7 @@ package event
 import (
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"strings"
 	"testing"
 )
@@ -57,25 +58,40 @@ func BenchmarkValidJSON(b *testing.B) {
 	}
 }
 
-// TestSpecial8: the eight-byte test agrees with a byte-by-byte one for
-// every byte value at every position, among plain ASCII and among
-// multi-byte UTF-8 (high) bytes.
+// TestSpecial8: the eight-byte test finds the same first stop byte as a
+// byte-by-byte one, for every byte value at every position, among plain
+// ASCII and among multi-byte UTF-8 (high) bytes, with or without a stop
+// byte after it (whose borrow must not hide or move the first).
 func TestSpecial8(t *testing.T) {
 	stop := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
+	first := func(m uint64) int {
+		if m == 0 {
+			return -1
+		}
+		return bits.TrailingZeros64(m) >> 3
+	}
 	for _, fill := range []byte{'a', ' ', 0x7f, 0x80, 0xc3, 0xff} {
 		for pos := range 8 {
 			for v := range 256 {
-				var w [8]byte
-				for k := range w {
-					w[k] = fill
-				}
-				w[pos] = byte(v)
-				want := false
-				for _, c := range w {
-					want = want || stop(c)
-				}
-				if got := special8(binary.LittleEndian.Uint64(w[:])); got != want {
-					t.Fatalf("special8(% x) = %v, want %v", w, got, want)
+				for _, later := range []int{-1, 0, 0x1f, '"', '\\'} {
+					var w [8]byte
+					for k := range w {
+						w[k] = fill
+					}
+					w[pos] = byte(v)
+					if later >= 0 && pos < 7 {
+						w[7] = byte(later)
+					}
+					want := -1
+					for k, c := range w {
+						if stop(c) {
+							want = k
+							break
+						}
+					}
+					if got := first(special8(binary.LittleEndian.Uint64(w[:]))); got != want {
+						t.Fatalf("special8(% x): first stop byte %d, want %d", w, got, want)
+					}
 				}
 			}
 		}

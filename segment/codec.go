@@ -3,8 +3,10 @@ package segment
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -65,6 +67,47 @@ func decompress(src []byte, rawLen int) ([]byte, error) {
 	// to overrun a literal or match by a few bytes); output past rawLen is
 	// still refused below and bounded by the capacity.
 	out, err := decoder().DecodeAll(src, make([]byte, 0, rawLen+decodeSlack))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) != rawLen {
+		return nil, fmt.Errorf("decoded %d bytes, header says %d", len(out), rawLen)
+	}
+	return out, nil
+}
+
+// s2Compress appends the S2 block encoding of src (made with d's S2 form,
+// if d is not nil) to dst.
+func s2Compress(d *s2.Dict, dst, src []byte) []byte {
+	n, max := len(dst), s2.MaxEncodedLen(len(src))
+	dst = slices.Grow(dst, max)
+	room := dst[n : n+max]
+	var out []byte
+	if d != nil {
+		out = d.Encode(room, src)
+	} else {
+		out = s2.Encode(room, src)
+	}
+	return dst[:n+len(out)] // (out is room's start: it had room enough)
+}
+
+// s2Decompress decodes the S2 block src (made with d's S2 form, if d is
+// not nil), which must decode to exactly rawLen bytes. The length the
+// block declares is checked before anything is allocated.
+func s2Decompress(d *s2.Dict, src []byte, rawLen int) ([]byte, error) {
+	n, err := s2.DecodedLen(src)
+	if err != nil {
+		return nil, err
+	}
+	if n != rawLen {
+		return nil, fmt.Errorf("block declares %d bytes, header says %d", n, rawLen)
+	}
+	out := make([]byte, rawLen)
+	if d != nil {
+		out, err = d.Decode(out, src)
+	} else {
+		out, err = s2.Decode(out, src)
+	}
 	if err != nil {
 		return nil, err
 	}

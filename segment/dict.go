@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/seglog/seglog/vfs"
 )
@@ -79,6 +80,39 @@ type Dict struct {
 	decOnce      sync.Once
 	dec          *zstd.Decoder
 	decErr       error
+
+	s2Once sync.Once
+	s2d    *s2.Dict // S2's form: made on first use; nil if it has none
+}
+
+// s2Window is how much of a dictionary's content its S2 form holds: the
+// most an S2 dictionary may (s2.MaxDictSize).
+const s2Window = s2.MaxDictSize
+
+// s2Form returns d's S2 form, which CodecS2Dict frames are compressed
+// with: the last s2Window bytes of d's zstd content, where pickHistory
+// puts the best pieces, with first repeat offset 0. It is made from the
+// dictionary file alone, so every build and process makes the same. It
+// is nil (frames are then compressed without it) for content of fewer
+// bytes than an S2 dictionary must hold.
+func (d *Dict) s2Form() *s2.Dict {
+	d.s2Once.Do(func() {
+		info, err := zstd.InspectDictionary(d.data)
+		if err != nil {
+			return
+		}
+		c := info.Content()
+		if len(c) > s2Window {
+			c = c[len(c)-s2Window:]
+		}
+		if len(c) < s2.MinDictSize {
+			return
+		}
+		// The serialized form: the first repeat offset (a uvarint), then
+		// the content.
+		d.s2d = s2.NewDict(append([]byte{0}, c...))
+	})
+	return d.s2d
 }
 
 // TrainDict builds dictionary id from samples (recent payloads): its

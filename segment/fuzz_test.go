@@ -2,27 +2,63 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/vfs"
 )
 
 var segHeader = appendHeader(nil, Header{Version: Version, ID: 1, CreatedNs: 1})
 
-// seedFrames returns a few valid frames (without the segment header).
+// fuzzDict is the dictionary the fuzz targets' frames may name: trained
+// from fixed samples, so the same in every run.
+var fuzzDict = sync.OnceValue(func() *Dict {
+	var samples [][]byte
+	for i := range 200 {
+		samples = append(samples, appendEvents(nil, makeEvents(uint64(i), 1+i%3, 100+i%500)))
+	}
+	d, err := TrainDict(0x5eed, 1, samples, 8<<10)
+	if err != nil {
+		panic(err)
+	}
+	return d
+})
+
+// fuzzDicts holds fuzzDict.
+func fuzzDicts() *Dicts {
+	ds := NewDicts(vfs.NewMem(), "dicts")
+	ds.Add(fuzzDict())
+	return ds
+}
+
+// seedFrames returns a few valid frames (without the segment header), of
+// every codec.
 func seedFrames() [][]byte {
 	var out [][]byte
+	d := fuzzDict()
 	for i, evs := range [][]event.Event{makeEvents(0, 1, 40), makeEvents(5, 4, 300), makeEvents(9, 2, 3000)} {
-		for _, codec := range []Codec{CodecNone, CodecZstd} {
+		for _, codec := range []Codec{CodecNone, CodecZstd, CodecS2, CodecS2Dict, CodecZstdDict} {
 			raw := appendEvents(nil, evs)
 			stored := raw
-			if codec == CodecZstd {
+			switch codec {
+			case CodecZstd:
 				stored = compress(nil, raw)
+			case CodecS2:
+				stored = s2Compress(nil, nil, raw)
+			case CodecS2Dict:
+				stored = s2Compress(d.s2Form(), binary.LittleEndian.AppendUint32(nil, d.ID), raw)
+			case CodecZstdDict:
+				var err error
+				if stored, err = d.compress(nil, raw); err != nil {
+					panic(err)
+				}
 			}
 			key := []byte{'s', byte('0' + i)}
 			b := make([]byte, frameSize(len(key), len(stored)))
@@ -41,7 +77,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		data := append(bytes.Clone(segHeader), frame...)
-		got, err := DecodeFrame("f.seg", data, HeaderSize, 1<<20, nil)
+		got, err := DecodeFrame("f.seg", data, HeaderSize, 1<<20, fuzzDicts())
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("non-corruption error: %v", err)

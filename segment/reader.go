@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/vfs"
 )
@@ -248,7 +249,12 @@ func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int, dicts *Dicts)
 		if raw, err = decompress(stored, int(fi.RawLen)); err != nil {
 			return bad("zstd: " + err.Error())
 		}
-	case CodecZstdDict:
+	case CodecS2:
+		var err error
+		if raw, err = s2Decompress(nil, stored, int(fi.RawLen)); err != nil {
+			return bad("s2: " + err.Error())
+		}
+	case CodecZstdDict, CodecS2Dict:
 		if dicts == nil {
 			return bad(fmt.Sprintf("frame compressed with dictionary %08x, where there are none", fi.Dict))
 		}
@@ -259,8 +265,18 @@ func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int, dicts *Dicts)
 		if err != nil {
 			return nil, fmt.Errorf("segment: %s: frame at %d: dictionary %08x: %w", path, off, fi.Dict, err)
 		}
-		if raw, err = d.decompress(stored[4:], int(fi.RawLen)); err != nil {
-			return bad(fmt.Sprintf("zstd with dictionary %08x: %v", fi.Dict, err))
+		if fi.Codec == CodecZstdDict {
+			if raw, err = d.decompress(stored[4:], int(fi.RawLen)); err != nil {
+				return bad(fmt.Sprintf("zstd with dictionary %08x: %v", fi.Dict, err))
+			}
+			break
+		}
+		sd := d.s2Form()
+		if sd == nil {
+			return bad(fmt.Sprintf("s2 with dictionary %08x, which has no S2 form (content under %d bytes)", fi.Dict, s2.MinDictSize))
+		}
+		if raw, err = s2Decompress(sd, stored[4:], int(fi.RawLen)); err != nil {
+			return bad(fmt.Sprintf("s2 with dictionary %08x: %v", fi.Dict, err))
 		}
 	default:
 		raw = bytes.Clone(stored)

@@ -50,9 +50,9 @@ func TestReleaseReturnsEachBufferOnce(t *testing.T) {
 	}
 	raw, frame := bytes.Clone(e.Raw()), MarshalFrame(e)
 	pooled(nil)
-	w := e.WithoutDict()
+	w := e.Fit(RewriteVersion)
 	if w.Dict() != 0 || w == e {
-		t.Fatalf("WithoutDict: dictionary %d", w.Dict())
+		t.Fatalf("Fit: dictionary %d", w.Dict())
 	}
 	w.Release()
 	if pooled(e.Raw()) {

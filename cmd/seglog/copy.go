@@ -65,7 +65,9 @@ func openTarget(ctx context.Context, addr string, f *natsFlags, create, readOnly
 				return nil, err
 			}
 		}
-		db, err := engine.Open(addr, &engine.Options{ReadOnly: readOnly, Catalog: event.AnyCatalog(), CompactInterval: -1})
+		// (Dense: a copy is a bulk load, which nobody waits for frame by
+		// frame.)
+		db, err := engine.Open(addr, &engine.Options{ReadOnly: readOnly, Catalog: event.AnyCatalog(), CompactInterval: -1, Dense: true})
 		if err != nil {
 			return nil, err
 		}

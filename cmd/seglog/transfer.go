@@ -297,7 +297,7 @@ func runImport(w io.Writer, prog *progress, dir, root string, o importOptions) (
 		return nil, err
 	}
 	ctx := context.Background()
-	db, err := engine.Open(dir, &engine.Options{Catalog: catalog})
+	db, err := engine.Open(dir, &engine.Options{Catalog: catalog, Dense: true})
 	if err != nil {
 		made.undo()
 		return nil, err

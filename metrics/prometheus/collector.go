@@ -136,7 +136,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range []struct {
 		codec string
 		n     engine.FrameCounts
-	}{{"none", m.Frames.None}, {"zstd", m.Frames.Zstd}, {"zstd_dict", m.Frames.ZstdDict}} {
+	}{{"none", m.Frames.None}, {"zstd", m.Frames.Zstd}, {"zstd_dict", m.Frames.ZstdDict}, {"s2", m.Frames.S2}, {"s2_dict", m.Frames.S2Dict}} {
 		counter(c.frames, f.n.Frames, f.codec)
 		counter(c.frameBytes, f.n.RawBytes, f.codec, "raw")
 		counter(c.frameBytes, f.n.StoredBytes, f.codec, "stored")

@@ -102,7 +102,7 @@ type Shared interface {
 // (Config.Written).
 type Tally struct {
 	Events, Bytes uint64
-	Codec         [3]struct{ Frames, Raw, Stored uint64 }
+	Codec         [5]struct{ Frames, Raw, Stored uint64 } // by segment.Codec
 }
 
 // Add counts e.

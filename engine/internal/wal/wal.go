@@ -290,7 +290,7 @@ func (a *Log) placeLocked(batch []*Placement) error {
 	ver := a.Version(seg)
 	for _, p := range batch {
 		for i, e := range p.Frames {
-			e = fit(e, ver)
+			e = e.Fit(ver)
 			n := e.Size()
 			if start+int64(len(buf)) > segment.HeaderSize && start+int64(len(buf))+n > a.cfg.SegmentSize(seg) {
 				if err := write(); err != nil {
@@ -302,7 +302,7 @@ func (a *Log) placeLocked(batch []*Placement) error {
 				}
 				start = segment.HeaderSize
 				ver = a.Version(seg)
-				e = fit(e, ver) // (a segment takes its first frame whatever its size)
+				e = e.Fit(ver) // (a segment takes its first frame whatever its size)
 				n = e.Size()
 			}
 			p.Frames[i] = e
@@ -649,16 +649,6 @@ func (a *Log) zeroAhead(seg uint64, f vfs.File, size, n int64) (bool, error) {
 	return true, nil
 }
 
-// fit returns e as a segment of format version ver may hold it: without
-// its dictionary in a segment of a format before segment.DictVersion (an
-// older build's, whose builds would meet the codec as damage).
-func fit(e *segment.Encoded, ver int) *segment.Encoded {
-	if e.Dict() != 0 && ver < segment.DictVersion {
-		return e.WithoutDict()
-	}
-	return e
-}
-
 // Version returns the format version of segment seg (0 if its header
 // cannot be read).
 func (a *Log) Version(seg uint64) int {
@@ -683,17 +673,18 @@ func (a *Log) Version(seg uint64) int {
 	return h.Version
 }
 
-// DictSegment reports whether the active segment (as of this process's
-// last placement, or now) may hold frames compressed with a dictionary.
-// (A frame encoded so and placed in another segment is refitted there.)
-func (a *Log) DictSegment() bool {
+// TailVersion returns the format version of the active segment (as of
+// this process's last placement, or now): which codecs its frames may
+// use. (A frame encoded for a newer one and placed in an older one is
+// refitted there.)
+func (a *Log) TailVersion() int {
 	v := a.tailVersion.Load()
 	if v == 0 {
 		seg, _ := splitPosition(a.sh.Word(Tail).Load())
 		v = int32(a.Version(seg))
 		a.tailVersion.Store(v)
 	}
-	return v >= segment.DictVersion
+	return int(v)
 }
 
 // file returns segment seg open for writing.
