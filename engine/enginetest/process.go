@@ -59,6 +59,8 @@ type request struct {
 	Marker   bool   `json:"marker,omitempty"`
 	MarkerMs int64  `json:"markerMs,omitempty"`
 	Rev      string `json:"rev,omitempty"`
+	// Inspect's InspectEvents, if set.
+	Inspect *store.InspectOptions `json:"inspect,omitempty"`
 }
 
 type response struct {
@@ -72,6 +74,8 @@ type response struct {
 	Cursor string           `json:"cursor,omitempty"`
 	// Inspection answers "inspect"
 	Inspection store.Inspection `json:"inspection"`
+	// Turn answers "turnstate"
+	Turn store.TurnState `json:"turn"`
 }
 
 // errKinds are the contract's sentinels, by the name a peer sends.
@@ -127,7 +131,11 @@ func serve(s Store, in io.Reader, out io.Writer) {
 		case "listpage":
 			resp.Snaps, resp.Cursor, err = s.ListPage(ctx, req.List)
 		case "inspect":
-			resp.Inspection, err = s.Inspect(ctx, req.ID)
+			var opts []store.InspectOption
+			if o := req.Inspect; o != nil {
+				opts = append(opts, store.InspectEvents(o.Offset, o.Limit))
+			}
+			resp.Inspection, err = s.Inspect(ctx, req.ID, opts...)
 		case "delete":
 			var opts []store.DeleteOption
 			if req.Rev != "" {
@@ -148,6 +156,8 @@ func serve(s Store, in io.Reader, out io.Writer) {
 			resp.N, err = h.Wait(ctx, req.N)
 		case "len":
 			resp.N = h.Len()
+		case "turnstate":
+			resp.Turn, err = h.TurnState(ctx)
 		case "close":
 			err = h.Close()
 		default:
@@ -270,9 +280,25 @@ func (p *Peer) ListPage(_ context.Context, opts store.ListOptions) ([]store.Snap
 }
 
 // Inspect implements Store.
-func (p *Peer) Inspect(_ context.Context, id string) (store.Inspection, error) {
-	resp, err := p.call(request{Op: "inspect", ID: id})
+func (p *Peer) Inspect(_ context.Context, id string, opts ...store.InspectOption) (store.Inspection, error) {
+	req := request{Op: "inspect", ID: id}
+	if len(opts) > 0 {
+		o := store.InspectOptionsOf(opts)
+		req.Inspect = &o
+	}
+	resp, err := p.call(req)
 	return resp.Inspection, err
+}
+
+// ResumeMany implements Store: Resume of each, in the peer (each with
+// its own flush).
+func (p *Peer) ResumeMany(ctx context.Context, ids []string) ([]store.Resumed[Session], error) {
+	out := make([]store.Resumed[Session], len(ids))
+	for i, id := range ids {
+		out[i].ID = id
+		out[i].Handle, out[i].Closers, out[i].Err = p.Resume(ctx, id)
+	}
+	return out, nil
 }
 
 // Delete implements Store.
@@ -362,6 +388,11 @@ func (h *peerHandle) Wait(_ context.Context, n uint64) (uint64, error) {
 
 func (h *peerHandle) Events(ctx context.Context, from int) iter.Seq2[event.Event, error] {
 	return store.Iterate(ctx, h.Read, from)
+}
+
+func (h *peerHandle) TurnState(context.Context) (store.TurnState, error) {
+	resp, err := h.p.call(request{Op: "turnstate", H: h.h})
+	return resp.Turn, err
 }
 
 func (h *peerHandle) Len() uint64 {
