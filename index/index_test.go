@@ -238,8 +238,8 @@ func TestSessionRecordVersions(t *testing.T) {
 		encodeSession(Session{UID: 1, Events: 1, MetaEvents: 2}),
 		encodeSession(Session{UID: 1, Events: 1, Checked: 2, Catalog: 1}),     // checked past its events
 		encodeSession(Session{UID: 1, Events: 1, Checked: 1, Catalog: 1})[:9], // no room for the catalog
-		encodeSession(Session{UID: 1, Events: 1, TurnFrom: 2}),                 // a turn boundary past its events
-		encodeSession(Session{UID: 1, Events: 1, TurnFrom: 1})[:17],            // no room for the boundary
+		encodeSession(Session{UID: 1, Events: 1, TurnFrom: 2}),                // a turn boundary past its events
+		encodeSession(Session{UID: 1, Events: 1, TurnFrom: 1})[:17],           // no room for the boundary
 	} {
 		if validSession(bad) {
 			t.Errorf("record %x decodes", bad)
