@@ -65,6 +65,7 @@ func (db *DB) turnHint(s *session) uint64 {
 // (the fold read the log from seq 0) is replaced. The index record is
 // queued for the next checkpoint.
 func (db *DB) noteTurn(s *session, used uint64, st recovery.State) {
+	db.metrics.turnEvents.Add(uint64(st.Len) - st.From)
 	found := st.TurnFrom
 	if found == used {
 		return

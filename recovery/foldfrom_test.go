@@ -10,11 +10,12 @@ import (
 )
 
 // sameState fails t unless a and b are the same state (Last compared by
-// value).
+// value, From left out: where each fold started).
 func sameState(t *testing.T, what string, a, b State) {
 	t.Helper()
 	la, lb := a.Last, b.Last
 	a.Last, b.Last = nil, nil
+	a.From, b.From = 0, 0
 	if !reflect.DeepEqual(a, b) || (la == nil) != (lb == nil) || (la != nil && (la.Seq != lb.Seq || la.Time != lb.Time || la.Type != lb.Type)) {
 		t.Fatalf("%s: %+v (last %+v), want %+v (last %+v)", what, a, la, b, lb)
 	}
@@ -43,6 +44,9 @@ func checkFoldFrom(t *testing.T, log []event.Event) {
 			}
 			if err != nil {
 				t.Fatalf("fold from seq %d of %d events: %v", b, k, err)
+			}
+			if st.From != uint64(b) {
+				t.Fatalf("fold from seq %d: From %d", b, st.From)
 			}
 			sameState(t, "fold from a boundary", st, whole)
 			if got, want := Closers(st), Closers(whole); !reflect.DeepEqual(got, want) {

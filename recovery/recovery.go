@@ -98,6 +98,9 @@ type State struct {
 	// one; 0 if none. A fold from that seq (FoldFrom) gives this state:
 	// the turn boundary resets everything the fold keeps.
 	TurnFrom uint64
+	// From is the seq of the first event folded: 0 for Fold, the first
+	// event's for FoldFrom. Len - From events were folded.
+	From uint64
 }
 
 // Balanced reports whether no turn is open.
@@ -183,6 +186,7 @@ func FoldFrom(events []event.Event) (State, error) {
 		return State{}, ErrNotBoundary
 	}
 	f := folder{}
+	f.st.From = events[0].Seq
 	base := int(events[0].Seq)
 	for i := range events {
 		if err := f.step(&events[i], base+i); err != nil {

@@ -6,14 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/store"
 	"io"
 	"iter"
 	"os"
 	"os/exec"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/storekit"
+	"github.com/seglog/seglog/testgen"
 )
 
 // The contract across processes: a peer is the test binary started again
@@ -606,5 +611,41 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		got, err = h.Read(ctx, 0, -1)
 		must(t, err)
 		wantEvents(t, "continued", append(OneTurn(), Turn2()...), got)
+	})
+	t.Run("turn-state-after-a-process-killed-mid-turn", func(t *testing.T) {
+		// A writer process killed in the middle of a turn: this process
+		// knows nothing of the session's turns (its hint is what the
+		// index holds, if anything); Inspect, TurnState and Resume give
+		// what a fold of the whole log gives.
+		e := start(t)
+		log := testgen.AgentLog(7, 400, 24)
+		w, err := e.peer.Create(ctx, Meta("s"))
+		must(t, err)
+		for at := 0; at < len(log); at += 37 {
+			must(t, w.Append(ctx, log[at:min(at+37, len(log))]...))
+			must(t, w.Flush(ctx))
+		}
+		must(t, e.peer.Kill())
+		st, err := recovery.Fold(log)
+		must(t, err)
+		if st.Balanced() || len(st.Pending) == 0 {
+			t.Fatalf("the log ends balanced or with no call pending (%+v): no cut turn to test", st)
+		}
+		in, err := e.s.Inspect(ctx, "s", store.InspectEvents(0, 0))
+		must(t, err)
+		if diff := cmp.Diff(storekit.TurnStateOf(st), in.Turn); diff != "" {
+			t.Errorf("Inspect's turn state (-whole log +got):\n%s", diff)
+		}
+		h, closers, err := e.s.Resume(ctx, "s")
+		must(t, err)
+		if diff := cmp.Diff(recovery.Closers(st), closers, cmp.Comparer(sameEvent)); diff != "" {
+			t.Errorf("Resume's closers (-whole log +got):\n%s", diff)
+		}
+		ts, err := h.TurnState(ctx)
+		must(t, err)
+		if ts.Open || ts.NextTurn != storekit.TurnStateOf(st).NextTurn || ts.Len != uint64(len(log)+len(closers)) {
+			t.Errorf("turn state after Resume: %+v", ts)
+		}
+		must(t, h.Close())
 	})
 }
