@@ -254,9 +254,13 @@ func (db *DB) forkShared(ctx context.Context, parent string, n uint64, hdr store
 	}
 	checked, checkedCat := min(p.checked, n), p.checkedCat
 	ptitle, pmeta := p.title, p.metaAt
+	turnFrom := p.turnFrom
+	if turnFrom > n {
+		turnFrom = 0 // (past the cut: not the fork's)
+	}
 	db.mu.Unlock()
 	c := &session{id: hdr.ID, hdr: &hdr, inherited: n, uid: store.NewIncarnation(), fork: chain,
-		framed: n, next: n, checked: checked, checkedCat: checkedCat} // (its frames: see appendFork)
+		framed: n, next: n, checked: checked, checkedCat: checkedCat, turnFrom: turnFrom} // (its frames: see appendFork)
 	if pmeta == n {
 		// The parent's listing describes its first n events: the fork's
 		// title is its title, and the fork was updated by its marker.

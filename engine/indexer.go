@@ -324,7 +324,7 @@ func (db *DB) indexRecord(s *session, noted *pendFrame) index.Session {
 		ID: s.id, Header: marshalHeader(s), UID: s.uid,
 		Events: s.idxNext, Size: s.idxSize, Inherited: s.inherited,
 		Title: title, UpdatedAt: at, MetaEvents: metaAt,
-		Checked: checked, Catalog: cat,
+		Checked: checked, Catalog: cat, TurnFrom: s.indexTurnFrom(),
 	}
 }
 

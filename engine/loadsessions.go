@@ -72,6 +72,7 @@ func (l *sessionLoader) run() {
 				next: is.Events, framed: is.Events, size: is.Size, idxNext: is.Events, idxSize: is.Size,
 				title: is.Title, updatedAt: is.UpdatedAt, metaAt: is.MetaEvents,
 				checked: is.Checked, checkedCat: is.Catalog,
+				turnFrom: is.TurnFrom, idxTurnFrom: is.TurnFrom,
 			})
 			start = b.ends[i]
 		}

@@ -90,6 +90,15 @@ type Metrics struct {
 	// counted here. Counter.
 	OpenCheckedEvents uint64
 
+	// TurnEvents counts the stored events Resume, ResumeMany, Inspect and
+	// Handle.TurnState read to fold a session's open turn: from its last
+	// turn boundary where the session's hint (the index record, this
+	// process's appends, an earlier fold) names one, else from seq 0
+	// (once: the fold then records the boundary it found). An Inspect
+	// that returns the whole log folds the events it read and counts
+	// them. Counter.
+	TurnEvents uint64
+
 	// IndexCheckpoints counts the index checkpoints this process
 	// committed (one bbolt transaction each). Counter.
 	IndexCheckpoints uint64
@@ -221,6 +230,7 @@ type dbMetrics struct {
 	writeBehind handle.Stats
 
 	openChecked atomic.Uint64 // events write opens read to check
+	turnEvents  atomic.Uint64 // events folds of the open turn read
 
 	checkpoints, checkpointFailures atomic.Uint64
 	// caughtUp is when the index last caught up (see
@@ -328,6 +338,7 @@ func (db *DB) Metrics() Metrics {
 		WriteBehindEvents:        m.writeBehind.Buffered.Load(),
 		WriteBehindFailures:      m.writeBehind.Failures.Load(),
 		OpenCheckedEvents:        m.openChecked.Load(),
+		TurnEvents:               m.turnEvents.Load(),
 		IndexCheckpoints:         m.checkpoints.Load(),
 		IndexCheckpointFailures:  m.checkpointFailures.Load(),
 		Compactions:              m.compactions.Load(),

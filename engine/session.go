@@ -43,6 +43,12 @@ type session struct {
 	checked    uint64
 	checkedCat uint64
 
+	// turnFrom: the seq, plus one, of a stored turn/start or turn/end,
+	// where a fold of the open turn may start (0: none known, from seq
+	// 0); idxTurnFrom: the one its index record holds (see turn.go)
+	turnFrom    uint64
+	idxTurnFrom uint64
+
 	idxNext uint64 // events the index holds (frames in pend are not counted)
 	idxSize int64
 

@@ -219,6 +219,7 @@ func (db *DB) appendFrames(s *session, header *segment.Encoded, frames []*segmen
 			}
 			p := s.addFrame(ref)
 			s.noteFrame(evs, &p)
+			s.noteTurnBoundary(evs)
 			db.mu.pend = append(db.mu.pend, p)
 			db.relist(s, false)
 		}

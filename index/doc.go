@@ -63,8 +63,9 @@
 //	meta      "version"    -> uint16 LE, Version
 //	          "checkpoint" -> segment ID uint64 LE, offset uint64 LE
 //	          "rewrite"    -> segment ID uint64 LE, generation uint64 LE (a compaction's rewrite in progress)
-//	sessions  <id>         -> 0x01|0x02|0x03, uvarints uid, events, size, inherited; (0x02, 0x03) uvarint
-//	                          listed events, varint update time, uvarint title length, title; (0x03)
-//	                          uvarint checked events, catalog fingerprint u64 LE; then the header bytes
+//	sessions  <id>         -> 0x01|0x02|0x03|0x04, uvarints uid, events, size, inherited; (0x02 on)
+//	                          uvarint listed events, varint update time, uvarint title length, title;
+//	                          (0x03, 0x04) uvarint checked events, catalog fingerprint u64 LE; (0x04)
+//	                          uvarint turn boundary seq+1 (TurnFrom); then the header bytes
 //	frames    uvarint(len(id)) id BE64(first seq) -> segment u64, offset u64, count u32, size u32 (LE)
 package index

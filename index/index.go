@@ -76,26 +76,37 @@ type Session struct {
 	// Catalog 0): none. A record of version 1 or 2 has none.
 	Checked uint64
 	Catalog uint64
+	// TurnFrom is the seq, plus one, of a turn/start or turn/end among
+	// the session's first Events events, where the engine's fold of its
+	// open turn starts (a hint it checks against the log); 0: none known.
+	// A record of version 1, 2 or 3 has none.
+	TurnFrom uint64
 }
 
 // A session record: a version byte, then uvarints uid, events, size and
 // inherited; in versions 2 and 3, then a uvarint MetaEvents, a varint
 // (zigzag) UpdatedAt, and the Title as a uvarint length and its bytes; in
 // version 3, then a uvarint Checked (at most events) and the Catalog
-// fingerprint, uint64 LE; then the header bytes (the rest). This build
-// writes version 3 for a session with a Checked count, else version 2,
-// and reads all three. Part of the on-disk format.
+// fingerprint, uint64 LE; in version 4, then a uvarint Checked (0: none)
+// and the Catalog fingerprint, uint64 LE, and a uvarint TurnFrom (1 to
+// events); then the header bytes (the rest). This build writes version 4
+// for a session with a TurnFrom, else version 3 for one with a Checked
+// count, else version 2, and reads all four. Part of the on-disk format.
 const (
 	sessionRecordV1 = 1
 	sessionRecordV2 = 2
 	sessionRecordV3 = 3
+	sessionRecordV4 = 4
 )
 
 func encodeSession(s Session) []byte {
 	b := make([]byte, 0, 1+8*binary.MaxVarintLen64+8+len(s.Title)+len(s.Header))
-	if s.Checked > 0 {
+	switch {
+	case s.TurnFrom > 0:
+		b = append(b, sessionRecordV4)
+	case s.Checked > 0:
 		b = append(b, sessionRecordV3)
-	} else {
+	default:
 		b = append(b, sessionRecordV2)
 	}
 	b = binary.AppendUvarint(b, s.UID)
@@ -106,9 +117,12 @@ func encodeSession(s Session) []byte {
 	b = binary.AppendVarint(b, s.UpdatedAt)
 	b = binary.AppendUvarint(b, uint64(len(s.Title)))
 	b = append(b, s.Title...)
-	if s.Checked > 0 {
+	if s.Checked > 0 || s.TurnFrom > 0 {
 		b = binary.AppendUvarint(b, s.Checked)
 		b = binary.LittleEndian.AppendUint64(b, s.Catalog)
+	}
+	if s.TurnFrom > 0 {
+		b = binary.AppendUvarint(b, s.TurnFrom)
 	}
 	return append(b, s.Header...)
 }
@@ -130,7 +144,7 @@ func validSession(v []byte) bool {
 // parseSession decodes a session record but its header bytes (hdr, which
 // share v's memory).
 func parseSession(v []byte) (s Session, hdr []byte, ok bool) {
-	if len(v) == 0 || v[0] < sessionRecordV1 || v[0] > sessionRecordV3 {
+	if len(v) == 0 || v[0] < sessionRecordV1 || v[0] > sessionRecordV4 {
 		return s, nil, false
 	}
 	version := v[0]
@@ -166,12 +180,18 @@ func parseSession(v []byte) (s Session, hdr []byte, ok bool) {
 		return Session{}, nil, false
 	}
 	s.Title, v = string(v[:tl]), v[tl:]
-	if version == sessionRecordV3 {
+	if version >= sessionRecordV3 {
 		s.Checked = uv()
-		if !ok || s.Checked == 0 || s.Checked > s.Events || len(v) < 8 {
+		if !ok || (s.Checked == 0 && version == sessionRecordV3) || s.Checked > s.Events || len(v) < 8 {
 			return Session{}, nil, false
 		}
 		s.Catalog, v = binary.LittleEndian.Uint64(v), v[8:]
+	}
+	if version == sessionRecordV4 {
+		s.TurnFrom = uv()
+		if !ok || s.TurnFrom == 0 || s.TurnFrom > s.Events {
+			return Session{}, nil, false
+		}
 	}
 	return s, v, true
 }

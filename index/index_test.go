@@ -212,6 +212,25 @@ func TestSessionRecordVersions(t *testing.T) {
 	if diff := cmp.Diff([]Session{old, s, c}, sessions(t, x)); diff != "" {
 		t.Errorf("version 3 record (-want +got):\n%s", diff)
 	}
+	// Version 4 keeps where the open turn starts (TurnFrom), with or
+	// without a checked count; only a record with one is version 4.
+	u, w := c, s
+	u.ID, u.TurnFrom = "u", 9
+	w.ID, w.TurnFrom = "w", 1
+	for _, r := range []Session{u, w} {
+		if v := encodeSession(r); v[0] != sessionRecordV4 {
+			t.Errorf("a record with a TurnFrom is version %d, want 4", v[0])
+		}
+	}
+	if err := x.Apply(&Update{Sessions: []Session{u, w}, Checkpoint: Checkpoint{Segment: 1, Offset: 64}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Session{old, s, c, u, w}, sessions(t, x)); diff != "" {
+		t.Errorf("version 4 records (-want +got):\n%s", diff)
+	}
 	// A version 2 record whose title runs past the end, or whose
 	// MetaEvents pass its Events, is malformed.
 	for _, bad := range [][]byte{
@@ -219,6 +238,8 @@ func TestSessionRecordVersions(t *testing.T) {
 		encodeSession(Session{UID: 1, Events: 1, MetaEvents: 2}),
 		encodeSession(Session{UID: 1, Events: 1, Checked: 2, Catalog: 1}),     // checked past its events
 		encodeSession(Session{UID: 1, Events: 1, Checked: 1, Catalog: 1})[:9], // no room for the catalog
+		encodeSession(Session{UID: 1, Events: 1, TurnFrom: 2}),                // a turn boundary past its events
+		encodeSession(Session{UID: 1, Events: 1, TurnFrom: 1})[:17],           // no room for the boundary
 	} {
 		if validSession(bad) {
 			t.Errorf("record %x decodes", bad)

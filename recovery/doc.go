@@ -14,6 +14,10 @@
 // turn, a result for a call that is not pending: plugin results, replaced
 // spans) passes, so that every log the reference resumes resumes here too,
 // with the same closers. FoldStrict reports those events, for tests.
+// A turn/start or turn/end resets everything the fold keeps, so FoldFrom
+// of a log from its last turn boundary (State.TurnFrom) gives the state
+// of the whole log: a store that remembers where it is folds the open
+// turn alone to resume a session (Closers of that state).
 //
 // recovery is pure: no I/O and no clock (time is a parameter). It imports
 // event and internal/base only, never segment, index, handle, engine or

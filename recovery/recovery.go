@@ -89,8 +89,18 @@ type State struct {
 	Turn    json.RawMessage // data.turn of the open turn
 	Step    json.RawMessage // data.step of the open step
 	Pending []PendingCall   // in the order the calls were asked for
-	Len     int             // events folded
+	Len     int             // events folded (FoldFrom: the seq after the last one)
 	Last    *event.Event    // the last event, if any
+	// LastTurn is data.turn of the last turn/start or turn/end folded (the
+	// open turn's, or the last closed one's), nil if none.
+	LastTurn json.RawMessage
+	// TurnFrom is the seq of the last turn/start or turn/end folded, plus
+	// one; 0 if none. A fold from that seq (FoldFrom) gives this state:
+	// the turn boundary resets everything the fold keeps.
+	TurnFrom uint64
+	// From is the seq of the first event folded: 0 for Fold, the first
+	// event's for FoldFrom. Len - From events were folded.
+	From uint64
 }
 
 // Balanced reports whether no turn is open.
@@ -142,6 +152,50 @@ func fold(events []event.Event, strict bool) (State, error) {
 	return f.st, nil
 }
 
+// ErrNotBoundary is returned by FoldFrom when the events it is given do
+// not start at a turn boundary (or at seq 0).
+var ErrNotBoundary = errors.New("recovery: a fold must start at seq 0 or at a turn/start or turn/end")
+
+// IsTurnBoundary reports whether an event of type typ resets the fold (a
+// turn/start or a turn/end): the state after it does not depend on the
+// events before it, so a fold may start there (FoldFrom).
+func IsTurnBoundary(typ string) bool { return typ == TypeTurnStart || typ == TypeTurnEnd }
+
+// LastTurnBoundary returns the seq, plus one, of the last event of evs
+// that is a turn boundary (IsTurnBoundary), 0 if none is.
+func LastTurnBoundary(evs []event.Event) uint64 {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if IsTurnBoundary(evs[i].Type) {
+			return evs[i].Seq + 1
+		}
+	}
+	return 0
+}
+
+// FoldFrom is Fold of a log's tail: events are its events from the first
+// one's seq on, which must be 0 or a turn boundary (else ErrNotBoundary,
+// and nothing is folded). Since a boundary resets everything the fold
+// keeps, the state is the one Fold of the whole log gives, Len (the seq
+// after the last event) included; so a store that remembers where a
+// session's last turn boundary is reads only the open turn to resume it.
+func FoldFrom(events []event.Event) (State, error) {
+	if len(events) == 0 || events[0].Seq == 0 {
+		return Fold(events)
+	}
+	if !IsTurnBoundary(events[0].Type) {
+		return State{}, ErrNotBoundary
+	}
+	f := folder{}
+	f.st.From = events[0].Seq
+	base := int(events[0].Seq)
+	for i := range events {
+		if err := f.step(&events[i], base+i); err != nil {
+			return f.st, err
+		}
+	}
+	return f.st, nil
+}
+
 type folder struct {
 	strict  bool
 	st      State
@@ -159,12 +213,14 @@ func (f *folder) step(e *event.Event, i int) error {
 	switch e.Type {
 	case TypeTurnStart:
 		f.st.Phase, f.st.Turn, f.st.Step = InTurn, field(e.Data, "turn"), nil
+		f.st.LastTurn, f.st.TurnFrom = f.st.Turn, e.Seq+1
 		f.pending = nil
 	case TypeTurnEnd:
 		if f.strict && f.st.Phase == Idle {
 			return f.fail(e, "turn/end without an open turn")
 		}
 		f.st.Phase, f.st.Turn, f.st.Step = Idle, nil, nil
+		f.st.LastTurn, f.st.TurnFrom = field(e.Data, "turn"), e.Seq+1
 		f.pending = nil
 	case TypeStepStart:
 		if f.strict && f.st.Phase == Idle {
@@ -305,8 +361,15 @@ func InterruptedTurnClosers(events []event.Event) ([]event.Event, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Closers(st), nil
+}
+
+// Closers returns the events that close the turn open in st (a fold's
+// state): InterruptedTurnClosers of the log st is of. A balanced state
+// gets none (nil).
+func Closers(st State) []event.Event {
 	if st.Balanced() {
-		return nil, nil
+		return nil
 	}
 	seq, t := st.Last.Seq+1, st.Last.Time
 	var out []event.Event
@@ -322,7 +385,7 @@ func InterruptedTurnClosers(events []event.Event) ([]event.Event, error) {
 		add(event.Event{Type: TypeStepEnd, Data: object("turn", st.Turn, "step", st.Step)})
 	}
 	add(event.Event{Type: TypeTurnEnd, Data: object("turn", st.Turn, "reason", json.RawMessage(`{"kind":"interrupted"}`))})
-	return out, nil
+	return out
 }
 
 func closerResult(turn json.RawMessage, c PendingCall, seq uint64) event.Event {

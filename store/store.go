@@ -24,8 +24,10 @@ type Store interface {
 	// append to it, without taking the write lease and writing nothing:
 	// the balanced view an observer shows, even of a session another
 	// handle (or process) writes: Inspection.Holder then names that
-	// writer, whose turn is in progress, not interrupted.
-	Inspect(ctx context.Context, id string) (Inspection, error)
+	// writer, whose turn is in progress, not interrupted. The closers
+	// and the turn state cost the open turn, not the log; the events are
+	// the whole log unless InspectEvents says otherwise.
+	Inspect(ctx context.Context, id string, opts ...InspectOption) (Inspection, error)
 	// Fork creates session h.ID as a fork of session parent at n events:
 	// its first n events are the parent's, seq n is the inherited end-seed
 	// marker (ForkMarker), and it is seeded with InheritedEventCount n
@@ -56,6 +58,12 @@ type Store interface {
 	// was balanced). It fails as Open(id, Write) does (ErrAlreadyOwned
 	// while another handle or host writes the session), writing nothing.
 	Resume(ctx context.Context, id string) (Handle, []event.Event, error)
+	// ResumeMany is Resume of each of ids, sharing one flush (a host's
+	// start-up: every session it had open, resumed in one sync instead of
+	// one each): one Resumed per ID, in order, with the error of a
+	// session that could not be resumed (the others go on). The error
+	// returned is the flush's, which leaves no handle open.
+	ResumeMany(ctx context.Context, ids []string) ([]Resumed[Handle], error)
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -72,10 +80,15 @@ type Store interface {
 // Closers are only what a resume would append if that writer died. (The
 // lease may change hands at any moment: Holder is what Inspect saw.)
 type Inspection struct {
-	Header  Header
+	Header Header
+	// Events are the stored events of the window InspectEvents asked for
+	// (by default the whole log).
 	Events  []event.Event
 	Closers []event.Event // nil: balanced
-	Holder  *OwnedError   `json:",omitempty"`
+	// Turn is the turn state of the log as stored (TurnState): Turn.Open
+	// is true exactly when Closers is not nil.
+	Turn   TurnState
+	Holder *OwnedError `json:",omitempty"`
 }
 
 // Handle is one open channel onto a session: a read handle, or the single
@@ -103,6 +116,11 @@ type Handle interface {
 	// with ErrSessionNotFound once the session is deleted, ErrHandleClosed,
 	// ErrClosed, or the context's error.
 	Wait(ctx context.Context, n uint64) (uint64, error)
+	// TurnState is the turn state of the log as the handle sees it (a
+	// write handle's own enqueued events count, as in Read): the next
+	// turn's number, the open step, the pending tool calls. It reads the
+	// open turn, not the log.
+	TurnState(ctx context.Context) (TurnState, error)
 	Close() error
 }
 
@@ -113,10 +131,11 @@ type Backend[H Handle] interface {
 	Stat(ctx context.Context, id string) (Snapshot, error)
 	List(ctx context.Context) ([]Snapshot, error)
 	ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error)
-	Inspect(ctx context.Context, id string) (Inspection, error)
+	Inspect(ctx context.Context, id string, opts ...InspectOption) (Inspection, error)
 	Fork(ctx context.Context, parent string, n uint64, h Header, opts ...ForkOption) (H, error)
 	Delete(ctx context.Context, id string, opts ...DeleteOption) error
 	Resume(ctx context.Context, id string) (H, []event.Event, error)
+	ResumeMany(ctx context.Context, ids []string) ([]Resumed[H], error)
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -175,6 +194,21 @@ func (w wrapped[H]) Resume(ctx context.Context, id string) (Handle, []event.Even
 	return s, closers, nil
 }
 
+func (w wrapped[H]) ResumeMany(ctx context.Context, ids []string) ([]Resumed[Handle], error) {
+	rs, err := w.b.ResumeMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Resumed[Handle], len(rs))
+	for i, r := range rs {
+		out[i] = Resumed[Handle]{ID: r.ID, Closers: r.Closers, Err: r.Err}
+		if r.Err == nil {
+			out[i].Handle = r.Handle
+		}
+	}
+	return out, nil
+}
+
 func (w wrapped[H]) Delete(ctx context.Context, id string, opts ...DeleteOption) error {
 	return w.b.Delete(ctx, id, opts...)
 }
@@ -184,8 +218,8 @@ func (w wrapped[H]) List(ctx context.Context) ([]Snapshot, error)          { ret
 func (w wrapped[H]) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot, string, error) {
 	return w.b.ListPage(ctx, opts)
 }
-func (w wrapped[H]) Inspect(ctx context.Context, id string) (Inspection, error) {
-	return w.b.Inspect(ctx, id)
+func (w wrapped[H]) Inspect(ctx context.Context, id string, opts ...InspectOption) (Inspection, error) {
+	return w.b.Inspect(ctx, id, opts...)
 }
 func (w wrapped[H]) Flush(ctx context.Context) error { return w.b.Flush(ctx) }
 func (w wrapped[H]) Close() error                    { return w.b.Close() }

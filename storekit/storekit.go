@@ -8,43 +8,163 @@ import (
 	"github.com/seglog/seglog/store"
 )
 
-// ResumeHandle is a store's Resume through a write handle of any backend
-// of the store contract: it reads the log whole, appends the closers of
-// recovery.InterruptedTurnClosers as one batch and flushes, and returns them (nil
-// if the log was balanced). The caller closes the handle if it fails.
-func ResumeHandle(ctx context.Context, h store.Handle) ([]event.Event, error) {
+// OpenTurn folds the log h reads (recovery.Fold) from the open turn on:
+// from is a backend's hint of where that turn starts, the seq plus one of
+// a turn/start or turn/end it stored (recovery.State.TurnFrom of an
+// earlier fold, or of the events it appended), 0 if it knows none. The
+// hint is checked against the log: if the event at seq from-1 is not a
+// turn boundary (a hint that outlived its events, a damaged index), the
+// log is folded from seq 0. Either way the state is the one a fold of the
+// whole log gives (recovery.FoldFrom); its TurnFrom is the hint to keep.
+func OpenTurn(ctx context.Context, h store.Handle, from uint64) (recovery.State, error) {
+	if from > 0 {
+		evs, err := h.Read(ctx, int(from-1), -1)
+		if err != nil {
+			return recovery.State{}, err
+		}
+		if len(evs) > 0 && evs[0].Seq == from-1 && recovery.IsTurnBoundary(evs[0].Type) {
+			st, err := recovery.FoldFrom(evs)
+			if err != nil {
+				return recovery.State{}, &store.SessionError{ID: h.ID(), Op: "fold", Err: err}
+			}
+			return st, nil
+		}
+	}
 	evs, err := h.Read(ctx, 0, -1)
 	if err != nil {
-		return nil, err
+		return recovery.State{}, err
 	}
-	closers, err := recovery.InterruptedTurnClosers(evs)
+	st, err := recovery.Fold(evs)
 	if err != nil {
-		return nil, &store.SessionError{ID: h.ID(), Op: "resume", Err: err}
+		return recovery.State{}, &store.SessionError{ID: h.ID(), Op: "fold", Err: err}
 	}
-	if len(closers) == 0 {
-		return nil, nil
+	return st, nil
+}
+
+// TurnStateOf is the store.TurnState of a fold's state.
+func TurnStateOf(st recovery.State) store.TurnState {
+	ts := store.TurnState{
+		Len: uint64(st.Len), Open: !st.Balanced(), Turn: st.LastTurn,
+		NextTurn: store.NextTurnAfter(st.LastTurn),
 	}
-	if err := h.Append(ctx, closers...); err != nil {
-		return nil, err
+	if st.Phase == recovery.InStep {
+		ts.Step = st.Step
+	}
+	if st.Phase != recovery.Idle && len(st.Pending) > 0 {
+		ts.Pending = make([]store.PendingCall, len(st.Pending))
+		for i, c := range st.Pending {
+			p := store.PendingCall{CallID: c.CallID, Name: c.Name, Step: c.Step}
+			if c.CallSeq != nil {
+				p.Started, p.CallSeq = true, *c.CallSeq
+			}
+			ts.Pending[i] = p
+		}
+	}
+	return ts
+}
+
+// HandleTurnState is Handle.TurnState through a handle of any backend,
+// from its hint of where the open turn starts (OpenTurn), with the fold's
+// state (whose TurnFrom the backend keeps as its next hint).
+func HandleTurnState(ctx context.Context, h store.Handle, from uint64) (store.TurnState, recovery.State, error) {
+	st, err := OpenTurn(ctx, h, from)
+	if err != nil {
+		return store.TurnState{}, st, err
+	}
+	return TurnStateOf(st), st, nil
+}
+
+// ResumeHandle is a store's Resume through a write handle of any backend
+// of the store contract: it folds the open turn (OpenTurn, from the
+// backend's hint from), appends the closers of recovery.Closers as one
+// batch and flushes, and returns them (nil if the log was balanced) and
+// the fold's state before them. The caller closes the handle if it fails.
+func ResumeHandle(ctx context.Context, h store.Handle, from uint64) ([]event.Event, recovery.State, error) {
+	closers, st, err := AppendClosers(ctx, h, from)
+	if err != nil || len(closers) == 0 {
+		return closers, st, err
 	}
 	if err := h.Flush(ctx); err != nil {
-		return nil, err
+		return nil, st, err
 	}
-	return closers, nil
+	return closers, st, nil
+}
+
+// AppendClosers is ResumeHandle without the flush: the closers are
+// appended (durable within the write-behind window, or at the next
+// flush), for a resume of many sessions that shares one flush
+// (ResumeMany).
+func AppendClosers(ctx context.Context, h store.Handle, from uint64) ([]event.Event, recovery.State, error) {
+	st, err := OpenTurn(ctx, h, from)
+	if err != nil {
+		return nil, st, err
+	}
+	closers := recovery.Closers(st)
+	if len(closers) == 0 {
+		return nil, st, nil
+	}
+	if err := h.Append(ctx, closers...); err != nil {
+		return nil, st, err
+	}
+	return closers, st, nil
 }
 
 // InspectHandle is a store's Inspect through an open handle of any
-// backend: the log, read whole, and the closers Resume would append.
-func InspectHandle(ctx context.Context, h store.Handle) (store.Inspection, error) {
-	evs, err := h.Read(ctx, 0, -1)
-	if err != nil {
-		return store.Inspection{}, err
+// backend: the events of the window opts asks for (the whole log by
+// default), and the closers Resume would append and the turn state, from
+// the open turn (OpenTurn, from the backend's hint from), with the fold's
+// state.
+func InspectHandle(ctx context.Context, h store.Handle, from uint64, opts ...store.InspectOption) (store.Inspection, recovery.State, error) {
+	o := store.InspectOptionsOf(opts)
+	var evs []event.Event
+	if o.Limit != 0 {
+		var err error
+		if evs, err = h.Read(ctx, o.Offset, o.Limit); err != nil {
+			return store.Inspection{}, recovery.State{}, err
+		}
 	}
-	closers, err := recovery.InterruptedTurnClosers(evs)
-	if err != nil {
-		return store.Inspection{}, &store.SessionError{ID: h.ID(), Op: "inspect", Err: err}
+	var st recovery.State
+	var err error
+	if o.Offset == 0 && o.Limit < 0 {
+		// (The whole log is in hand: fold it, reading nothing more.)
+		if st, err = recovery.Fold(evs); err != nil {
+			return store.Inspection{}, st, &store.SessionError{ID: h.ID(), Op: "inspect", Err: err}
+		}
+	} else if st, err = OpenTurn(ctx, h, from); err != nil {
+		return store.Inspection{}, st, err
 	}
-	return store.Inspection{Header: h.Header(), Events: evs, Closers: closers}, nil
+	return store.Inspection{Header: h.Header(), Events: evs, Closers: recovery.Closers(st), Turn: TurnStateOf(st)}, st, nil
+}
+
+// ResumeMany resumes sessions ids as Resume does, sharing one flush: each
+// is opened for write by resume (a backend's Resume without its flush:
+// the write open, then AppendClosers), and once all are, flush (the
+// backend's Flush of every write handle) makes their closers durable
+// together, one sync for all where the backend groups them. A session
+// that cannot be resumed (ErrAlreadyOwned, ErrSessionNotFound, ...) has
+// its error in its Resumed, and the others go on. If the flush fails,
+// every handle opened is closed and ResumeMany returns the flush's error
+// and no handle.
+func ResumeMany[H store.Handle](ctx context.Context, ids []string, resume func(ctx context.Context, id string) (H, []event.Event, error), flush func(ctx context.Context) error) ([]store.Resumed[H], error) {
+	out := make([]store.Resumed[H], len(ids))
+	opened := false
+	for i, id := range ids {
+		out[i].ID = id
+		out[i].Handle, out[i].Closers, out[i].Err = resume(ctx, id)
+		opened = opened || out[i].Err == nil
+	}
+	if !opened {
+		return out, nil
+	}
+	if err := flush(ctx); err != nil {
+		for i := range out {
+			if out[i].Err == nil {
+				_ = out[i].Handle.Close() // (the flush's error is the one to report)
+			}
+		}
+		return nil, err
+	}
+	return out, nil
 }
 
 // SurfaceRulesChecker is the store.FrontConfig.Surface of a backend whose

@@ -6,10 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
-	"github.com/seglog/seglog/storekit"
 )
 
 // Delete removes session id for every host; see store.Store.Delete. It
@@ -106,20 +104,4 @@ func (st *Store) freeSubject(ctx context.Context, subj string) (uint64, error) {
 		return 0, store.ErrSessionExists
 	}
 	return last.Sequence, nil
-}
-
-// Resume opens session id for write and appends the closers of a turn a
-// crash left open (storekit.ResumeHandle: recovery.InterruptedTurnClosers,
-// the same as the local engine's); see store.Store.Resume. It fails as
-// Open(id, store.Write) does, writing nothing.
-func (st *Store) Resume(ctx context.Context, id string) (*Handle, []event.Event, error) {
-	h, err := st.Open(ctx, id, store.Write)
-	if err != nil {
-		return nil, nil, err
-	}
-	closers, err := storekit.ResumeHandle(ctx, h)
-	if err != nil {
-		return nil, nil, errors.Join(err, h.Close())
-	}
-	return h, closers, nil
 }

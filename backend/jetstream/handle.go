@@ -15,6 +15,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/handle"
+	"github.com/seglog/seglog/recovery"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
 	"github.com/seglog/seglog/storekit"
@@ -638,6 +639,9 @@ func (h *Handle) record(msg *nats.Msg, ref frameRef, seq uint64) {
 	s.frames = append(s.frames, ref)
 	s.framed += uint64(ref.count)
 	s.noteBatch(ref.first, s.open[:ref.count])
+	if b := recovery.LastTurnBoundary(s.open[:ref.count]); b > s.turnFrom {
+		s.turnFrom = b
+	}
 	for i := range ref.count {
 		s.openBytes -= rawSize(&s.open[i])
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/seglog/seglog/handle"
 	"github.com/seglog/seglog/segment"
 	"github.com/seglog/seglog/store"
-	"github.com/seglog/seglog/storekit"
 	"github.com/seglog/seglog/vfs"
 )
 
@@ -250,7 +249,11 @@ type session struct {
 	openBytes int
 	owner     *Handle
 	checked   uint64 // events a write open of this instance verified
-	failed    error  // a publish with an unknown outcome: nothing more is acked
+	// turnFrom: the seq, plus one, of a turn/start or turn/end of the
+	// log, where a fold of its open turn may start (0: from seq 0); kept
+	// in memory by this instance (see turn.go)
+	turnFrom uint64
+	failed   error // a publish with an unknown outcome: nothing more is acked
 	// What the session is listed by (Snapshot.Title, UpdatedAt), as of
 	// its first metaAt events: a publish of this instance brings it past
 	// its batch (noteBatch); Stat reads the batches after it
@@ -789,23 +792,6 @@ func (st *Store) ListPage(ctx context.Context, opts store.ListOptions) ([]store.
 		return nil, "", err
 	}
 	return store.Page(all, opts)
-}
-
-// Inspect returns a session's log and the closers a resume would append,
-// without the write lease and writing nothing; see engine.DB.Inspect.
-// Holder names the live writer that held the session when Inspect looked
-// (its Host: the ownership record names nothing else), nil if none did.
-func (st *Store) Inspect(ctx context.Context, id string) (store.Inspection, error) {
-	h, err := st.Open(ctx, id, store.Read)
-	if err != nil {
-		return store.Inspection{}, err
-	}
-	defer h.Close()
-	in, err := storekit.InspectHandle(ctx, h)
-	if err == nil {
-		in.Holder = st.liveHolder(ctx, id)
-	}
-	return in, err
 }
 
 // Fork creates session h.ID as a fork of session parent at n events (see

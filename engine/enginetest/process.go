@@ -6,14 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/seglog/seglog/event"
-	"github.com/seglog/seglog/store"
 	"io"
 	"iter"
 	"os"
 	"os/exec"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/storekit"
+	"github.com/seglog/seglog/testgen"
 )
 
 // The contract across processes: a peer is the test binary started again
@@ -59,6 +64,8 @@ type request struct {
 	Marker   bool   `json:"marker,omitempty"`
 	MarkerMs int64  `json:"markerMs,omitempty"`
 	Rev      string `json:"rev,omitempty"`
+	// Inspect's InspectEvents, if set.
+	Inspect *store.InspectOptions `json:"inspect,omitempty"`
 }
 
 type response struct {
@@ -72,6 +79,8 @@ type response struct {
 	Cursor string           `json:"cursor,omitempty"`
 	// Inspection answers "inspect"
 	Inspection store.Inspection `json:"inspection"`
+	// Turn answers "turnstate"
+	Turn store.TurnState `json:"turn"`
 }
 
 // errKinds are the contract's sentinels, by the name a peer sends.
@@ -127,7 +136,11 @@ func serve(s Store, in io.Reader, out io.Writer) {
 		case "listpage":
 			resp.Snaps, resp.Cursor, err = s.ListPage(ctx, req.List)
 		case "inspect":
-			resp.Inspection, err = s.Inspect(ctx, req.ID)
+			var opts []store.InspectOption
+			if o := req.Inspect; o != nil {
+				opts = append(opts, store.InspectEvents(o.Offset, o.Limit))
+			}
+			resp.Inspection, err = s.Inspect(ctx, req.ID, opts...)
 		case "delete":
 			var opts []store.DeleteOption
 			if req.Rev != "" {
@@ -148,6 +161,8 @@ func serve(s Store, in io.Reader, out io.Writer) {
 			resp.N, err = h.Wait(ctx, req.N)
 		case "len":
 			resp.N = h.Len()
+		case "turnstate":
+			resp.Turn, err = h.TurnState(ctx)
 		case "close":
 			err = h.Close()
 		default:
@@ -270,9 +285,25 @@ func (p *Peer) ListPage(_ context.Context, opts store.ListOptions) ([]store.Snap
 }
 
 // Inspect implements Store.
-func (p *Peer) Inspect(_ context.Context, id string) (store.Inspection, error) {
-	resp, err := p.call(request{Op: "inspect", ID: id})
+func (p *Peer) Inspect(_ context.Context, id string, opts ...store.InspectOption) (store.Inspection, error) {
+	req := request{Op: "inspect", ID: id}
+	if len(opts) > 0 {
+		o := store.InspectOptionsOf(opts)
+		req.Inspect = &o
+	}
+	resp, err := p.call(req)
 	return resp.Inspection, err
+}
+
+// ResumeMany implements Store: Resume of each, in the peer (each with
+// its own flush).
+func (p *Peer) ResumeMany(ctx context.Context, ids []string) ([]store.Resumed[Session], error) {
+	out := make([]store.Resumed[Session], len(ids))
+	for i, id := range ids {
+		out[i].ID = id
+		out[i].Handle, out[i].Closers, out[i].Err = p.Resume(ctx, id)
+	}
+	return out, nil
 }
 
 // Delete implements Store.
@@ -362,6 +393,11 @@ func (h *peerHandle) Wait(_ context.Context, n uint64) (uint64, error) {
 
 func (h *peerHandle) Events(ctx context.Context, from int) iter.Seq2[event.Event, error] {
 	return store.Iterate(ctx, h.Read, from)
+}
+
+func (h *peerHandle) TurnState(context.Context) (store.TurnState, error) {
+	resp, err := h.p.call(request{Op: "turnstate", H: h.h})
+	return resp.Turn, err
 }
 
 func (h *peerHandle) Len() uint64 {
@@ -575,5 +611,41 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		got, err = h.Read(ctx, 0, -1)
 		must(t, err)
 		wantEvents(t, "continued", append(OneTurn(), Turn2()...), got)
+	})
+	t.Run("turn-state-after-a-process-killed-mid-turn", func(t *testing.T) {
+		// A writer process killed in the middle of a turn: this process
+		// knows nothing of the session's turns (its hint is what the
+		// index holds, if anything); Inspect, TurnState and Resume give
+		// what a fold of the whole log gives.
+		e := start(t)
+		log := testgen.AgentLog(7, 400, 24)
+		w, err := e.peer.Create(ctx, Meta("s"))
+		must(t, err)
+		for at := 0; at < len(log); at += 37 {
+			must(t, w.Append(ctx, log[at:min(at+37, len(log))]...))
+			must(t, w.Flush(ctx))
+		}
+		must(t, e.peer.Kill())
+		st, err := recovery.Fold(log)
+		must(t, err)
+		if st.Balanced() || len(st.Pending) == 0 {
+			t.Fatalf("the log ends balanced or with no call pending (%+v): no cut turn to test", st)
+		}
+		in, err := e.s.Inspect(ctx, "s", store.InspectEvents(0, 0))
+		must(t, err)
+		if diff := cmp.Diff(storekit.TurnStateOf(st), in.Turn); diff != "" {
+			t.Errorf("Inspect's turn state (-whole log +got):\n%s", diff)
+		}
+		h, closers, err := e.s.Resume(ctx, "s")
+		must(t, err)
+		if diff := cmp.Diff(recovery.Closers(st), closers, cmp.Comparer(sameEvent)); diff != "" {
+			t.Errorf("Resume's closers (-whole log +got):\n%s", diff)
+		}
+		ts, err := h.TurnState(ctx)
+		must(t, err)
+		if ts.Open || ts.NextTurn != storekit.TurnStateOf(st).NextTurn || ts.Len != uint64(len(log)+len(closers)) {
+			t.Errorf("turn state after Resume: %+v", ts)
+		}
+		must(t, h.Close())
 	})
 }

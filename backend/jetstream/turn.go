@@ -1,0 +1,114 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+
+	"github.com/seglog/seglog/event"
+	"github.com/seglog/seglog/recovery"
+	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/storekit"
+)
+
+// Resume, Inspect and TurnState fold the open turn, not the log, from a
+// hint of where it starts (session.turnFrom: a turn/start or turn/end of
+// the stream, which storekit.OpenTurn checks before it trusts it), as the
+// engine does. This instance keeps the hint in memory only: it moves with
+// the batches its handles publish and with what its folds find, and a
+// fold of a session this instance knows nothing of reads the stream of
+// the session whole, once.
+
+// turnHint is where a fold of s's open turn starts.
+func (st *Store) turnHint(s *session) uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return s.turnFrom
+}
+
+// noteTurn records what a fold from hint used found (see engine's
+// noteTurn): a later boundary of the published events, or the one that
+// replaces a hint the log did not confirm.
+func (st *Store) noteTurn(s *session, used uint64, fold recovery.State) {
+	found := fold.TurnFrom
+	if found == used {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if found > s.framed || (found < used && s.turnFrom != used) {
+		return
+	}
+	if found > s.turnFrom || s.turnFrom == used {
+		s.turnFrom = found
+	}
+}
+
+// Resume opens session id for write and appends the closers of a turn a
+// crash left open (storekit.ResumeHandle: recovery.Closers of the open
+// turn, the same as the local engine's); see store.Store.Resume. It fails
+// as Open(id, store.Write) does, writing nothing.
+func (st *Store) Resume(ctx context.Context, id string) (*Handle, []event.Event, error) {
+	h, closers, err := st.resumeOne(ctx, id)
+	if err != nil || len(closers) == 0 {
+		return h, closers, err
+	}
+	if err := h.Flush(ctx); err != nil {
+		return nil, nil, errors.Join(err, h.Close())
+	}
+	return h, closers, nil
+}
+
+// ResumeMany resumes each of ids as Resume does, with one Flush for all;
+// see store.Store.ResumeMany.
+func (st *Store) ResumeMany(ctx context.Context, ids []string) ([]store.Resumed[*Handle], error) {
+	return storekit.ResumeMany(ctx, ids, st.resumeOne, st.Flush)
+}
+
+// resumeOne is Resume without its flush.
+func (st *Store) resumeOne(ctx context.Context, id string) (*Handle, []event.Event, error) {
+	h, err := st.Open(ctx, id, store.Write)
+	if err != nil {
+		return nil, nil, err
+	}
+	used := st.turnHint(h.s)
+	closers, fold, err := storekit.AppendClosers(ctx, h, used)
+	if err != nil {
+		return nil, nil, errors.Join(err, h.Close())
+	}
+	st.noteTurn(h.s, used, fold)
+	return h, closers, nil
+}
+
+// TurnState is the turn state of the log as the handle sees it (its own
+// enqueued events count): store.TurnState, from the open turn.
+func (h *Handle) TurnState(ctx context.Context) (store.TurnState, error) {
+	used := h.st.turnHint(h.s)
+	ts, fold, err := storekit.HandleTurnState(ctx, h, used)
+	if err != nil {
+		return store.TurnState{}, err
+	}
+	h.st.noteTurn(h.s, used, fold)
+	return ts, nil
+}
+
+// Inspect returns a session's events (the window InspectEvents asks for,
+// by default the whole log), its turn state and the closers a resume
+// would append, without the write lease and writing nothing; see
+// engine.DB.Inspect. Holder names the live writer that held the session
+// when Inspect looked (its Host: the ownership record names nothing
+// else), nil if none did.
+func (st *Store) Inspect(ctx context.Context, id string, opts ...store.InspectOption) (store.Inspection, error) {
+	h, err := st.Open(ctx, id, store.Read)
+	if err != nil {
+		return store.Inspection{}, err
+	}
+	defer h.Close()
+	used := st.turnHint(h.s)
+	in, fold, err := storekit.InspectHandle(ctx, h, used, opts...)
+	if err != nil {
+		return store.Inspection{}, err
+	}
+	st.noteTurn(h.s, used, fold)
+	in.Holder = st.liveHolder(ctx, id)
+	return in, nil
+}
