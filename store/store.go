@@ -56,6 +56,16 @@ type Store interface {
 	// was balanced). It fails as Open(id, Write) does (ErrAlreadyOwned
 	// while another handle or host writes the session), writing nothing.
 	Resume(ctx context.Context, id string) (Handle, []event.Event, error)
+	// Changes iterates over the store's change feed from cursor from on
+	// ("" is the start): every create, durable append, fork and delete,
+	// of any process or host, in the order it became durable, each with
+	// the cursor past it. Only durable events show, and only what a read
+	// would show (a fork or migration takes effect whole or not at all;
+	// compaction, index rebuilds and migrations are not changes). It
+	// ends once caught up, or with Follow waits for more until ctx ends.
+	// A cursor it cannot resume from is a *CursorError
+	// (ErrCursorExpired, ErrInvalidCursor).
+	Changes(ctx context.Context, from Cursor, opts ...ChangesOption) iter.Seq2[Change, error]
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -117,6 +127,7 @@ type Backend[H Handle] interface {
 	Fork(ctx context.Context, parent string, n uint64, h Header, opts ...ForkOption) (H, error)
 	Delete(ctx context.Context, id string, opts ...DeleteOption) error
 	Resume(ctx context.Context, id string) (H, []event.Event, error)
+	Changes(ctx context.Context, from Cursor, opts ...ChangesOption) iter.Seq2[Change, error]
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -186,6 +197,9 @@ func (w wrapped[H]) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot,
 }
 func (w wrapped[H]) Inspect(ctx context.Context, id string) (Inspection, error) {
 	return w.b.Inspect(ctx, id)
+}
+func (w wrapped[H]) Changes(ctx context.Context, from Cursor, opts ...ChangesOption) iter.Seq2[Change, error] {
+	return w.b.Changes(ctx, from, opts...)
 }
 func (w wrapped[H]) Flush(ctx context.Context) error { return w.b.Flush(ctx) }
 func (w wrapped[H]) Close() error                    { return w.b.Close() }

@@ -72,6 +72,8 @@ type response struct {
 	Cursor string           `json:"cursor,omitempty"`
 	// Inspection answers "inspect"
 	Inspection store.Inspection `json:"inspection"`
+	// Changes answers "changes"
+	Changes []store.Change `json:"changes,omitempty"`
 }
 
 // errKinds are the contract's sentinels, by the name a peer sends.
@@ -83,6 +85,7 @@ var errKinds = map[string]error{
 	"event": store.ErrInvalidEvent, "header": store.ErrInvalidHeader,
 	"locked": store.ErrLocked, "seq": store.ErrSeqMismatch,
 	"revision": store.ErrRevisionMismatch,
+	"cursorexpired": store.ErrCursorExpired, "badcursor": store.ErrInvalidCursor,
 }
 
 func serve(s Store, in io.Reader, out io.Writer) {
@@ -128,6 +131,14 @@ func serve(s Store, in io.Reader, out io.Writer) {
 			resp.Snaps, resp.Cursor, err = s.ListPage(ctx, req.List)
 		case "inspect":
 			resp.Inspection, err = s.Inspect(ctx, req.ID)
+		case "changes":
+			for c, cerr := range s.Changes(ctx, store.Cursor(req.ID)) {
+				if cerr != nil {
+					err = cerr
+					break
+				}
+				resp.Changes = append(resp.Changes, c)
+			}
 		case "delete":
 			var opts []store.DeleteOption
 			if req.Rev != "" {
@@ -273,6 +284,27 @@ func (p *Peer) ListPage(_ context.Context, opts store.ListOptions) ([]store.Snap
 func (p *Peer) Inspect(_ context.Context, id string) (store.Inspection, error) {
 	resp, err := p.call(request{Op: "inspect", ID: id})
 	return resp.Inspection, err
+}
+
+// Changes implements Store: the peer reads the feed from the cursor up
+// to its end (it does not follow: with Follow, the changes up to the end
+// come, then ctx's error).
+func (p *Peer) Changes(ctx context.Context, from store.Cursor, opts ...store.ChangesOption) iter.Seq2[store.Change, error] {
+	return func(yield func(store.Change, error) bool) {
+		resp, err := p.call(request{Op: "changes", ID: string(from)})
+		for _, c := range resp.Changes {
+			if !yield(c, nil) {
+				return
+			}
+		}
+		if err == nil && store.ChangesConfig(opts).Follow {
+			<-ctx.Done()
+			err = ctx.Err()
+		}
+		if err != nil {
+			yield(store.Change{}, err)
+		}
+	}
 }
 
 // Delete implements Store.
