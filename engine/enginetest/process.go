@@ -84,7 +84,7 @@ var errKinds = map[string]error{
 	"readonly": store.ErrReadOnly, "invalid": store.ErrInvalidArgument,
 	"event": store.ErrInvalidEvent, "header": store.ErrInvalidHeader,
 	"locked": store.ErrLocked, "seq": store.ErrSeqMismatch,
-	"revision": store.ErrRevisionMismatch,
+	"revision":      store.ErrRevisionMismatch,
 	"cursorexpired": store.ErrCursorExpired, "badcursor": store.ErrInvalidCursor,
 }
 
@@ -608,4 +608,5 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		must(t, err)
 		wantEvents(t, "continued", append(OneTurn(), Turn2()...), got)
 	})
+	runChangesAcrossProcesses(t, open)
 }
