@@ -58,9 +58,9 @@ func (m feedModel) apply(c store.Change) error {
 		}
 		m[c.Session] = append(evs, c.Events...)
 	case store.ChangeDelete:
-		if _, ok := m[c.Session]; !ok {
-			return fmt.Errorf("delete of %q, which does not exist", c.Session)
-		}
+		// (A backend whose delete purges the session's earlier changes,
+		// jetstream, may show the delete of a session whose create a
+		// consumer behind never got.)
 		delete(m, c.Session)
 	default:
 		return fmt.Errorf("change of kind %v", c.Kind)
@@ -170,11 +170,12 @@ var changesCases = []contractCase{
 		wantFeedMatchesReads(e.t, e.ctx, e.s, feedModel{}, all)
 		var seen []string
 		for _, c := range all {
-			if c.Kind != store.ChangeAppend {
+			// (b's create may be gone with b: see feedModel.apply.)
+			if c.Kind != store.ChangeAppend && (c.Session != "b" || c.Kind == store.ChangeDelete) {
 				seen = append(seen, fmt.Sprintf("%v %s", c.Kind, c.Session))
 			}
 		}
-		want := []string{"create a", "create b", "fork c", "fork g", "delete b"}
+		want := []string{"create a", "fork c", "fork g", "delete b"}
 		if !slices.Equal(seen, want) {
 			e.t.Errorf("creates, forks and deletes: %v, want %v", seen, want)
 		}
