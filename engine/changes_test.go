@@ -1,0 +1,63 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/seglog/seglog/engine"
+	"github.com/seglog/seglog/store"
+)
+
+// TestChangesDoNotShowAMigration: a migration rewrites a session in the
+// current format (a group: a header that replaces the incarnation, then
+// every event again); it is not a change, and a consumer's cursor goes on
+// after it with the session's next events.
+func TestChangesDoNotShowAMigration(t *testing.T) {
+	ctx := context.Background()
+	dir := engine.CheckedDir(t)
+	db, err := engine.OpenStore(t, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	src := v2Events(2)
+	createV2(t, db, "old", src)
+	var before []store.Change
+	for c, err := range db.Changes(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, c)
+	}
+	if len(before) < 2 || before[0].Kind != store.ChangeCreate || before[0].Header.Version != 2 {
+		t.Fatalf("before the migration: %+v", before)
+	}
+	snap, err := db.Migrate(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := db.Open(ctx, "old", store.Write)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	next := v2Events(1)[:1]
+	next[0].Seq = snap.EventCount
+	next[0].Time = 1 << 40
+	if err := h.Append(ctx, next...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var after []store.Change
+	for c, err := range db.Changes(ctx, before[len(before)-1].Cursor) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		after = append(after, c)
+	}
+	if len(after) != 1 || after[0].Kind != store.ChangeAppend || after[0].Seq != snap.EventCount || after[0].Session != "old" {
+		t.Fatalf("after the migration: %+v, want the one append at %d", after, snap.EventCount)
+	}
+}
