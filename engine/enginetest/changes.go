@@ -346,6 +346,45 @@ var changesCases = []contractCase{
 		}
 		wantFeedMatchesReads(e.t, e.ctx, e.s, feedModel{}, got)
 	}},
+	{"feed/several-hosts-and-one-that-crashed-mid-turn", func(e *env) {
+		others := []Store{e.otherHost(), e.otherHost()}
+		writers := append([]Store{e.s}, others...)
+		var hs []Session
+		for i := range 2 {
+			for w, st := range writers {
+				h, err := st.Create(e.ctx, Meta(fmt.Sprintf("w%d-%d", w, i)))
+				if err != nil {
+					e.t.Fatal(err)
+				}
+				hs = append(hs, h)
+			}
+		}
+		for _, turn := range [][]event.Event{OneTurn(), Turn2()} {
+			for _, h := range hs {
+				e.append(h, turn...)
+				e.flush(h)
+			}
+		}
+		d := e.create("dying")
+		e.append(d, OneTurn()...)
+		e.flush(d)
+		e.append(d, Turn2()[:1]...) // a turn begun, never flushed
+		e.restart(false)            // the host dies
+		all, err := changes(e.ctx, e.s, "")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		wantFeedMatchesReads(e.t, e.ctx, e.s, feedModel{}, all)
+		for _, o := range others {
+			there, err := changes(e.ctx, o, "")
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if got, want := kinds(there), kinds(all); !slices.Equal(got, want) {
+				e.t.Fatalf("another host reads %v, this one %v", got, want)
+			}
+		}
+	}},
 	{"feed/bad-cursors", func(e *env) {
 		h := e.create("s")
 		e.append(h, OneTurn()...)
