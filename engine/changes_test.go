@@ -2,10 +2,12 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/store"
+	"github.com/seglog/seglog/testgen"
 )
 
 // TestChangesDoNotShowAMigration: a migration rewrites a session in the
@@ -60,4 +62,48 @@ func TestChangesDoNotShowAMigration(t *testing.T) {
 	if len(after) != 1 || after[0].Kind != store.ChangeAppend || after[0].Seq != snap.EventCount || after[0].Session != "old" {
 		t.Fatalf("after the migration: %+v, want the one append at %d", after, snap.EventCount)
 	}
+}
+
+// BenchmarkChanges: the whole feed of a store of 100,000 events of 300
+// bytes in 1,000 sessions, each flushed in batches of 10 (interleaved),
+// read from the start: what a consumer (a search index) pays to catch up.
+func BenchmarkChanges(b *testing.B) {
+	ctx := context.Background()
+	const sessions, per, batch = 1000, 100, 10
+	dir := b.TempDir()
+	db, err := engine.OpenStore(b, dir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	hs := make([]*engine.Handle, sessions)
+	for i := range hs {
+		if hs[i], err = db.Create(ctx, store.Header{ID: fmt.Sprintf("s%04d", i), CreatedAt: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for seq := 0; seq < per; seq += batch {
+		for _, h := range hs {
+			if err := h.Append(ctx, testgen.Events(uint64(seq), batch, 300)...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := db.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		for c, err := range db.Changes(ctx, "") {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(c.Events)
+		}
+		if n != sessions*per {
+			b.Fatalf("%d events in the feed, want %d", n, sessions*per)
+		}
+	}
+	b.ReportMetric(float64(b.N*sessions*per)/b.Elapsed().Seconds(), "events/s")
 }
