@@ -64,6 +64,16 @@ type Store interface {
 	// session that could not be resumed (the others go on). The error
 	// returned is the flush's, which leaves no handle open.
 	ResumeMany(ctx context.Context, ids []string) ([]Resumed[Handle], error)
+	// Changes iterates over the store's change feed from cursor from on
+	// ("" is the start): every create, durable append, fork and delete,
+	// of any process or host, in the order it became durable, each with
+	// the cursor past it. Only durable events show, and only what a read
+	// would show (a fork or migration takes effect whole or not at all;
+	// compaction, index rebuilds and migrations are not changes). It
+	// ends once caught up, or with Follow waits for more until ctx ends.
+	// A cursor it cannot resume from is a *CursorError
+	// (ErrCursorExpired, ErrInvalidCursor).
+	Changes(ctx context.Context, from Cursor, opts ...ChangesOption) iter.Seq2[Change, error]
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -136,6 +146,7 @@ type Backend[H Handle] interface {
 	Delete(ctx context.Context, id string, opts ...DeleteOption) error
 	Resume(ctx context.Context, id string) (H, []event.Event, error)
 	ResumeMany(ctx context.Context, ids []string) ([]Resumed[H], error)
+	Changes(ctx context.Context, from Cursor, opts ...ChangesOption) iter.Seq2[Change, error]
 	Flush(ctx context.Context) error
 	Close() error
 }
@@ -220,6 +231,9 @@ func (w wrapped[H]) ListPage(ctx context.Context, opts ListOptions) ([]Snapshot,
 }
 func (w wrapped[H]) Inspect(ctx context.Context, id string, opts ...InspectOption) (Inspection, error) {
 	return w.b.Inspect(ctx, id, opts...)
+}
+func (w wrapped[H]) Changes(ctx context.Context, from Cursor, opts ...ChangesOption) iter.Seq2[Change, error] {
+	return w.b.Changes(ctx, from, opts...)
 }
 func (w wrapped[H]) Flush(ctx context.Context) error { return w.b.Flush(ctx) }
 func (w wrapped[H]) Close() error                    { return w.b.Close() }

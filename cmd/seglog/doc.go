@@ -31,6 +31,7 @@
 //	seglog inspect ID                  a session's events and the closers a resume would append to its open turn (cat --balanced)
 //	seglog segments                    list segment files, their live share and compression
 //	seglog tail [-n N] [-f] ID         print a session's last events; -f follows new ones
+//	seglog changes [--from CURSOR] [--follow] [--json]  the store's change feed (creates, appends, forks, deletes), each with its cursor
 //	seglog delete ID...                delete sessions (compaction reclaims the bytes)
 //	seglog compact                     drop and rewrite segments of deleted data
 //	seglog import [--strict] ROOT      import a reference harness root of JSONL logs (v3; v2, v1, v0's session.jsonl); lists each log the torn-tail rule cut
@@ -77,6 +78,7 @@
 //	inspect   1: no such session, no store, damaged data
 //	segments  1: a segment file did not open or scan (listed with the others), no store
 //	tail      1: no such session, no store, damaged data (an interrupted -f is 0)
+//	changes   1: a cursor refused (malformed, another store's) or too old (compacted), no store, damaged data (an interrupted --follow is 0)
 //	delete    1: a session not found or failed; the ones before it are deleted
 //	compact   1: another compaction runs (locked), no store, an I/O error
 //	import    1: some logs refused (listed; the others imported; --strict: those the torn-tail rule cuts), none readable, the store did not open

@@ -115,6 +115,17 @@ are printed at once; then each flush as it is made durable. Only flushed events 
 must exist: tail follows a session, it does not wait for one to appear.`,
 		[3]string{"printed (-f: until interrupted)", "no such session (never made, or deleted), no store in --dir, or damaged data", "no <id> or more than one, a bad -n"}},
 
+	"changes": {`Print the store's change feed: every session created (create, with its header), every
+batch of events made durable (append: session, first seq, events), every fork (parent and n:
+the inherited events are not repeated) and every delete, by any process, in the order they
+became durable; compaction, index rebuilds and migrations are not changes. Each line
+starts with the cursor past its change (--json: the "cursor" field of one JSON object per
+line): --from CURSOR resumes after that change, in this run or a later one. --follow keeps
+printing changes as they become durable until interrupted (Ctrl-C). A cursor of another
+store, or a malformed one, is refused; one older than what the store still holds (compaction
+removed what follows it) fails, and the consumer starts again without --from.`,
+		[3]string{"printed (--follow: until interrupted)", "a cursor refused or too old, no store in --dir, or damaged data", "an argument, or an unknown flag"}},
+
 	"delete": {`Delete the sessions, in the order given, durably: a reader opened afterwards, in any
 process, finds none of them; compaction reclaims their bytes. Prints "deleted <id>" for
 each.`,

@@ -45,7 +45,7 @@ func TestReadCommandsOnALiveStore(t *testing.T) {
 	h.Append(ctx, testgen.Events(7, 3, 100)...) // not flushed
 
 	for _, args := range [][]string{
-		{"ls"}, {"stats"}, {"segments"}, {"check"}, {"cat", "live"}, {"tail", "--n", "2", "live"},
+		{"ls"}, {"stats"}, {"segments"}, {"check"}, {"cat", "live"}, {"tail", "--n", "2", "live"}, {"changes", "--json"},
 		{"compact", "--roll"}, {"check", "--repair"}, {"cat", "live"},
 	} {
 		out, code := cli(t, append(args, "--dir", dir)...)
@@ -64,6 +64,10 @@ func TestReadCommandsOnALiveStore(t *testing.T) {
 		case "tail":
 			if !strings.Contains(out, `"seq":6`) || strings.Contains(out, `"seq":7`) {
 				t.Errorf("tail does not end at the last flushed event:\n%s", out)
+			}
+		case "changes":
+			if !strings.Contains(out, `"seq":6`) || strings.Contains(out, `"seq":7`) {
+				t.Errorf("changes do not end at the last flushed event:\n%s", out)
 			}
 		}
 	}

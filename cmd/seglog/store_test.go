@@ -41,7 +41,7 @@ var storeCommands = [][]string{
 	{"ls"}, {"stats"}, {"cat", "x"}, {"segments"}, {"tail", "x"}, {"tail", "x", "-f"},
 	{"check"}, {"check", "--repair"}, {"delete", "x"}, {"compact"},
 	{"export", "--all", "OUT"}, {"export", "x", "OUT"}, {"migrate", "--all"}, {"migrate", "x"},
-	{"retain", "--keep", "1"}, {"copy", "--to", "OUT"},
+	{"retain", "--keep", "1"}, {"copy", "--to", "OUT"}, {"changes"}, {"changes", "--follow"},
 }
 
 // TestCommandsNeedAStore: only import creates a store; every other

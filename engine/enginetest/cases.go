@@ -72,7 +72,7 @@ func SurfaceTurn() []event.Event {
 // gets a fresh, empty backend. clock drives write-behind windows: the
 // backend must pass clock.AfterFunc to its stores.
 func Run(t *testing.T, newBackend func(t *testing.T, clock *Clock) Backend) {
-	for _, c := range slices.Concat(contractCases, lifecycleCases, retainCases, turnCases) {
+	for _, c := range slices.Concat(contractCases, lifecycleCases, retainCases, turnCases, changesCases) {
 		t.Run(c.name, func(t *testing.T) {
 			clock := &Clock{}
 			b := newBackend(t, clock)

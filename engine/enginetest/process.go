@@ -81,6 +81,8 @@ type response struct {
 	Inspection store.Inspection `json:"inspection"`
 	// Turn answers "turnstate"
 	Turn store.TurnState `json:"turn"`
+	// Changes answers "changes"
+	Changes []store.Change `json:"changes,omitempty"`
 }
 
 // errKinds are the contract's sentinels, by the name a peer sends.
@@ -91,7 +93,8 @@ var errKinds = map[string]error{
 	"readonly": store.ErrReadOnly, "invalid": store.ErrInvalidArgument,
 	"event": store.ErrInvalidEvent, "header": store.ErrInvalidHeader,
 	"locked": store.ErrLocked, "seq": store.ErrSeqMismatch,
-	"revision": store.ErrRevisionMismatch,
+	"revision":      store.ErrRevisionMismatch,
+	"cursorexpired": store.ErrCursorExpired, "badcursor": store.ErrInvalidCursor,
 }
 
 func serve(s Store, in io.Reader, out io.Writer) {
@@ -141,6 +144,14 @@ func serve(s Store, in io.Reader, out io.Writer) {
 				opts = append(opts, store.InspectEvents(o.Offset, o.Limit))
 			}
 			resp.Inspection, err = s.Inspect(ctx, req.ID, opts...)
+		case "changes":
+			for c, cerr := range s.Changes(ctx, store.Cursor(req.ID)) {
+				if cerr != nil {
+					err = cerr
+					break
+				}
+				resp.Changes = append(resp.Changes, c)
+			}
 		case "delete":
 			var opts []store.DeleteOption
 			if req.Rev != "" {
@@ -304,6 +315,27 @@ func (p *Peer) ResumeMany(ctx context.Context, ids []string) ([]store.Resumed[Se
 		out[i].Handle, out[i].Closers, out[i].Err = p.Resume(ctx, id)
 	}
 	return out, nil
+}
+
+// Changes implements Store: the peer reads the feed from the cursor up
+// to its end (it does not follow: with Follow, the changes up to the end
+// come, then ctx's error).
+func (p *Peer) Changes(ctx context.Context, from store.Cursor, opts ...store.ChangesOption) iter.Seq2[store.Change, error] {
+	return func(yield func(store.Change, error) bool) {
+		resp, err := p.call(request{Op: "changes", ID: string(from)})
+		for _, c := range resp.Changes {
+			if !yield(c, nil) {
+				return
+			}
+		}
+		if err == nil && store.ChangesConfig(opts).Follow {
+			<-ctx.Done()
+			err = ctx.Err()
+		}
+		if err != nil {
+			yield(store.Change{}, err)
+		}
+	}
 }
 
 // Delete implements Store.
@@ -648,4 +680,5 @@ func RunAcrossProcesses(t *testing.T, open func(t *testing.T, dir string) Store)
 		}
 		must(t, h.Close())
 	})
+	runChangesAcrossProcesses(t, open)
 }
