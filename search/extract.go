@@ -86,6 +86,16 @@ func add(b *strings.Builder, s string) {
 	b.WriteString(s)
 }
 
+// DocOf returns what the index takes of e (and false if nothing), with
+// tool results cut to prefix bytes (0: DefaultResultPrefix) and no host
+// extractors: for tools and benchmarks that index the same text elsewhere.
+func DocOf(e event.Event, prefix int) (Doc, bool) {
+	if prefix == 0 {
+		prefix = DefaultResultPrefix
+	}
+	return extractor{prefix: prefix}.doc(e)
+}
+
 // extractor returns the Doc of e under the catalog of docs/EVENTS.md (and
 // the host's extractors): user, assistant and system message text, tool
 // calls' names and arguments, tool results' text cut to prefix bytes.

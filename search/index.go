@@ -299,11 +299,12 @@ func incarnation(rev string) string {
 	return rev
 }
 
-// batchEvents is how many events one transaction of a catch-up holds:
+// batchEvents is how many events (read, indexed or not) one transaction
+// of a catch-up covers:
 // each transaction commits the events and the sessions' next seq
 // together, so a process killed in a catch-up leaves every event indexed
 // once or not at all.
-const batchEvents = 4096
+const batchEvents = 2048
 
 // pass is one catch-up over the store's sessions.
 func (ix *Index) pass(ctx context.Context, progress Progress) error {
@@ -410,11 +411,12 @@ func (ix *Index) session(tx *txn, s store.Snapshot, h indexed, done *uint64, tot
 				}
 				next = e.Seq + 1
 				*done++
+				tx.n++
 				if err := tx.maybeCommit(h.sid, next); err != nil {
 					hd.Close()
 					return err
 				}
-				if progress != nil && *done%1024 == 0 {
+				if progress != nil && *done%256 == 0 {
 					progress(*done, total)
 				}
 			}
@@ -484,7 +486,6 @@ func (t *txn) event(sid int64, e event.Event, x extractor) error {
 		return err
 	}
 	_, err := t.ins.ExecContext(t.ctx, sid, e.Seq, e.Type, d.Role, e.Time, d.Text)
-	t.n++
 	return err
 }
 
