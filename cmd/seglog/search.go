@@ -23,6 +23,8 @@ type searchArgs struct {
 	types, roles                             []string
 	context, limit, perSession               int
 	substring, inherited, rebuild, asJSON    bool
+	nats, index                              string
+	nf                                       natsFlags
 }
 
 func newSearchCmd(w io.Writer, dir *string) *cobra.Command {
@@ -58,6 +60,9 @@ func newSearchCmd(w io.Writer, dir *string) *cobra.Command {
 	f.BoolVar(&a.inherited, "inherited", false, "count a fork's inherited events as its own")
 	f.BoolVar(&a.rebuild, "rebuild", false, "empty the index and build it again from the store")
 	f.BoolVar(&a.asJSON, "json", false, "print one JSON object")
+	f.StringVar(&a.nats, "nats", "", "the store is this JetStream stream (nats://host:4222[?stream=S&prefix=P&leases=B]), not --dir; its index is local, in --index")
+	f.StringVar(&a.index, "index", "", "the index's directory (default <dir>/search; required with --nats)")
+	a.nf.add(cmd)
 	return cmd
 }
 
@@ -132,17 +137,38 @@ func runSearch(w io.Writer, prog *progress, dir, text string, a searchArgs) erro
 	if a.limit < 1 || a.perSession < 1 || a.context < 0 {
 		return usageError{errors.New("--limit and --per-session must be at least 1, --context at least 0")}
 	}
-	db, err := openRO(dir)
-	if err != nil {
-		return err
+	ctx := context.Background()
+	var st store.Store
+	idxDir := a.index
+	if a.nats != "" {
+		if !isNATS(a.nats) {
+			return usageError{fmt.Errorf("search --nats %s: not a NATS address (nats://host:4222)", a.nats)}
+		}
+		if idxDir == "" {
+			return usageError{errors.New("search --nats needs --index DIR: the index of a stream is local to the host")}
+		}
+		t, err := openTarget(ctx, a.nats, &a.nf, false, true)
+		if err != nil {
+			return err
+		}
+		defer t.close()
+		st = t.s
+	} else {
+		db, err := openRO(dir)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		st = store.Wrap[*engine.Handle](db)
+		if idxDir == "" {
+			idxDir = filepath.Join(dir, search.DirName)
+		}
 	}
-	defer db.Close()
-	ix, err := search.Open(store.Wrap[*engine.Handle](db), filepath.Join(dir, search.DirName), search.Options{})
+	ix, err := search.Open(st, idxDir, search.Options{})
 	if err != nil {
 		return err
 	}
 	defer ix.Close()
-	ctx := context.Background()
 	// The catch-up (the whole build, on a first search) shows a bar.
 	var t *task
 	bar := func(done, total uint64) {

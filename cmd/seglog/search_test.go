@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/seglog/seglog/backend/jetstream/embedded"
 )
 
 func TestSearchCommand(t *testing.T) {
@@ -66,4 +69,31 @@ func TestSearchDamagedSession(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out, `session "alpha"`) || !strings.Contains(out, "beta  (") {
 		t.Fatalf("exit %d: %s", code, out)
 	}
+}
+
+// The same search over a JetStream store, its index local.
+func TestSearchJetStream(t *testing.T) {
+	srv, err := embedded.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	stream := srv.ClientURL() + "?stream=S&prefix=s&leases=S_LEASES"
+	if out, code := cli(t, "copy", "--from", cleanStore, "--to", stream, "--create"); code != 0 {
+		t.Fatalf("copy: %d %s", code, out)
+	}
+	idx := t.TempDir()
+	if out, code := cli(t, "search", "offset", "--nats", stream); code != exitUsage || !strings.Contains(out, "--index") {
+		t.Errorf("--nats without --index: %d %s", code, out)
+	}
+	local := copyStore(t, cleanStore)
+	want, code := cli(t, "--dir", local, "search", "offset", "--roles", "*", "--order", "oldest", "--json")
+	if code != 0 {
+		t.Fatal(want)
+	}
+	got, code := cli(t, "search", "offset", "--roles", "*", "--order", "oldest", "--json", "--nats", stream, "--index", idx)
+	if code != 0 || got != want {
+		t.Errorf("over the stream: %d\n%s\nover the directory:\n%s", code, got, want)
+	}
+	_ = context.Background
 }
