@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -79,7 +78,7 @@ func TestSearchJetStream(t *testing.T) {
 	}
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
 	stream := srv.ClientURL() + "?stream=S&prefix=s&leases=S_LEASES"
-	if out, code := cli(t, "copy", "--from", cleanStore, "--to", stream, "--create"); code != 0 {
+	if out, code := cli(t, "copy", "--from", copyStore(t, cleanStore), "--to", stream, "--create"); code != 0 {
 		t.Fatalf("copy: %d %s", code, out)
 	}
 	idx := t.TempDir()
@@ -95,5 +94,4 @@ func TestSearchJetStream(t *testing.T) {
 	if code != 0 || got != want {
 		t.Errorf("over the stream: %d\n%s\nover the directory:\n%s", code, got, want)
 	}
-	_ = context.Background
 }
