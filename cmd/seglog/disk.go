@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/seglog/seglog/search"
 	"github.com/seglog/seglog/segment"
 )
 
@@ -27,6 +28,9 @@ type diskJSON struct {
 	Index           int64 `json:"index"`
 	Dictionaries    int64 `json:"dictionaries"`
 	DictionaryFiles int   `json:"dictionaryFiles"`
+	// Search: the full-text index (search/, made by a first search;
+	// 0 in a store never searched)
+	Search int64 `json:"search"`
 	// Coordination: LOCK, locks, shm and the lease-* holder records
 	Coordination int64 `json:"coordination"`
 	// Other: everything else (types.json, temporaries of a write in
@@ -77,6 +81,8 @@ func diskUsage(dir string) (diskJSON, error) {
 		case top && isDict:
 			d.Dictionaries += n
 			d.DictionaryFiles++
+		case filepath.Dir(path) == filepath.Join(filepath.Clean(dir), search.DirName):
+			d.Search += n
 		case top && name == "index.db":
 			d.Index += n
 		case top && (name == "LOCK" || name == "locks" || name == "shm" || strings.HasPrefix(name, "lease-")):

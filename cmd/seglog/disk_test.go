@@ -60,7 +60,7 @@ func checkDiskAddsUp(t *testing.T, when, dir string, st statsJSON) {
 	t.Helper()
 	d := st.Disk
 	total, files := dirBytes(t, dir)
-	if sum := d.Segments + d.SegmentRoom + d.Index + d.Dictionaries + d.Coordination + d.Other; sum != d.Total {
+	if sum := d.Segments + d.SegmentRoom + d.Index + d.Dictionaries + d.Coordination + d.Search + d.Other; sum != d.Total {
 		t.Errorf("%s: the parts %+v add up to %d, not the total %d", when, d, sum, d.Total)
 	}
 	if d.Total != total {

@@ -42,6 +42,8 @@
 //	                                   copy sessions between stores: local directories, JetStream streams
 //	seglog retain (--older-than D | --keep N) [--dry-run] [--nats URL]
 //	                                   delete sessions by a retention policy (a stream's old tombstones too)
+//	seglog search QUERY [--session P] [--cwd D] [--since T] [--until T] [--types ...] [--context N] [--limit N] [--json]
+//	                                   find words in the sessions (a full-text index in <dir>/search; --rebuild)
 //	seglog help [COMMAND]              what a command does, its flags and its exit codes
 //	seglog completion SHELL            a completion script for bash, zsh, fish or powershell (cobra's)
 //
@@ -87,6 +89,7 @@
 //	types     1: --dir names a directory without a store, or its recorded types cannot be read
 //	copy      1: some sessions not copied (listed; the others copied), a store could not be opened
 //	retain    1: some deletes failed (listed), the store could not be opened or listed
+//	search    1: some sessions could not be searched whole (named; the others' hits printed), the store or its index could not be read; 2: a malformed query (named)
 //
 // cmd/seglog is the top of the dependency graph; nothing imports it. It is
 // a module of its own, github.com/seglog/seglog/cmd/seglog, so that the

@@ -235,6 +235,20 @@ those the store in --dir records (seglog import --register, DB.RegisterTypes), o
 sorted; a family as prefix/*. Without --dir or $SEGLOG_DIR, and no store in ./seglog-data,
 the default catalog alone. docs/EVENTS.md describes them.`,
 		[3]string{"listed", "--dir (or $SEGLOG_DIR) names a directory without a store, or its recorded types cannot be read", "an argument, or an unknown flag"}},
+
+	"search": {`Find QUERY in the store's sessions: words (all must match), "phrases", prefix*, a OR b,
+NOT word and -word, case and diacritics folded; --substring (and any CJK term) matches
+substrings through trigrams. The hits are grouped by session (ID, title, cwd, updated time),
+each with its seq, time, type, role and a snippet with the matched terms between « »;
+ranked by BM25 (--order newest or oldest by time). By default the text of user and
+assistant messages is searched (--roles, --types for the others: system, tool-call, tool).
+The index is a cache in <dir>/search, made by the first search (a bar shows the build) and
+caught up by each search with every event durable a second before it began; --rebuild
+empties it and builds it again. A store open elsewhere is searched as it grows. A session
+whose events could not all be read (a damaged segment) is named on its own line. --json
+prints one object: sessions [{id, title, cwd, updatedAt, hits [{seq, type, role, time,
+snippet, inherited, before, after}]}], next, failed.`,
+		[3]string{"printed (no hit is not an error)", "no store in --dir, or the store or its index could not be read", "a malformed query (named), an argument, or an unknown flag"}},
 }
 
 // describe sets the Long help of the root's commands: commandHelp's text

@@ -409,6 +409,7 @@ func runStats(w io.Writer, dir string, asJSON bool) error {
 		{"segments", disk.Segments, "up to their last frame"},
 		{"room", disk.SegmentRoom, "preallocated ahead of the tail"},
 		{"index", disk.Index, "index.db"},
+		{"search", disk.Search, "search/: the full-text index, once searched"},
 		{"dictionaries", disk.Dictionaries, fmt.Sprintf("%d files", disk.DictionaryFiles)},
 		{"coordination", disk.Coordination, "LOCK, locks, shm, lease-*"},
 		{"other", disk.Other, "types.json, temporaries, quarantine/"},

@@ -56,6 +56,8 @@ var mustNotDepend = map[string][]string{
 	"backend/jetstream":     {"engine", "index", "bench", "fuzz", "cmd/seglog"},
 	// The embedded NATS servers know nothing of seglog.
 	"backend/jetstream/embedded": {"*"},
+	// The search index works over the store contract, for every backend.
+	"search": {"segment", "index", "bench", "fuzz", "cmd/seglog", "backend"},
 
 	// Compaction's plan (what each segment holds per incarnation, and what
 	// goes) reads segments; the engine's replay fold attributes their
@@ -96,11 +98,12 @@ var coreModules = []string{
 var mustNotDependExternal = map[string][]string{
 	"backend/jetstream": {"github.com/prometheus", "gonum.org/v1/plot", "github.com/schollz/progressbar", "github.com/spf13/cobra"},
 	"bench/chart":       {"github.com/nats-io", "github.com/schollz/progressbar", "github.com/spf13/cobra", "github.com/prometheus"},
+	"search":            {"github.com/nats-io", "gonum.org/v1/plot", "github.com/schollz/progressbar", "github.com/spf13/cobra", "github.com/prometheus"},
 }
 
 // layered are the modules (directories relative to the repository root)
 // whose packages the tables name; go list runs in each.
-var layered = []string{".", "backend/jetstream", "bench/chart", "cmd/seglog"}
+var layered = []string{".", "backend/jetstream", "bench/chart", "cmd/seglog", "search"}
 
 // pure packages may not import these directly (their transitive closure
 // includes os through fmt, so only direct imports are checked).
