@@ -91,12 +91,12 @@ type Metrics struct {
 	OpenCheckedEvents uint64
 
 	// TurnEvents counts the stored events Resume, ResumeMany, Inspect and
-	// Handle.TurnState read to fold a session's open turn: from its last
-	// turn boundary where the session's hint (the index record, this
-	// process's appends, an earlier fold) names one, else from seq 0
-	// (once: the fold then records the boundary it found). An Inspect
-	// that returns the whole log folds the events it read and counts
-	// them. Counter.
+	// Handle.TurnState folded for a session's open turn: from its last
+	// turn boundary (found reading back from the log's end, down to the
+	// session's hint at most), else from seq 0 (a hint that names no
+	// boundary: once, the fold then records the boundary it found). An
+	// Inspect that returns the whole log folds the events it read and
+	// counts them. Counter.
 	TurnEvents uint64
 
 	// IndexCheckpoints counts the index checkpoints this process

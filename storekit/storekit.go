@@ -11,35 +11,77 @@ import (
 // OpenTurn folds the log h reads (recovery.Fold) from the open turn on:
 // from is a backend's hint of where that turn starts, the seq plus one of
 // a turn/start or turn/end it stored (recovery.State.TurnFrom of an
-// earlier fold, or of the events it appended), 0 if it knows none. The
-// hint is checked against the log: if the event at seq from-1 is not a
-// turn boundary (a hint that outlived its events, a damaged index), the
-// log is folded from seq 0. Either way the state is the one a fold of the
-// whole log gives (recovery.FoldFrom); its TurnFrom is the hint to keep.
+// earlier fold, or of the events it appended), 0 if it knows none.
+//
+// It reads the log backwards from its end, in windows that double
+// (tailWindow events, then twice as many, ...), down to the last turn
+// boundary, and folds from there: the open turn, whatever the hint (which
+// a crash leaves behind the log's end by what was written after the
+// index's last checkpoint). The hint only bounds the search: if the
+// windows reach seq from-1 without finding a boundary, the event there
+// must be one; if it is not (a hint that outlived its events, a damaged
+// index), the log is folded from seq 0. Either way the state is the one a
+// fold of the whole log gives (recovery.FoldFrom); its TurnFrom is the
+// hint to keep.
 func OpenTurn(ctx context.Context, h store.Handle, from uint64) (recovery.State, error) {
-	if from > 0 {
-		evs, err := h.Read(ctx, int(from-1), -1)
+	fold := func(evs []event.Event, from bool) (recovery.State, error) {
+		var st recovery.State
+		var err error
+		if from {
+			st, err = recovery.FoldFrom(evs)
+		} else {
+			st, err = recovery.Fold(evs)
+		}
+		if err != nil {
+			return recovery.State{}, &store.SessionError{ID: h.ID(), Op: "fold", Err: err}
+		}
+		return st, nil
+	}
+	end := h.Len()
+	if h.Access() != store.Write {
+		// (A read handle's Len is what its last read saw: any read makes
+		// it the log's.)
+		if _, err := h.Read(ctx, 0, 1); err != nil {
+			return recovery.State{}, err
+		}
+		end = h.Len()
+	}
+	floor := uint64(0) // the search stops here: the hint's boundary, or seq 0
+	if from > 0 && from <= end {
+		floor = from - 1
+	}
+	var tail []event.Event // the events from lo on, read so far
+	lo := end
+	for w := uint64(tailWindow); lo > floor; w *= 2 {
+		start := max(floor, lo-min(w, lo))
+		evs, err := h.Read(ctx, int(start), int(lo-start))
 		if err != nil {
 			return recovery.State{}, err
 		}
-		if len(evs) > 0 && evs[0].Seq == from-1 && recovery.IsTurnBoundary(evs[0].Type) {
-			st, err := recovery.FoldFrom(evs)
-			if err != nil {
-				return recovery.State{}, &store.SessionError{ID: h.ID(), Op: "fold", Err: err}
-			}
-			return st, nil
+		if uint64(len(evs)) != lo-start || len(evs) > 0 && evs[0].Seq != start {
+			break // (a log that changed under the read: fold it whole below)
 		}
+		tail = append(evs, tail...)
+		lo = start
+		for i := len(evs) - 1; i >= 0; i-- {
+			if recovery.IsTurnBoundary(evs[i].Type) {
+				return fold(tail[i:], true)
+			}
+		}
+	}
+	if lo == 0 && uint64(len(tail)) == end {
+		return fold(tail, false) // (no boundary: the whole log is in hand)
 	}
 	evs, err := h.Read(ctx, 0, -1)
 	if err != nil {
 		return recovery.State{}, err
 	}
-	st, err := recovery.Fold(evs)
-	if err != nil {
-		return recovery.State{}, &store.SessionError{ID: h.ID(), Op: "fold", Err: err}
-	}
-	return st, nil
+	return fold(evs, false)
 }
+
+// tailWindow is the first window of events OpenTurn reads back from a
+// log's end: a turn of an agent host is a few dozen events.
+const tailWindow = 64
 
 // TurnStateOf is the store.TurnState of a fold's state.
 func TurnStateOf(st recovery.State) store.TurnState {
