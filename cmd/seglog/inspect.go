@@ -490,6 +490,9 @@ func runCat(w, errw io.Writer, dir, id string, from, n int, balanced bool) error
 			}
 			fmt.Fprintf(errw, "seglog: session %q is held by a live writer (%s): %s\n", id, holderText(in.Holder), state)
 		}
+		if ts := in.Turn; ts.Open {
+			fmt.Fprintf(errw, "seglog: %s\n", turnText(ts))
+		}
 		if first := max(lo, uint64(len(in.Events))); first < hi {
 			if in.Holder != nil {
 				fmt.Fprintf(errw, "seglog: seq %d..%d: closers a resume would append if that writer died (not stored)\n", all[first].Seq, all[hi-1].Seq)
@@ -737,4 +740,28 @@ func holderText(o *store.OwnedError) string {
 		return "its holder is not recorded"
 	}
 	return strings.Join(who, " ")
+}
+
+// turnText says where an open turn stands (store.TurnState): its turn,
+// its open step, its pending tool calls.
+func turnText(ts store.TurnState) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "turn %s is open", ts.Turn)
+	if ts.Step != nil {
+		fmt.Fprintf(&b, ", in step %s", ts.Step)
+	}
+	if len(ts.Pending) > 0 {
+		fmt.Fprintf(&b, ", %d tool calls pending:", len(ts.Pending))
+		for i, c := range ts.Pending {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " %s (%s", c.CallID, c.Name)
+			if c.Started {
+				fmt.Fprintf(&b, ", started at seq %d", c.CallSeq)
+			}
+			b.WriteByte(')')
+		}
+	}
+	return b.String()
 }

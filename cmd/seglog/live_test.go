@@ -278,7 +278,8 @@ func TestInspectNamesALiveWriter(t *testing.T) {
 	}
 	stdout, stderr, code = cliSplit(t, "inspect", "live", "--dir", dir)
 	if code != 0 || strings.Count(stdout, "\n") != 5 || strings.Contains(stderr, "live writer") ||
-		!strings.Contains(stderr, "seq 3..4: closers a resume would append to the open turn (not stored)") {
+		!strings.Contains(stderr, "seq 3..4: closers a resume would append to the open turn (not stored)") ||
+		!strings.Contains(stderr, "seglog: turn 0 is open, in step 0\n") {
 		t.Errorf("inspect once the writer let go: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
