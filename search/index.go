@@ -238,8 +238,9 @@ func (ix *Index) lease(ctx context.Context) (func(), error) {
 }
 
 // Progress is called as a catch-up goes: the events read from the change
-// feed so far, and the events it has to read in all once it knows (at
-// the end; 0 before: the feed does not say how far its end is).
+// feed so far, and the events it has to read in all: for a build from the
+// feed's start the store's listed events, for a catch-up from a cursor 0
+// (unknown: the feed does not say how far its end is) until its end.
 type Progress func(done, total uint64)
 
 // CatchUp brings the index up to every event durable when it began, and
@@ -329,7 +330,19 @@ func (ix *Index) empty(ctx context.Context) error {
 func (ix *Index) feed(ctx context.Context, cur store.Cursor, progress Progress) error {
 	tx := &txn{ix: ix, ctx: ctx, sess: map[string]*indexed{}}
 	defer tx.rollback()
-	var done, shown uint64
+	var done, shown, total uint64
+	if cur == "" && progress != nil {
+		// A build from the start: the bar's length is what the store
+		// lists (the feed does not say how far its end is; a catch-up
+		// from a cursor reports 0, unknown).
+		snaps, err := ix.st.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range snaps {
+			total += s.EventCount - min(s.InheritedEventCount, s.EventCount)
+		}
+	}
 	for c, err := range ix.st.Changes(ctx, cur) {
 		if err != nil {
 			return err
@@ -344,7 +357,7 @@ func (ix *Index) feed(ctx context.Context, cur store.Cursor, progress Progress) 
 			}
 		}
 		if progress != nil && done/256 != shown/256 {
-			progress(done, 0)
+			progress(done, max(total, done)*min(total, 1))
 		}
 		shown = done
 	}
