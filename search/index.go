@@ -308,6 +308,13 @@ func (ix *Index) pass(ctx context.Context, progress Progress) error {
 	}
 	for {
 		err := ix.feed(ctx, store.Cursor(cur), progress)
+		if _, ok := errors.AsType[*store.CorruptionError](err); ok {
+			// A damaged segment stops the feed: the sessions are read
+			// one by one instead, each damaged one recording its error,
+			// until the feed reads past it again (its events then
+			// skipped as already indexed).
+			return ix.scan(ctx)
+		}
 		if cur != "" && errors.Is(err, store.ErrCursorExpired) {
 			if err := ix.empty(ctx); err != nil {
 				return err
@@ -317,6 +324,86 @@ func (ix *Index) pass(ctx context.Context, progress Progress) error {
 		}
 		return err
 	}
+}
+
+// scan reads each listed session past what the index holds of it, in
+// one transaction, recording in failed why a session's events could not
+// be read; sessions no longer listed are dropped.
+func (ix *Index) scan(ctx context.Context) error {
+	snaps, err := ix.st.List(ctx)
+	if err != nil {
+		return err
+	}
+	tx := &txn{ix: ix, ctx: ctx, sess: map[string]*indexed{}}
+	defer tx.rollback()
+	live := map[string]bool{}
+	for _, s := range snaps {
+		id := s.Header.ID
+		live[id] = true
+		h, err := tx.lookup(id)
+		if err != nil {
+			return err
+		}
+		if h == nil {
+			h = &indexed{next: s.InheritedEventCount, title: s.Title, updated: s.UpdatedAt}
+			r, err := tx.tx.ExecContext(ctx, `INSERT INTO sessions(id, created, cwd, title, updated, parent, inherited, next) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+				id, s.Header.CreatedAt, s.Header.Cwd, s.Title, s.UpdatedAt, s.Header.ParentSession, s.InheritedEventCount, s.InheritedEventCount)
+			if err != nil {
+				return err
+			}
+			if h.sid, err = r.LastInsertId(); err != nil {
+				return err
+			}
+			tx.sess[id] = h
+		}
+		why := ""
+		if s.EventCount > h.next {
+			hd, err := ix.st.Open(ctx, id, store.Read)
+			if err != nil {
+				why = err.Error()
+			} else {
+				for e, err := range hd.Events(ctx, int(h.next)) {
+					if err != nil {
+						why = err.Error()
+						break
+					}
+					if err := tx.event(h.sid, e, ix.x); err != nil {
+						hd.Close()
+						return err
+					}
+					h.next = e.Seq + 1
+				}
+				hd.Close()
+			}
+		}
+		if err := tx.exec(`UPDATE sessions SET next = ?, failed = ?, title = ?, updated = ? WHERE sid = ?`, h.next, why, s.Title, s.UpdatedAt, h.sid); err != nil {
+			return err
+		}
+	}
+	rs, err := tx.tx.QueryContext(ctx, `SELECT id FROM sessions`)
+	if err != nil {
+		return err
+	}
+	var gone []string
+	for rs.Next() {
+		var id string
+		if err := rs.Scan(&id); err != nil {
+			rs.Close()
+			return err
+		}
+		if !live[id] {
+			gone = append(gone, id)
+		}
+	}
+	if err := rs.Close(); err != nil {
+		return err
+	}
+	for _, id := range gone {
+		if err := tx.dropID(id); err != nil {
+			return err
+		}
+	}
+	return tx.commit() // the cursor stays where the feed stopped
 }
 
 // empty drops every row of the index and its cursor.
@@ -514,7 +601,7 @@ func (t *txn) commit() error {
 			if h == nil || !h.dirty {
 				continue
 			}
-			if err := t.exec(`UPDATE sessions SET next = ?, title = ?, updated = ? WHERE sid = ?`, h.next, h.title, h.updated, h.sid); err != nil {
+			if err := t.exec(`UPDATE sessions SET next = ?, title = ?, updated = ?, failed = '' WHERE sid = ?`, h.next, h.title, h.updated, h.sid); err != nil {
 				return err
 			}
 			h.dirty = false
