@@ -32,7 +32,7 @@ const (
 
 // schemaVersion is stored in meta; an index of another version is
 // rebuilt.
-const schemaVersion = "1"
+const schemaVersion = "2"
 
 // Options configures an Index.
 type Options struct {
@@ -119,8 +119,6 @@ CREATE TABLE IF NOT EXISTS sessions(
 	parent TEXT NOT NULL,
 	inherited INTEGER NOT NULL,
 	next INTEGER NOT NULL,    -- the first seq not indexed
-	revision TEXT NOT NULL,
-	inc TEXT NOT NULL,        -- the incarnation: the revision's part before its last '.'
 	failed TEXT NOT NULL DEFAULT '' -- why the events from next on could not be read
 );
 CREATE TABLE IF NOT EXISTS docs(
@@ -239,8 +237,10 @@ func (ix *Index) lease(ctx context.Context) (func(), error) {
 	}
 }
 
-// Progress is called as a catch-up goes: events indexed (read) so far and
-// the events it has to read in all.
+// Progress is called as a catch-up goes: the events read from the change
+// feed so far, and the events it has to read in all: for a build from the
+// feed's start the store's listed events, for a catch-up from a cursor 0
+// (unknown: the feed does not say how far its end is) until its end.
 type Progress func(done, total uint64)
 
 // CatchUp brings the index up to every event durable when it began, and
@@ -279,178 +279,285 @@ func (ix *Index) catchUp(ctx context.Context, begin time.Time, progress Progress
 	return err
 }
 
-// indexed is what the index holds of a session.
+// indexed is what the index holds of a session (a catch-up keeps the
+// sessions it touched in memory, written back with each commit).
 type indexed struct {
-	sid      int64
-	created  int64
-	next     uint64
-	revision string
-	inc      string
-	failed   string
+	sid     int64
+	next    uint64 // the first seq not indexed
+	title   string
+	updated int64
+	dirty   bool
 }
 
-// incarnation is the part of a revision that names the incarnation
-// (both backends write store.Revision: "r<uid>.<events>", as
-// store.Copy reads it).
-func incarnation(rev string) string {
-	if i := strings.LastIndexByte(rev, '.'); i >= 0 {
-		return rev[:i]
-	}
-	return rev
-}
-
-// batchEvents is how many events (read, indexed or not) one transaction
-// of a catch-up covers:
-// each transaction commits the events and the sessions' next seq
-// together, so a process killed in a catch-up leaves every event indexed
-// once or not at all.
+// batchEvents is how many events one transaction of a catch-up covers
+// (at least: a transaction ends between changes). Each transaction
+// commits the events' rows, the sessions' state and the feed cursor past
+// the last change applied together, so a process killed in a catch-up
+// resumes from the last commit's cursor with every event indexed once.
 const batchEvents = 2048
 
-// pass is one catch-up over the store's sessions.
+// pass is one catch-up: the store's change feed from the index's cursor
+// to its end (what was durable when the feed was read), applied in
+// order. A cursor the store no longer holds (store.ErrCursorExpired)
+// empties the index and reads the feed again from its start.
 func (ix *Index) pass(ctx context.Context, progress Progress) error {
+	var cur string
+	err := ix.db.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = 'cursor'`).Scan(&cur)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	for {
+		err := ix.feed(ctx, store.Cursor(cur), progress)
+		if _, ok := errors.AsType[*store.CorruptionError](err); ok {
+			// A damaged segment stops the feed: the sessions are read
+			// one by one instead, each damaged one recording its error,
+			// until the feed reads past it again (its events then
+			// skipped as already indexed).
+			return ix.scan(ctx)
+		}
+		if cur != "" && errors.Is(err, store.ErrCursorExpired) {
+			if err := ix.empty(ctx); err != nil {
+				return err
+			}
+			cur = ""
+			continue
+		}
+		return err
+	}
+}
+
+// scan reads each listed session past what the index holds of it, in
+// one transaction, recording in failed why a session's events could not
+// be read; sessions no longer listed are dropped.
+func (ix *Index) scan(ctx context.Context) error {
 	snaps, err := ix.st.List(ctx)
 	if err != nil {
 		return err
 	}
-	have := map[string]indexed{}
-	rows, err := ix.db.QueryContext(ctx, `SELECT sid, id, created, next, revision, inc, failed FROM sessions`)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var id string
-		var s indexed
-		if err := rows.Scan(&s.sid, &id, &s.created, &s.next, &s.revision, &s.inc, &s.failed); err != nil {
-			rows.Close()
-			return err
-		}
-		have[id] = s
-	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
-	tx := &txn{ix: ix, ctx: ctx}
+	tx := &txn{ix: ix, ctx: ctx, sess: map[string]*indexed{}}
 	defer tx.rollback()
-	// Deleted sessions, and sessions created again (a new incarnation).
 	live := map[string]bool{}
-	var todo []store.Snapshot
-	var total uint64
 	for _, s := range snaps {
-		live[s.Header.ID] = true
-		h, ok := have[s.Header.ID]
-		if ok && (h.inc != incarnation(s.Revision) || h.created != s.Header.CreatedAt || s.EventCount < h.next) {
-			if err := tx.drop(h.sid); err != nil {
-				return err
-			}
-			delete(have, s.Header.ID)
-			ok = false
-		}
-		if ok && h.revision == s.Revision && h.failed == "" {
-			continue
-		}
-		todo = append(todo, s)
-		from := s.InheritedEventCount
-		if ok {
-			from = max(from, h.next)
-		}
-		if s.EventCount > from {
-			total += s.EventCount - from
-		}
-	}
-	for id, h := range have {
-		if !live[id] {
-			if err := tx.drop(h.sid); err != nil {
-				return err
-			}
-			delete(have, id)
-		}
-	}
-	var done uint64
-	for _, s := range todo {
-		if err := ctx.Err(); err != nil {
+		id := s.Header.ID
+		live[id] = true
+		h, err := tx.lookup(id)
+		if err != nil {
 			return err
 		}
-		h, ok := have[s.Header.ID]
-		if !ok {
-			sid, err := tx.addSession(s)
+		if h == nil {
+			h = &indexed{next: s.InheritedEventCount, title: s.Title, updated: s.UpdatedAt}
+			r, err := tx.tx.ExecContext(ctx, `INSERT INTO sessions(id, created, cwd, title, updated, parent, inherited, next) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+				id, s.Header.CreatedAt, s.Header.Cwd, s.Title, s.UpdatedAt, s.Header.ParentSession, s.InheritedEventCount, s.InheritedEventCount)
 			if err != nil {
 				return err
 			}
-			h = indexed{sid: sid, created: s.Header.CreatedAt, next: s.InheritedEventCount, inc: incarnation(s.Revision)}
+			if h.sid, err = r.LastInsertId(); err != nil {
+				return err
+			}
+			tx.sess[id] = h
 		}
-		if err := ix.session(tx, s, h, &done, total, progress); err != nil {
+		why := ""
+		if s.EventCount > h.next {
+			hd, err := ix.st.Open(ctx, id, store.Read)
+			if err != nil {
+				why = err.Error()
+			} else {
+				for e, err := range hd.Events(ctx, int(h.next)) {
+					if err != nil {
+						why = err.Error()
+						break
+					}
+					if err := tx.event(h.sid, e, ix.x); err != nil {
+						hd.Close()
+						return err
+					}
+					h.next = e.Seq + 1
+				}
+				hd.Close()
+			}
+		}
+		if err := tx.exec(`UPDATE sessions SET next = ?, failed = ?, title = ?, updated = ? WHERE sid = ?`, h.next, why, s.Title, s.UpdatedAt, h.sid); err != nil {
 			return err
 		}
+	}
+	rs, err := tx.tx.QueryContext(ctx, `SELECT id FROM sessions`)
+	if err != nil {
+		return err
+	}
+	var gone []string
+	for rs.Next() {
+		var id string
+		if err := rs.Scan(&id); err != nil {
+			rs.Close()
+			return err
+		}
+		if !live[id] {
+			gone = append(gone, id)
+		}
+	}
+	if err := rs.Close(); err != nil {
+		return err
+	}
+	for _, id := range gone {
+		if err := tx.dropID(id); err != nil {
+			return err
+		}
+	}
+	return tx.commit() // the cursor stays where the feed stopped
+}
+
+// empty drops every row of the index and its cursor.
+func (ix *Index) empty(ctx context.Context) error {
+	_, err := ix.db.ExecContext(ctx, `DELETE FROM docs; DELETE FROM sessions; DELETE FROM meta WHERE k IN ('caughtUp', 'cursor');
+		INSERT INTO fts(fts) VALUES ('delete-all'); INSERT INTO tri(tri) VALUES ('delete-all');`)
+	return err
+}
+
+// feed applies the changes from cur on.
+func (ix *Index) feed(ctx context.Context, cur store.Cursor, progress Progress) error {
+	tx := &txn{ix: ix, ctx: ctx, sess: map[string]*indexed{}}
+	defer tx.rollback()
+	var done, shown, total uint64
+	if cur == "" && progress != nil {
+		// A build from the start: the bar's length is what the store
+		// lists (the feed does not say how far its end is; a catch-up
+		// from a cursor reports 0, unknown).
+		snaps, err := ix.st.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range snaps {
+			total += s.EventCount - min(s.InheritedEventCount, s.EventCount)
+		}
+	}
+	for c, err := range ix.st.Changes(ctx, cur) {
+		if err != nil {
+			return err
+		}
+		if err := tx.apply(c, ix.x, &done); err != nil {
+			return err
+		}
+		tx.cursor = c.Cursor
+		if tx.n >= batchEvents {
+			if err := tx.commit(); err != nil {
+				return err
+			}
+		}
+		if progress != nil && done/256 != shown/256 {
+			progress(done, max(total, done)*min(total, 1))
+		}
+		shown = done
+	}
+	if progress != nil {
+		progress(done, done)
 	}
 	return tx.commit()
 }
 
-// session indexes s's events from h.next to its end as listed.
-func (ix *Index) session(tx *txn, s store.Snapshot, h indexed, done *uint64, total uint64, progress Progress) error {
-	next := max(h.next, s.InheritedEventCount)
-	var failed error
-	if s.EventCount > next {
-		hd, err := ix.st.Open(tx.ctx, s.Header.ID, store.Read)
-		if errors.Is(err, store.ErrSessionNotFound) {
-			return tx.drop(h.sid) // deleted since listed
+// apply applies one change of the feed to the index.
+func (t *txn) apply(c store.Change, x extractor, done *uint64) error {
+	switch c.Kind {
+	case store.ChangeCreate, store.ChangeFork:
+		if c.Header == nil {
+			return fmt.Errorf("%w: feed's %v of session %q has no header", ErrIndex, c.Kind, c.Session)
 		}
+		// An ID created again whose delete the feed did not show (a
+		// delete compacted away while the index was behind): the old
+		// incarnation goes.
+		if err := t.dropID(c.Session); err != nil {
+			return err
+		}
+		h := &indexed{updated: c.Header.CreatedAt}
+		parent := c.Header.ParentSession
+		if c.Kind == store.ChangeFork {
+			parent, h.next = c.Parent, c.N
+			if p, err := t.lookup(c.Parent); err != nil {
+				return err
+			} else if p != nil {
+				h.title = p.title // a fork's title is its parent's until it sets one
+			}
+		}
+		if err := t.begin(); err != nil {
+			return err
+		}
+		r, err := t.tx.ExecContext(t.ctx, `INSERT INTO sessions(id, created, cwd, title, updated, parent, inherited, next) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.Session, c.Header.CreatedAt, c.Header.Cwd, h.title, h.updated, parent, h.next, h.next)
 		if err != nil {
-			failed = err
-		} else {
-			for e, err := range hd.Events(tx.ctx, int(next)) {
-				if err != nil {
-					failed = err
-					break
-				}
-				if e.Seq >= s.EventCount {
-					break
-				}
-				if err := tx.event(h.sid, e, ix.x); err != nil {
-					hd.Close()
-					return err
-				}
-				next = e.Seq + 1
-				*done++
-				tx.n++
-				if err := tx.maybeCommit(h.sid, next); err != nil {
-					hd.Close()
-					return err
-				}
-				if progress != nil && *done%256 == 0 {
-					progress(*done, total)
-				}
-			}
-			hd.Close()
-			if errors.Is(failed, store.ErrSessionNotFound) {
-				return tx.drop(h.sid)
-			}
-			if failed != nil && tx.ctx.Err() != nil {
-				return tx.ctx.Err()
-			}
+			return err
 		}
+		if h.sid, err = r.LastInsertId(); err != nil {
+			return err
+		}
+		t.sess[c.Session] = h
+		return nil
+	case store.ChangeDelete:
+		return t.dropID(c.Session)
+	case store.ChangeAppend:
+		h, err := t.lookup(c.Session)
+		if err != nil || h == nil {
+			return err // events of a session never created (not shown by the contract)
+		}
+		for i := range c.Events {
+			e := &c.Events[i]
+			if e.Seq < h.next {
+				continue // already indexed: each event once
+			}
+			if err := t.event(h.sid, *e, x); err != nil {
+				return err
+			}
+			if title, ok := store.TitleOf(e); ok {
+				h.title = title
+			}
+			h.updated = max(h.updated, e.Time)
+			h.next = e.Seq + 1
+			h.dirty = true
+			t.n++
+			*done++
+		}
+		return nil
 	}
-	why := ""
-	rev := s.Revision
-	if failed != nil {
-		why = failed.Error()
-		rev = ""
+	return nil
+}
+
+// lookup returns what the index holds of session id, nil if nothing.
+func (t *txn) lookup(id string) (*indexed, error) {
+	if h, ok := t.sess[id]; ok {
+		return h, nil
 	}
-	if progress != nil {
-		progress(*done, total)
+	if err := t.begin(); err != nil {
+		return nil, err
 	}
-	return tx.exec(`UPDATE sessions SET next = ?, revision = ?, failed = ?, title = ?, updated = ?, cwd = ? WHERE sid = ?`,
-		next, rev, why, s.Title, s.UpdatedAt, s.Header.Cwd, h.sid)
+	h := &indexed{}
+	err := t.tx.QueryRowContext(t.ctx, `SELECT sid, next, title, updated FROM sessions WHERE id = ?`, id).Scan(&h.sid, &h.next, &h.title, &h.updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		h = nil
+	} else if err != nil {
+		return nil, err
+	}
+	t.sess[id] = h
+	return h, nil
+}
+
+// dropID removes session id's rows, if the index holds it.
+func (t *txn) dropID(id string) error {
+	h, err := t.lookup(id)
+	if err != nil || h == nil {
+		return err
+	}
+	t.sess[id] = nil
+	return t.drop(h.sid)
 }
 
 // txn is a catch-up's current transaction, committed every batchEvents
 // events.
 type txn struct {
-	ix   *Index
-	ctx  context.Context
-	tx   *sql.Tx
-	n    int
-	ins  *sql.Stmt
-	next *sql.Stmt
+	ix     *Index
+	ctx    context.Context
+	tx     *sql.Tx
+	n      int
+	ins    *sql.Stmt
+	sess   map[string]*indexed // the sessions looked up (nil: not in the index)
+	cursor store.Cursor        // the feed's cursor past the last change applied
 }
 
 func (t *txn) begin() error {
@@ -462,10 +569,7 @@ func (t *txn) begin() error {
 		return err
 	}
 	t.tx = tx
-	if t.ins, err = tx.PrepareContext(t.ctx, `INSERT INTO docs(sid, seq, type, role, time, text) VALUES (?, ?, ?, ?, ?, ?)`); err != nil {
-		return err
-	}
-	t.next, err = tx.PrepareContext(t.ctx, `UPDATE sessions SET next = ? WHERE sid = ?`)
+	t.ins, err = tx.PrepareContext(t.ctx, `INSERT INTO docs(sid, seq, type, role, time, text) VALUES (?, ?, ?, ?, ?, ?)`)
 	return err
 }
 
@@ -489,23 +593,31 @@ func (t *txn) event(sid int64, e event.Event, x extractor) error {
 	return err
 }
 
-// maybeCommit commits once a batch is full, with the session's next seq.
-func (t *txn) maybeCommit(sid int64, next uint64) error {
-	if t.n < batchEvents {
-		return nil
-	}
-	if _, err := t.next.ExecContext(t.ctx, next, sid); err != nil {
-		return err
-	}
-	return t.commit()
-}
-
+// commit writes back the sessions' state and the cursor, and commits
+// them with the rows (one transaction: all of it is durable, or none).
 func (t *txn) commit() error {
+	if t.cursor != "" {
+		for _, h := range t.sess {
+			if h == nil || !h.dirty {
+				continue
+			}
+			if err := t.exec(`UPDATE sessions SET next = ?, title = ?, updated = ?, failed = '' WHERE sid = ?`, h.next, h.title, h.updated, h.sid); err != nil {
+				return err
+			}
+			h.dirty = false
+		}
+		if err := t.exec(`INSERT OR REPLACE INTO meta(k, v) VALUES ('cursor', ?)`, string(t.cursor)); err != nil {
+			return err
+		}
+	}
 	if t.tx == nil {
 		return nil
 	}
 	err := t.tx.Commit()
 	t.tx, t.n = nil, 0
+	if err != nil {
+		t.sess = map[string]*indexed{}
+	}
 	return err
 }
 
@@ -523,18 +635,6 @@ func (t *txn) drop(sid int64) error {
 	return t.exec(`DELETE FROM sessions WHERE sid = ?`, sid)
 }
 
-func (t *txn) addSession(s store.Snapshot) (int64, error) {
-	if err := t.begin(); err != nil {
-		return 0, err
-	}
-	r, err := t.tx.ExecContext(t.ctx, `INSERT INTO sessions(id, created, cwd, title, updated, parent, inherited, next, revision, inc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
-		s.Header.ID, s.Header.CreatedAt, s.Header.Cwd, s.Title, s.UpdatedAt, s.Header.ParentSession, s.InheritedEventCount, s.InheritedEventCount, incarnation(s.Revision))
-	if err != nil {
-		return 0, err
-	}
-	return r.LastInsertId()
-}
-
 // Rebuild empties the index and indexes the store again.
 func (ix *Index) Rebuild(ctx context.Context, progress Progress) error {
 	ix.mu.Lock()
@@ -547,8 +647,7 @@ func (ix *Index) Rebuild(ctx context.Context, progress Progress) error {
 		ix.mu.Unlock()
 		return err
 	}
-	_, err = ix.db.ExecContext(ctx, `DELETE FROM docs; DELETE FROM sessions; DELETE FROM meta WHERE k = 'caughtUp';
-		INSERT INTO fts(fts) VALUES ('delete-all'); INSERT INTO tri(tri) VALUES ('delete-all');`)
+	err = ix.empty(ctx)
 	release()
 	ix.mu.Unlock()
 	if err != nil {
