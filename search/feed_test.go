@@ -171,3 +171,28 @@ func TestExpiredCursorRebuilds(t *testing.T) {
 		t.Fatalf("after the rebuild %v, want a:1 c:1", docs)
 	}
 }
+
+// A session's UpdatedAt in a result is the store's (Snapshot.UpdatedAt:
+// its last event's time), also when its events are older than its
+// creation (an imported log, created today with last month's events).
+func TestUpdatedIsTheStores(t *testing.T) {
+	f := newFixture(t)
+	h, err := f.st.Create(f.ctx, store.Header{ID: "old", CreatedAt: 1_800_000_000_000, Cwd: "/w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Append(f.ctx, msgEvent(0, "user/message", "gamma one"), msgEvent(1, "assistant/message", "gamma two")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := f.st.Stat(f.ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.search(search.Query{Text: "gamma"})
+	if len(r.Sessions) != 1 || r.Sessions[0].UpdatedAt != snap.UpdatedAt || snap.UpdatedAt != msgEvent(1, "", "").Time {
+		t.Fatalf("sessions %+v; want UpdatedAt %d, the store's", r.Sessions, snap.UpdatedAt)
+	}
+}

@@ -508,7 +508,7 @@ func (t *txn) apply(c store.Change, x extractor, done *uint64) error {
 			if title, ok := store.TitleOf(e); ok {
 				h.title = title
 			}
-			h.updated = max(h.updated, e.Time)
+			h.updated = e.Time // (Snapshot.UpdatedAt: the last event's time)
 			h.next = e.Seq + 1
 			h.dirty = true
 			t.n++
