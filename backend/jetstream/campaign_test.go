@@ -476,15 +476,23 @@ func TestClusterFaults(t *testing.T) {
 					if k.at.After(ft.start) && k.at.Before(ft.end.Add(5*time.Second)) {
 						lagAfter = max(lagAfter, lag)
 					}
-					if !k.at.After(ft.start) || !k.at.Before(ft.end.Add(time.Second)) {
+					// The fault's own bound applies to an acknowledgement
+					// made during it, and to one made before it whose
+					// Wait had not woken yet when it began (that Wait
+					// then waits out the fault as one begun in it does),
+					// counted from the fault's start.
+					if !k.at.Before(ft.end.Add(time.Second)) || !w.at.After(ft.start) {
 						continue
 					}
+					flag := w.at.Sub(laterOf(k.at, ft.start))
 					switch {
 					case strings.HasPrefix(ft.kind, "stream leader") && !strings.Contains(ft.kind, "none found"):
-						lagLeader, leader = max(lagLeader, lag), true
+						lagLeader, leader = max(lagLeader, flag), true
 					case strings.HasPrefix(ft.kind, "follower's server silent ("):
-						lagSilent = max(lagSilent, lag)
-						silentAcks++
+						lagSilent = max(lagSilent, flag)
+						if k.at.After(ft.start) {
+							silentAcks++
+						}
 					}
 				}
 				if !leader {
@@ -530,4 +538,12 @@ func TestClusterFaults(t *testing.T) {
 	if silentAcks == 0 {
 		t.Error("no flush was acknowledged while the follower's server was silent: the silent fault tested nothing")
 	}
+}
+
+// laterOf returns the later of two times.
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
