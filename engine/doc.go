@@ -61,8 +61,8 @@
 // import bench, fuzz or cmd (docs/DESIGN.md#layering). The goroutines it
 // starts, each with what stops it:
 //
-//	indexLoop         the index checkpointer (db.go): Close closes db.stop; waited for (db.wg)
-//	prepareLoop       the segment preparer: creates and grows segments ahead (db.go): db.stop, db.wg
+//	indexLoop         the index checkpointer (indexer.go): Close closes db.stop; waited for (db.wg)
+//	prepareLoop       the segment preparer: creates and grows segments ahead (write.go): db.stop, db.wg
 //	dictLoop          the dictionary trainer, in a writing DB (dict.go; package engine/internal/dict): db.stop, db.wg
 //	compactLoop       the background compactor, with CompactInterval > 0 (compact.go): Close cancels db.stopCtx (a run in progress too), db.wg
 //	the updated sort  one sort of the most-recently-updated listing at a time (listupdated.go): ends by itself, db.wg
@@ -150,7 +150,17 @@
 // waits for; contract.go: the engine's session errors;
 // knobs.go: the test hooks and tuning overrides; dict.go: the
 // dictionary's loop and its lock (the training, its samples and budget
-// are package engine/internal/dict).
+// are package engine/internal/dict); options.go: Options and their
+// defaults; types.go: the store's registered event types (a host's own);
+// opencheck.go: how far each session's events were checked against the
+// catalog; fork.go: Fork, by reference or by copy; turn.go: the turn hint,
+// Resume, ResumeMany and Handle.TurnState (reading back to the open
+// turn); resume.go: the holder named when a resume finds the session
+// leased; changes.go: the change feed (DB.Changes) read from the
+// segments; trim.go: the last close's trim of the preallocated room and
+// the index's compaction; rebuild_live.go: rebuilding the index while the
+// store is open (check --repair). TestDocNamesEveryFile checks that this
+// list names every file of the package.
 //
 // # Recovery and failing storage
 //
