@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
@@ -94,14 +93,7 @@ func (db *DB) noteTurn(s *session, used uint64, st recovery.State) {
 // another handle owns the session, Resume fails with ErrAlreadyOwned and
 // writes nothing. ResumeMany resumes many sessions with one flush.
 func (db *DB) Resume(ctx context.Context, id string) (*Handle, []event.Event, error) {
-	h, closers, err := db.resumeOne(ctx, id)
-	if err != nil || len(closers) == 0 {
-		return h, closers, err
-	}
-	if err := h.Flush(ctx); err != nil {
-		return nil, nil, errors.Join(err, h.Close())
-	}
-	return h, closers, nil
+	return db.turns().Resume(ctx, id)
 }
 
 // ResumeMany resumes each of ids as Resume does, with one flush for all
@@ -110,35 +102,13 @@ func (db *DB) Resume(ctx context.Context, id string) (*Handle, []event.Event, er
 // be resumed has its error there, and the others go on. If the flush
 // fails, no handle stays open and the flush's error is returned.
 func (db *DB) ResumeMany(ctx context.Context, ids []string) ([]store.Resumed[*Handle], error) {
-	return storekit.ResumeMany(ctx, ids, db.resumeOne, db.Flush)
-}
-
-// resumeOne is Resume without its flush: the write open, and the closers
-// appended.
-func (db *DB) resumeOne(ctx context.Context, id string) (*Handle, []event.Event, error) {
-	h, err := db.Open(ctx, id, store.Write)
-	if err != nil {
-		return nil, nil, err
-	}
-	used := db.turnHint(h.s)
-	closers, st, err := storekit.AppendClosers(ctx, h, used)
-	if err != nil {
-		return nil, nil, errors.Join(err, h.Close())
-	}
-	db.noteTurn(h.s, used, st)
-	return h, closers, nil
+	return db.turns().ResumeMany(ctx, ids)
 }
 
 // TurnState is the turn state of the log as the handle sees it (its own
 // enqueued events count): store.TurnState, from the open turn.
 func (h *Handle) TurnState(ctx context.Context) (store.TurnState, error) {
-	used := h.db.turnHint(h.s)
-	ts, st, err := storekit.HandleTurnState(ctx, h, used)
-	if err != nil {
-		return store.TurnState{}, err
-	}
-	h.db.noteTurn(h.s, used, st)
-	return ts, nil
+	return h.db.turns().TurnState(ctx, h)
 }
 
 // Inspect returns session id's log (the window InspectEvents asks for,
@@ -153,17 +123,18 @@ func (h *Handle) TurnState(ctx context.Context) (store.TurnState, error) {
 // the closers are what a resume would append if it died. It fails as
 // Open(id, Read) does.
 func (db *DB) Inspect(ctx context.Context, id string, opts ...store.InspectOption) (store.Inspection, error) {
-	h, err := db.Open(ctx, id, store.Read)
-	if err != nil {
-		return store.Inspection{}, err
+	return db.turns().Inspect(ctx, id, opts...)
+}
+
+// turns is the store's rules of Resume, ResumeMany, Inspect and
+// TurnState (storekit.Turns, shared with the JetStream backend) over this
+// DB: its open, its turn hint, its lease holders, its Flush.
+func (db *DB) turns() storekit.Turns[*Handle] {
+	return storekit.Turns[*Handle]{
+		Open:   db.Open,
+		Hint:   func(h *Handle) uint64 { return db.turnHint(h.s) },
+		Note:   func(h *Handle, used uint64, st recovery.State) { db.noteTurn(h.s, used, st) },
+		Holder: func(_ context.Context, id string) *store.OwnedError { return db.liveHolder(id) },
+		Flush:  db.Flush,
 	}
-	defer h.Close()
-	used := db.turnHint(h.s)
-	in, st, err := storekit.InspectHandle(ctx, h, used, opts...)
-	if err != nil {
-		return store.Inspection{}, err
-	}
-	db.noteTurn(h.s, used, st)
-	in.Holder = db.liveHolder(id)
-	return in, nil
 }

@@ -2,6 +2,7 @@ package storekit
 
 import (
 	"context"
+	"errors"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
@@ -116,26 +117,11 @@ func HandleTurnState(ctx context.Context, h store.Handle, from uint64) (store.Tu
 	return TurnStateOf(st), st, nil
 }
 
-// ResumeHandle is a store's Resume through a write handle of any backend
-// of the store contract: it folds the open turn (OpenTurn, from the
-// backend's hint from), appends the closers of recovery.Closers as one
-// batch and flushes, and returns them (nil if the log was balanced) and
-// the fold's state before them. The caller closes the handle if it fails.
-func ResumeHandle(ctx context.Context, h store.Handle, from uint64) ([]event.Event, recovery.State, error) {
-	closers, st, err := AppendClosers(ctx, h, from)
-	if err != nil || len(closers) == 0 {
-		return closers, st, err
-	}
-	if err := h.Flush(ctx); err != nil {
-		return nil, st, err
-	}
-	return closers, st, nil
-}
-
-// AppendClosers is ResumeHandle without the flush: the closers are
-// appended (durable within the write-behind window, or at the next
-// flush), for a resume of many sessions that shares one flush
-// (ResumeMany).
+// AppendClosers folds the open turn (OpenTurn, from the backend's hint
+// from) and appends the closers of recovery.Closers as one batch, without
+// a flush (Turns.Resume flushes; ResumeMany shares one flush among many
+// sessions), and returns them (nil if the log was balanced) and the
+// fold's state before them. The caller closes the handle if it fails.
 func AppendClosers(ctx context.Context, h store.Handle, from uint64) ([]event.Event, recovery.State, error) {
 	st, err := OpenTurn(ctx, h, from)
 	if err != nil {
@@ -217,4 +203,94 @@ func SurfaceRulesChecker(on bool, c *event.Catalog) func() store.SurfaceChecker 
 		return nil
 	}
 	return func() store.SurfaceChecker { return recovery.NewSurfaceChecker(c) }
+}
+
+// Turns is a backend's Resume, ResumeMany, Inspect and Handle.TurnState,
+// written once for every backend: each reads the open turn from the
+// backend's hint (OpenTurn), and keeps the fold's next hint. A backend
+// gives what differs:
+//   - Open: its Open (a write open for a resume, a read open to inspect);
+//   - Hint: its hint of where the open turn of a handle's session starts;
+//   - Note: it keeps the fold's TurnFrom as the next hint (used is the
+//     hint the fold began from);
+//   - Holder: the live writer holding a session's lease, nil if none
+//     (Inspection.Holder);
+//   - Flush: its Flush of every write handle (one sync for a ResumeMany).
+type Turns[H store.Handle] struct {
+	Open   func(ctx context.Context, id string, access store.Access) (H, error)
+	Hint   func(h H) uint64
+	Note   func(h H, used uint64, st recovery.State)
+	Holder func(ctx context.Context, id string) *store.OwnedError
+	Flush  func(ctx context.Context) error
+}
+
+// Resume opens session id for write, appends the closers of a turn a
+// crash left open and flushes, and returns the handle with the closers
+// (none if the log was balanced); see store.Store.Resume. It fails as
+// Open(id, store.Write) does, writing nothing.
+func (t Turns[H]) Resume(ctx context.Context, id string) (H, []event.Event, error) {
+	h, closers, err := t.resumeOne(ctx, id)
+	if err != nil || len(closers) == 0 {
+		return h, closers, err
+	}
+	if err := h.Flush(ctx); err != nil {
+		var none H
+		return none, nil, errors.Join(err, h.Close())
+	}
+	return h, closers, nil
+}
+
+// ResumeMany resumes each of ids as Resume does, with one Flush for all
+// (ResumeMany above); see store.Store.ResumeMany.
+func (t Turns[H]) ResumeMany(ctx context.Context, ids []string) ([]store.Resumed[H], error) {
+	return ResumeMany(ctx, ids, t.resumeOne, t.Flush)
+}
+
+// resumeOne is Resume without its flush: the write open, and the closers
+// appended.
+func (t Turns[H]) resumeOne(ctx context.Context, id string) (H, []event.Event, error) {
+	var none H
+	h, err := t.Open(ctx, id, store.Write)
+	if err != nil {
+		return none, nil, err
+	}
+	used := t.Hint(h)
+	closers, st, err := AppendClosers(ctx, h, used)
+	if err != nil {
+		return none, nil, errors.Join(err, h.Close())
+	}
+	t.Note(h, used, st)
+	return h, closers, nil
+}
+
+// TurnState is Handle.TurnState: the turn state of the log as h sees it
+// (a write handle's own enqueued events count), from the open turn.
+func (t Turns[H]) TurnState(ctx context.Context, h H) (store.TurnState, error) {
+	used := t.Hint(h)
+	ts, st, err := HandleTurnState(ctx, h, used)
+	if err != nil {
+		return store.TurnState{}, err
+	}
+	t.Note(h, used, st)
+	return ts, nil
+}
+
+// Inspect is a store's Inspect: a read open of session id, its events
+// (the window opts asks for, the whole log by default), its turn state
+// and the closers a resume would append (InspectHandle), and the live
+// writer holding it when Inspect looked; see store.Store.Inspect.
+func (t Turns[H]) Inspect(ctx context.Context, id string, opts ...store.InspectOption) (store.Inspection, error) {
+	h, err := t.Open(ctx, id, store.Read)
+	if err != nil {
+		return store.Inspection{}, err
+	}
+	defer h.Close()
+	used := t.Hint(h)
+	in, st, err := InspectHandle(ctx, h, used, opts...)
+	if err != nil {
+		return store.Inspection{}, err
+	}
+	t.Note(h, used, st)
+	in.Holder = t.Holder(ctx, id)
+	return in, nil
 }

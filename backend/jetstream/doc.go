@@ -95,8 +95,8 @@
 // session deleted; only its lease of the id lives on until it expires. The
 // stream must allow rollups (allow_rollup_hdrs; see Provisioning). With
 // store.IfRevision, Delete deletes only the revision named, as read
-// under the leases. Resume is a write open and storekit.ResumeHandle: the
-// closers of recovery.InterruptedTurnClosers, the same as the local
+// under the leases. Resume is a write open and storekit.Turns.Resume: the
+// closers of recovery.Closers of the open turn, the same as the local
 // engine's.
 //
 // A tombstone stays, the subject's only message, until the id is created

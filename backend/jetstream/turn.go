@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"context"
-	"errors"
 
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/recovery"
@@ -44,51 +43,23 @@ func (st *Store) noteTurn(s *session, used uint64, fold recovery.State) {
 }
 
 // Resume opens session id for write and appends the closers of a turn a
-// crash left open (storekit.ResumeHandle: recovery.Closers of the open
+// crash left open (storekit.Turns: recovery.Closers of the open
 // turn, the same as the local engine's); see store.Store.Resume. It fails
 // as Open(id, store.Write) does, writing nothing.
 func (st *Store) Resume(ctx context.Context, id string) (*Handle, []event.Event, error) {
-	h, closers, err := st.resumeOne(ctx, id)
-	if err != nil || len(closers) == 0 {
-		return h, closers, err
-	}
-	if err := h.Flush(ctx); err != nil {
-		return nil, nil, errors.Join(err, h.Close())
-	}
-	return h, closers, nil
+	return st.turns().Resume(ctx, id)
 }
 
 // ResumeMany resumes each of ids as Resume does, with one Flush for all;
 // see store.Store.ResumeMany.
 func (st *Store) ResumeMany(ctx context.Context, ids []string) ([]store.Resumed[*Handle], error) {
-	return storekit.ResumeMany(ctx, ids, st.resumeOne, st.Flush)
-}
-
-// resumeOne is Resume without its flush.
-func (st *Store) resumeOne(ctx context.Context, id string) (*Handle, []event.Event, error) {
-	h, err := st.Open(ctx, id, store.Write)
-	if err != nil {
-		return nil, nil, err
-	}
-	used := st.turnHint(h.s)
-	closers, fold, err := storekit.AppendClosers(ctx, h, used)
-	if err != nil {
-		return nil, nil, errors.Join(err, h.Close())
-	}
-	st.noteTurn(h.s, used, fold)
-	return h, closers, nil
+	return st.turns().ResumeMany(ctx, ids)
 }
 
 // TurnState is the turn state of the log as the handle sees it (its own
 // enqueued events count): store.TurnState, from the open turn.
 func (h *Handle) TurnState(ctx context.Context) (store.TurnState, error) {
-	used := h.st.turnHint(h.s)
-	ts, fold, err := storekit.HandleTurnState(ctx, h, used)
-	if err != nil {
-		return store.TurnState{}, err
-	}
-	h.st.noteTurn(h.s, used, fold)
-	return ts, nil
+	return h.st.turns().TurnState(ctx, h)
 }
 
 // Inspect returns a session's events (the window InspectEvents asks for,
@@ -98,17 +69,18 @@ func (h *Handle) TurnState(ctx context.Context) (store.TurnState, error) {
 // when Inspect looked (its Host: the ownership record names nothing
 // else), nil if none did.
 func (st *Store) Inspect(ctx context.Context, id string, opts ...store.InspectOption) (store.Inspection, error) {
-	h, err := st.Open(ctx, id, store.Read)
-	if err != nil {
-		return store.Inspection{}, err
+	return st.turns().Inspect(ctx, id, opts...)
+}
+
+// turns is the store's rules of Resume, ResumeMany, Inspect and
+// TurnState (storekit.Turns, shared with the local engine) over this
+// Store: its open, its turn hint, its lease holders, its Flush.
+func (st *Store) turns() storekit.Turns[*Handle] {
+	return storekit.Turns[*Handle]{
+		Open:   st.Open,
+		Hint:   func(h *Handle) uint64 { return st.turnHint(h.s) },
+		Note:   func(h *Handle, used uint64, fold recovery.State) { st.noteTurn(h.s, used, fold) },
+		Holder: st.liveHolder,
+		Flush:  st.Flush,
 	}
-	defer h.Close()
-	used := st.turnHint(h.s)
-	in, fold, err := storekit.InspectHandle(ctx, h, used, opts...)
-	if err != nil {
-		return store.Inspection{}, err
-	}
-	st.noteTurn(h.s, used, fold)
-	in.Holder = st.liveHolder(ctx, id)
-	return in, nil
 }
