@@ -172,6 +172,49 @@ func TestTurnStateFromTheIndex(t *testing.T) {
 	if db, err = openStore(t, dir, nil); err != nil {
 		t.Fatal(err)
 	}
+	// (Through a handle's TurnState first: it keeps the hint it found, as
+	// Inspect does.)
+	byHandle := func(what string, most func(log []event.Event) int) {
+		t.Helper()
+		for id, log := range logs {
+			st, err := recovery.Fold(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := db.Open(ctx, id, store.Read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := db.Metrics().TurnEvents
+			ts, err := h.TurnState(ctx)
+			read := db.Metrics().TurnEvents - before
+			if err != nil || !reflect.DeepEqual(ts, storekit.TurnStateOf(st)) {
+				t.Errorf("%s: %s's TurnState %+v, %v; the whole log's %+v", what, id, ts, err, storekit.TurnStateOf(st))
+			}
+			if read > uint64(most(log)) {
+				t.Errorf("%s: TurnState of %s read %d events, want at most %d (of %d)", what, id, read, most(log), len(log))
+			}
+			h.Close()
+		}
+	}
+	byHandle("a hint that is no boundary, by TurnState", whole)
+	byHandle("a hint that is no boundary, by TurnState, folded once", openTurn)
+	each("a hint that is no boundary, by TurnState, then Inspect", openTurn)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rewriteTurnHints(t, dir, func(s index.Session) uint64 {
+		log := logs[s.ID]
+		for i := len(log) - 1; i > 0; i-- {
+			if !recovery.IsTurnBoundary(log[i].Type) {
+				return uint64(i) + 1
+			}
+		}
+		return 0
+	})
+	if db, err = openStore(t, dir, nil); err != nil {
+		t.Fatal(err)
+	}
 	each("a hint that is no boundary", whole)
 	each("a hint that is no boundary, folded once", openTurn)
 
