@@ -198,6 +198,14 @@ func checkLiveStore(t *testing.T, cs *mcp.ClientSession, db *engine.DB, alpha *e
 	if len(r.Events) != 2 || r.ClosersFrom != nil || r.End || r.Next != "3" {
 		t.Errorf("session_read beta from 1, 2 events: %s", mustJSON(r))
 	}
+	r = callOK[readOut](t, cs, "session_read", map[string]any{"id": "beta", "from": 1, "limit": 3})
+	if len(r.Events) != 3 || r.ClosersFrom == nil || *r.ClosersFrom != 3 || r.End || r.Next != "4" {
+		t.Errorf("session_read beta from 1, 3 events (one closer): %s", mustJSON(r))
+	}
+	r = callOK[readOut](t, cs, "session_read", map[string]any{"id": "beta", "cursor": "4"})
+	if len(r.Events) != 1 || r.ClosersFrom == nil || *r.ClosersFrom != 4 || !r.End || r.Next != "5" {
+		t.Errorf("session_read beta from the second closer: %s", mustJSON(r))
+	}
 	r = callOK[readOut](t, cs, "session_read", map[string]any{"id": "beta", "cursor": "3"})
 	if len(r.Events) != 2 || r.ClosersFrom == nil || *r.ClosersFrom != 3 || !r.End {
 		t.Errorf("session_read beta from the closers: %s", mustJSON(r))
@@ -562,13 +570,16 @@ func TestMCPHTTP(t *testing.T) {
 		t.Errorf("sessions_list over HTTP: %v", ids(l.Sessions))
 	}
 
+	// Refused before the store is opened: in a directory with no store,
+	// an address let through would exit 1 (no store), never serve.
+	empty := t.TempDir()
 	for _, addr := range []string{"0.0.0.0:8765", ":8765", "192.0.2.1:8765"} {
-		out, code := cli(t, "mcp", "--dir", dir, "--http", addr)
+		out, code := cli(t, "mcp", "--dir", empty, "--http", addr)
 		if code != exitUsage || !strings.Contains(out, "not a loopback address: the MCP server has no authentication") || !strings.Contains(out, "--allow-remote") {
 			t.Errorf("mcp --http %s: exit %d: %s", addr, code, out)
 		}
 	}
-	if out, code := cli(t, "mcp", "--dir", dir, "--max-bytes", "100"); code != exitUsage || !strings.Contains(out, "--max-bytes 100: at least 16384") {
+	if out, code := cli(t, "mcp", "--dir", empty, "--max-bytes", "100"); code != exitUsage || !strings.Contains(out, "--max-bytes 100: at least 16384") {
 		t.Errorf("mcp --max-bytes 100: exit %d: %s", code, out)
 	}
 }
