@@ -249,6 +249,22 @@ whose events could not all be read (a damaged segment) is named on its own line.
 prints one object: sessions [{id, title, cwd, updatedAt, hits [{seq, type, role, time,
 snippet, inherited, before, after}]}], next, failed.`,
 		[3]string{"printed (no hit is not an error)", "no store in --dir, or the store or its index could not be read", "a malformed query (named), an argument, or an unknown flag"}},
+
+	"mcp": {`Serve the store in --dir to an MCP client (an agent) as three read-only tools, until the
+client disconnects (stdio: stdin closes) or an interrupt: sessions_list (most recently updated
+first, ID prefix, cwd, paged by a cursor), session_read (a window of a session's events as
+inspect shows them: an open turn's closers follow, marked, not stored; a cursor reads on, an
+event too large for one result comes in pieces) and session_search (the search of seglog
+search: hits grouped by session, snippets, context). No tool writes the store: it is opened
+read-only, beside the hosts that write it; session_search keeps the index in <dir>/search
+as seglog search does. Each result is JSON text of at most --max-bytes (64 KiB): what does
+not fit is cut, with a "cut" field saying how much and the cursor that reads on. Bad
+arguments (an unknown session, a bad cursor, a negative limit, a malformed query) are tool
+errors that name what is wrong. Over stdio by default (an MCP client's config: command
+"seglog", args ["mcp", "--dir", DIR]); --http ADDR serves streamable HTTP on ADDR, a
+loopback address (127.0.0.1:8765): the server has no authentication, so another address is
+refused unless --allow-remote.`,
+		[3]string{"the client disconnected, or an interrupt", "no store in --dir, or it could not be opened; --http could not listen", "--http not a loopback host:port (without --allow-remote), --max-bytes under 16384, an argument, or an unknown flag"}},
 }
 
 // describe sets the Long help of the root's commands: commandHelp's text

@@ -183,7 +183,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newStatsCmd(stdout, &dir), newCatCmd(stdout, &dir), newInspectCmd(stdout, &dir), newSegmentsCmd(stdout, &dir),
 		newImportCmd(stdout, stderr, &dir), newExportCmd(stdout, &dir), newDeleteCmd(stdout, &dir),
 		newTailCmd(stdout, &dir), newCompactCmd(stdout, &dir), newMigrateCmd(stdout, &dir), newTypesCmd(stdout, &dir),
-		newCopyCmd(stdout, &dir), newRetainCmd(stdout, &dir), newChangesCmd(stdout, &dir), newSearchCmd(stdout, &dir))
+		newCopyCmd(stdout, &dir), newRetainCmd(stdout, &dir), newChangesCmd(stdout, &dir), newSearchCmd(stdout, &dir),
+		newMcpCmd(stdout, &dir))
 	for _, c := range root.Commands() {
 		c.Args = usageArgs(c.Args)
 	}
