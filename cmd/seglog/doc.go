@@ -44,6 +44,8 @@
 //	                                   delete sessions by a retention policy (a stream's old tombstones too)
 //	seglog search QUERY [--session P] [--cwd D] [--since T] [--until T] [--types ...] [--context N] [--limit N] [--json]
 //	                                   find words in the sessions (a full-text index in <dir>/search; --rebuild)
+//	seglog ui [--addr HOST:PORT] [--token T]
+//	                                   a read-only web viewer of the store: sessions, timelines, live follow, search
 //	seglog help [COMMAND]              what a command does, its flags and its exit codes
 //	seglog completion SHELL            a completion script for bash, zsh, fish or powershell (cobra's)
 //
@@ -90,6 +92,7 @@
 //	copy      1: some sessions not copied (listed; the others copied), a store could not be opened
 //	retain    1: some deletes failed (listed), the store could not be opened or listed
 //	search    1: some sessions could not be searched whole (named; the others' hits printed), the store or its index could not be read; 2: a malformed query (named)
+//	ui        1: no store, or it could not be opened, or the address could not be listened on (Ctrl-C is 0); 2: a bad --addr
 //
 // cmd/seglog is the top of the dependency graph; nothing imports it. It is
 // a module of its own, github.com/seglog/seglog/cmd/seglog, so that the

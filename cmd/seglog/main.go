@@ -184,6 +184,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newImportCmd(stdout, stderr, &dir), newExportCmd(stdout, &dir), newDeleteCmd(stdout, &dir),
 		newTailCmd(stdout, &dir), newCompactCmd(stdout, &dir), newMigrateCmd(stdout, &dir), newTypesCmd(stdout, &dir),
 		newCopyCmd(stdout, &dir), newRetainCmd(stdout, &dir), newChangesCmd(stdout, &dir), newSearchCmd(stdout, &dir))
+	root.AddCommand(newUICmd(stdout, &dir))
 	for _, c := range root.Commands() {
 		c.Args = usageArgs(c.Args)
 	}
