@@ -156,8 +156,8 @@ func TestUISessionPageEscapesAndMarks(t *testing.T) {
 		"Giraffes &lt;b&gt;and&lt;/b&gt; files", // the title
 		"The giraffe ate the file.",
 		`<b class="label">turn 0</b>`, `<b class="label">turn 1</b>`,
-		`class="dur">350 ms<`,                 // the call's time to its result
-		`class="ev result err"`,               // the failed result
+		`class="dur">350 ms<`,   // the call's time to its result
+		`class="ev result err"`, // the failed result
 		"ToolError EACCES", "permission denied",
 		`asks for <b>ls</b>`,
 		"interrupted turn: no writer holds the session", // the closers of turn 1
