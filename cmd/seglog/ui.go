@@ -467,8 +467,8 @@ func (s *uiServer) session(w http.ResponseWriter, r *http.Request) {
 	if from > 0 {
 		p.Earlier = "/session?" + url.Values{"id": {id}, "from": {"0"}}.Encode()
 	}
-	if insp.Holder != nil {
-		p.Writer = untag(insp.Holder.Error())
+	if o := insp.Holder; o != nil {
+		p.Writer = "written by " + uiWriter(o)
 	}
 	ren := newUIRenderer(snap.InheritedEventCount)
 	for i := range insp.Events {
@@ -482,6 +482,21 @@ func (s *uiServer) session(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.render(w, http.StatusOK, "session.html", p)
+}
+
+// uiWriter names the live writer o (as much as the backend records).
+func uiWriter(o *store.OwnedError) string {
+	w := "a live writer"
+	if o.PID > 0 {
+		w = fmt.Sprintf("process %d", o.PID)
+	}
+	if o.Host != "" {
+		w += fmt.Sprintf(" on host %q", o.Host)
+	}
+	if !o.Since.IsZero() {
+		w += " since " + o.Since.UTC().Format("2006-01-02 15:04:05")
+	}
+	return w
 }
 
 // sessionError is the page of a session that could not be read: 404 if

@@ -8,6 +8,7 @@ function followSession(tl) {
   const src = new EventSource("/session/events?id=" + encodeURIComponent(id) + "&from=" + tl.dataset.from);
   const count = document.getElementById("count");
   const status = document.getElementById("status");
+  src.addEventListener("open", () => { document.body.dataset.live = "1"; });
   src.addEventListener("event", (e) => {
     const closers = document.getElementById("closers");
     if (closers) closers.remove(); // the turn moved on: the closers shown are stale
@@ -24,6 +25,7 @@ function followSession(tl) {
 function followList(box) {
   const src = new EventSource("/changes");
   let timer = null;
+  src.addEventListener("open", () => { document.body.dataset.live = "1"; });
   src.addEventListener("change", () => {
     if (timer) return;
     timer = setTimeout(async () => {
