@@ -29,7 +29,7 @@ import (
 //	SEGLOG_UI_BROWSER=1     Chromium must be there: the test fails instead of skipping (.ci/run sets it)
 //	SEGLOG_CHROMIUM=PATH    the browser (default: chromium on $PATH, else /usr/bin/chromium)
 //	SEGLOG_UI_ARTIFACTS=DIR where the screenshots go (default: the test's temporary directory)
-//	SEGLOG_UI_DOCS_PNG=PATH also save the session page's screenshot there (docs/ui.png is made so)
+//	SEGLOG_UI_DOCS_PNG=PATH also save the session page's screenshot (after the live event) there (docs/ui.png is made so)
 const (
 	uiBrowserEnv   = "SEGLOG_UI_BROWSER"
 	uiChromiumEnv  = "SEGLOG_CHROMIUM"
@@ -271,14 +271,14 @@ func TestUIInChromium(t *testing.T) {
 	eval("the turn in progress", `document.querySelector(".live").innerText.includes("turn in progress")`)
 	eval("the failed tool result, folded, with its duration", `(() => { const r = document.querySelector("li.ev.result.err details"); return !!r && !r.open && r.querySelector(".dur").innerText === "350 ms"; })()`)
 	poll("the session follows the store", `document.body.dataset.live === "1"`, 10*time.Second)
-	png := shot("session.png")
+	shot("session.png")
 
 	// A new event appears within a second of the host's flush.
 	host.append("alpha-session", `zebra-live-42 <script>window.__xss=3</script>`)
 	took = poll("the host's new event in the open session", `document.getElementById("timeline").innerText.includes("zebra-live-42 <script>window.__xss=3</script>")`, time.Second)
 	t.Logf("an event flushed by the host appeared in the open session %v after its flush", took)
 	eval("the new event is text, counted", `window.__xss === undefined && document.getElementById("count").innerText === "15" && document.querySelectorAll('#timeline script').length === 0`)
-	shot("session-live.png")
+	png := shot("session-live.png")
 
 	// The search box finds a word.
 	if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#q`)),
