@@ -46,6 +46,8 @@
 //	                                   find words in the sessions (a full-text index in <dir>/search; --rebuild)
 //	seglog mcp [--http 127.0.0.1:PORT] [--max-bytes N]
 //	                                   serve the store read-only as MCP tools (sessions_list, session_read, session_search) over stdio
+//	seglog ui [--addr HOST:PORT] [--token T]
+//	                                   a read-only web viewer of the store: sessions, timelines, live follow, search
 //	seglog help [COMMAND]              what a command does, its flags and its exit codes
 //	seglog completion SHELL            a completion script for bash, zsh, fish or powershell (cobra's)
 //
@@ -93,6 +95,7 @@
 //	retain    1: some deletes failed (listed), the store could not be opened or listed
 //	search    1: some sessions could not be searched whole (named; the others' hits printed), the store or its index could not be read; 2: a malformed query (named)
 //	mcp       1: no store, or it could not be opened; --http could not listen; 2: --http not loopback (without --allow-remote), --max-bytes under 16384
+//	ui        1: no store, or it could not be opened, or the address could not be listened on (Ctrl-C is 0); 2: a bad --addr
 //
 // cmd/seglog is the top of the dependency graph; nothing imports it. It is
 // a module of its own, github.com/seglog/seglog/cmd/seglog, so that the

@@ -185,6 +185,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newTailCmd(stdout, &dir), newCompactCmd(stdout, &dir), newMigrateCmd(stdout, &dir), newTypesCmd(stdout, &dir),
 		newCopyCmd(stdout, &dir), newRetainCmd(stdout, &dir), newChangesCmd(stdout, &dir), newSearchCmd(stdout, &dir),
 		newMcpCmd(stdout, &dir))
+	root.AddCommand(newUICmd(stdout, &dir))
 	for _, c := range root.Commands() {
 		c.Args = usageArgs(c.Args)
 	}
