@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/seglog/seglog/engine"
@@ -286,5 +288,57 @@ func TestChangesAfterCutCompaction(t *testing.T) {
 			t.Logf("checked %d cut points", k)
 			break
 		}
+	}
+}
+
+// TestChangesDamagedPurgeLog: a damaged purge log fails a resumed feed
+// with a CorruptionError naming it; the next compaction replaces it, and
+// the cursors issued before then expire (what it said is lost), while
+// the feed from the start reads on.
+func TestChangesDamagedPurgeLog(t *testing.T) {
+	ctx := context.Background()
+	dir := engine.CheckedDir(t)
+	db, err := engine.OpenStore(t, dir, &engine.Options{CompactInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	counts := purgeStore(t, db)
+	var cur store.Cursor
+	for c, err := range db.Changes(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur = c.Cursor
+	}
+	path := filepath.Join(dir, engine.PurgeLogFile)
+	if err := os.WriteFile(path, []byte("seglog-purged 1 3 0 0\nend 0000000000000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	firstErr := func() error {
+		for _, err := range db.Changes(ctx, cur) {
+			return err
+		}
+		return nil
+	}
+	var ce *store.CorruptionError
+	if err := firstErr(); !errors.As(err, &ce) || ce.Path != path {
+		t.Fatalf("from a cursor, the purge log damaged: %v, want a CorruptionError naming it", err)
+	}
+	if _, err := db.Compact(ctx, engine.CompactOptions{Roll: true, LiveRatio: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := firstErr(); !errors.Is(err, store.ErrCursorExpired) {
+		t.Fatalf("from a cursor issued before the damage: %v, want ErrCursorExpired", err)
+	}
+	model := map[string]uint64{}
+	for c, err := range db.Changes(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		applyChange(t, model, c)
+	}
+	if fmt.Sprint(model) != fmt.Sprint(counts) {
+		t.Fatalf("the feed made %v, the store holds %v", model, counts)
 	}
 }

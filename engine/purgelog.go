@@ -159,6 +159,14 @@ func (db *DB) purgeLogVersion() (uint64, error) {
 // (the feed uses a record only once its tombstone is gone).
 func (db *DB) recordPurges(dels []compactplan.Delete, segs []uint64) error {
 	old, err := db.readPurgeLog()
+	force := false
+	if ce := (*store.CorruptionError)(nil); errors.As(err, &ce) && len(segs) > 0 {
+		// Damaged: what it said is lost. Every cursor up to the last
+		// segment may have missed one of its deletes: they expire.
+		v, _ := db.purgeLogVersion()
+		db.opts.Logger.Warn("engine: compact: the purge log is damaged; it is replaced, and change feed cursors up to now expire", "error", err)
+		old, err, force = &purgeLog{version: v, floor: segs[len(segs)-1]}, nil, true
+	}
 	if err != nil {
 		return err
 	}
@@ -169,7 +177,7 @@ func (db *DB) recordPurges(dels []compactplan.Delete, segs []uint64) error {
 			l.dels = append(l.dels, d)
 		}
 	}
-	if len(dels) == 0 && len(l.dels) == len(old.dels) {
+	if !force && len(dels) == 0 && len(l.dels) == len(old.dels) {
 		return nil // nothing to add or drop
 	}
 	if n := len(l.dels) - maxPurged; n > 0 {
