@@ -14,6 +14,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/seglog/seglog/engine/internal/compactplan"
 	"github.com/seglog/seglog/engine/internal/coord"
 	"github.com/seglog/seglog/event"
 	"github.com/seglog/seglog/segment"
@@ -200,7 +201,19 @@ type changeFeed struct {
 	cseg           uint64
 	cend           int64
 	csealed, cdone bool
+	// The purge log as the feed last read it: its version, the deletes
+	// to give before anything else (a consumer that may hold an
+	// incarnation compaction purged with its tombstone), and the records
+	// the consumer may need once their tombstone is gone (a compaction
+	// under way, or one that died).
+	pversion  uint64
+	pending   []store.Change
+	unsettled []compactplan.Delete
 }
+
+// errReposition: the purge log changed under a running feed, which must
+// place itself again at its position (changeFeed.reposition).
+var errReposition = errors.New("engine: the purge log changed")
 
 // feedFrame is a frame found by a scan.
 type feedFrame struct {
@@ -236,7 +249,9 @@ func (f *changeFeed) reader(seg uint64) (*segment.Reader, error) {
 func (f *changeFeed) start(from store.Cursor) error {
 	f.ignore = map[uint64]bool{}
 	if from == "" {
-		return nil
+		v, err := f.db.purgeLogVersion()
+		f.pversion, f.pending, f.unsettled = v, nil, nil
+		return err
 	}
 	c, err := parseCursor(from)
 	if err != nil {
@@ -264,6 +279,11 @@ func (f *changeFeed) start(from store.Cursor) error {
 		return &store.CursorError{Cursor: from, Kind: store.ErrInvalidCursor, Reason: fmt.Sprintf("segment %d of this store is not the cursor's (created at another time): another store's cursor", c.seg)}
 	}
 	if err := r.Remap(); err != nil {
+		return err
+	}
+	// Before the cursor is carried to the segment's generation: the
+	// purge log's positions are those of the generations it was made in.
+	if err := f.checkPurges(c, from); err != nil {
 		return err
 	}
 	switch {
@@ -329,9 +349,17 @@ func (f *changeFeed) collect(d uint64, live bool) (bool, error) {
 		return false, nil
 	}
 	seg := f.cseg
+	_, known := f.readers[seg]
 	r, err := f.reader(seg)
 	if err != nil {
 		return false, err
+	}
+	if !known {
+		// Opened now: if a compaction changed it, after the purge log
+		// (written before), which says what it purged.
+		if err := f.purgesChanged(); err != nil {
+			return false, err
+		}
 	}
 	if err := r.Remap(); err != nil {
 		return false, err
@@ -340,7 +368,7 @@ func (f *changeFeed) collect(d uint64, live bool) (bool, error) {
 	opts := segment.ScanOptions{From: f.cend}
 	switch {
 	case !live:
-	case seg == dseg:
+	case seg == dseg && h.Generation == 0:
 		if f.cend > doff {
 			return false, &store.CorruptionError{Path: r.Path(), Offset: f.cend, Reason: fmt.Sprintf("the feed's position is past the durable offset %d", doff)}
 		}
@@ -400,13 +428,39 @@ func (f *changeFeed) pass(yield func(store.Change, error) bool) (n int, stopped 
 		}
 	}()
 	for {
-		for len(f.frames) == 0 {
-			more, err := f.collect(d, live)
-			if err != nil || !more {
-				return n, false, err
+		for _, c := range f.pending {
+			c.Cursor = f.cursor(f.pos)
+			n++
+			if !yield(c, nil) {
+				return n, true, nil
 			}
 		}
-		changes, used, ok, err := f.unit(d, live)
+		f.pending = nil
+		var err error
+		for len(f.frames) == 0 && err == nil {
+			var more bool
+			more, err = f.collect(d, live)
+			if err == nil && !more {
+				return n, false, nil
+			}
+		}
+		var changes []store.Change
+		var used int
+		ok := false
+		if err == nil {
+			changes, used, ok, err = f.unit(d, live)
+		}
+		if errors.Is(err, errReposition) {
+			if err := f.reposition(); err != nil {
+				return n, false, err
+			}
+			d, live = db.shared.Durable()
+			if err := db.shared.Followable(d, live); err != nil {
+				return n, false, err
+			}
+			f.cseg, f.cend, f.csealed, f.cdone = f.pos.seg, f.pos.off, false, false
+			continue
+		}
 		if err != nil {
 			return n, false, err
 		}
@@ -555,4 +609,141 @@ func (f *changeFeed) unit(d uint64, live bool) ([]store.Change, int, bool, error
 type eventsOf struct {
 	first uint64
 	evs   []event.Event
+}
+
+// checkPurges reads the purge log (docs/DESIGN.md, Change feed) for a
+// consumer at c (from as given): the deletes of incarnations compaction
+// purged with their tombstone that it may hold are made pending, to be
+// given first; where the log cannot tell whether it holds one, the
+// cursor is expired.
+func (f *changeFeed) checkPurges(c *feedCursor, from store.Cursor) error {
+	l, err := f.db.readPurgeLog()
+	if err != nil {
+		return err
+	}
+	f.pversion, f.pending, f.unsettled = l.version, nil, nil
+	if c.seg == 0 {
+		return nil
+	}
+	expired := func(reason string) error {
+		return &store.CursorError{Cursor: from, Kind: store.ErrCursorExpired, Reason: reason}
+	}
+	if c.seg <= l.floor {
+		return expired(fmt.Sprintf("compaction purged deleted sessions up to segment %d, and the purge log no longer says which", l.floor))
+	}
+	given := map[string]bool{}
+	for _, d := range l.dels {
+		held, unknown := holds(d, c)
+		if !held && !unknown {
+			continue
+		}
+		gone, err := f.tombGone(d.Tomb)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !gone:
+			f.unsettled = append(f.unsettled, d) // the feed shows it
+		case unknown:
+			return expired(fmt.Sprintf("compaction purged a deleted incarnation of session %q with its tombstone (segment %d), and the cursor's place against it is unknown", d.Key, d.Tomb.Seg))
+		case !given[d.Key]:
+			given[d.Key] = true
+			f.pending = append(f.pending, store.Change{Kind: store.ChangeDelete, Session: d.Key})
+		}
+	}
+	return nil
+}
+
+// seenAt says whether a consumer at c was given the frame at p: seen;
+// newer if c was made in a later generation of p's segment than p (after
+// the purge that recorded p, by a feed that checked the consumer
+// against it); unknown if in an earlier one. group: p is a group's
+// header, given once one of its changes was.
+func seenAt(c *feedCursor, p compactplan.Pos, group bool) (seen, newer, unknown bool) {
+	switch {
+	case c.seg != p.Seg:
+		return c.seg > p.Seg, false, false
+	case c.gen > p.Gen:
+		return false, true, false
+	case c.gen < p.Gen:
+		return false, false, true
+	}
+	return c.off > p.Off || group && c.off == p.Off && c.part > 0, false, false
+}
+
+// holds says whether a consumer at c may hold the incarnation of d: it
+// was given its header and not its tombstone (unknown: the positions
+// cannot tell).
+func holds(d compactplan.Delete, c *feedCursor) (held, unknown bool) {
+	tSeen, tNewer, tUnknown := seenAt(c, d.Tomb, false)
+	if tSeen || tNewer {
+		return false, false
+	}
+	if d.Header.Seg == 0 {
+		return false, true
+	}
+	hSeen, hNewer, hUnknown := seenAt(c, d.Header, true)
+	switch {
+	case hNewer:
+		return false, false
+	case hUnknown:
+		return false, true
+	case !hSeen:
+		return false, false
+	case tUnknown:
+		return false, true
+	}
+	return true, false
+}
+
+// tombGone reports whether the tombstone at t is gone: its segment
+// removed, or rewritten since.
+func (f *changeFeed) tombGone(t compactplan.Pos) (bool, error) {
+	r, err := f.db.openSegment(t.Seg)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	return r.Header().Generation > t.Gen, nil
+}
+
+// purgesChanged returns errReposition if the purge log changed since
+// the feed read it, or a tombstone it waits for is gone.
+func (f *changeFeed) purgesChanged() error {
+	v, err := f.db.purgeLogVersion()
+	if err != nil {
+		return err
+	}
+	if v != f.pversion {
+		return errReposition
+	}
+	for _, d := range f.unsettled {
+		gone, err := f.tombGone(d.Tomb)
+		if err != nil {
+			return err
+		}
+		if gone {
+			return errReposition
+		}
+	}
+	return nil
+}
+
+// reposition places the feed again at its position, as a new Changes
+// from its cursor would, after the purge log changed: what it collected
+// is dropped, and the deletes the consumer is owed are made pending.
+func (f *changeFeed) reposition() error {
+	from := store.Cursor("")
+	if f.pos.seg != 0 {
+		from = f.cursor(f.pos)
+	}
+	for id, r := range f.readers {
+		r.Close()
+		delete(f.readers, id)
+	}
+	f.frames = f.frames[:0]
+	return f.start(from)
 }

@@ -161,6 +161,11 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 		rep.Scanned++
 	}
 	p.Decide(ratio)
+	// The deletes the feed will no longer find, recorded before any frame
+	// goes (docs/DESIGN.md, Change feed).
+	if err := db.recordPurges(p.Deletes(), ids); err != nil {
+		return rep, err
+	}
 
 	for _, si := range p.Segments() { // in segment order: frames go before their tombstones
 		if err := ctx.Err(); err != nil {

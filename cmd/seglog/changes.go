@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,8 +15,9 @@ import (
 )
 
 func newChangesCmd(w io.Writer, dir *string) *cobra.Command {
-	var from string
+	var from, addr string
 	var follow, asJSON bool
+	var nf natsFlags
 	cmd := &cobra.Command{
 		Use:   "changes",
 		Short: "print the store's change feed (creates, appends, forks, deletes) from a cursor; --follow waits for more",
@@ -25,22 +27,41 @@ func newChangesCmd(w io.Writer, dir *string) *cobra.Command {
 			// it began: exit 0.
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runChanges(ctx, w, *dir, store.Cursor(from), follow, asJSON)
+			if addr != "" && !isNATS(addr) {
+				return usageError{fmt.Errorf("changes --nats %s: not a NATS address (nats://host:4222)", addr)}
+			}
+			return runChanges(ctx, w, *dir, addr, &nf, store.Cursor(from), follow, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the cursor to resume after (printed with each change); default: the start")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing changes as they become durable, in any process, until interrupted")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line (kind, session, cursor, header, parent, n, seq, events)")
+	cmd.Flags().StringVar(&addr, "nats", "", "the store is this JetStream stream (nats://host:4222[?stream=S&prefix=P&leases=B]), not --dir")
+	nf.add(cmd)
 	return cmd
 }
 
-// runChanges prints the changes of the store in dir from cursor from on.
-func runChanges(ctx context.Context, w io.Writer, dir string, from store.Cursor, follow, asJSON bool) error {
-	db, err := openRO(dir)
-	if err != nil {
-		return err
+// runChanges prints the changes of the store in dir, or of the stream at
+// NATS address addr if set, from cursor from on.
+func runChanges(ctx context.Context, w io.Writer, dir, addr string, nf *natsFlags, from store.Cursor, follow, asJSON bool) error {
+	var db interface {
+		Changes(context.Context, store.Cursor, ...store.ChangesOption) iter.Seq2[store.Change, error]
 	}
-	defer db.Close()
+	if addr != "" {
+		t, err := openTarget(ctx, addr, nf, false, true)
+		if err != nil {
+			return err
+		}
+		defer t.close()
+		db = t.s
+	} else {
+		e, err := openRO(dir)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		db = e
+	}
 	var opts []store.ChangesOption
 	if follow {
 		opts = append(opts, store.Follow())

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seglog/seglog/backend/jetstream/embedded"
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
 	"github.com/seglog/seglog/store"
@@ -103,7 +104,7 @@ func TestChangesFollowsAWriter(t *testing.T) {
 	var out syncBuffer
 	tctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- runChanges(tctx, &out, dir, "", true, true) }()
+	go func() { done <- runChanges(tctx, &out, dir, "", &natsFlags{}, "", true, true) }()
 	const total = 300
 	for seq := 0; seq < total; seq += 5 {
 		if err := h.Append(ctx, testgen.Events(uint64(seq), 5, 300)...); err != nil {
@@ -136,5 +137,72 @@ func TestChangesFollowsAWriter(t *testing.T) {
 	}
 	if next != total {
 		t.Fatalf("followed %d events, want %d", next, total)
+	}
+}
+
+// TestChangesJetStream: seglog changes --nats prints a stream's feed as
+// --dir prints the same store's (the cursors aside), and resumes from a
+// printed cursor.
+func TestChangesJetStream(t *testing.T) {
+	srv, err := embedded.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	stream := srv.ClientURL() + "?stream=S&prefix=s&leases=S_LEASES"
+	local := copyStore(t, cleanStore)
+	if out, code := cli(t, "copy", "--from", local, "--to", stream, "--create"); code != 0 {
+		t.Fatalf("copy: %d %s", code, out)
+	}
+	if out, code := cli(t, "changes", "--nats", "/not/nats"); code != exitUsage || !strings.Contains(out, "not a NATS address") {
+		t.Errorf("--nats of a directory: %d %s", code, out)
+	}
+	want, code := cli(t, "changes", "--json", "--dir", local)
+	if code != 0 {
+		t.Fatal(want)
+	}
+	out, code := cli(t, "changes", "--json", "--nats", stream)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	got, exp := changeLines(t, out), changeLines(t, want)
+	// The same store: the same creates, forks and deletes in order and
+	// the same events per session (the stream's appends are batched as
+	// they were published, not as the engine's frames).
+	strip := func(cs []store.Change) string {
+		var b strings.Builder
+		evs := map[string][]string{}
+		for _, c := range cs {
+			if c.Kind != store.ChangeAppend {
+				c.Cursor, c.Events = "", nil
+				j, _ := json.Marshal(c)
+				b.Write(j)
+				b.WriteByte('\n')
+				continue
+			}
+			for _, e := range c.Events {
+				j, _ := json.Marshal(e)
+				evs[c.Session] = append(evs[c.Session], string(j))
+			}
+		}
+		j, _ := json.Marshal(evs)
+		b.Write(j)
+		return b.String()
+	}
+	if len(got) == 0 || strip(got) != strip(exp) {
+		t.Fatalf("over the stream:\n%.2000s\nover the directory:\n%.2000s", strip(got), strip(exp))
+	}
+	for i, c := range got {
+		if !strings.HasPrefix(string(c.Cursor), "j1-") {
+			t.Fatalf("change %d: cursor %q is not a stream's", i, c.Cursor)
+		}
+	}
+	mid := len(got) / 2
+	out, code = cli(t, "changes", "--json", "--nats", stream, "--from", string(got[mid].Cursor))
+	if code != 0 {
+		t.Fatalf("--from: exit %d:\n%s", code, out)
+	}
+	if rest := changeLines(t, out); strip(rest) != strip(got[mid+1:]) {
+		t.Fatalf("--from change %d:\n%s\nwant:\n%s", mid, strip(rest), strip(got[mid+1:]))
 	}
 }

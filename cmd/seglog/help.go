@@ -123,8 +123,10 @@ starts with the cursor past its change (--json: the "cursor" field of one JSON o
 line): --from CURSOR resumes after that change, in this run or a later one. --follow keeps
 printing changes as they become durable until interrupted (Ctrl-C). A cursor of another
 store, or a malformed one, is refused; one older than what the store still holds (compaction
-removed what follows it) fails, and the consumer starts again without --from.`,
-		[3]string{"printed (--follow: until interrupted)", "a cursor refused or too old, no store in --dir, or damaged data", "an argument, or an unknown flag"}},
+removed what follows it) fails, and the consumer starts again without --from. A session
+whose delete compaction purged is shown deleted first to a consumer that saw it created.
+--nats reads a JetStream stream's feed instead of --dir's.`,
+		[3]string{"printed (--follow: until interrupted)", "a cursor refused or too old, no store in --dir or the stream, or damaged data", "an argument (--nats not a NATS address), or an unknown flag"}},
 
 	"delete": {`Delete the sessions, in the order given, durably: a reader opened afterwards, in any
 process, finds none of them; compaction reclaims their bytes. Prints "deleted <id>" for

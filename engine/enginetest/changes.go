@@ -320,6 +320,88 @@ var changesCases = []contractCase{
 			e.t.Errorf("after a compaction: %v, want keep's appends last", got)
 		}
 	}},
+	{"feed/compaction-purges-a-delete-a-consumer-has-not-seen", func(e *env) {
+		// The consumer saw the create of "s", not its delete; compaction
+		// purges s with its tombstone, neither in the segment of the
+		// frame the consumer's cursor names (a header's segment, and one
+		// between the header's and the tombstone's). The consumer must
+		// get the delete (or ErrCursorExpired), never keep s.
+		db := DB(e.s)
+		if db == nil {
+			return // (a backend without compaction)
+		}
+		roll := func() {
+			if _, err := db.Compact(e.ctx, engine.CompactOptions{Roll: true, LiveRatio: -1}); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		s := e.create("s")
+		e.append(s, OneTurn()...)
+		e.flush(s)
+		s.Close()
+		k := e.create("k")
+		e.append(k, OneTurn()...)
+		e.flush(k)
+		inHeaderSeg, err := changes(e.ctx, e.s, "")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		roll()
+		e.append(k, Turn2()...)
+		e.flush(k)
+		inMiddleSeg, err := changes(e.ctx, e.s, "")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		roll()
+		if err := e.s.Delete(e.ctx, "s"); err != nil {
+			e.t.Fatal(err)
+		}
+		e.append(k, ev(8, "turn/start", `{"turn":2}`))
+		e.flush(k)
+		k.Close()
+		s2 := e.create("s") // the ID again: a new incarnation, after the delete
+		e.append(s2, OneTurn()[:2]...)
+		e.flush(s2)
+		s2.Close()
+		rep, err := db.Compact(e.ctx, engine.CompactOptions{Roll: true, LiveRatio: 1})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(rep.Rewritten)+len(rep.Dropped) < 2 {
+			e.t.Fatalf("compaction rewrote %v and dropped %v: the header's and the tombstone's segments must both change", rep.Rewritten, rep.Dropped)
+		}
+		for name, seen := range map[string][]store.Change{"header's segment": inHeaderSeg, "middle segment": inMiddleSeg} {
+			m := feedModel{}
+			for _, c := range seen {
+				if err := m.apply(c); err != nil {
+					e.t.Fatalf("%s: %v", name, err)
+				}
+			}
+			cur := seen[len(seen)-1].Cursor
+			rest, err := changes(e.ctx, e.s, cur)
+			if errors.Is(err, store.ErrCursorExpired) {
+				continue // the consumer rebuilds: correct
+			}
+			if err != nil {
+				e.t.Fatalf("%s: %v", name, err)
+			}
+			got := kinds(rest)
+			if len(got) == 0 || got[0] != "delete s 0+0" {
+				e.t.Fatalf("%s: from a cursor between the create and the purged delete of s: %v, want the delete first", name, got)
+			}
+			wantFeedMatchesReads(e.t, e.ctx, e.s, maps.Clone(m), rest)
+			// Resumed from the delete's own cursor, the consumer (which
+			// applied it) ends as reads show too.
+			m2 := maps.Clone(m)
+			delete(m2, "s")
+			again, err := changes(e.ctx, e.s, rest[0].Cursor)
+			if err != nil {
+				e.t.Fatalf("%s: from the delete's cursor: %v", name, err)
+			}
+			wantFeedMatchesReads(e.t, e.ctx, e.s, m2, again)
+		}
+	}},
 	{"feed/follow-wakes-on-a-flush", func(e *env) {
 		h := e.create("s")
 		e.flush(h)

@@ -97,6 +97,29 @@ type Plan struct {
 	// short removed). A tombstone of the key next names their incarnation.
 	pending map[string][]orphanFrame
 	stuck   map[string]bool // keys with orphans no tombstone names (a migration accounts for them)
+	// heads and tombAt: where each incarnation's header and tombstone
+	// are (for Deletes)
+	heads  map[uint64]Pos
+	tombAt map[uint64]Pos
+}
+
+// Pos is a frame's place in the log: its segment, the segment's
+// generation when it was read, and its offset there.
+type Pos struct {
+	Seg, Gen uint64
+	Off      int64
+}
+
+// Delete is an incarnation a compaction purges with its tombstone: a
+// delete the change feed can no longer show (docs/DESIGN.md, "Change
+// feed"). Header is where its session's history as a consumer sees it
+// began (its own header, or, for a migration, the header of the
+// incarnation it replaced); the zero Pos if the plan did not read it.
+type Delete struct {
+	Key    string
+	UID    uint64
+	Header Pos
+	Tomb   Pos
 }
 
 // orphanFrame is an orphan events frame the plan read: in si, at owners[at]
@@ -114,6 +137,7 @@ func New(live map[string]uint64, attr Attributor) *Plan {
 		live: live, liveUID: map[uint64]bool{}, attr: attr, frames: map[uint64]int{},
 		ends: map[uint64]bool{}, repl: map[uint64]uint64{}, orphans: map[string]bool{},
 		pending: map[string][]orphanFrame{}, stuck: map[string]bool{},
+		heads: map[uint64]Pos{}, tombAt: map[uint64]Pos{},
 	}
 	for _, uid := range live {
 		p.liveUID[uid] = true
@@ -131,6 +155,7 @@ func (p *Plan) Segments() []*Segment { return p.segs }
 // removed or rewritten; the others are read for what they hold.
 func (p *Plan) Scan(rd *segment.Reader, limit int64, movable bool) error {
 	si := &Segment{ID: rd.Header().ID, Size: rd.Size(), fixed: segment.HeaderSize, holds: map[uint64]int64{}, movable: movable}
+	gen := rd.Header().Generation
 	res, err := rd.Scan(segment.ScanOptions{Limit: limit}, func(fi *segment.FrameInfo) error {
 		if fi.Kind == segment.KindSeal {
 			si.fixed += fi.Size
@@ -153,6 +178,9 @@ func (p *Plan) Scan(rd *segment.Reader, limit int64, movable bool) error {
 		case segment.KindHeader:
 			si.holds[owner] += fi.Size
 			p.frames[owner]++
+			if owner != 0 {
+				p.heads[owner] = Pos{Seg: si.ID, Gen: gen, Off: fi.Offset}
+			}
 			// Orphans before a header (a migration's, which accounts for
 			// them) stay unattributed: their tombstones stay too.
 			if len(p.pending[key]) > 0 {
@@ -177,6 +205,9 @@ func (p *Plan) Scan(rd *segment.Reader, limit int64, movable bool) error {
 			}
 		case segment.KindDelete:
 			si.tombs = append(si.tombs, tomb{key: key, uid: ends, bytes: fi.Size})
+			if ends != 0 && movable {
+				p.tombAt[ends] = Pos{Seg: si.ID, Gen: gen, Off: fi.Offset}
+			}
 			p.ends[ends] = true
 			p.attributeOrphans(key, ends)
 		}
@@ -332,6 +363,70 @@ func (p *Plan) Stays(si *Segment, at int, fi *segment.FrameInfo) (bool, error) {
 // order.
 func (p *Plan) Purged() []uint64 {
 	return slices.Sorted(maps.Keys(p.purge))
+}
+
+// Deletes returns, after Decide, the incarnations purged whose
+// tombstone goes too (in a segment removed or rewritten), in the order of
+// their tombstones. A migration's Header is that of the first
+// incarnation of its chain of replacements the plan read (the zero Pos
+// if it read none: the feed then cannot place it).
+func (p *Plan) Deletes() []Delete {
+	act := map[uint64]Action{}
+	for _, si := range p.segs {
+		act[si.ID] = si.Action
+	}
+	var out []Delete
+	for _, uid := range p.Purged() {
+		t, ok := p.tombAt[uid]
+		if !ok || act[t.Seg] == Keep {
+			continue
+		}
+		d := Delete{Key: p.tombKey(t, uid), UID: uid, Tomb: t}
+		if !p.dropTomb(tomb{key: d.Key, uid: uid}) {
+			continue
+		}
+		for u, seen := uid, 0; seen <= len(p.repl); seen++ {
+			old, ok := p.repl[u]
+			if !ok {
+				d.Header = p.heads[u]
+				break
+			}
+			u = old
+		}
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b Delete) int {
+		if a.Tomb.Seg != b.Tomb.Seg {
+			return cmpU(a.Tomb.Seg, b.Tomb.Seg)
+		}
+		return cmpU(uint64(a.Tomb.Off), uint64(b.Tomb.Off))
+	})
+	return out
+}
+
+// tombKey is the key of the tombstone of uid at t.
+func (p *Plan) tombKey(t Pos, uid uint64) string {
+	for _, si := range p.segs {
+		if si.ID != t.Seg {
+			continue
+		}
+		for _, tb := range si.tombs {
+			if tb.uid == uid && tb.bytes > 0 {
+				return tb.key
+			}
+		}
+	}
+	return ""
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // LiveBytes returns the bytes of si's frames of live incarnations, as of

@@ -317,3 +317,38 @@ func TestUnsealedMovableSegment(t *testing.T) {
 		t.Fatalf("the active segment (not movable): %v", err)
 	}
 }
+
+// Deletes lists the incarnations purged with their tombstone, with where
+// their header and tombstone were: not one whose tombstone stays (in a
+// segment kept), and for a migration the header of what it replaced.
+func TestDeletes(t *testing.T) {
+	segs := [][]frame{
+		{hdr("a", 7), evs("a", 7, 20), hdr("m", 3), evs("m", 3, 2), hdr("b", 8), evs("b", 8, 1)},
+		{mig("m", 4, 3), evs("m", 4, 2), del("a", 7)},
+		{del("m", 4), evs("b", 8, 1)},
+	}
+	live := map[string]uint64{"b": 8}
+	p, rs := plan(t, live, nil, -1, 0.99, segs...)
+	offs := func(r *segment.Reader) (out []int64) {
+		r.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
+			out = append(out, fi.Offset)
+			return nil
+		})
+		return out
+	}
+	o1, o2, o3 := offs(rs[0]), offs(rs[1]), offs(rs[2])
+	want := []Delete{
+		{Key: "a", UID: 7, Header: Pos{Seg: 1, Off: o1[0]}, Tomb: Pos{Seg: 2, Off: o2[2]}},
+		{Key: "m", UID: 4, Header: Pos{Seg: 1, Off: o1[2]}, Tomb: Pos{Seg: 3, Off: o3[0]}},
+	}
+	if got := p.Deletes(); !slices.Equal(got, want) {
+		t.Fatalf("deletes %+v, want %+v", got, want)
+	}
+	// With the tombstones' segment kept (not movable), no delete is lost.
+	p, _ = plan(t, live, nil, 2, 0.99, segs...)
+	for _, d := range p.Deletes() {
+		if d.Tomb.Seg == 3 {
+			t.Fatalf("delete %+v listed, its tombstone stays", d)
+		}
+	}
+}
