@@ -157,7 +157,10 @@
 // Resume, ResumeMany and Handle.TurnState (reading back to the open
 // turn); resume.go: the holder named when a resume finds the session
 // leased; changes.go: the change feed (DB.Changes) read from the
-// segments; trim.go: the last close's trim of the preallocated room and
+// segments; purgelog.go: the purge log (the file purged), where
+// compaction records the deleted incarnations it purges before it drops
+// or rewrites a segment, which the change feed gives consumers behind as
+// deletes; trim.go: the last close's trim of the preallocated room and
 // the index's compaction; rebuild_live.go: rebuilding the index while the
 // store is open (check --repair). TestDocNamesEveryFile checks that this
 // list names every file of the package.
