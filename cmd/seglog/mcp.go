@@ -131,9 +131,17 @@ func serveMCPHTTP(ctx context.Context, s *mcpStore, addr string, errw io.Writer)
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Stopped by a signal: the calls in progress get a second to
+		// finish; a client's open event stream (a GET it holds open for
+		// the server's messages) never goes idle, so what is left is
+		// closed then, and the stop is still a clean exit.
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		return hs.Shutdown(sctx)
+		if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		hs.Close()
+		return nil
 	}
 }
 
