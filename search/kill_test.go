@@ -32,7 +32,8 @@ func TestIndexerChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	ix, err := search.Open(store.Wrap[*engine.Handle](db), filepath.Join(dir, search.DirName), search.Options{Fresh: -1})
+	// Trigrams: the on-demand trigram table is kept through the kills too.
+	ix, err := search.Open(store.Wrap[*engine.Handle](db), filepath.Join(dir, search.DirName), search.Options{Fresh: -1, Trigrams: true})
 	if err != nil {
 		t.Fatal(err)
 	}
