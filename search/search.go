@@ -185,7 +185,10 @@ func (ix *Index) snippets(ctx context.Context, sessions []Session, rowids [][]in
 		q = `SELECT rowid, text FROM docs WHERE rowid IN (` + list + `)`
 		args = ids
 	} else {
-		q = fmt.Sprintf(`SELECT rowid, snippet(%s, 0, ?, ?, '…', 16) FROM %s WHERE %s MATCH ? AND rowid IN (%s)`, tbl, tbl, tbl, list)
+		// One pass over the matches, the snippet made for the page's
+		// rows only (+rowid: not a constraint FTS5 would take, which
+		// makes it start the query again for each row).
+		q = fmt.Sprintf(`SELECT rowid, snippet(%s, 0, ?, ?, '…', 16) FROM %s WHERE %s MATCH ? AND +rowid IN (%s)`, tbl, tbl, tbl, list)
 		args = append([]any{mark[0], mark[1], p.match()}, ids...)
 	}
 	rs, err := ix.db.QueryContext(ctx, q, args...)
