@@ -209,7 +209,7 @@ INSERT INTO tri(tri) VALUES ('rebuild');
 `
 
 func openDB(path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=cache_size(-32768)")
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +359,7 @@ type indexed struct {
 // commits the events' rows, the sessions' state and the feed cursor past
 // the last change applied together, so a process killed in a catch-up
 // resumes from the last commit's cursor with every event indexed once.
-const batchEvents = 2048
+var batchEvents = 8192 // (a var: the SIGKILL test makes it smaller, to kill between commits)
 
 // pass is one catch-up: the store's change feed from the index's cursor
 // to its end (what was durable when the feed was read), applied in

@@ -27,6 +27,7 @@ func TestIndexerChild(t *testing.T) {
 	if dir == "" {
 		return // run only as the child
 	}
+	search.SetBatchEvents(2048) // commits every 2,048 events: the kills below fall between them
 	db, err := enginetest.OpenUnchecked("the parent test checks the store", dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
