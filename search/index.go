@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,7 +33,7 @@ const (
 
 // schemaVersion is stored in meta; an index of another version is
 // rebuilt.
-const schemaVersion = "2"
+const schemaVersion = "3"
 
 // Options configures an Index.
 type Options struct {
@@ -47,6 +48,11 @@ type Options struct {
 	// 1 s). A search that finds the last catch-up older catches up
 	// first.
 	Fresh time.Duration
+	// Trigrams makes the trigram table (substring and CJK queries) at
+	// Open. Without it, the table is made by the first such query (a
+	// build from the indexed text: seconds on a large index), so an
+	// index never asked for substrings does not carry it.
+	Trigrams bool
 }
 
 // Index is the full-text index of a store, kept in dir (a cache: deleted
@@ -63,6 +69,7 @@ type Index struct {
 
 	mu     sync.Mutex // serialises this process's catch-ups
 	closed bool
+	tri    atomic.Bool // the trigram table is known to exist
 }
 
 // Open opens (or makes) the index of st in dir. An index that cannot be
@@ -92,7 +99,55 @@ func Open(st store.Store, dir string, opts Options) (*Index, error) {
 		}
 	}
 	ix.db = db
+	if opts.Trigrams {
+		if err := ix.trigrams(context.Background()); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	return ix, nil
+}
+
+// trigrams makes the trigram table if the index has none yet (under the
+// indexing lease: one process builds it, the others then find it).
+func (ix *Index) trigrams(ctx context.Context) error {
+	if ix.tri.Load() {
+		return nil
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed {
+		return ErrClosed
+	}
+	release, err := ix.lease(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	has, err := ix.hasTrigrams(ctx)
+	if err != nil || has {
+		ix.tri.Store(has)
+		return err
+	}
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, trigramSchema); err != nil {
+		return fmt.Errorf("search: making the trigram table: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	ix.tri.Store(true)
+	return nil
+}
+
+func (ix *Index) hasTrigrams(ctx context.Context) (bool, error) {
+	var n int
+	err := ix.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tri'`).Scan(&n)
+	return n > 0, err
 }
 
 // setAside renames a damaged index to <name>.damaged (replacing an older
@@ -132,19 +187,29 @@ CREATE TABLE IF NOT EXISTS docs(
 );
 CREATE INDEX IF NOT EXISTS docs_sid ON docs(sid, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, content='docs', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE IF NOT EXISTS tri USING fts5(text, content='docs', content_rowid='rowid', tokenize='trigram remove_diacritics 1');
 CREATE TRIGGER IF NOT EXISTS docs_ai AFTER INSERT ON docs BEGIN
 	INSERT INTO fts(rowid, text) VALUES (new.rowid, new.text);
-	INSERT INTO tri(rowid, text) VALUES (new.rowid, new.text);
 END;
 CREATE TRIGGER IF NOT EXISTS docs_ad AFTER DELETE ON docs BEGIN
 	INSERT INTO fts(fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-	INSERT INTO tri(tri, rowid, text) VALUES ('delete', old.rowid, old.text);
 END;
 `
 
+// trigramSchema is the trigram table (substring and CJK queries), made
+// on demand (Index.trigrams): built from docs, then kept by triggers.
+const trigramSchema = `
+CREATE VIRTUAL TABLE tri USING fts5(text, content='docs', content_rowid='rowid', tokenize='trigram remove_diacritics 1');
+CREATE TRIGGER tri_ai AFTER INSERT ON docs BEGIN
+	INSERT INTO tri(rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER tri_ad AFTER DELETE ON docs BEGIN
+	INSERT INTO tri(tri, rowid, text) VALUES ('delete', old.rowid, old.text);
+END;
+INSERT INTO tri(tri) VALUES ('rebuild');
+`
+
 func openDB(path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=cache_size(-32768)")
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +359,7 @@ type indexed struct {
 // commits the events' rows, the sessions' state and the feed cursor past
 // the last change applied together, so a process killed in a catch-up
 // resumes from the last commit's cursor with every event indexed once.
-const batchEvents = 2048
+var batchEvents = 8192 // (a var: the SIGKILL test makes it smaller, to kill between commits)
 
 // pass is one catch-up: the store's change feed from the index's cursor
 // to its end (what was durable when the feed was read), applied in
@@ -408,8 +473,16 @@ func (ix *Index) scan(ctx context.Context) error {
 
 // empty drops every row of the index and its cursor.
 func (ix *Index) empty(ctx context.Context) error {
-	_, err := ix.db.ExecContext(ctx, `DELETE FROM docs; DELETE FROM sessions; DELETE FROM meta WHERE k IN ('caughtUp', 'cursor');
-		INSERT INTO fts(fts) VALUES ('delete-all'); INSERT INTO tri(tri) VALUES ('delete-all');`)
+	tri, err := ix.hasTrigrams(ctx)
+	if err != nil {
+		return err
+	}
+	q := `DELETE FROM docs; DELETE FROM sessions; DELETE FROM meta WHERE k IN ('caughtUp', 'cursor');
+		INSERT INTO fts(fts) VALUES ('delete-all');`
+	if tri {
+		q += ` INSERT INTO tri(tri) VALUES ('delete-all');`
+	}
+	_, err = ix.db.ExecContext(ctx, q)
 	return err
 }
 

@@ -27,12 +27,14 @@ func TestIndexerChild(t *testing.T) {
 	if dir == "" {
 		return // run only as the child
 	}
+	search.SetBatchEvents(2048) // commits every 2,048 events: the kills below fall between them
 	db, err := enginetest.OpenUnchecked("the parent test checks the store", dir, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	ix, err := search.Open(store.Wrap[*engine.Handle](db), filepath.Join(dir, search.DirName), search.Options{Fresh: -1})
+	// Trigrams: the on-demand trigram table is kept through the kills too.
+	ix, err := search.Open(store.Wrap[*engine.Handle](db), filepath.Join(dir, search.DirName), search.Options{Fresh: -1, Trigrams: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,129 @@ type row struct {
 	seq                 uint64
 	typ, role           string
 	time                int64
-	snippet             string
+	rowid               int64 // in docs (and the FTS5 tables)
+}
+
+// maxChunk bounds the ranked hits one query of a search reads.
+const maxChunk = 4096
+
+// fetcher reads a query's hits in order, a chunk at a time, each hit
+// with its session's row, those the filters (cond) reject left out.
+type fetcher struct {
+	ix         *Index
+	tbl, match string
+	cond       string
+	args       []any
+	order      Order
+	off        int // rows of the order read so far (filtered or not)
+}
+
+// next reads the next n rows of the order (at most n hits: the filters
+// drop some); more is false once the order has no rows left.
+func (f *fetcher) next(ctx context.Context, n int) (_ []row, more bool, _ error) {
+	var q string
+	args := []any{}
+	if f.order == ByRank {
+		// Ranked and cut inside FTS5, joined and filtered after: the
+		// filter is a column, so that the rows FTS5 gave are counted.
+		q = fmt.Sprintf(`SELECT s.sid, s.id, s.cwd, s.title, s.parent, s.updated, s.inherited, d.seq, d.type, d.role, d.time, m.rowid, (%s)
+			FROM (SELECT rowid, rank FROM %s WHERE %s MATCH ? ORDER BY rank LIMIT ? OFFSET ?) m
+			JOIN docs d ON d.rowid = m.rowid JOIN sessions s ON s.sid = d.sid ORDER BY m.rank`, f.cond, f.tbl, f.tbl)
+		args = append(append(args, f.args...), f.match, n, f.off)
+	} else {
+		// By time: every match is joined and sorted (FTS5 orders by
+		// rank or rowid only).
+		order := "d.time DESC, d.rowid DESC"
+		if f.order == Oldest {
+			order = "d.time, d.rowid"
+		}
+		q = fmt.Sprintf(`SELECT s.sid, s.id, s.cwd, s.title, s.parent, s.updated, s.inherited, d.seq, d.type, d.role, d.time, d.rowid, 1
+			FROM %s JOIN docs d ON d.rowid = %s.rowid JOIN sessions s ON s.sid = d.sid
+			WHERE %s MATCH ? AND (%s) ORDER BY %s LIMIT ? OFFSET ?`, f.tbl, f.tbl, f.tbl, f.cond, order)
+		args = append(append(append(args, f.match), f.args...), n, f.off)
+	}
+	rs, err := f.ix.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("search: %w", err)
+	}
+	defer rs.Close()
+	var out []row
+	got := 0
+	for rs.Next() {
+		var r row
+		var ok bool
+		if err := rs.Scan(&r.sid, &r.id, &r.cwd, &r.title, &r.pid, &r.updated, &r.inh, &r.seq, &r.typ, &r.role, &r.time, &r.rowid, &ok); err != nil {
+			return nil, false, err
+		}
+		got++
+		if ok {
+			out = append(out, r)
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, false, fmt.Errorf("search: %w", err)
+	}
+	f.off += got
+	return out, got == n, nil
+}
+
+// snippets sets the snippet of each hit of sessions (rowids: each hit's
+// row), made for these hits only.
+func (ix *Index) snippets(ctx context.Context, sessions []Session, rowids [][]int64, p *parsed, tbl string, mark [2]string) error {
+	var ids []any
+	seen := map[int64]bool{}
+	for _, l := range rowids {
+		for _, id := range l {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	list := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
+	var q string
+	var args []any
+	if p.substring {
+		// The trigram table keeps no positions for snippet(): the text,
+		// cut and marked below.
+		q = `SELECT rowid, text FROM docs WHERE rowid IN (` + list + `)`
+		args = ids
+	} else {
+		// One pass over the matches, the snippet made for the page's
+		// rows only (+rowid: not a constraint FTS5 would take, which
+		// makes it start the query again for each row).
+		q = fmt.Sprintf(`SELECT rowid, snippet(%s, 0, ?, ?, '…', 16) FROM %s WHERE %s MATCH ? AND +rowid IN (%s)`, tbl, tbl, tbl, list)
+		args = append([]any{mark[0], mark[1], p.match()}, ids...)
+	}
+	rs, err := ix.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
+	defer rs.Close()
+	snip := map[int64]string{}
+	for rs.Next() {
+		var id int64
+		var s string
+		if err := rs.Scan(&id, &s); err != nil {
+			return err
+		}
+		if p.substring {
+			s = markSubstrings(s, p, mark)
+		}
+		snip[id] = s
+	}
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
+	for k := range sessions {
+		for i := range sessions[k].Hits {
+			sessions[k].Hits[i].Snippet = snip[rowids[k][i]]
+		}
+	}
+	return nil
 }
 
 // Search runs q over the index, after catching it up to every event
@@ -132,16 +254,8 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 	if p.substring {
 		tbl = "tri"
 	}
-	snip := fmt.Sprintf("snippet(%s, 0, ?, ?, '…', 16)", tbl)
-	if p.substring {
-		snip = "d.text" // detail=none: no snippet; cut and marked below
-	}
 	var where []string
-	args := []any{}
-	if !p.substring {
-		args = append(args, q.Mark[0], q.Mark[1])
-	}
-	args = append(args, p.match())
+	var args []any
 	if q.Session != "" {
 		where = append(where, "substr(s.id, 1, ?) = ?")
 		args = append(args, len(q.Session), q.Session)
@@ -174,72 +288,73 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 	if len(roles) > 0 && !(len(roles) == 1 && roles[0] == "*") {
 		in("d.role", roles)
 	}
-	order := "rank"
-	switch q.Order {
-	case Newest:
-		order = "d.time DESC, d.rowid DESC"
-	case Oldest:
-		order = "d.time, d.rowid"
-	}
-	cond := ""
+	cond := "1"
 	if len(where) > 0 {
-		cond = " AND " + strings.Join(where, " AND ")
+		cond = strings.Join(where, " AND ")
 	}
-	// Enough hits for a page of sessions: more than Limit×PerSess when
-	// some sessions have many.
-	want := q.Limit * q.PerSess * 4
-	args = append(args, want, offset)
-	sqlq := fmt.Sprintf(`SELECT s.sid, s.id, s.cwd, s.title, s.parent, s.updated, s.inherited, d.seq, d.type, d.role, d.time, %s
-		FROM %s JOIN docs d ON d.rowid = %s.rowid JOIN sessions s ON s.sid = d.sid
-		WHERE %s MATCH ?%s ORDER BY %s LIMIT ? OFFSET ?`, snip, tbl, tbl, tbl, cond, order)
-	rs, err := ix.db.QueryContext(ctx, sqlq, args...)
-	if err != nil {
-		return Result{}, fmt.Errorf("search: %w", err)
-	}
-	var hits []row
-	for rs.Next() {
-		var r row
-		if err := rs.Scan(&r.sid, &r.id, &r.cwd, &r.title, &r.pid, &r.updated, &r.inh, &r.seq, &r.typ, &r.role, &r.time, &r.snippet); err != nil {
-			rs.Close()
-			return Result{}, err
-		}
-		if p.substring {
-			r.snippet = markSubstrings(r.snippet, p, q.Mark)
-		}
-		hits = append(hits, r)
-	}
-	if err := rs.Close(); err != nil {
-		return Result{}, fmt.Errorf("search: %w", err)
-	}
-	if q.Inherited {
-		if hits, err = ix.inherit(ctx, hits); err != nil {
+	if p.substring {
+		if err := ix.trigrams(ctx); err != nil {
 			return Result{}, err
 		}
 	}
+	f := &fetcher{ix: ix, tbl: tbl, match: p.match(), cond: cond, args: args, order: q.Order}
 	var res Result
+	var rowids [][]int64 // of each session's hits, for their snippets
 	bySess := map[string]int{}
-	used := 0
-	for _, r := range hits {
-		k, ok := bySess[r.id]
-		if !ok {
-			if len(res.Sessions) == q.Limit {
-				break
+	used, skip := 0, offset
+	// The ranked hits come in chunks, each ranked and cut inside FTS5
+	// (ORDER BY rank LIMIT: FTS5 keeps only the best rows, and the joins
+	// and filters see only those), until the page has Limit sessions and
+	// a hit of one more, or the hits end. Snippets are made for the
+	// page's hits only.
+	n := (offset+q.Limit)*2 + 64
+	full := false
+	for !full {
+		rows, more, err := f.next(ctx, n)
+		if err != nil {
+			return Result{}, err
+		}
+		if q.Inherited {
+			if rows, err = ix.inherit(ctx, rows); err != nil {
+				return Result{}, err
 			}
-			res.Sessions = append(res.Sessions, Session{ID: r.id, Title: r.title, Cwd: r.cwd, UpdatedAt: r.updated})
-			k = len(res.Sessions) - 1
-			bySess[r.id] = k
 		}
-		used++
-		if len(res.Sessions[k].Hits) < q.PerSess {
-			res.Sessions[k].Hits = append(res.Sessions[k].Hits, Hit{Seq: r.seq, Type: r.typ, Role: r.role, Time: r.time,
-				Snippet: r.snippet, Inherited: r.inh < 0})
+		for _, r := range rows {
+			if skip > 0 {
+				skip--
+				continue
+			}
+			k, ok := bySess[r.id]
+			if !ok {
+				if len(res.Sessions) == q.Limit {
+					full = true
+					break
+				}
+				res.Sessions = append(res.Sessions, Session{ID: r.id, Title: r.title, Cwd: r.cwd, UpdatedAt: r.updated})
+				rowids = append(rowids, nil)
+				k = len(res.Sessions) - 1
+				bySess[r.id] = k
+			}
+			used++
+			if len(res.Sessions[k].Hits) < q.PerSess {
+				res.Sessions[k].Hits = append(res.Sessions[k].Hits, Hit{Seq: r.seq, Type: r.typ, Role: r.role, Time: r.time,
+					Inherited: r.inh < 0})
+				rowids[k] = append(rowids[k], r.rowid)
+			}
 		}
+		if !more {
+			break
+		}
+		n = min(n*2, maxChunk)
 	}
-	if len(hits) == want || used < len(hits) {
+	if full {
 		res.Next = strconv.Itoa(offset + used)
 	}
 	if q.Inherited {
 		res.Next = "" // pages of inherited hits: one page
+	}
+	if err := ix.snippets(ctx, res.Sessions, rowids, p, tbl, q.Mark); err != nil {
+		return Result{}, err
 	}
 	// A session deleted (or created again) since the index saw it is
 	// never shown.

@@ -67,6 +67,10 @@ func BenchmarkS6(b *testing.B) {
 			b.Logf("%s: %d events (%d indexed, %.1f MiB raw JSON), build %.0f events/s, index %.1f MiB (%.2fx raw); p50/p99 ms: two words %.2f/%.2f, phrase %.2f/%.2f, substring %.2f/%.2f; hits %v",
 				r.Engine, r.Events, r.Docs, float64(r.RawJSONBytes)/(1<<20), r.BuildPerSec, float64(r.IndexBytes)/(1<<20), float64(r.IndexBytes)/float64(r.RawJSONBytes),
 				r.Queries["two words"][0], r.Queries["two words"][1], r.Queries["phrase"][0], r.Queries["phrase"][1], r.Queries["substring"][0], r.Queries["substring"][1], r.Hits)
+			if r.TrigramSeconds > 0 {
+				b.Logf("%s: trigram table made on demand in %.1f s; index with it %.1f MiB (%.2fx raw)", r.Engine, r.TrigramSeconds,
+					float64(r.IndexBytesTrigram)/(1<<20), float64(r.IndexBytesTrigram)/float64(r.RawJSONBytes))
+			}
 		}
 		r := rs[0]
 		b.ReportMetric(float64(r.Events), "events")
