@@ -482,16 +482,18 @@ func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (*seg
 	// holds them at the old offset.
 	var ferr error
 	at := 0
+	var owners []uint64 // the incarnation of each of intent.Moves
 	layoutOdd := false
 	res, err := segment.RewriteWith(db.opts.FS, db.dir, rd, segment.RewriteOptions{Recode: true, Keep: func(fi *segment.FrameInfo) bool {
 		keep, err := p.Stays(si, at, fi)
-		at++
 		if err != nil && ferr == nil {
 			ferr = err
 		}
 		if keep && fi.Kind == segment.KindEvents {
 			intent.Moves = append(intent.Moves, index.Move{ID: string(fi.Key), FirstSeq: fi.FirstSeq, From: fi.Offset})
+			owners = append(owners, p.Owner(si, at))
 		}
+		at++
 		return keep
 	}, BeforeRename: func(res *segment.RewriteResult) error {
 		if ferr != nil {
@@ -503,7 +505,9 @@ func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (*seg
 			return err
 		}
 		for i := range intent.Moves {
-			intent.Moves[i].To = res.Moved[intent.Moves[i].From]
+			m := &intent.Moves[i]
+			m.To = res.Moved[m.From]
+			m.Size = uint32(res.Sizes[m.From].New) // (0: not recoded, the same size)
 		}
 		if err := db.keptLive(si.ID, res.Moved); err != nil {
 			return err
@@ -566,10 +570,26 @@ func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (*seg
 			return nil, err
 		}
 	}
+	// The frames recoded change size: so do the bytes of the incarnations
+	// they are of (a fork's size counts only its own frames), in memory
+	// as in the index (FinishRewrite).
+	grew := map[uint64]int64{}
+	for i, m := range intent.Moves {
+		if r, ok := res.Sizes[m.From]; ok && owners[i] != 0 {
+			grew[owners[i]] += r.New - r.Old
+		}
+	}
 	db.mu.Lock()
 	for _, s := range db.mu.sessions {
+		if d := grew[s.uid]; d != 0 && s.uid != 0 {
+			s.size += d
+			s.idxSize += d
+		}
 		for i := range s.frames {
 			if f := &s.frames[i]; f.seg == si.ID {
+				if r, ok := res.Sizes[f.off]; ok {
+					f.size = uint32(r.New)
+				}
 				f.off = res.Moved[f.off]
 			}
 		}

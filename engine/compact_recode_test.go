@@ -18,8 +18,13 @@ import (
 // deleted; it returns their events.
 func turnStore(t *testing.T, fsys vfs.FS) (*engine.DB, map[string][]event.Event) {
 	t.Helper()
+	return turnStoreAt(t, "/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 4 << 10, NoPreallocate: true, CompactInterval: -1})
+}
+
+func turnStoreAt(t *testing.T, dir string, opts *engine.Options) (*engine.DB, map[string][]event.Event) {
+	t.Helper()
 	ctx := context.Background()
-	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: fsys, SegmentSize: 16 << 10, FrameBytes: 4 << 10, NoPreallocate: true, CompactInterval: -1})
+	db, err := engine.OpenStore(t, dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,4 +218,78 @@ func TestCompactRecodeCrashAtEveryOp(t *testing.T) {
 		}
 	}
 	t.Logf("checked %d crash points of a compaction recoding %d segments", points, recoded)
+}
+
+// TestCompactRecodeCheck: after a recode, with the index on the OS, the
+// index and the sessions' sizes follow the frames' new sizes: check finds
+// nothing wrong, and each session's SizeBytes is the bytes of its frames
+// in the segments, before and after a reopen.
+func TestCompactRecodeCheck(t *testing.T) {
+	ctx := context.Background()
+	dir := engine.CheckedDir(t)
+	opts := &engine.Options{SegmentSize: 16 << 10, FrameBytes: 4 << 10, NoPreallocate: true, CompactInterval: -1}
+	db, want := turnStoreAt(t, dir, opts)
+	sizes := func(db *engine.DB) map[string]int64 {
+		snaps, err := db.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int64{}
+		for _, s := range snaps {
+			m[s.Header.ID] = s.SizeBytes
+		}
+		return m
+	}
+	onDisk := func() map[string]int64 {
+		ids, err := segment.List(nil, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int64{}
+		for _, id := range ids {
+			rd, err := segment.OpenReader(nil, dir+"/"+segment.Name(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rd.Scan(segment.ScanOptions{}, func(fi *segment.FrameInfo) error {
+				if fi.Kind == segment.KindEvents || fi.Kind == segment.KindHeader {
+					m[string(fi.Key)] += fi.Size
+				}
+				return nil
+			})
+			rd.Close()
+		}
+		return m
+	}
+	if got, disk := sizes(db), onDisk(); fmt.Sprint(got) != fmt.Sprint(disk) {
+		t.Fatalf("before: sizes %v, the segments hold %v", got, disk)
+	}
+	// Reopened: the sessions' frames are in the index, not in memory;
+	// one session read (its frames loaded), the others not.
+	db.Close()
+	db, err := engine.OpenStore(t, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine.SameEvents(t, "t1", engine.ReadAll(t, db, "t1"), want["t1"])
+	rep, err := db.Compact(ctx, engine.CompactOptions{Roll: true})
+	if err != nil || rep.RecodedFrames == 0 {
+		t.Fatalf("compact: %+v, %v", rep, err)
+	}
+	if got, disk := sizes(db), onDisk(); fmt.Sprint(got) != fmt.Sprint(disk) {
+		t.Fatalf("after the recode: sizes %v, the segments hold %v", got, disk)
+	}
+	db.Close()
+	if rep, err := engine.Check(dir, opts); err != nil || len(rep.Problems) != 0 || rep.Sessions != len(want) {
+		t.Fatalf("check after the recode: %+v, %v", rep, err)
+	}
+	db, err = engine.OpenStore(t, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	expectSessions(t, "reopened", db, want)
+	if got, disk := sizes(db), onDisk(); fmt.Sprint(got) != fmt.Sprint(disk) {
+		t.Fatalf("reopened: sizes %v, the segments hold %v", got, disk)
+	}
 }

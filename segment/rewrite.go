@@ -31,7 +31,13 @@ type RewriteResult struct {
 	// disk before and after.
 	Recoded                int
 	RecodedFrom, RecodedTo int64
+	// Sizes maps the offset of every recoded frame in the old file to its
+	// sizes in the old file and the new one (the other frames keep theirs).
+	Sizes map[int64]Resize
 }
+
+// Resize is a recoded frame's size before and after.
+type Resize struct{ Old, New int64 }
 
 // RewriteOptions says what RewriteWith keeps and how.
 type RewriteOptions struct {
@@ -112,6 +118,7 @@ func RewriteWith(fsys vfs.FS, dir string, src *Reader, opts RewriteOptions) (*Re
 	res := &RewriteResult{
 		Header: Header{Version: max(hdr.Version, RewriteVersion), ID: hdr.ID, CreatedNs: hdr.CreatedNs, Generation: hdr.Generation + 1},
 		Moved:  map[int64]int64{},
+		Sizes:  map[int64]Resize{},
 	}
 	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
@@ -161,6 +168,7 @@ func RewriteWith(fsys vfs.FS, dir string, src *Reader, opts RewriteOptions) (*Re
 				res.Recoded++
 				res.RecodedFrom += fi.Size
 				res.RecodedTo += int64(len(buf) - n)
+				res.Sizes[fi.Offset] = Resize{Old: fi.Size, New: int64(len(buf) - n)}
 				if fi.Kind == KindEvents {
 					events++
 				}

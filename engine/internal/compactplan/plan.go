@@ -395,3 +395,13 @@ func (p *Plan) ForkParentBytes() []int64 {
 	}
 	return out
 }
+
+// Owner returns, after Scan, the incarnation the plan attributed the
+// frame at index at of movable segment si to (0: none, or at out of
+// range). Stays checks that the frame is the one the plan read there.
+func (p *Plan) Owner(si *Segment, at int) uint64 {
+	if at < 0 || at >= len(si.owners) {
+		return 0
+	}
+	return si.owners[at].uid
+}
