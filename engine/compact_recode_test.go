@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/event"
@@ -291,5 +292,46 @@ func TestCompactRecodeCheck(t *testing.T) {
 	expectSessions(t, "reopened", db, want)
 	if got, disk := sizes(db), onDisk(); fmt.Sprint(got) != fmt.Sprint(disk) {
 		t.Fatalf("reopened: sizes %v, the segments hold %v", got, disk)
+	}
+}
+
+// TestBackgroundRecode: with CompactInterval set and nothing deleted, the
+// background compactor recodes segments once they are sealed (a seal
+// after its last plan wakes it), while the turns go on.
+func TestBackgroundRecode(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	db, err := engine.OpenStore(t, "/db", &engine.Options{FS: mem, SegmentSize: 16 << 10, NoPreallocate: true, CompactInterval: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h, err := db.Create(ctx, store.Header{ID: "turns", CreatedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var seq uint64
+	var c map[segment.Codec]int
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		evs := testgen.Events(seq, 6, 300)
+		if err := h.Append(ctx, evs...); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		seq += 6
+		if c = codecs(t, mem, "/db"); c[segment.CodecZstd]+c[segment.CodecZstdDict] >= 10 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("%d events appended; events frames by codec: %v", seq, c)
+	if c[segment.CodecZstd]+c[segment.CodecZstdDict] < 10 {
+		t.Fatalf("the background compactor recoded %v frames", c)
+	}
+	if got := engine.ReadAll(t, db, "turns"); uint64(len(got)) != seq {
+		t.Fatalf("%d events read back, want %d", len(got), seq)
 	}
 }
