@@ -252,3 +252,48 @@ func BenchmarkAgentHost(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAgentHostRecoded is AgentHost's seglog run, then what its
+// store takes once compaction has recoded it (docs/DESIGN.md, Codecs):
+// the store reopened, its active segment sealed and every sealed segment
+// of S2 frames compressed again with zstd (Compact with Roll, what the
+// background compactor does to each segment once sealed), closed.
+// written/raw and rest-B/event are the run's; recoded-written/raw (the
+// sessions' frames) and recoded-rest-B/event (every file) after.
+func BenchmarkAgentHostRecoded(b *testing.B) {
+	c := testCorpus(b)
+	ctx := context.Background()
+	dir := b.TempDir()
+	r, err := Run(ctx, Config{Workload: AgentHost, Dir: dir, Sessions: 16, Turns: b.N, Corpus: c, Backend: "seglog"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := enginetest.OpenStore(b, dir, &engine.Options{Catalog: event.AnyCatalog(), CompactInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rep, err := db.Compact(ctx, engine.CompactOptions{Roll: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snaps, err := db.List(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var written int64
+	for _, sn := range snaps {
+		written += sn.SizeBytes
+	}
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+	rest, err := DirSize(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.WrittenPerRaw(), "written/raw")
+	b.ReportMetric(r.RestPerEvent(), "rest-B/event")
+	b.ReportMetric(float64(written)/float64(max(r.RawJSONBytes, 1)), "recoded-written/raw")
+	b.ReportMetric(float64(rest)/float64(max(r.Events, 1)), "recoded-rest-B/event")
+	b.ReportMetric(float64(rep.RecodedFrames), "recoded-frames")
+}

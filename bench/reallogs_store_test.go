@@ -264,6 +264,23 @@ func BenchmarkRealLogsStore(b *testing.B) {
 				b.ReportMetric(float64(f.segments+f.dicts)/float64(raw), "store/raw")
 				b.ReportMetric(float64(f.total)/float64(raw), "disk/raw")
 				b.ReportMetric(float64(raw), "raw-B")
+				// Then once compaction has recoded it (DESIGN, Codecs):
+				// reopened, the active segment sealed and every sealed
+				// segment of S2 frames compressed again with zstd, closed.
+				db, err = enginetest.OpenStore(b, dir, &engine.Options{Catalog: event.AnyCatalog(), CompactInterval: -1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := db.Compact(context.Background(), engine.CompactOptions{Roll: true}); err != nil {
+					b.Fatal(err)
+				}
+				if err := db.Close(); err != nil {
+					b.Fatal(err)
+				}
+				f = measureStore(b, dir)
+				b.Log("recoded:\n" + f.report(raw))
+				b.ReportMetric(float64(f.segments+f.dicts)/float64(raw), "recoded-store/raw")
+				b.ReportMetric(float64(f.total)/float64(raw), "recoded-disk/raw")
 			}
 		})
 	}

@@ -27,7 +27,20 @@ type CompactOptions struct {
 	// DefaultLiveRatio; a negative value turns rewriting off (only segments
 	// with nothing alive are removed). At most 1.
 	LiveRatio float64
+	// RecodeShare is the share of a sealed segment's bytes in frames
+	// stored as S2 blocks (what a turn's flush writes: docs/DESIGN.md,
+	// Codecs) at or above which Compact rewrites a segment never rewritten
+	// before, to compress those frames again with zstd (with the
+	// dictionary their S2 form came from). Zero means DefaultRecodeShare;
+	// a negative value turns it off. At most 1. (Any rewrite compresses
+	// the S2 frames it keeps again; a negative LiveRatio does not turn
+	// this off.)
+	RecodeShare float64
 }
+
+// DefaultRecodeShare is the recode share at or over which Compact
+// rewrites a segment to compress its S2 frames again: one mostly of them.
+const DefaultRecodeShare = 0.5
 
 // DefaultLiveRatio is the live ratio under which Compact rewrites a
 // segment: rewriting a segment costs reading it and writing its live
@@ -36,10 +49,16 @@ const DefaultLiveRatio = 0.5
 
 // CompactReport says what Compact reclaimed.
 type CompactReport struct {
-	Dropped        []uint64 // segment IDs removed
-	Rewritten      []uint64 // segment IDs rewritten without their dead frames
-	ReclaimedBytes int64
-	Scanned        int // sealed segments examined
+	Dropped   []uint64 // segment IDs removed
+	Rewritten []uint64 // segment IDs rewritten without their dead frames or to recode their S2 frames
+	// Recoded is the segments of Rewritten rewritten for their S2 frames
+	// alone (RecodeShare), and RecodedFrames the frames compressed again
+	// by all the rewrites, from RecodedFrom bytes to RecodedTo.
+	Recoded                []uint64
+	RecodedFrames          int
+	RecodedFrom, RecodedTo int64
+	ReclaimedBytes         int64
+	Scanned                int // sealed segments examined
 }
 
 // Compact reclaims the space of deleted and replaced (migrated)
@@ -61,6 +80,13 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 		ratio = DefaultLiveRatio
 	case ratio > 1 || ratio != ratio:
 		return nil, fmt.Errorf("%w: live ratio %v is not at most 1", store.ErrInvalidArgument, opts.LiveRatio)
+	}
+	recode := opts.RecodeShare
+	switch {
+	case recode == 0:
+		recode = DefaultRecodeShare
+	case recode > 1 || recode != recode:
+		return nil, fmt.Errorf("%w: recode share %v is not at most 1", store.ErrInvalidArgument, opts.RecodeShare)
 	}
 	if err := db.enter(); err != nil {
 		return nil, err
@@ -128,6 +154,9 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 		// is behind): the background compactor tries again next time.
 		defer db.compaction.dead.Store(true)
 	}
+	// The segments before hseg are planned: the background compactor
+	// runs again once one after them is sealed (to recode it).
+	defer db.compaction.planned.Store(hseg)
 	ids, err := segment.List(db.opts.FS, db.dir)
 	if err != nil {
 		return nil, err
@@ -160,7 +189,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 		}
 		rep.Scanned++
 	}
-	p.Decide(ratio)
+	p.DecideRecode(ratio, recode)
 	// The deletes the feed will no longer find, recorded before any frame
 	// goes (docs/DESIGN.md, Change feed).
 	if err := db.recordPurges(p.Deletes(), ids); err != nil {
@@ -179,12 +208,18 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 			rep.Dropped = append(rep.Dropped, si.ID)
 			rep.ReclaimedBytes += si.Size
 		case compactplan.Rewrite:
-			after, err := db.rewriteSegment(p, si)
+			res, err := db.rewriteSegment(p, si)
 			if err != nil {
 				return rep, err
 			}
 			rep.Rewritten = append(rep.Rewritten, si.ID)
-			rep.ReclaimedBytes += si.Size - after
+			if si.Recode {
+				rep.Recoded = append(rep.Recoded, si.ID)
+			}
+			rep.RecodedFrames += res.Recoded
+			rep.RecodedFrom += res.RecodedFrom
+			rep.RecodedTo += res.RecodedTo
+			rep.ReclaimedBytes += si.Size - res.Size
 		}
 	}
 	return rep, nil
@@ -422,9 +457,12 @@ func (db *DB) dropSegment(id uint64) error {
 	return nil
 }
 
-// rewriteSegment rewrites si without the frames the plan drops, switches
-// the index, the sessions' frame lists and the reader to it, and returns
-// its new size.
+// rewriteSegment rewrites si without the frames the plan drops, its S2
+// frames compressed again with zstd (segment.RewriteOptions.Recode: each
+// keeps its identity, so the index's moves, the sessions' frame lists and
+// the change feed's cursors find it as a copied frame), switches the
+// index, the sessions' frame lists and the reader to it, and returns what
+// the rewrite wrote.
 //
 // Once the new file is built and synced, and before its rename, the
 // intent is recorded in the index with the moves the rename makes (the
@@ -438,10 +476,10 @@ func (db *DB) dropSegment(id uint64) error {
 // leaves the intent and the odd counter to whoever settles next: any
 // writing process that finds the counter odd and coord.LockCompact free, or the
 // next first opener, finishes the intent.
-func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (int64, error) {
+func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (*segment.RewriteResult, error) {
 	rd, err := db.reader(si.ID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	intent := index.Rewrite{Segment: si.ID, Generation: rd.Header().Generation + 1, HasMoves: true}
 	// Every events frame kept may have to move in the index, whoever it
@@ -449,18 +487,20 @@ func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (int6
 	// holds them at the old offset.
 	var ferr error
 	at := 0
+	var owners []uint64 // the incarnation of each of intent.Moves
 	layoutOdd := false
-	res, err := segment.Rewrite(db.opts.FS, db.dir, rd, func(fi *segment.FrameInfo) bool {
+	res, err := segment.RewriteWith(db.opts.FS, db.dir, rd, segment.RewriteOptions{Recode: true, Keep: func(fi *segment.FrameInfo) bool {
 		keep, err := p.Stays(si, at, fi)
-		at++
 		if err != nil && ferr == nil {
 			ferr = err
 		}
 		if keep && fi.Kind == segment.KindEvents {
 			intent.Moves = append(intent.Moves, index.Move{ID: string(fi.Key), FirstSeq: fi.FirstSeq, From: fi.Offset})
+			owners = append(owners, p.Owner(si, at))
 		}
+		at++
 		return keep
-	}, func(res *segment.RewriteResult) error {
+	}, BeforeRename: func(res *segment.RewriteResult) error {
 		if ferr != nil {
 			// The plan recorded every frame of the sealed file; one that is
 			// not what it read there means the file changed under it: the
@@ -470,7 +510,9 @@ func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (int6
 			return err
 		}
 		for i := range intent.Moves {
-			intent.Moves[i].To = res.Moved[intent.Moves[i].From]
+			m := &intent.Moves[i]
+			m.To = res.Moved[m.From]
+			m.Size = uint32(res.Sizes[m.From].New) // (0: not recoded, the same size)
 		}
 		if err := db.keptLive(si.ID, res.Moved); err != nil {
 			return err
@@ -485,11 +527,11 @@ func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (int6
 		db.shared.LayoutBegin()
 		layoutOdd = true
 		return nil
-	})
+	}})
 	if err != nil {
 		if errors.Is(err, segment.ErrRewriteDir) {
 			db.poisonWith(err) // renamed or not: whoever settles next finds out
-			return 0, err
+			return nil, err
 		}
 		// segment.Rewrite removed its file: nothing was renamed into place,
 		// the index is still right.
@@ -497,23 +539,23 @@ func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (int6
 		if layoutOdd && db.index != nil {
 			if cerr := db.index.use(true, (*index.Index).ClearRewrite); cerr != nil {
 				// The counter stays odd: whoever settles next clears it.
-				return 0, errors.Join(err, fmt.Errorf("clearing the rewrite intent (whoever settles next clears it): %w", cerr))
+				return nil, errors.Join(err, fmt.Errorf("clearing the rewrite intent (whoever settles next clears it): %w", cerr))
 			}
 		}
 		if layoutOdd {
 			db.shared.LayoutEnd()
 		}
-		return 0, err
+		return nil, err
 	}
 	if db.knobs.rewrite != nil {
 		if err := db.knobs.rewrite(si.ID); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	nr, err := db.openSegment(si.ID)
 	if err != nil {
 		db.poisonWith(err) // the segment under its name is not what was just written
-		return 0, err
+		return nil, err
 	}
 	// checkpoints before layoutMu (the lock order: a checkpoint holds
 	// checkpoints then appendMu, the undo of a lost write appendMu then
@@ -530,13 +572,29 @@ func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (int6
 			nr.Close()
 			err = fmt.Errorf("engine: compact: index relocation for segment %d (whoever settles next finishes it): %w", si.ID, err)
 			db.poisonWith(err)
-			return 0, err
+			return nil, err
+		}
+	}
+	// The frames recoded change size: so do the bytes of the incarnations
+	// they are of (a fork's size counts only its own frames), in memory
+	// as in the index (FinishRewrite).
+	grew := map[uint64]int64{}
+	for i, m := range intent.Moves {
+		if r, ok := res.Sizes[m.From]; ok && owners[i] != 0 {
+			grew[owners[i]] += r.New - r.Old
 		}
 	}
 	db.mu.Lock()
 	for _, s := range db.mu.sessions {
+		if d := grew[s.uid]; d != 0 && s.uid != 0 {
+			s.size += d
+			s.idxSize += d
+		}
 		for i := range s.frames {
 			if f := &s.frames[i]; f.seg == si.ID {
+				if r, ok := res.Sizes[f.off]; ok {
+					f.size = uint32(r.New)
+				}
 				f.off = res.Moved[f.off]
 			}
 		}
@@ -548,7 +606,7 @@ func (db *DB) rewriteSegment(p *compactplan.Plan, si *compactplan.Segment) (int6
 		old.Close()
 	}
 	db.shared.LayoutEnd()
-	return res.Size, nil
+	return res, nil
 }
 
 // keptLive checks, before a rewrite of segment seg is renamed into place,
@@ -649,8 +707,9 @@ func (a planFold) Frame(r *segment.Reader, seg uint64, fi *segment.FrameInfo) (c
 func (a planFold) ForkOf() map[uint64]uint64 { return a.f.forkOf }
 
 // compactLoop is the background compactor: every CompactInterval, if
-// something died since the last compaction, it runs Compact (without
-// rolling the active segment). Close cancels a run in progress.
+// something died since the last compaction or a segment was sealed since
+// its plan (whose S2 frames it recodes), it runs Compact (without rolling
+// the active segment). Close cancels a run in progress.
 func (db *DB) compactLoop(ctx context.Context) {
 	defer db.wg.Done()
 	t := time.NewTicker(db.opts.CompactInterval)
@@ -661,7 +720,9 @@ func (db *DB) compactLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !db.compaction.dead.Load() {
+		// Something died, or a segment was sealed since the last plan
+		// (its S2 frames to recode).
+		if aseg, _ := coord.SplitPosition(db.durablePos()); !db.compaction.dead.Load() && aseg <= db.compaction.planned.Load() {
 			continue
 		}
 		rep, err := db.Compact(ctx, CompactOptions{})
@@ -678,7 +739,7 @@ func (db *DB) compactLoop(ctx context.Context) {
 			db.compaction.dead.Store(true) // try again next time
 			db.opts.Logger.Warn("engine: background compaction failed", "error", err)
 		case err == nil && len(rep.Dropped)+len(rep.Rewritten) > 0:
-			db.opts.Logger.Info("engine: background compaction", "dropped", len(rep.Dropped), "rewritten", len(rep.Rewritten), "reclaimed_bytes", rep.ReclaimedBytes)
+			db.opts.Logger.Info("engine: background compaction", "dropped", len(rep.Dropped), "rewritten", len(rep.Rewritten), "recoded", len(rep.Recoded), "reclaimed_bytes", rep.ReclaimedBytes)
 		}
 	}
 }

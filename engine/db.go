@@ -65,6 +65,10 @@ type DB struct {
 		// compaction (atomic: set without the mutex; a compaction clears
 		// it holding the mutex)
 		dead atomic.Bool
+		// planned: the horizon segment of the last compaction's plan (the
+		// ones before it were planned); a segment sealed after them
+		// wakes the background compactor to recode it
+		planned atomic.Uint64
 	}
 	// checkpoints: one index checkpoint at a time (a checkpoint, a
 	// compaction's relocation in the index, a rebuild of it); the mutex

@@ -296,6 +296,9 @@ func moveRetired(rb *bolt.Bucket, seg uint64, id string, mv Move) error {
 			var nv [frameValueLen]byte
 			copy(nv[:], old)
 			binary.LittleEndian.PutUint64(nv[8:], uint64(mv.To))
+			if mv.Size != 0 {
+				binary.LittleEndian.PutUint32(nv[20:], mv.Size)
+			}
 			if err := rb.Put(key, nv[:]); err != nil {
 				return err
 			}
@@ -309,15 +312,21 @@ func moveRetired(rb *bolt.Bucket, seg uint64, id string, mv Move) error {
 }
 
 // moveFrame points session id's entry for the frame at mv.FirstSeq at
-// mv.To, if it still points at mv.From in segment seg.
-func moveFrame(fb *bolt.Bucket, seg uint64, id string, mv Move) error {
+// mv.To (and gives it mv.Size, if set), if it still points at mv.From in
+// segment seg. It returns by how much the frame's size changed.
+func moveFrame(fb *bolt.Bucket, seg uint64, id string, mv Move) (int64, error) {
 	k := frameKey(nil, id, mv.FirstSeq)
 	old := fb.Get(k)
 	if len(old) != frameValueLen || binary.LittleEndian.Uint64(old) != seg || int64(binary.LittleEndian.Uint64(old[8:])) != mv.From {
-		return nil // deleted or replaced since: not this frame any more
+		return 0, nil // deleted or replaced since: not this frame any more
 	}
 	var nv [frameValueLen]byte
 	copy(nv[:], old)
 	binary.LittleEndian.PutUint64(nv[8:], uint64(mv.To))
-	return fb.Put(k, nv[:])
+	var d int64
+	if mv.Size != 0 {
+		d = int64(mv.Size) - int64(binary.LittleEndian.Uint32(old[20:]))
+		binary.LittleEndian.PutUint32(nv[20:], mv.Size)
+	}
+	return d, fb.Put(k, nv[:])
 }

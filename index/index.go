@@ -712,16 +712,23 @@ type Rewrite struct {
 }
 
 // Move is one events frame a rewrite keeps: From is its offset in the old
-// file, To in the new one.
+// file, To in the new one; Size, if not 0, its size in the new file (a
+// frame compressed again by the rewrite), else it keeps its size.
 type Move struct {
 	ID       string
 	FirstSeq uint64
 	From, To int64
+	Size     uint32
 }
 
 // rewriteMovesTag follows the segment and generation in an intent that
-// carries its moves.
-const rewriteMovesTag = 1
+// carries its moves; rewriteSizesTag in one whose moves also carry each
+// frame's new size (a uvarint after To; 0: unchanged), written only when
+// a frame changes size (builds before it read only the first).
+const (
+	rewriteMovesTag = 1
+	rewriteSizesTag = 2
+)
 
 func encodeRewrite(r Rewrite) []byte {
 	v := make([]byte, 16, 17+len(r.Moves)*24)
@@ -730,13 +737,23 @@ func encodeRewrite(r Rewrite) []byte {
 	if !r.HasMoves {
 		return v
 	}
-	v = append(v, rewriteMovesTag)
+	tag := byte(rewriteMovesTag)
+	for _, m := range r.Moves {
+		if m.Size != 0 {
+			tag = rewriteSizesTag
+			break
+		}
+	}
+	v = append(v, tag)
 	for _, m := range r.Moves {
 		v = binary.AppendUvarint(v, uint64(len(m.ID)))
 		v = append(v, m.ID...)
 		v = binary.AppendUvarint(v, m.FirstSeq)
 		v = binary.AppendUvarint(v, uint64(m.From))
 		v = binary.AppendUvarint(v, uint64(m.To))
+		if tag == rewriteSizesTag {
+			v = binary.AppendUvarint(v, uint64(m.Size))
+		}
 	}
 	return v
 }
@@ -751,7 +768,8 @@ func decodeRewrite(v []byte) (r Rewrite, ok bool) {
 	if len(v) == 16 {
 		return r, true
 	}
-	if v[16] != rewriteMovesTag {
+	sizes := v[16] == rewriteSizesTag
+	if v[16] != rewriteMovesTag && !sizes {
 		return r, false
 	}
 	r.HasMoves = true
@@ -779,6 +797,13 @@ func decodeRewrite(v []byte) (r Rewrite, ok bool) {
 			return r, false
 		}
 		m.From, m.To = int64(from), int64(to)
+		if sizes {
+			size, ok := uv()
+			if !ok || size > math.MaxUint32 {
+				return r, false
+			}
+			m.Size = uint32(size)
+		}
 		r.Moves = append(r.Moves, m)
 	}
 	return r, true
@@ -868,16 +893,32 @@ func (x *Index) FinishRewrite(r Rewrite) error {
 			case !rec.HasMoves:
 				return fmt.Errorf("index: the rewrite of segment %d was recorded without its moves (an older build): the index must be rebuilt", r.Segment)
 			}
-			rb := tx.Bucket(bucketRetired)
+			rb, sb := tx.Bucket(bucketRetired), tx.Bucket(bucketSessions)
+			grew := map[string]int64{} // bytes of frames per session, recoded
 			for _, mv := range rec.Moves {
-				if err := moveFrame(fb, r.Segment, mv.ID, mv); err != nil {
+				d, err := moveFrame(fb, r.Segment, mv.ID, mv)
+				if err != nil {
 					return err
+				}
+				if d != 0 {
+					grew[mv.ID] += d
 				}
 				if rb != nil {
 					// The frame of a deleted incarnation that forks share.
 					if err := moveRetired(rb, r.Segment, mv.ID, mv); err != nil {
 						return err
 					}
+				}
+			}
+			for id, d := range grew {
+				v := sb.Get([]byte(id))
+				s, ok := decodeSession(v)
+				if !ok {
+					return x.damagef("session record of %q is malformed", id)
+				}
+				s.Size += d
+				if err := sb.Put([]byte(id), encodeSession(s)); err != nil {
+					return err
 				}
 			}
 			return m.Delete(keyRewrite)

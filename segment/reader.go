@@ -242,6 +242,46 @@ func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int, dicts *Dicts)
 		return bad(fmt.Sprintf("expected an events, header or delete frame, found %s", fi.Kind))
 	}
 	stored := buf[frameHeaderSize+int64(len(fi.Key)):][:fi.StoredLen]
+	raw, err := decodePayload(path, off, &fi, stored, dicts)
+	if err != nil {
+		return nil, err
+	}
+	f := &Frame{
+		Offset:   off,
+		Size:     fi.Size,
+		Kind:     fi.Kind,
+		Session:  string(fi.Key),
+		FirstSeq: fi.FirstSeq,
+		Codec:    fi.Codec,
+		RawLen:   int(fi.RawLen),
+	}
+	if fi.Kind == KindDelete {
+		if len(raw) != 8 {
+			return bad(fmt.Sprintf("tombstone payload of %d bytes, want 8", len(raw)))
+		}
+		f.Deletes = binary.LittleEndian.Uint64(raw)
+	}
+	if fi.Kind != KindEvents {
+		f.Payload = raw
+		return f, nil
+	}
+	evs, reason := decodeEvents(raw, fi.FirstSeq, fi.Count)
+	if reason != "" {
+		return bad(reason)
+	}
+	f.Events = evs
+	return f, nil
+}
+
+// decodePayload returns the payload of the frame fi (at off of the
+// segment at path), stored as stored, decoded: a new buffer. A payload
+// that does not decode is a *CorruptionError; so is a dictionary that is
+// missing or damaged (a failure to read its file otherwise is returned
+// as it is).
+func decodePayload(path string, off int64, fi *FrameInfo, stored []byte, dicts *Dicts) ([]byte, error) {
+	bad := func(reason string) ([]byte, error) {
+		return nil, &CorruptionError{Path: path, Offset: off, Reason: reason}
+	}
 	var raw []byte
 	switch fi.Codec {
 	case CodecZstd:
@@ -281,31 +321,7 @@ func DecodeFrameAt(path string, buf []byte, off int64, maxRaw int, dicts *Dicts)
 	default:
 		raw = bytes.Clone(stored)
 	}
-	f := &Frame{
-		Offset:   off,
-		Size:     fi.Size,
-		Kind:     fi.Kind,
-		Session:  string(fi.Key),
-		FirstSeq: fi.FirstSeq,
-		Codec:    fi.Codec,
-		RawLen:   int(fi.RawLen),
-	}
-	if fi.Kind == KindDelete {
-		if len(raw) != 8 {
-			return bad(fmt.Sprintf("tombstone payload of %d bytes, want 8", len(raw)))
-		}
-		f.Deletes = binary.LittleEndian.Uint64(raw)
-	}
-	if fi.Kind != KindEvents {
-		f.Payload = raw
-		return f, nil
-	}
-	evs, reason := decodeEvents(raw, fi.FirstSeq, fi.Count)
-	if reason != "" {
-		return bad(reason)
-	}
-	f.Events = evs
-	return f, nil
+	return raw, nil
 }
 
 // Reader reads a segment file through a read-only mmap of it.

@@ -1,8 +1,9 @@
 // Package compactplan decides what a compaction keeps (docs/DESIGN.md,
 // Segment file and Compaction): fed the segments of a store in order, it
 // sums each segment's frame bytes per incarnation, and then picks each
-// segment's action (keep it, rewrite it without its dead frames, or drop
-// it) and, for a rewrite, which frames stay.
+// segment's action (keep it, rewrite it without its dead frames or to
+// compress its S2 frames again with zstd, or drop it) and, for a rewrite,
+// which frames stay.
 //
 // An incarnation goes whole or not at all: its frames go only if it is
 // ended (by a tombstone or a migration), not live, and every segment that

@@ -54,11 +54,19 @@ func (a Action) String() string {
 // Segment is one segment as the plan sees it.
 type Segment struct {
 	ID     uint64
-	Size   int64            // file size when scanned
-	Action Action           // set by Decide
-	fixed  int64            // bytes that never go: file header and seal frame
-	holds  map[uint64]int64 // frame bytes per incarnation (0: frames whose header is not in a sealed segment)
-	tombs  []tomb           // its tombstones and migration headers
+	Size   int64  // file size when scanned
+	Action Action // set by Decide
+	// Recode: set by Decide on a segment rewritten because its frames are
+	// mostly S2 (and not for its dead frames alone).
+	Recode bool
+	// S2Bytes is the bytes of its events frames whose payload is an S2
+	// block (segment.Recodable): what a rewrite compresses again.
+	S2Bytes int64
+	// Generation is its header's: 0 as written, one more per rewrite.
+	Generation uint64
+	fixed      int64            // bytes that never go: file header and seal frame
+	holds      map[uint64]int64 // frame bytes per incarnation (0: frames whose header is not in a sealed segment)
+	tombs      []tomb           // its tombstones and migration headers
 	// owners, of a movable segment, is each frame's incarnation in order
 	// (a tombstone's: the one it ends), for the rewrite to decide by
 	owners []frameOwner
@@ -154,7 +162,7 @@ func (p *Plan) Segments() []*Segment { return p.segs }
 // part (up to limit) of the active one. Only a movable segment may be
 // removed or rewritten; the others are read for what they hold.
 func (p *Plan) Scan(rd *segment.Reader, limit int64, movable bool) error {
-	si := &Segment{ID: rd.Header().ID, Size: rd.Size(), fixed: segment.HeaderSize, holds: map[uint64]int64{}, movable: movable}
+	si := &Segment{ID: rd.Header().ID, Size: rd.Size(), Generation: rd.Header().Generation, fixed: segment.HeaderSize, holds: map[uint64]int64{}, movable: movable}
 	gen := rd.Header().Generation
 	res, err := rd.Scan(segment.ScanOptions{Limit: limit}, func(fi *segment.FrameInfo) error {
 		if fi.Kind == segment.KindSeal {
@@ -194,6 +202,9 @@ func (p *Plan) Scan(rd *segment.Reader, limit int64, movable bool) error {
 			}
 		case segment.KindEvents:
 			si.holds[owner] += fi.Size
+			if segment.Recodable(fi.Kind, fi.Codec) {
+				si.S2Bytes += fi.Size
+			}
 			p.frames[owner]++
 			if owner == 0 {
 				p.orphans[key] = true
@@ -265,12 +276,21 @@ func (p *Plan) dropTomb(t tomb) bool {
 
 // Decide picks each segment's action (Segment.Action), once every
 // segment is scanned: a segment that keeps less than ratio of its size is
-// rewritten (ratio 0 or less: none is). The incarnations to purge are
+// rewritten (ratio 0 or less: none is). It is DecideRecode(ratio, 0).
+func (p *Plan) Decide(ratio float64) { p.DecideRecode(ratio, 0) }
+
+// DecideRecode is Decide, and also rewrites (to compress its S2 frames
+// again: Segment.Recode) a segment never rewritten (generation 0) whose
+// S2 frames are at least recode of its size (recode 0 or less: none is).
+// A rewrite compresses the S2 frames it keeps again whatever its reason,
+// so a segment rewritten once holds only S2 frames that zstd did not
+// make smaller: the generation keeps it from being rewritten for them
+// again and again. The incarnations to purge are
 // those ended by a tombstone or a migration, not live, whose frames are
 // all in segments that are removed or rewritten. Keeping a segment keeps
 // the incarnations in it, which can keep other segments; iterate to a fixed
 // point (the purge set only shrinks).
-func (p *Plan) Decide(ratio float64) {
+func (p *Plan) DecideRecode(ratio, recode float64) {
 	p.purge = map[uint64]bool{}
 	for uid := range p.ends {
 		if uid != 0 && p.frames[uid] > 0 && !p.isLive(uid) {
@@ -307,6 +327,7 @@ func (p *Plan) Decide(ratio float64) {
 					kept += t.bytes
 				}
 			}
+			si.Recode = false
 			switch {
 			case !si.movable:
 				si.Action = Keep
@@ -314,6 +335,8 @@ func (p *Plan) Decide(ratio float64) {
 				si.Action = Drop
 			case ratio > 0 && float64(kept+si.fixed) < ratio*float64(si.Size):
 				si.Action = Rewrite
+			case recode > 0 && si.Generation == 0 && float64(si.S2Bytes) >= recode*float64(si.Size):
+				si.Action, si.Recode = Rewrite, true
 			default:
 				si.Action = Keep
 			}
@@ -466,4 +489,14 @@ func (p *Plan) ForkParentBytes() []int64 {
 		}
 	}
 	return out
+}
+
+// Owner returns, after Scan, the incarnation the plan attributed the
+// frame at index at of movable segment si to (0: none, or at out of
+// range). Stays checks that the frame is the one the plan read there.
+func (p *Plan) Owner(si *Segment, at int) uint64 {
+	if at < 0 || at >= len(si.owners) {
+		return 0
+	}
+	return si.owners[at].uid
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/seglog/seglog/event"
@@ -23,6 +24,7 @@ type frame struct {
 	n     int
 	owner uint64
 	ends  uint64
+	s2    bool // an events frame stored as an S2 block (as a turn's flush writes it)
 }
 
 func hdr(key string, uid uint64) frame { return frame{kind: segment.KindHeader, key: key, owner: uid} }
@@ -75,6 +77,16 @@ func writeSegment(t *testing.T, dir string, id uint64, sealed bool, frames []fra
 			for range f.n {
 				es = append(es, event.Event{Seq: seqs[f.key], Type: "message", Data: json.RawMessage(`{}`)})
 				seqs[f.key]++
+			}
+			if f.s2 {
+				for i := range es {
+					es[i].Data = json.RawMessage(`{"text":"` + strings.Repeat("the turn's words, again and again ", 40) + `"}`)
+				}
+				e, err = segment.Encoder{Fast: true}.Events(f.key, es[0].Seq, es)
+				if err == nil && e.Codec() != segment.CodecS2 {
+					t.Fatalf("an S2 frame of the test is %v", e.Codec())
+				}
+				break
 			}
 			e, err = enc.Events(f.key, es[0].Seq, es)
 		case segment.KindDelete:
