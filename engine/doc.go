@@ -28,17 +28,17 @@
 // its events stay with the handle for the next one.
 //
 // Several processes may have one store open, writing and reading
-// (docs/DESIGN.md, Many processes): they append to one shared log, a
+// (docs/MULTIPROCESS.md, Many processes): they append to one shared log, a
 // session's lease holds across processes (and dies with its process), and
 // every process sees what any other flushed. The files they coordinate
 // through (LOCK, locks, shm) removed, replaced or cut under them corrupt
 // nothing: a newcomer is refused and a process whose shm was cut is
-// poisoned, both with ErrCoordinationLost (DESIGN.md, "When the
+// poisoned, both with ErrCoordinationLost (docs/MULTIPROCESS.md, "When the
 // coordination files are removed or cut").
 // Delete writes a tombstone; Compact (and a background compactor) removes
 // sealed segments with nothing alive and rewrites mostly dead ones under
-// the same ID, crash-safe at every step. docs/DESIGN.md has the format and
-// the durability argument.
+// the same ID, crash-safe at every step. docs/FORMAT.md has the format and
+// docs/DURABILITY.md the durability argument.
 //
 // # Metrics
 //

@@ -51,7 +51,7 @@
 //	seglog help [COMMAND]              what a command does, its flags and its exit codes
 //	seglog completion SHELL            a completion script for bash, zsh, fish or powershell (cobra's)
 //
-// Every command works on a store that agent hosts have open (docs/DESIGN.md,
+// Every command works on a store that agent hosts have open (docs/MULTIPROCESS.md,
 // Many processes): the read commands beside them (copy's source too), and
 // delete, import, migrate and retain as one more writing process, and compact and check --repair too
 // (one compaction at a time: another fails with "locked"). Only import
@@ -60,7 +60,7 @@
 // (backend/jetstream) by its address.
 //
 // Output. ls, stats, segments, check, import, copy, retain and bench take --json,
-// whose field names are stable and listed in README.md (CLI output) and in seglog help
+// whose field names are stable and listed in docs/CLI.md (CLI output) and in seglog help
 // COMMAND; ls --json's are id, events, bytes, revision, format,
 // createdAt, updatedAt, and when set title, cwd, parentSession, isSeeded,
 // inheritedEvents. An error is printed once, on stderr, after "seglog: ".
