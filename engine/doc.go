@@ -1,9 +1,11 @@
-// Package engine is seglog's session store: Open a directory, create or
-// open sessions through handles, append events, and flush them durably.
+// Package engine is seglog's local backend of the store contract (package
+// store): Open a directory, which any number of processes may share,
+// create or open sessions through handles, append events, and flush them
+// durably.
 //
 //	db, err := engine.Open(dir, nil) // nil options = defaults
 //	h, err := db.Create(ctx, store.Header{ID: "s-1", CreatedAt: nowMs})
-//	err = h.Append(ctx, evs...)      // best-effort: ordered and visible at once
+//	err = h.Append(ctx, evs...)      // visible at once; durable within the write-behind window plus one fdatasync
 //	err = h.Flush(ctx)               // the durability barrier
 //	evs, err := h.Read(ctx, 0, -1)   // the caller's copies
 //	err = h.Close()

@@ -1,6 +1,6 @@
-// Package jetstream is the store contract of package engine over NATS
+// Package jetstream is the store contract (package store) over NATS
 // JetStream, for agent hosts that share sessions or fail over between
-// machines: the same store contract (store.Store: Create, Open, Stat,
+// machines: the same contract as the local engine's (store.Store: Create, Open, Stat,
 // List, Inspect, Fork, Delete, Resume, Flush, Close, and handle Read,
 // Append, Enqueue, Flush, Wait, Close), the same errors, passing the same
 // contract suite (engine/enginetest).

@@ -1,4 +1,9 @@
-// Command seglog inspects and measures seglog stores.
+// Command seglog inspects, maintains and measures seglog stores: it
+// checks, lists and prints sessions, follows them, deletes, compacts,
+// migrates and retains, imports and exports the reference harness's logs,
+// copies between stores (local or NATS JetStream), searches, serves a
+// store as MCP tools and in a web viewer, and runs the benchmarks;
+// docs/CLI.md is the reference.
 //
 //	seglog bench [-dir DIR] [-events N] [-durable N] [-sessions N] [-size BYTES]
 //	             [-procs N] [-proc-sessions N] [-multi-time D] [-follow N] [-follow-every D]
