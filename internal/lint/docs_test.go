@@ -269,3 +269,85 @@ func TestReadmeFirstHost(t *testing.T) {
 		t.Errorf("README.md does not hold engine/example_test.go's first host line for line:\n%s", body)
 	}
 }
+
+// codeDocRef is a doc named in Go code by its path from the repository's
+// root, with the heading's anchor if it names one.
+var codeDocRef = regexp.MustCompile(`\b((?:docs|backend/jetstream|fuzz)/[A-Za-z]+\.md)(#[\w-]+)?`)
+
+// brokenCodeRefs lists the docs that the .go files under root name (as
+// docs/X.md, backend/jetstream/X.md or fuzz/X.md, with an anchor or not)
+// which do not exist, or lack the heading the anchor names.
+func brokenCodeRefs(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	heads := map[string]map[string]bool{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "lint/docs_test.go") { // this file: its fixtures
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		for _, m := range codeDocRef.FindAllStringSubmatch(string(b), -1) {
+			doc, anchor := m[1], strings.TrimPrefix(m[2], "#")
+			if _, ok := heads[doc]; !ok {
+				if text, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(doc))); err == nil {
+					heads[doc] = anchors(string(text))
+				} else {
+					heads[doc] = nil
+				}
+			}
+			switch {
+			case heads[doc] == nil:
+				out = append(out, fmt.Sprintf("%s names %s, which does not exist", filepath.ToSlash(rel), doc))
+			case anchor != "" && !heads[doc][anchor]:
+				out = append(out, fmt.Sprintf("%s names %s#%s: %s has no such heading", filepath.ToSlash(rel), doc, anchor, doc))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestCodeDocRefs: every doc a .go file names by its path (a comment's
+// "docs/DURABILITY.md, Preallocation", a message's
+// "docs/DESIGN.md#modules") exists, and has the heading an anchor names,
+// so that a section moved to another file takes its references along.
+func TestCodeDocRefs(t *testing.T) {
+	for _, b := range brokenCodeRefs(t, repoRoot) {
+		t.Error(b)
+	}
+}
+
+// TestCodeDocRefsFixture: the check finds a doc that is gone and an
+// anchor the doc lacks, and passes a doc and an anchor that are there.
+func TestCodeDocRefsFixture(t *testing.T) {
+	root := t.TempDir()
+	for p, s := range map[string]string{
+		"docs/A.md":   "# A\n\n## Many processes\n",
+		"engine/x.go": "package engine\n\n// See docs/A.md, Many processes; docs/A.md#many-processes;\n// docs/Gone.md, Limits; and docs/A.md#limits.\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := strings.Join(brokenCodeRefs(t, root), "\n")
+	want := "engine/x.go names docs/Gone.md, which does not exist\nengine/x.go names docs/A.md#limits: docs/A.md has no such heading"
+	if got != want {
+		t.Errorf("broken references:\n%s\nwant:\n%s", got, want)
+	}
+}
