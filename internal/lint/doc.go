@@ -91,6 +91,6 @@
 // file, a heading it has (by GitHub's anchors); TestReadmeFirstHost holds
 // README's first host to engine's package example (engine/example_test.go),
 // which go test runs; TestCodeDocRefs checks that every doc a .go file
-// names by its path (docs/X.md, with an anchor or not) exists and has
+// names by its path (under docs/, with an anchor or not) exists and has
 // the heading the anchor names.
 package lint
