@@ -254,7 +254,7 @@ func BenchmarkAgentHost(b *testing.B) {
 }
 
 // BenchmarkAgentHostRecoded is AgentHost's seglog run, then what its
-// store takes once compaction has recoded it (docs/DESIGN.md, Codecs):
+// store takes once compaction has recoded it (docs/FORMAT.md, Codecs):
 // the store reopened, its active segment sealed and every sealed segment
 // of S2 frames compressed again with zstd (Compact with Roll, what the
 // background compactor does to each segment once sealed), closed.

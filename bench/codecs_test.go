@@ -14,7 +14,7 @@ import (
 // S2 with the dictionary's S2 form (the default), and, for the record,
 // zstd and S2 without one. The dictionary is trained on the first 800
 // turns, as a writer's would be; the next ones are compressed. It
-// reports stored/raw and µs per frame and per KiB (docs/DESIGN.md,
+// reports stored/raw and µs per frame and per KiB (docs/FORMAT.md,
 // Codecs).
 func BenchmarkTurnCodecs(b *testing.B) {
 	c := testCorpus(b)

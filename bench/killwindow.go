@@ -28,7 +28,7 @@ import (
 )
 
 // The window-durability workload (KillWindow): the promise of the
-// durability window (docs/DESIGN.md, The durability window) measured on an
+// durability window (docs/DURABILITY.md, The durability window) measured on an
 // agent host killed with SIGKILL. Each of Config.Rounds rounds starts a
 // worker process on a fresh store; its Config.Sessions sessions write whole
 // turns (AgentTurn) at a host's pace, an event every few to a hundred or so

@@ -264,7 +264,7 @@ func BenchmarkRealLogsStore(b *testing.B) {
 				b.ReportMetric(float64(f.segments+f.dicts)/float64(raw), "store/raw")
 				b.ReportMetric(float64(f.total)/float64(raw), "disk/raw")
 				b.ReportMetric(float64(raw), "raw-B")
-				// Then once compaction has recoded it (DESIGN, Codecs):
+				// Then once compaction has recoded it (docs/FORMAT.md, Codecs):
 				// reopened, the active segment sealed and every sealed
 				// segment of S2 frames compressed again with zstd, closed.
 				db, err = enginetest.OpenStore(b, dir, &engine.Options{Catalog: event.AnyCatalog(), CompactInterval: -1})

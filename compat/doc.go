@@ -4,7 +4,7 @@
 // SupportsRawArtifacts (a session as the reference's JSONL text), and a
 // Preparer that keeps a few inspected sessions (5 by default, as the
 // reference's coordinator did) so that a Prepare after an Inspect does
-// not read the log again. README.md (Coming from the reference harness)
+// not read the log again. docs/GUIDE.md (Coming from the reference harness)
 // maps each of the reference's calls to seglog's.
 //
 // It works on any backend of the store contract (store.Store: *engine.DB

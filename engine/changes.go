@@ -21,7 +21,7 @@ import (
 	"github.com/seglog/seglog/store"
 )
 
-// The change feed (docs/DESIGN.md, "Change feed"): the frames of the
+// The change feed (docs/SEARCH.md, "Change feed"): the frames of the
 // shared log, read in log order up to the durable position, turned into
 // changes. A fork or a migration (a header that counts the events after
 // it) is a group: it shows whole once all its frames are durable, or not
@@ -611,7 +611,7 @@ type eventsOf struct {
 	evs   []event.Event
 }
 
-// checkPurges reads the purge log (docs/DESIGN.md, Change feed) for a
+// checkPurges reads the purge log (docs/SEARCH.md, Change feed) for a
 // consumer at c (from as given): the deletes of incarnations compaction
 // purged with their tombstone that it may hold are made pending, to be
 // given first; where the log cannot tell whether it holds one, the

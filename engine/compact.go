@@ -28,7 +28,7 @@ type CompactOptions struct {
 	// with nothing alive are removed). At most 1.
 	LiveRatio float64
 	// RecodeShare is the share of a sealed segment's bytes in frames
-	// stored as S2 blocks (what a turn's flush writes: docs/DESIGN.md,
+	// stored as S2 blocks (what a turn's flush writes: docs/FORMAT.md,
 	// Codecs) at or above which Compact rewrites a segment never rewritten
 	// before, to compress those frames again with zstd (with the
 	// dictionary their S2 form came from). Zero means DefaultRecodeShare;
@@ -68,7 +68,7 @@ type CompactReport struct {
 // incarnation goes whole or not at all, and each step is durable before
 // the next, so a crash anywhere leaves a store that replays to the same
 // sessions. Appends go on meanwhile; reads wait only while a rewritten
-// segment is switched in. docs/DESIGN.md (Segment file, Compaction) says
+// segment is switched in. docs/FORMAT.md (Segment file, Compaction) says
 // how.
 func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactReport, err error) {
 	if db.opts.ReadOnly {
@@ -127,7 +127,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	// this process's). So every tombstone it acts on has been seen by all
 	// of them, no process has frames left to fold in a segment it removes
 	// or rewrites, and each of them finds the frames it knows of there in
-	// the index (docs/DESIGN.md, Many processes, Maintenance).
+	// the index (docs/MULTIPROCESS.md, Many processes, Maintenance).
 	db.follow.mu.Lock()
 	followed := db.follow.mu.pos
 	db.follow.mu.Unlock()
@@ -191,7 +191,7 @@ func (db *DB) Compact(ctx context.Context, opts CompactOptions) (rep *CompactRep
 	}
 	p.DecideRecode(ratio, recode)
 	// The deletes the feed will no longer find, recorded before any frame
-	// goes (docs/DESIGN.md, Change feed).
+	// goes (docs/SEARCH.md, Change feed).
 	if err := db.recordPurges(p.Deletes(), ids); err != nil {
 		return rep, err
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/seglog/seglog/testgen"
 )
 
-// Compaction beside other writing processes (docs/DESIGN.md, Many
+// Compaction beside other writing processes (docs/MULTIPROCESS.md, Many
 // processes, Maintenance). Two DBs in one process hold their locks as two
 // processes do.
 

@@ -20,7 +20,7 @@ import (
 )
 
 // The coordination files (LOCK, locks, shm) removed, replaced or cut
-// while processes have the store open (docs/DESIGN.md, Many processes,
+// while processes have the store open (docs/MULTIPROCESS.md, Many processes,
 // "When the coordination files are removed or cut"). Two DBs on one
 // directory hold their locks and map shm as two processes do, on the OS
 // and on a MemFS (whose locks and mappings are a file's, as the OS's).

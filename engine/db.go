@@ -161,7 +161,7 @@ type DB struct {
 }
 
 // Open opens the store in dir, creating it if needed. Other processes may
-// have it open too (docs/DESIGN.md, Many processes): the first to open it
+// have it open too (docs/MULTIPROCESS.md, Many processes): the first to open it
 // recovers it (it loads the index, re-reads the frames written after the
 // index's checkpoint, cuts off a torn tail of the newest segment, and
 // reports damage to synced data as a *CorruptionError); the others join

@@ -9,7 +9,7 @@ import (
 	"github.com/seglog/seglog/segment"
 )
 
-// Dictionaries (docs/DESIGN.md, Dictionaries): a writing process that
+// Dictionaries (docs/FORMAT.md, Dictionaries): a writing process that
 // compresses trains a zstd dictionary from the small frames it writes,
 // within a CPU budget; package engine/internal/dict decides when one is
 // due, keeps the samples, trains it and makes it durable (segment.WriteDict,

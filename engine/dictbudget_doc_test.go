@@ -24,13 +24,14 @@ func shareOfCore(share float64) string {
 // TestDictBudgetDocs checks that every doc that gives the dictionary's
 // CPU budget gives the figure the code uses (dict.DefaultTuning's
 // SmallShare): the Options.NoDict doc (go doc engine.Options), the
-// README, docs/DESIGN.md and segment's comment; and that none gives
-// another share of a core.
+// guide (docs/GUIDE.md, Disk use, moved out of README.md in issue 48),
+// the format (docs/FORMAT.md, Dictionaries, moved out of docs/DESIGN.md)
+// and segment's comment; and that none gives another share of a core.
 func TestDictBudgetDocs(t *testing.T) {
 	want := shareOfCore(dict.DefaultTuning().SmallShare)
 	space := regexp.MustCompile(`\s+(//\s*)?`)
 	other := regexp.MustCompile(`(half|a quarter|a fifth|a tenth|a twentieth|[0-9.]+%) of a core`)
-	for _, path := range []string{"options.go", "../README.md", "../docs/DESIGN.md", "../segment/dict.go"} {
+	for _, path := range []string{"options.go", "../docs/GUIDE.md", "../docs/FORMAT.md", "../segment/dict.go"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

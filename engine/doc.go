@@ -1,9 +1,11 @@
-// Package engine is seglog's session store: Open a directory, create or
-// open sessions through handles, append events, and flush them durably.
+// Package engine is seglog's local backend of the store contract (package
+// store): Open a directory, which any number of processes may share,
+// create or open sessions through handles, append events, and flush them
+// durably.
 //
 //	db, err := engine.Open(dir, nil) // nil options = defaults
 //	h, err := db.Create(ctx, store.Header{ID: "s-1", CreatedAt: nowMs})
-//	err = h.Append(ctx, evs...)      // best-effort: ordered and visible at once
+//	err = h.Append(ctx, evs...)      // visible at once; durable within the write-behind window plus one fdatasync
 //	err = h.Flush(ctx)               // the durability barrier
 //	evs, err := h.Read(ctx, 0, -1)   // the caller's copies
 //	err = h.Close()
@@ -28,17 +30,17 @@
 // its events stay with the handle for the next one.
 //
 // Several processes may have one store open, writing and reading
-// (docs/DESIGN.md, Many processes): they append to one shared log, a
+// (docs/MULTIPROCESS.md, Many processes): they append to one shared log, a
 // session's lease holds across processes (and dies with its process), and
 // every process sees what any other flushed. The files they coordinate
 // through (LOCK, locks, shm) removed, replaced or cut under them corrupt
 // nothing: a newcomer is refused and a process whose shm was cut is
-// poisoned, both with ErrCoordinationLost (DESIGN.md, "When the
+// poisoned, both with ErrCoordinationLost (docs/MULTIPROCESS.md, "When the
 // coordination files are removed or cut").
 // Delete writes a tombstone; Compact (and a background compactor) removes
 // sealed segments with nothing alive and rewrites mostly dead ones under
-// the same ID, crash-safe at every step. docs/DESIGN.md has the format and
-// the durability argument.
+// the same ID, crash-safe at every step. docs/FORMAT.md has the format and
+// docs/DURABILITY.md the durability argument.
 //
 // # Metrics
 //

@@ -18,7 +18,7 @@ import (
 // store: before each Stat, List, Open, Usage and Read (and, in a writing
 // process, before it takes a session's lease and before each index
 // checkpoint) it feeds the replay fold the frames they made durable since
-// (docs/DESIGN.md, Many processes). It never reads past the durable
+// (docs/MULTIPROCESS.md, Many processes). It never reads past the durable
 // position, so it never meets a frame being written; it skips the frames
 // this process placed (db.mu.own), which it registered as it placed them.
 type follower struct {

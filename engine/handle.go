@@ -85,7 +85,7 @@ func (h *Handle) Access() store.Access { return h.front.Access() }
 // write-out or flush of the handle failed (a window's in the background
 // too: a full disk), it fails with a *store.NotDurableError naming the
 // cause and the first seq not made durable, and takes nothing, until a
-// flush succeeds (the window retries by itself; docs/DESIGN.md, The
+// flush succeeds (the window retries by itself; docs/DURABILITY.md, The
 // durability window).
 func (h *Handle) Append(ctx context.Context, evs ...event.Event) error {
 	if err := h.db.enter(); err != nil {

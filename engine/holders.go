@@ -14,7 +14,7 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// The holder records of the session leases (docs/DESIGN.md, Files), so
+// The holder records of the session leases (docs/MULTIPROCESS.md, Files), so
 // that a process refused a lease can say who holds it (store.OwnedError).
 // Each writing DB keeps one file beside the segments for as long as it is
 // open, lease-holders-<pid>-<n>: a header naming the process (its pid and

@@ -12,7 +12,7 @@ import (
 // writing against every other open of it, by any process: so once Open's
 // recovery is done, no process holds the index open. Each use (a
 // checkpoint, a session's first read, a compaction's relocation) opens it,
-// for reading or for writing, and closes it again (docs/DESIGN.md, Many
+// for reading or for writing, and closes it again (docs/MULTIPROCESS.md, Many
 // processes).
 type indexFile struct {
 	path string

@@ -12,7 +12,7 @@ import (
 // lease is a session's write lease: this process's (handle.Owners: one
 // write handle per session in the process) and the session's byte in the
 // locks file, which no other process can take while this one holds it and
-// which the kernel releases when the process dies (docs/DESIGN.md, Many
+// which the kernel releases when the process dies (docs/MULTIPROCESS.md, Many
 // processes, Leases).
 type lease struct {
 	*handle.Lease

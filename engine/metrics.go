@@ -141,7 +141,7 @@ type Metrics struct {
 	ReadHandles, WriteHandles int64
 
 	// Poisoned reports that the store failed (an fdatasync error, or its
-	// shared memory found cut under this process; see docs/DESIGN.md,
+	// shared memory found cut under this process; see docs/DURABILITY.md,
 	// Failing storage): every later append and flush fails until the DB
 	// is closed and opened again. PoisonError is the
 	// error's text ("" while not poisoned). Gauge.

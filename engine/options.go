@@ -28,7 +28,7 @@ type Options struct {
 	// compacted in small pieces. At least 4096; 0 (the default) or a
 	// value at or above SegmentSize makes every segment SegmentSize: on a
 	// fresh store the early rolls cost durable flushes about 1.15x at p50
-	// (docs/DESIGN.md, Preallocation). (What keeps a small store small on
+	// (docs/DURABILITY.md, Preallocation). (What keeps a small store small on
 	// disk is PreallocateStart.) The size is computed from the segment
 	// ID; processes of one store that use other values only seal
 	// segments at other sizes.
@@ -40,7 +40,7 @@ type Options struct {
 	// PreallocateStart is how much of a new segment is zero-filled when
 	// it is created; the engine then grows the active segment in place
 	// ahead of its tail, each step doubling what it has, up to the
-	// segment's size (docs/DESIGN.md, Preallocation). So a store that
+	// segment's size (docs/DURABILITY.md, Preallocation). So a store that
 	// holds little takes little disk. Default 1 MiB (a sixteenth of a
 	// SegmentSize under 16 MiB, at least 4096); SegmentSize (or more)
 	// fills every segment whole at creation.
@@ -51,7 +51,7 @@ type Options struct {
 	// dictionary), as a bulk load wants: the fewest bytes. By default the
 	// frame a flush writes (a turn's, which the host waits for) is an S2
 	// block (with the dictionary's S2 form): a fifth to a third of the
-	// CPU for 1.3-1.4 times the bytes (docs/DESIGN.md, Codecs), and only
+	// CPU for 1.3-1.4 times the bytes (docs/FORMAT.md, Codecs), and only
 	// an append of more than FrameBytes, written in several frames, is
 	// zstd. `seglog import` and `copy` write with Dense.
 	Dense bool
@@ -61,7 +61,7 @@ type Options struct {
 	// events it writes once it has written 128 KiB of them in small
 	// frames, stores it with the store, and compresses events frames with
 	// it: those of 1 KiB and more always, smaller ones while within a
-	// CPU budget of a tenth of a core (docs/DESIGN.md, Dictionaries). Other
+	// CPU budget of a tenth of a core (docs/FORMAT.md, Dictionaries). Other
 	// processes read such frames whether or not they use dictionaries
 	// themselves.
 	NoDict bool

@@ -19,7 +19,7 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// The purge log (docs/DESIGN.md, "Change feed", "Deletes compaction
+// The purge log (docs/SEARCH.md, "Change feed", "Deletes compaction
 // purged"): the deletes the change feed can no longer show, because a
 // compaction removed an incarnation with its tombstone. Compaction
 // writes it, whole, before it removes or rewrites any segment; the feed

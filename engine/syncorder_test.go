@@ -13,7 +13,7 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// The order of syncs and placements across processes (docs/DESIGN.md,
+// The order of syncs and placements across processes (docs/MULTIPROCESS.md,
 // Many processes, Appending): an fdatasync covers only the frames placed
 // before it began, so a flush whose frames another process placed while
 // that fdatasync ran must not be acknowledged by it. Two DBs on one MemFS

@@ -20,7 +20,7 @@ import (
 // half of the file), and an empty segment prepared for a roll (its
 // preallocated zeros; the next first open removes it anyway). What a user
 // sees with du after the last close is then the frames, not the room
-// (docs/DESIGN.md, Preallocation, "Trimmed at the last close"). The next
+// (docs/DURABILITY.md, Preallocation, "Trimmed at the last close"). The next
 // write open's placements grow the file again, in place.
 //
 // It trims only what it proves is past every frame and that no other

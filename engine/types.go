@@ -18,7 +18,7 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// The store's recorded event types (docs/DESIGN.md, Files): a host's own
+// The store's recorded event types (docs/MULTIPROCESS.md, Files): a host's own
 // types, which every process of the store (the CLI included) then knows.
 const (
 	typesName    = "types.json"

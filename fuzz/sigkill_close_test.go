@@ -94,7 +94,7 @@ func closeChild(dir string) int {
 // TestSIGKILLInClose is the SIGKILL campaign of a process that closes the
 // store often: each of its cycles opens it, flushes a few batches and
 // closes it, the last process to, so that its close trims the active
-// segment's preallocated room and compacts the index (docs/DESIGN.md,
+// segment's preallocated room and compacts the index (docs/DURABILITY.md,
 // Preallocation, "Trimmed at the last close"); the kill lands in an open,
 // a write, a flush, a trim or a compaction (the log says how many kills
 // came in a close). After each kill the store

@@ -56,7 +56,7 @@ type Timer interface{ Stop() bool }
 // and when it fires the whole buffer is written as one batch, in order. A
 // failed background write keeps its batch and stops the timer until the
 // next Drain, which returns its error; each item is written exactly once.
-// Close drains what is left (docs/DESIGN.md, What a flush does). It is
+// Close drains what is left (docs/DURABILITY.md, What a flush does). It is
 // safe for concurrent use.
 type WriteBehind[T any] struct {
 	cfg WriteBehindConfig[T]

@@ -1,5 +1,5 @@
 // Package jsonl reads and writes the reference harness's on-disk session
-// logs (format v3; README.md, The CLI; docs/EVENTS.md): a root of
+// logs (format v3; docs/CLI.md; docs/EVENTS.md): a root of
 // <project>/<encodedId>/session.v3.jsonl (or .jsonl.zstd) files, a header
 // line and one JSON line per event. cmd/seglog's import and export use it,
 // and a host can too: to import the reference's logs itself ([Parse]

@@ -2,7 +2,7 @@
 // log-only plan/mode event ({"active": bool}, the last one wins), its fold
 // ([Fold]), the controller's Set/Get decisions ([Controller]), the
 // plan:policy prompt section, the exit_plan_mode tool and the /plan
-// command, as docs/EVENTS.md (Plan mode) and the plan-mode design describe them.
+// command, as docs/EVENTS.md (Plan mode) describes them.
 //
 // The decisions are pure functions of the folded log and the pending
 // selection; the only I/O is through the [Log] a host passes in (an

@@ -21,5 +21,5 @@
 // is a module of its own so that the core's go get stays free of SQLite.
 // Its goroutines: none of its own but Run's caller's; an Index is safe for
 // concurrent use (catch-ups serialised by a mutex, queries on SQLite's
-// pool of connections). docs/DESIGN.md, Search, says how it works.
+// pool of connections). docs/SEARCH.md, Search, says how it works.
 package search

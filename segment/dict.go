@@ -23,7 +23,7 @@ import (
 )
 
 // A store's zstd dictionaries live beside its segments, one file per
-// dictionary ID (docs/DESIGN.md, Dictionary file):
+// dictionary ID (docs/FORMAT.md, Dictionary file):
 //
 //	0        8        10       12        16        24         32        40
 //	+--------+--------+--------+---------+---------+----------+---------+----------------------+

@@ -1,9 +1,10 @@
 // Package segment reads and writes segment files, the shared append-only
 // files that hold the events of every session: a 64-byte header followed
 // by 8-byte-aligned frames, each one batch of events of one session,
-// optionally zstd-compressed and covered by an xxhash64 checksum. Frames are
+// optionally compressed (zstd or S2, with or without a dictionary) and
+// covered by an xxhash64 checksum. Frames are
 // self-describing, so a segment can be scanned and re-indexed without the
-// index. The format is specified in docs/DESIGN.md#segment-format and
+// index. The format is specified in docs/FORMAT.md#segment-file and
 // summarized in format.go.
 //
 // Segments are written by one writer, the engine's (package

@@ -119,7 +119,7 @@ type Encoder struct {
 	// with Dict's S2 form when Dict is set (CodecS2Dict: frames of at
 	// least MinDictCompress raw bytes), else without (CodecS2: frames of
 	// at least MinCompress), when that makes them smaller: a fifth to a third of zstd's CPU for 1.3 to 1.4 times
-	// its bytes (DESIGN "Codecs"). For the frames a caller waits for (a
+	// its bytes (docs/FORMAT.md "Codecs"). For the frames a caller waits for (a
 	// turn's flush); compaction may compress them again. Such frames may
 	// go only into segments of version S2Version or later.
 	Fast bool

@@ -11,7 +11,7 @@ import (
 )
 
 // A segment file is a 64-byte header followed by 8-byte-aligned frames.
-// Everything is little-endian. docs/DESIGN.md#segment-format has the full
+// Everything is little-endian. docs/FORMAT.md#segment-file has the full
 // description; this is the summary kept next to the code.
 //
 // Segment header (HeaderSize bytes):

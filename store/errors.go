@@ -187,7 +187,7 @@ func (e *SeqError) Is(target error) bool { return target == ErrSeqMismatch }
 
 // ErrCoordinationLost: a file the processes that share a local store
 // coordinate through (LOCK, locks, shm) was removed, replaced or cut
-// short while processes had the store open (docs/DESIGN.md, Many
+// short while processes had the store open (docs/MULTIPROCESS.md, Many
 // processes, "When the coordination files are removed or cut"). An open
 // beside those processes fails with it and changes nothing; they go on
 // (they still hold the files they share), and once every one of them has
@@ -213,7 +213,7 @@ var ErrInvalidArgument = errors.New("engine: invalid argument")
 // The local engine no longer returns it: since several processes share a
 // store, a write that fails (a full disk) places nothing, its events stay
 // with their handles, and the flush fails with the cause itself (see
-// DESIGN.md, "Failing storage"). It stays for callers that test for it.
+// docs/DURABILITY.md, "Failing storage"). It stays for callers that test for it.
 var ErrWriteLost = errors.New("not stored: a write failed before it was synced")
 
 // ErrNotDurable is the kind of every *NotDurableError: events a write

@@ -1,6 +1,6 @@
-// Package jetstream is the store contract of package engine over NATS
+// Package jetstream is the store contract (package store) over NATS
 // JetStream, for agent hosts that share sessions or fail over between
-// machines: the same store contract (store.Store: Create, Open, Stat,
+// machines: the same contract as the local engine's (store.Store: Create, Open, Stat,
 // List, Inspect, Fork, Delete, Resume, Flush, Close, and handle Read,
 // Append, Enqueue, Flush, Wait, Close), the same errors, passing the same
 // contract suite (engine/enginetest).
@@ -52,7 +52,7 @@
 // delivered, as soon as it breaks (missed heartbeats of 500 ms, its
 // deletion, a gap, a lost connection). Until the consumer runs, if it
 // cannot be made (the host may not make consumers), and while it is made
-// again, Waits poll the stream every 2 to 50 ms (docs/DESIGN.md,
+// again, Waits poll the stream every 2 to 50 ms (backend/jetstream/DESIGN.md,
 // Following; watch.go). A Wait whose look gets no answer in
 // Options.Timeout, an answer that the cluster has no leader now (a 503,
 // err_code 10008 or 10009: an election), or fails because the connection
@@ -115,7 +115,7 @@
 // by an operator or by the first Open with Options.Create. Open binds to
 // them and never changes them: a missing one is ErrNotProvisioned (unless
 // Create), and one whose settings the store cannot work with is a
-// *ConfigError listing every difference (docs/DESIGN.md, Provisioning,
+// *ConfigError listing every difference (backend/jetstream/DESIGN.md, Provisioning,
 // lists the settings and the permissions a host needs; among them
 // allow_rollup_hdrs, which a stream made before Delete lacks, and
 // allow_direct, which one made before batched reads lacks).

@@ -18,7 +18,7 @@ var ErrPermission = errors.New("jetstream: a permission the store needs is missi
 
 // PermissionError is a request the server refused because the host's
 // NATS user may not publish to its subject: the store would otherwise
-// only see no answer, a timeout. docs/DESIGN.md, Provisioning, lists the
+// only see no answer, a timeout. backend/jetstream/DESIGN.md, Provisioning, lists the
 // permissions a host needs.
 type PermissionError struct {
 	Subject    string // the subject the host may not publish to
@@ -26,7 +26,7 @@ type PermissionError struct {
 }
 
 func (e *PermissionError) Error() string {
-	return fmt.Sprintf("jetstream: the server refused a request for lack of a permission: %s (publish to %q); docs/DESIGN.md, Provisioning, lists what a host needs", e.Permission, e.Subject)
+	return fmt.Sprintf("jetstream: the server refused a request for lack of a permission: %s (publish to %q); backend/jetstream/DESIGN.md, Provisioning, lists what a host needs", e.Permission, e.Subject)
 }
 
 // Is reports whether target is ErrPermission.

@@ -12,7 +12,7 @@ import (
 )
 
 // What a stream and a lease bucket are created with, and what Open
-// requires of existing ones (docs/DESIGN.md, "Provisioning").
+// requires of existing ones (backend/jetstream/DESIGN.md, "Provisioning").
 const (
 	// defaultReplicas and defaultLeaseTTL are what Create uses when the
 	// options leave them zero.

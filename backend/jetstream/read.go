@@ -18,7 +18,7 @@ import (
 	"github.com/seglog/seglog/store"
 )
 
-// Reading a subject. Two kinds of request (docs/DESIGN.md, "Reads"):
+// Reading a subject. Two kinds of request (backend/jetstream/DESIGN.md, "Reads"):
 //
 //   - the stream leader's message get ($JS.API.STREAM.MSG.GET): one
 //     message, as the stream holds it now. It answers what must be current

@@ -22,7 +22,7 @@ import (
 	"github.com/seglog/seglog/store"
 )
 
-// The choice of the search engine (issue 46, docs/DESIGN.md "Search"):
+// The choice of the search engine (issue 46, docs/SEARCH.md "Search"):
 // the same agent-shaped events, indexed by the search package (SQLite
 // FTS5 through modernc.org/sqlite) and by bleve v2, side by side.
 

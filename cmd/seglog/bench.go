@@ -69,7 +69,7 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.IntVar(&a.durable, "durable", 2000, "durable single appends (and as many raw fdatasyncs)")
 	fs.IntVar(&a.sessions, "sessions", 64, "concurrent sessions in the group-commit run")
 	fs.IntVar(&a.size, "size", 300, "bytes of JSON per event")
-	fs.StringVar(&a.jsonOut, "json", "", "also write the rows as JSON to this file; --json alone (or --json -): print them on stdout, and the table on stderr (docs: README, CLI output)")
+	fs.StringVar(&a.jsonOut, "json", "", "also write the rows as JSON to this file; --json alone (or --json -): print them on stdout, and the table on stderr (docs: docs/CLI.md, CLI output)")
 	fs.Lookup("json").NoOptDefVal = "-"
 	fs.StringVar(&a.plot, "plot", "", "also draw a PNG to this file: events/s per workload (bars) and each workload's latency distribution (lines)")
 	fs.BoolVar(&a.peers, "peers", false, "then run the same workloads on the peers (bench/peers; needs the source tree and Go)")

@@ -216,7 +216,7 @@ func TestBenchJSONAndPlot(t *testing.T) {
 		IdleHeap int64  `json:"heap_per_idle_session"`
 		Corpus   string `json:"corpus"`
 	}
-	// The fields above are those README's "CLI output" documents: a new
+	// The fields above are those docs/CLI.md's "CLI output" documents: a new
 	// one fails here until it is documented there and added.
 	dec := json.NewDecoder(bytes.NewReader(out.Bytes()))
 	dec.DisallowUnknownFields()
@@ -374,7 +374,7 @@ func TestBenchKillRows(t *testing.T) {
 		if json.Unmarshal(raw, &r) != nil || r.Workload != string(bench.KillWindow) {
 			continue
 		}
-		// The kill-window rows' fields are those README's "CLI output"
+		// The kill-window rows' fields are those docs/CLI.md's "CLI output"
 		// documents.
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()

@@ -137,7 +137,7 @@ func newCopyCmd(w io.Writer, dir *string) *cobra.Command {
 	cmd.Flags().StringVar(&from, "from", "", "the source: a store directory (default --dir) or a NATS address (nats://host:4222[,nats://...][?stream=S&prefix=P&leases=B])")
 	cmd.Flags().StringVar(&to, "to", "", "the destination: a store directory (created if missing) or a NATS address")
 	cmd.Flags().BoolVar(&nf.create, "create", false, "create the destination's stream and lease bucket if missing (needs the rights to)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as one JSON object (docs: README, CLI output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as one JSON object (docs: docs/CLI.md, CLI output)")
 	nf.add(cmd)
 	return cmd
 }
@@ -284,7 +284,7 @@ func newRetainCmd(w io.Writer, dir *string) *cobra.Command {
 	f.BoolVar(&p.DryRun, "dry-run", false, "delete nothing: list what would be deleted")
 	f.DurationVar(&p.TombstonesOlderThan, "tombstones-older-than", 24*time.Hour, "on a stream: purge the tombstones of sessions deleted longer ago than this (0: keep them)")
 	f.StringVar(&addr, "nats", "", "the store is this JetStream stream (nats://host:4222[?stream=S&prefix=P&leases=B]), not --dir")
-	f.BoolVar(&asJSON, "json", false, "print the outcome as one JSON object (docs: README, CLI output)")
+	f.BoolVar(&asJSON, "json", false, "print the outcome as one JSON object (docs: docs/CLI.md, CLI output)")
 	nf.add(cmd)
 	return cmd
 }

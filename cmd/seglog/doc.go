@@ -1,4 +1,9 @@
-// Command seglog inspects and measures seglog stores.
+// Command seglog inspects, maintains and measures seglog stores: it
+// checks, lists and prints sessions, follows them, deletes, compacts,
+// migrates and retains, imports and exports the reference harness's logs,
+// copies between stores (local or NATS JetStream), searches, serves a
+// store as MCP tools and in a web viewer, and runs the benchmarks;
+// docs/CLI.md is the reference.
 //
 //	seglog bench [-dir DIR] [-events N] [-durable N] [-sessions N] [-size BYTES]
 //	             [-procs N] [-proc-sessions N] [-multi-time D] [-follow N] [-follow-every D]
@@ -51,7 +56,7 @@
 //	seglog help [COMMAND]              what a command does, its flags and its exit codes
 //	seglog completion SHELL            a completion script for bash, zsh, fish or powershell (cobra's)
 //
-// Every command works on a store that agent hosts have open (docs/DESIGN.md,
+// Every command works on a store that agent hosts have open (docs/MULTIPROCESS.md,
 // Many processes): the read commands beside them (copy's source too), and
 // delete, import, migrate and retain as one more writing process, and compact and check --repair too
 // (one compaction at a time: another fails with "locked"). Only import
@@ -60,7 +65,7 @@
 // (backend/jetstream) by its address.
 //
 // Output. ls, stats, segments, check, import, copy, retain and bench take --json,
-// whose field names are stable and listed in README.md (CLI output) and in seglog help
+// whose field names are stable and listed in docs/CLI.md (CLI output) and in seglog help
 // COMMAND; ls --json's are id, events, bytes, revision, format,
 // createdAt, updatedAt, and when set title, cwd, parentSession, isSeeded,
 // inheritedEvents. An error is printed once, on stderr, after "seglog: ".

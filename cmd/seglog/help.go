@@ -9,7 +9,7 @@ import (
 
 // commandHelp is each command's help: what seglog help COMMAND prints
 // above the flags, and its exit codes (0, 1, 2: exitOK, exitFailed,
-// exitUsage). README.md (CLI, Exit codes) and doc.go say the same.
+// exitUsage). docs/CLI.md (Exit codes) and doc.go say the same.
 var commandHelp = map[string]struct {
 	long  string
 	codes [3]string
@@ -36,7 +36,7 @@ writes the array to FILE. A row is an object: name, workload, sessions, events,
 input_bytes, disk_bytes, elapsed_ns and, where measured, p50_ns, p99_ns, latency (the
 distribution: [{p, ns}] at p 0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9, 100), procs,
 backend, turns, raw_json_bytes, written_bytes, rest_bytes, heap_per_session,
-heap_per_idle_session, corpus, and in the kill-window rows kill_window (README.md, CLI output).
+heap_per_idle_session, corpus, and in the kill-window rows kill_window (docs/CLI.md, CLI output).
 --plot FILE.png draws the events/s of the rows (bars, log scale) and each row's latency
 distribution (a line per row).
 --backend jetstream runs the durable, bulk and replay rows on the local engine and on an

@@ -100,7 +100,7 @@ func newCheckCmd(w io.Writer, dir *string) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&repair, "repair", false, "rebuild the index from the segments (after reporting)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "also read every session and report each event that breaks the v3 surface rules (docs/EVENTS.md)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object (docs: README, CLI output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object (docs: docs/CLI.md, CLI output)")
 	return cmd
 }
 
@@ -251,7 +251,7 @@ func newLsCmd(w io.Writer, dir *string) *cobra.Command {
 			return runLs(w, cmd.ErrOrStderr(), *dir, opts, asJSON)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print {sessions: [...], next: cursor} (docs: README, CLI output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {sessions: [...], next: cursor} (docs: docs/CLI.md, CLI output)")
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "only sessions whose ID starts with this")
 	cmd.Flags().StringVar(&opts.Cwd, "cwd", "", "only sessions whose header's cwd is this")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many sessions (0: all); when more follow, stderr says the --after to pass for the next page")
@@ -360,7 +360,7 @@ func newStatsCmd(w io.Writer, dir *string) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(*cobra.Command, []string) error { return runStats(w, *dir, asJSON) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (docs: README, CLI output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (docs: docs/CLI.md, CLI output)")
 	return cmd
 }
 
@@ -536,7 +536,7 @@ func newSegmentsCmd(w io.Writer, dir *string) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(*cobra.Command, []string) error { return runSegments(w, *dir, asJSON) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, an object per segment (docs: README, CLI output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array, an object per segment (docs: docs/CLI.md, CLI output)")
 	return cmd
 }
 

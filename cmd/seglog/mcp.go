@@ -27,7 +27,7 @@ import (
 	"github.com/seglog/seglog/store"
 )
 
-// The bounds of seglog mcp's tool results (DESIGN "MCP server").
+// The bounds of seglog mcp's tool results (docs/SEARCH.md "MCP server").
 const (
 	mcpDefaultBytes = 64 << 10 // bytes of a tool result's text, by default (--max-bytes)
 	mcpMinBytes     = 16 << 10 // the least --max-bytes takes: one listed session, one search hit with its context, and a piece of an event always fit

@@ -47,7 +47,7 @@ func newImportCmd(w, stderr io.Writer, dir *string) *cobra.Command {
 	}
 	cmd.Flags().StringSliceVar(&o.types, "register", nil, "event types the logs may hold beyond the default catalog (a host's own: acme/deploy, acme/*), comma-separated or repeated; recorded in the store")
 	cmd.Flags().BoolVar(&o.strict, "strict", false, "refuse a log the torn-tail rule would cut, instead of importing the rows before the cut")
-	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the outcome as one JSON object (docs: README, CLI output)")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the outcome as one JSON object (docs: docs/CLI.md, CLI output)")
 	return cmd
 }
 

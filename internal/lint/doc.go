@@ -2,7 +2,10 @@
 // docs/DESIGN.md#layering (lower packages never import higher ones, pure
 // packages do no I/O) and the module boundaries of docs/DESIGN.md#modules
 // (the core module depends on five modules only; go.work, the README's
-// test command and .ci/run name every module). It has no non-test code.
+// test command and .ci/run name every module), and what else the code
+// and its docs must keep to, each rule a test below. It has no non-test
+// code.
+//
 // TestNoPackageTestHooks (testhooks_test.go) keeps test knobs per DB:
 // no package-level variable of func type or named testHook* in the core
 // module's non-test files, and no test assigning a package variable of
@@ -81,4 +84,13 @@
 // listed one gone. TestReadingTheSource holds docs/DESIGN.md's "Reading
 // the source" (the hops of Append, Flush, Read and Wait) against the code:
 // each function it names is declared in the file named before it.
+//
+// The docs (docs_test.go): TestDocSizes keeps every .md file at most 120
+// KB and README.md at most 250 lines; TestDocLinks checks that every
+// relative link of the .md files names a file that exists and, into a .md
+// file, a heading it has (by GitHub's anchors); TestReadmeFirstHost holds
+// README's first host to engine's package example (engine/example_test.go),
+// which go test runs; TestCodeDocRefs checks that every doc a .go file
+// names by its path (under docs/, with an anchor or not) exists and has
+// the heading the anchor names.
 package lint

@@ -1,4 +1,4 @@
-// Package compactplan decides what a compaction keeps (docs/DESIGN.md,
+// Package compactplan decides what a compaction keeps (docs/FORMAT.md,
 // Segment file and Compaction): fed the segments of a store in order, it
 // sums each segment's frame bytes per incarnation, and then picks each
 // segment's action (keep it, rewrite it without its dead frames or to

@@ -119,7 +119,7 @@ type Pos struct {
 }
 
 // Delete is an incarnation a compaction purges with its tombstone: a
-// delete the change feed can no longer show (docs/DESIGN.md, "Change
+// delete the change feed can no longer show (docs/SEARCH.md, "Change
 // feed"). Header is where its session's history as a consumer sees it
 // began (its own header, or, for a migration, the header of the
 // incarnation it replaced); the zero Pos if the plan did not read it.

@@ -154,7 +154,7 @@ func (sh *Shared) Waiters() uint32 { return sh.shm.Uint32(syncWaiters).Load() }
 // must exist whole (it is never created or grown beside them) and carry
 // the stamp of its first opener, naming the LOCK, locks and shm it
 // opened. Else the open fails with a *CoordinationError
-// (ErrCoordinationLost) and changes nothing (docs/DESIGN.md, Many
+// (ErrCoordinationLost) and changes nothing (docs/MULTIPROCESS.md, Many
 // processes, "When the coordination files are removed or cut").
 func Join(fsys vfs.FS, dir string, write, follows bool) (*Shared, error) {
 	sh := &Shared{slot: -1, dir: dir}

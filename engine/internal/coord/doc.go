@@ -1,5 +1,5 @@
 // Package coord is the coordination between the processes that have one
-// store directory open (docs/DESIGN.md, Many processes): the files LOCK
+// store directory open (docs/MULTIPROCESS.md, Many processes): the files LOCK
 // (flock) and the lock on the directory itself, which tell a process
 // whether it is the first opener; the byte-range locks of the locks file
 // (the open, the append, the sync, the index, compaction, the follow

@@ -3,7 +3,7 @@ package coord
 import "encoding/binary"
 
 // The files the processes that share a store coordinate with
-// (docs/DESIGN.md, Many processes).
+// (docs/MULTIPROCESS.md, Many processes).
 const (
 	LockFile  = "LOCK"  // flock: shared by every process of this build
 	LocksFile = "locks" // byte-range locks that die with their process

@@ -1,5 +1,5 @@
 // Package dict is a writing process's side of the store's compression
-// dictionaries (docs/DESIGN.md, Dictionaries): when one is due, the
+// dictionaries (docs/FORMAT.md, Dictionaries): when one is due, the
 // samples it is trained from, the CPU budget of compressing small frames
 // with it, and the renewal that trains one (or takes the one another
 // process made) and makes it durable before a frame names it.

@@ -1,5 +1,5 @@
 // Package listorder holds the ordered lists behind ListPage
-// (docs/DESIGN.md, Many processes, Listing), so that a page costs a binary
+// (docs/MULTIPROCESS.md, Many processes, Listing), so that a page costs a binary
 // search and the page's own sessions, not a sort of every session: [IDs],
 // the session IDs in order, kept sorted between pages with the IDs made
 // since merged in once they are many; and the keys of the OrderUpdated

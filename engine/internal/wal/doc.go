@@ -1,5 +1,5 @@
 // Package wal is the one segment writer: a writing process's side of the
-// shared log (docs/DESIGN.md, Many processes, Appending). Every process
+// shared log (docs/MULTIPROCESS.md, Many processes, Appending). Every process
 // appends to the same active segment; a [Log] places frames at the tail
 // under the cross-process append lock in one pwrite (Place: a group
 // commit of the frames its callers queued), seals a full segment and

@@ -15,7 +15,7 @@ import (
 	"github.com/seglog/seglog/vfs"
 )
 
-// Log is a writing process's side of the shared log (docs/DESIGN.md,
+// Log is a writing process's side of the shared log (docs/MULTIPROCESS.md,
 // Many processes, Appending). Every process appends to the same active
 // segment: under the append lock it reads the tail from shm, writes its
 // frames there in one pwrite, registers them and moves the tail. It never
@@ -537,7 +537,7 @@ func (a *Log) growDue(seg uint64, off int64) bool {
 // PreallocateStart). For a segment this process saw begin, that is the
 // doubling of the file once the tail passes half of it, as before; for
 // one whose file ends at its tail (trimmed by the last close:
-// docs/DESIGN.md, Preallocation), the room starts at 1.5 x
+// docs/DURABILITY.md, Preallocation), the room starts at 1.5 x
 // PreallocateStart and follows the writes, not the size of the frames
 // already there.
 func (a *Log) growWritten(seg uint64, off int64) int64 {
@@ -554,7 +554,7 @@ func (a *Log) growWritten(seg uint64, off int64) int64 {
 // twice the file (or PreallocateStart more) and the segment's size,
 // fdatasynced, so that the data syncs that follow overwrite
 // allocated blocks. It writes only past a clean tail, under LockAppend,
-// never over a frame (docs/DESIGN.md, Preallocation). A failed write-back
+// never over a frame (docs/DURABILITY.md, Preallocation). A failed write-back
 // or sync poisons the store.
 func (a *Log) Grow() error {
 	a.growth.Lock()
