@@ -160,7 +160,8 @@ func TestTurnStateFromTheIndex(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rewriteTurnHints(t, dir, func(s index.Session) uint64 {
+	// (A hint just past the last event that is no turn boundary.)
+	noBoundary := func(s index.Session) uint64 {
 		log := logs[s.ID]
 		for i := len(log) - 1; i > 0; i-- {
 			if !recovery.IsTurnBoundary(log[i].Type) {
@@ -168,7 +169,8 @@ func TestTurnStateFromTheIndex(t *testing.T) {
 			}
 		}
 		return 0
-	})
+	}
+	rewriteTurnHints(t, dir, noBoundary)
 	if db, err = openStore(t, dir, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -203,15 +205,7 @@ func TestTurnStateFromTheIndex(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rewriteTurnHints(t, dir, func(s index.Session) uint64 {
-		log := logs[s.ID]
-		for i := len(log) - 1; i > 0; i-- {
-			if !recovery.IsTurnBoundary(log[i].Type) {
-				return uint64(i) + 1
-			}
-		}
-		return 0
-	})
+	rewriteTurnHints(t, dir, noBoundary)
 	if db, err = openStore(t, dir, nil); err != nil {
 		t.Fatal(err)
 	}
