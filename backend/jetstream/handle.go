@@ -846,11 +846,13 @@ func (h *Handle) release() {
 		case s.pending && len(s.open) == 0:
 			s.erased = true
 			delete(st.sessions, s.id)
-		case s.failed != nil:
+		case s.failed != nil || len(s.open) > 0:
 			// What this writer could not publish is lost (it was never
-			// acknowledged), and what it published has an unknown
-			// outcome: forget the local view; the next use reads the
-			// stream.
+			// acknowledged: a failed publish, or a lease lost before
+			// one, whose events Close dropped), and what it published
+			// has an unknown outcome: forget the local view; the next
+			// use reads the stream. (Kept, the dropped events were the
+			// next write open's: it published them at its own seqs.)
 			delete(st.sessions, s.id)
 		}
 	}

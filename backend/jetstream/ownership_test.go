@@ -414,6 +414,27 @@ func testCloseLapsed(t *testing.T, url string, o *Options) {
 	if got := lastSubjectSeq(t, st, "s"); got != before {
 		t.Errorf("the subject's last message moved from %d to %d", before, got)
 	}
+	// The dropped events are gone from this store's view too: once the
+	// renewals work again, the next write open of the session (in the same
+	// store) starts from what the stream holds, and publishes only its own
+	// events, at their seqs. (The campaign found a write open that
+	// published the events an earlier one had dropped, at its own seqs.)
+	st.renewHook.Store(nil)
+	st.renewNow()
+	h, err := st.Open(ctx, "s", store.Write)
+	if err != nil {
+		t.Fatalf("write open once renewals work again: %v", err)
+	}
+	if h.Len() != 2 {
+		t.Errorf("the write open after the drop has %d events, want the 2 acknowledged", h.Len())
+	}
+	if err := h.Append(ctx, enginetest.OneTurn()[2:4]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, "the session after the drop and a new write open", readAll(t, st, "s"), enginetest.OneTurn()[:4])
 }
 
 // lastSubjectSeq is the stream sequence of the last message on session
