@@ -317,8 +317,17 @@ func runBench(w, stdout io.Writer, prog *progress, a benchArgs) error {
 	for i, run := range runs {
 		rows[i] = benchRow{Name: run.name, Result: results[i]}
 	}
+	if a.searchSessions > 0 {
+		r, err := runSearchRow(ctx, w, prog, a)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.Name, err)
+		}
+		rows = append(rows, r)
+	}
 	if a.plot != "" {
 		// The follow row's rate is paced by --follow-every: it has no bar.
+		// The search row's bar is its build's events/s, its line its
+		// two-word queries' latency.
 		var bars []benchRow
 		for i, r := range rows {
 			if i != follow {
@@ -328,13 +337,6 @@ func runBench(w, stdout io.Writer, prog *progress, a benchArgs) error {
 		if err := chart.WriteFile(a.plot, rateBars("seglog bench", bars), latencyLines("seglog bench", rows)); err != nil {
 			return err
 		}
-	}
-	if a.searchSessions > 0 {
-		r, err := runSearchRow(ctx, w, prog, a)
-		if err != nil {
-			return fmt.Errorf("%s: %w", r.Name, err)
-		}
-		rows = append(rows, r)
 	}
 	if a.killRounds == 0 {
 		return writeBenchJSON(stdout, a.jsonOut, rows)
@@ -451,7 +453,7 @@ func rateBars(title string, rows []benchRow) *chart.Bars {
 // latencyLines is a line per row that measured a latency: its
 // distribution.
 func latencyLines(title string, rows []benchRow) *chart.Distributions {
-	d := &chart.Distributions{Title: title + ": latency of each operation (a durable append+flush, a turn-end flush, a wake-up)"}
+	d := &chart.Distributions{Title: title + ": latency of each operation (a durable append+flush, a turn-end flush, a wake-up, a query)"}
 	for _, r := range rows {
 		if len(r.Latency) > 0 {
 			d.Lines = append(d.Lines, chart.Distribution{Name: r.Name, Points: r.Latency})

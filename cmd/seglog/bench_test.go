@@ -450,15 +450,16 @@ func TestBenchTmpfsRows(t *testing.T) {
 // its goal, and --json has its row, with exactly the fields README's "CLI
 // output" documents, counting the events the agent turns made, those the
 // index takes (search.DocOf) and their raw JSON, and query latencies in
-// order. The index the row built holds each indexed event once, and the
-// queries found what the index, searched again, finds.
+// order; -plot draws with it. The index the row built holds each
+// indexed event once, and the queries found what the index, searched
+// again, finds.
 func TestBenchSearchRow(t *testing.T) {
 	const sessions, queries = 12, 6
 	var out, errOut bytes.Buffer
 	dir := t.TempDir()
-	jsonOut := filepath.Join(t.TempDir(), "bench.json")
+	jsonOut, plot := filepath.Join(t.TempDir(), "bench.json"), filepath.Join(t.TempDir(), "bench.png")
 	code := run([]string{"bench", "-dir", dir, "-keep", "-events", "200", "-durable", "10", "-sessions", "2", "-procs", "0", "-follow", "0",
-		"-agent-turns", "0", "-kill-rounds", "0", "-search-sessions", fmt.Sprint(sessions), "-search-queries", fmt.Sprint(queries), "-json", jsonOut}, &out, &errOut)
+		"-agent-turns", "0", "-kill-rounds", "0", "-search-sessions", fmt.Sprint(sessions), "-search-queries", fmt.Sprint(queries), "-json", jsonOut, "-plot", plot}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errOut.String(), out.String())
 	}
@@ -468,6 +469,7 @@ func TestBenchSearchRow(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	checkPlot(t, plot, 6)
 	// What the row must count, made again here from the same turns.
 	c, err := bench.LoadCorpus("")
 	if err != nil {
