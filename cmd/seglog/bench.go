@@ -58,7 +58,7 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	var a benchArgs
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "measure the engine: durable appends, group commit, bulk load, replay, processes, agent host, window durability",
+		Short: "measure the engine: durable appends, group commit, bulk load, replay, processes, agent host, search, window durability",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("dir") {
