@@ -43,6 +43,9 @@ type benchArgs struct {
 
 	tmpfs string // a second directory for the agent-host rows (a tmpfs: no disk in the way); "" skips them
 
+	searchSessions int // sessions of the search row's store; 0 skips the row
+	searchQueries  int // two-word queries (and as many phrases) of the search row
+
 	killRounds int  // rounds of the window-durability rows; 0 skips them
 	keep       bool // keep the stores (under --dir) for a look afterwards
 }
@@ -55,7 +58,7 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	var a benchArgs
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "measure the engine: durable appends, group commit, bulk load, replay, processes, agent host, window durability",
+		Short: "measure the engine: durable appends, group commit, bulk load, replay, processes, agent host, search, window durability",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("dir") {
@@ -84,6 +87,8 @@ func newBenchCmd(stdout, stderr io.Writer, dir *string) *cobra.Command {
 	fs.StringVar(&a.tmpfs, "tmpfs", "", "also run the agent-host rows with their stores under this directory, e.g. /dev/shm (a tmpfs: the engine's CPU per event, with no disk in the way); a seglog-bench-* directory is made in it and removed at the end")
 	fs.BoolVar(&a.keep, "keep", false, "keep the stores the rows wrote (in the seglog-bench-* directory made under --dir) instead of removing them")
 	fs.IntVar(&a.killRounds, "kill-rounds", 4, "rounds of the window-durability rows: agent hosts that flush only at turn end, killed with SIGKILL 0.5-1.5 s in, on the engine and on the jsonl reference (0: skip them)")
+	fs.IntVar(&a.searchSessions, "search-sessions", 500, "sessions of 2 agent turns (about 122 events each) in the search row's store: the search package's index built from the change feed, its bytes, two-word and phrase queries (issue 46's S6; 10000 is the issue's size; 0: skip the row)")
+	fs.IntVar(&a.searchQueries, "search-queries", 100, "two-word queries (and as many phrases) of the search row")
 	fs.StringVar(&a.backend, "backend", "local", "local, or jetstream: the workloads on the local engine and on backend/jetstream (an embedded NATS server), side by side")
 	return cmd
 }
@@ -97,6 +102,9 @@ func benchCmd(a benchArgs, stdout, stderr io.Writer) error {
 	}
 	if a.killRounds < 0 {
 		return usageError{errors.New("--kill-rounds must be at least 0")}
+	}
+	if a.searchSessions < 0 || (a.searchSessions > 0 && a.searchQueries < 1) {
+		return usageError{errors.New("--search-sessions must be at least 0 and --search-queries positive")}
 	}
 	if a.procs < 0 || a.follow < 0 || (a.procs > 0 && (a.procSessions < 1 || a.multiTime <= 0)) || (a.follow > 0 && a.followEvery <= 0) {
 		return usageError{errors.New("--procs and --follow must be at least 0, --proc-sessions, --multi-time and --follow-every positive")}
@@ -309,8 +317,17 @@ func runBench(w, stdout io.Writer, prog *progress, a benchArgs) error {
 	for i, run := range runs {
 		rows[i] = benchRow{Name: run.name, Result: results[i]}
 	}
+	if a.searchSessions > 0 {
+		r, err := runSearchRow(ctx, w, prog, a)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.Name, err)
+		}
+		rows = append(rows, r)
+	}
 	if a.plot != "" {
 		// The follow row's rate is paced by --follow-every: it has no bar.
+		// The search row's bar is its build's events/s, its line its
+		// two-word queries' latency.
 		var bars []benchRow
 		for i, r := range rows {
 			if i != follow {
@@ -402,6 +419,8 @@ func runKillRows(ctx context.Context, w io.Writer, prog *progress, a benchArgs) 
 type benchRow struct {
 	Name string `json:"name"`
 	bench.Result
+	// Search is the search row's own figures (bench_search.go).
+	Search *searchFigures `json:"search,omitempty"`
 }
 
 // writeBenchJSON writes the rows as a JSON array to path: to w if path
@@ -434,7 +453,7 @@ func rateBars(title string, rows []benchRow) *chart.Bars {
 // latencyLines is a line per row that measured a latency: its
 // distribution.
 func latencyLines(title string, rows []benchRow) *chart.Distributions {
-	d := &chart.Distributions{Title: title + ": latency of each operation (a durable append+flush, a turn-end flush, a wake-up)"}
+	d := &chart.Distributions{Title: title + ": latency of each operation (a durable append+flush, a turn-end flush, a wake-up, a query)"}
 	for _, r := range rows {
 		if len(r.Latency) > 0 {
 			d.Lines = append(d.Lines, chart.Distribution{Name: r.Name, Points: r.Latency})

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"image/color"
@@ -15,13 +16,16 @@ import (
 	"time"
 
 	"github.com/seglog/seglog/bench"
+	"github.com/seglog/seglog/engine"
 	"github.com/seglog/seglog/engine/enginetest"
+	"github.com/seglog/seglog/search"
+	"github.com/seglog/seglog/store"
 )
 
 func TestBenchSmall(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run([]string{"bench", "-dir", t.TempDir(), "-events", "3000", "-durable", "20", "-sessions", "4", "-procs", "0", "-follow", "0",
-		"-agent-sessions", "3", "-agent-turns", "2", "-kill-rounds", "0"}, &out, &errOut)
+		"-agent-sessions", "3", "-agent-turns", "2", "-kill-rounds", "0", "-search-sessions", "0"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -53,7 +57,7 @@ func TestBenchSmall(t *testing.T) {
 		t.Errorf("no jsonl reference row in the agent-host table:\n%s", out.String())
 	}
 	out.Reset()
-	if code := run([]string{"bench", "-dir", t.TempDir(), "-events", "3000", "-durable", "20", "-sessions", "4", "-procs", "0", "-follow", "0", "-agent-turns", "0", "-kill-rounds", "0"}, &out, &errOut); code != 0 {
+	if code := run([]string{"bench", "-dir", t.TempDir(), "-events", "3000", "-durable", "20", "-sessions", "4", "-procs", "0", "-follow", "0", "-agent-turns", "0", "-kill-rounds", "0", "-search-sessions", "0"}, &out, &errOut); code != 0 {
 		t.Fatalf("-agent-turns 0: exit %d: %s", code, errOut.String())
 	}
 	if strings.Contains(out.String(), "agent host") {
@@ -71,7 +75,7 @@ func TestBenchMultiProcess(t *testing.T) {
 	dir := t.TempDir()
 	jsonOut := filepath.Join(t.TempDir(), "bench.json")
 	code := run([]string{"bench", "-dir", dir, "-keep", "-events", "1000", "-durable", "10", "-sessions", "2",
-		"-procs", "2", "-proc-sessions", "3", "-multi-time", "200ms", "-follow", "40", "-follow-every", "1ms", "-agent-turns", "0", "-kill-rounds", "0", "-json", jsonOut}, &out, &errOut)
+		"-procs", "2", "-proc-sessions", "3", "-multi-time", "200ms", "-follow", "40", "-follow-every", "1ms", "-agent-turns", "0", "-kill-rounds", "0", "-search-sessions", "0", "-json", jsonOut}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -135,7 +139,7 @@ func TestBenchMultiProcess(t *testing.T) {
 
 func TestBenchRejectsBadFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
-	for _, args := range [][]string{{"-events", "0"}, {"-procs", "-1"}, {"-proc-sessions", "0"}, {"-multi-time", "0s"}, {"-follow-every", "0s"}, {"-agent-turns", "-1"}, {"-agent-sessions", "0"}, {"-kill-rounds", "-1"}} {
+	for _, args := range [][]string{{"-events", "0"}, {"-procs", "-1"}, {"-proc-sessions", "0"}, {"-multi-time", "0s"}, {"-follow-every", "0s"}, {"-agent-turns", "-1"}, {"-agent-sessions", "0"}, {"-kill-rounds", "-1"}, {"-search-sessions", "-1"}, {"-search-queries", "0"}} {
 		if code := run(append([]string{"bench"}, args...), &out, &errOut); code != 2 {
 			t.Errorf("bench %v: exit %d, want 2", args, code)
 		}
@@ -185,7 +189,7 @@ func TestBenchJetStreamSmall(t *testing.T) {
 // each with its name and the documented fields; --json FILE writes them
 // to FILE; -plot draws a PNG of the bars and the latency lines.
 func TestBenchJSONAndPlot(t *testing.T) {
-	small := []string{"bench", "-events", "2000", "-durable", "20", "-sessions", "3", "-procs", "0", "-follow", "0", "-agent-sessions", "2", "-agent-turns", "2", "-kill-rounds", "0"}
+	small := []string{"bench", "-events", "2000", "-durable", "20", "-sessions", "3", "-procs", "0", "-follow", "0", "-agent-sessions", "2", "-agent-turns", "2", "-kill-rounds", "0", "-search-sessions", "0"}
 	plot := filepath.Join(t.TempDir(), "bench.png")
 	var out, errOut bytes.Buffer
 	code := run(append(small, "-dir", t.TempDir(), "--json", "-plot", plot), &out, &errOut)
@@ -310,7 +314,7 @@ func TestBenchKillRows(t *testing.T) {
 	var out, errOut bytes.Buffer
 	jsonOut := filepath.Join(t.TempDir(), "bench.json")
 	code := run([]string{"bench", "-dir", t.TempDir(), "-events", "1000", "-durable", "10", "-sessions", "2", "-procs", "0", "-follow", "0",
-		"-agent-turns", "0", "-kill-rounds", "1", "-json", jsonOut}, &out, &errOut)
+		"-agent-turns", "0", "-kill-rounds", "1", "-search-sessions", "0", "-json", jsonOut}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errOut.String(), out.String())
 	}
@@ -403,7 +407,7 @@ func TestBenchLeavesDirAsItWas(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	if code := run([]string{"bench", "-dir", dir, "-events", "200", "-durable", "10", "-sessions", "2",
-		"-procs", "0", "-follow", "0", "-agent-turns", "0", "-kill-rounds", "0"}, &out, &errOut); code != 0 {
+		"-procs", "0", "-follow", "0", "-agent-turns", "0", "-kill-rounds", "0", "-search-sessions", "3", "-search-queries", "2"}, &out, &errOut); code != 0 {
 		t.Fatalf("bench: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	names, err := os.ReadDir(dir)
@@ -423,7 +427,7 @@ func TestBenchTmpfsRows(t *testing.T) {
 	tmpfs := t.TempDir()
 	var out, errOut bytes.Buffer
 	code := run([]string{"bench", "-dir", t.TempDir(), "-tmpfs", tmpfs, "-events", "1000", "-durable", "10", "-sessions", "2", "-procs", "0", "-follow", "0",
-		"-agent-sessions", "2", "-agent-turns", "2", "-kill-rounds", "0"}, &out, &errOut)
+		"-agent-sessions", "2", "-agent-turns", "2", "-kill-rounds", "0", "-search-sessions", "0"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -438,5 +442,144 @@ func TestBenchTmpfsRows(t *testing.T) {
 	out.Reset()
 	if code := run([]string{"bench", "-dir", t.TempDir(), "-tmpfs", tmpfs, "-agent-turns", "0"}, &out, &errOut); code != 2 {
 		t.Errorf("--tmpfs with --agent-turns 0: exit %d, want 2", code)
+	}
+}
+
+// TestBenchSearchRow runs the search row (issue 46's S6, the search
+// package alone) on a small store: its section prints each figure beside
+// its goal, and --json has its row, with exactly the fields README's "CLI
+// output" documents, counting the events the agent turns made, those the
+// index takes (search.DocOf) and their raw JSON, and query latencies in
+// order; -plot draws with it. The index the row built holds each
+// indexed event once, and the queries found what the index, searched
+// again, finds.
+func TestBenchSearchRow(t *testing.T) {
+	const sessions, queries = 12, 6
+	var out, errOut bytes.Buffer
+	dir := t.TempDir()
+	jsonOut, plot := filepath.Join(t.TempDir(), "bench.json"), filepath.Join(t.TempDir(), "bench.png")
+	code := run([]string{"bench", "-dir", dir, "-keep", "-events", "200", "-durable", "10", "-sessions", "2", "-procs", "0", "-follow", "0",
+		"-agent-turns", "0", "-kill-rounds", "0", "-search-sessions", fmt.Sprint(sessions), "-search-queries", fmt.Sprint(queries), "-json", jsonOut, "-plot", plot}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut.String(), out.String())
+	}
+	for _, want := range []string{"search (issue 46's S6, the search package alone): 12 sessions x 2 agent turns", "build from the change feed, events/s",
+		"index bytes / raw JSON of the indexed events", "two words (6 queries), p50 / p99 ms", "phrase, p50 / p99 ms", ">= 30000", "<= 5 / <= 50", "BenchmarkS6"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	checkPlot(t, plot, 6)
+	// What the row must count, made again here from the same turns.
+	c, err := bench.LoadCorpus("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, indexed := 0, 0
+	var raw int64
+	for i := range sessions {
+		var seq uint64
+		for turn := range 2 {
+			evs := bench.AgentTurn(c, i, turn, seq)
+			seq += uint64(len(evs))
+			events += len(evs)
+			for _, e := range evs {
+				if _, ok := search.DocOf(e, 0); ok {
+					b, _ := json.Marshal(e)
+					indexed++
+					raw += int64(len(b))
+				}
+			}
+		}
+	}
+	b, err := os.ReadFile(jsonOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []json.RawMessage
+	if err := json.Unmarshal(b, &rows); err != nil || len(rows) != 6 {
+		t.Fatalf("%d rows (%v), want the 5 of the table and the search row:\n%s", len(rows), err, b)
+	}
+	var r struct {
+		Name      string `json:"name"`
+		Workload  string `json:"workload"`
+		Sessions  int    `json:"sessions"`
+		Events    int    `json:"events"`
+		Input     int64  `json:"input_bytes"`
+		Disk      int64  `json:"disk_bytes"`
+		ElapsedNS int64  `json:"elapsed_ns"`
+		P50       int64  `json:"p50_ns"`
+		P99       int64  `json:"p99_ns"`
+		Latency   []struct {
+			P  float64 `json:"p"`
+			NS int64   `json:"ns"`
+		} `json:"latency"`
+		Turns  int    `json:"turns"`
+		Raw    int64  `json:"raw_json_bytes"`
+		Corpus string `json:"corpus"`
+		Search struct {
+			Indexed    int   `json:"indexed_events"`
+			IndexBytes int64 `json:"index_bytes"`
+			Queries    int   `json:"queries"`
+			Hits       int   `json:"two_word_hits"`
+			PhraseP50  int64 `json:"phrase_p50_ns"`
+			PhraseP99  int64 `json:"phrase_p99_ns"`
+		} `json:"search"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(rows[5]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("search row: %v\n%s", err, rows[5])
+	}
+	s := r.Search
+	if r.Workload != "search" || r.Sessions != sessions || r.Turns != 2 || r.Events != events || r.Input <= 0 || r.ElapsedNS <= 0 || r.Corpus == "" ||
+		r.Raw != raw || s.Indexed != indexed || indexed == 0 || s.IndexBytes <= 0 || s.Queries != queries {
+		t.Errorf("search row %+v; want %d events, %d indexed, %d raw JSON bytes", r, events, indexed, raw)
+	}
+	if r.P50 <= 0 || r.P99 < r.P50 || len(r.Latency) != len(bench.DistributionPoints) || r.Latency[len(r.Latency)-1].NS < r.P99 ||
+		s.PhraseP50 <= 0 || s.PhraseP99 < s.PhraseP50 {
+		t.Errorf("search row's latencies: p50 %d p99 %d %+v, phrase %d %d", r.P50, r.P99, r.Latency, s.PhraseP50, s.PhraseP99)
+	}
+	// The index the row built (kept: -keep) holds every indexed event
+	// once, and its two-word queries find the hits the row counted.
+	made, _ := filepath.Glob(filepath.Join(dir, "seglog-bench-*", "search"))
+	if len(made) != 1 {
+		t.Fatalf("bench -keep: %v, want one search directory", made)
+	}
+	db, err := enginetest.OpenStore(t, filepath.Join(made[0], "store"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ix, err := search.Open(store.Wrap[*engine.Handle](db), filepath.Join(made[0], "index"), search.Options{Fresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	sq, err := sql.Open("sqlite", filepath.Join(made[0], "index", search.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	var docs, distinct int
+	if err := sq.QueryRow(`SELECT count(*), count(DISTINCT sid || ':' || seq) FROM docs`).Scan(&docs, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if docs != indexed || distinct != indexed {
+		t.Errorf("the index holds %d rows of %d events, want %d once each", docs, distinct, indexed)
+	}
+	two, _ := searchQueries(c, queries)
+	hits := 0
+	for _, q := range two {
+		res, err := ix.Search(context.Background(), search.Query{Text: q, Roles: []string{"*"}, Limit: 50, PerSess: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.Sessions {
+			hits += len(s.Hits)
+		}
+	}
+	if hits != s.Hits || hits == 0 {
+		t.Errorf("the row's two-word queries found %d hits, the index it built finds %d", s.Hits, hits)
 	}
 }

@@ -23,7 +23,11 @@ and against a JSONL file per session; the latency from a flush in one process to
 wake-up of a reader in another (--follow); and the agent host (--agent-sessions sessions
 doing --agent-turns turns) on the engine and on the JSONL reference, with a second table of
 bytes per event and heap per session; with --tmpfs DIR (e.g. /dev/shm) the agent-host pair
-again with the stores in DIR (a tmpfs: the CPU per event, no disk in the way). Last, the window durability (--kill-rounds rounds, 4):
+again with the stores in DIR (a tmpfs: the CPU per event, no disk in the way). Then search
+(issue 46's S6, the search package alone): --search-sessions (500) sessions of 2 agent turns
+in a store, the index built from its change feed (events/s), its bytes over the raw JSON of
+the events it indexed, --search-queries (100) two-word queries and as many phrases (p50,
+p99), each beside its goal (0 skips it). Last, the window durability (--kill-rounds rounds, 4):
 a worker process of 8 agent-host sessions that flush only at their turns' ends (one in three
 never) is killed with SIGKILL 0.5-1.5 s after its start; the store is checked, opened, each
 session compared with what was handed over and resumed; a line per round and the sums: events
@@ -36,7 +40,8 @@ writes the array to FILE. A row is an object: name, workload, sessions, events,
 input_bytes, disk_bytes, elapsed_ns and, where measured, p50_ns, p99_ns, latency (the
 distribution: [{p, ns}] at p 0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9, 100), procs,
 backend, turns, raw_json_bytes, written_bytes, rest_bytes, heap_per_session,
-heap_per_idle_session, corpus, and in the kill-window rows kill_window (docs/CLI.md, CLI output).
+heap_per_idle_session, corpus, in the kill-window rows kill_window, and in the search row
+search (docs/CLI.md, CLI output).
 --plot FILE.png draws the events/s of the rows (bars, log scale) and each row's latency
 distribution (a line per row).
 --backend jetstream runs the durable, bulk and replay rows on the local engine and on an
