@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bytes"
 	"encoding/json"
 	"sort"
 	"strings"
@@ -57,9 +58,18 @@ func contentText(raw json.RawMessage, b *strings.Builder, depth int) {
 	if len(raw) == 0 || depth > 3 {
 		return
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		add(b, s)
+	// (Unmarshal scans its whole input before it decodes: the first
+	// byte picks the one decode that can succeed.)
+	switch t := bytes.TrimLeft(raw, " \t\r\n"); {
+	case len(t) == 0:
+		return
+	case t[0] == '"':
+		var s string
+		if json.Unmarshal(t, &s) == nil {
+			add(b, s)
+		}
+		return
+	case t[0] != '[':
 		return
 	}
 	var blocks []textBlock

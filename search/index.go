@@ -32,8 +32,8 @@ const (
 )
 
 // schemaVersion is stored in meta; an index of another version is
-// rebuilt.
-const schemaVersion = "3"
+// rebuilt (but for schema 3, migrated in place: migrate3).
+const schemaVersion = "4"
 
 // Options configures an Index.
 type Options struct {
@@ -187,21 +187,24 @@ CREATE TABLE IF NOT EXISTS docs(
 );
 CREATE INDEX IF NOT EXISTS docs_sid ON docs(sid, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, content='docs', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2');
-CREATE TRIGGER IF NOT EXISTS docs_ai AFTER INSERT ON docs BEGIN
-	INSERT INTO fts(rowid, text) VALUES (new.rowid, new.text);
-END;
 CREATE TRIGGER IF NOT EXISTS docs_ad AFTER DELETE ON docs BEGIN
 	INSERT INTO fts(fts, rowid, text) VALUES ('delete', old.rowid, old.text);
 END;
 `
 
+// A row of docs is indexed by inserting it into fts (and tri, if there is
+// one) in statements of their own (txn.event), not by an AFTER INSERT
+// trigger: an insert that fires a trigger needs a statement journal, so
+// SQLite opens a savepoint around it, and FTS5 writes its pending terms
+// out as a new segment at every savepoint: a segment per event, merged
+// over and over (half the build's time, schema 3). Deletes, rare, keep
+// their triggers.
+
 // trigramSchema is the trigram table (substring and CJK queries), made
-// on demand (Index.trigrams): built from docs, then kept by triggers.
+// on demand (Index.trigrams): built from docs, then kept by txn.event
+// and a trigger.
 const trigramSchema = `
 CREATE VIRTUAL TABLE tri USING fts5(text, content='docs', content_rowid='rowid', tokenize='trigram remove_diacritics 1');
-CREATE TRIGGER tri_ai AFTER INSERT ON docs BEGIN
-	INSERT INTO tri(rowid, text) VALUES (new.rowid, new.text);
-END;
 CREATE TRIGGER tri_ad AFTER DELETE ON docs BEGIN
 	INSERT INTO tri(tri, rowid, text) VALUES ('delete', old.rowid, old.text);
 END;
@@ -227,6 +230,12 @@ func openDB(path string) (*sql.DB, error) {
 	}
 	var v string
 	err = db.QueryRow(`SELECT v FROM meta WHERE k = 'schema'`).Scan(&v)
+	if err == nil && v == "3" {
+		if err := migrate3(db); err != nil {
+			return fail(err)
+		}
+		v = schemaVersion
+	}
 	switch {
 	case err == nil && v == schemaVersion:
 		return db, nil
@@ -244,6 +253,21 @@ func openDB(path string) (*sql.DB, error) {
 		return fail(err)
 	}
 	return db, nil
+}
+
+// migrate3 makes an index of schema 3 one of schema 4: the same tables,
+// without the AFTER INSERT triggers (txn.event inserts into fts and tri
+// itself). One transaction: a process that dies in it leaves schema 3.
+func migrate3(db *sql.DB) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`DROP TRIGGER IF EXISTS docs_ai; DROP TRIGGER IF EXISTS tri_ai; UPDATE meta SET v = '4' WHERE k = 'schema' AND v = '3'`); err != nil {
+		return fmt.Errorf("search: index schema 3 to 4: %w", err)
+	}
+	return tx.Commit()
 }
 
 // Close closes the index (the store stays open: it is the caller's).
@@ -628,7 +652,9 @@ type txn struct {
 	ctx    context.Context
 	tx     *sql.Tx
 	n      int
-	ins    *sql.Stmt
+	ins    *sql.Stmt           // into docs
+	fts    *sql.Stmt           // into fts
+	tri    *sql.Stmt           // into tri (nil if the index has no trigram table)
 	sess   map[string]*indexed // the sessions looked up (nil: not in the index)
 	cursor store.Cursor        // the feed's cursor past the last change applied
 }
@@ -642,7 +668,21 @@ func (t *txn) begin() error {
 		return err
 	}
 	t.tx = tx
-	t.ins, err = tx.PrepareContext(t.ctx, `INSERT INTO docs(sid, seq, type, role, time, text) VALUES (?, ?, ?, ?, ?, ?)`)
+	t.tri = nil
+	if t.ins, err = tx.PrepareContext(t.ctx, `INSERT INTO docs(sid, seq, type, role, time, text) VALUES (?, ?, ?, ?, ?, ?)`); err != nil {
+		return err
+	}
+	if t.fts, err = tx.PrepareContext(t.ctx, `INSERT INTO fts(rowid, text) VALUES (?, ?)`); err != nil {
+		return err
+	}
+	// (Read in the transaction: another process may have made the table.)
+	var n int
+	if err := tx.QueryRowContext(t.ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tri'`).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		t.tri, err = tx.PrepareContext(t.ctx, `INSERT INTO tri(rowid, text) VALUES (?, ?)`)
+	}
 	return err
 }
 
@@ -662,7 +702,20 @@ func (t *txn) event(sid int64, e event.Event, x extractor) error {
 	if err := t.begin(); err != nil {
 		return err
 	}
-	_, err := t.ins.ExecContext(t.ctx, sid, e.Seq, e.Type, d.Role, e.Time, d.Text)
+	res, err := t.ins.ExecContext(t.ctx, sid, e.Seq, e.Type, d.Role, e.Time, d.Text)
+	if err != nil {
+		return err
+	}
+	rowid, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	if _, err := t.fts.ExecContext(t.ctx, rowid, d.Text); err != nil {
+		return err
+	}
+	if t.tri != nil {
+		_, err = t.tri.ExecContext(t.ctx, rowid, d.Text)
+	}
 	return err
 }
 

@@ -172,6 +172,14 @@ func TestWhatIsIndexed(t *testing.T) {
 		msgEvent(6, "tool/result", "resultword "+big),
 		plain(7, "plan/mode", `{"mode":"planword"}`),
 		plain(8, "step/end", `{"turn":0,"step":0}`),
+		// Content as a string, the older logs' top-level content and
+		// text, a tool result's content as a string, and content that
+		// is neither (a number: nothing).
+		plain(9, "user/message", `{"turn":0,"message":{"role":"user","content": "stringword"}}`),
+		plain(10, "assistant/message", `{"turn":0,"content":[{"type":"text","text":"oldword"}]}`),
+		plain(11, "system/message", `{"turn":0,"text":"textword"}`),
+		plain(12, "tool/result", `{"turn":0,"message":{"role":"user","content":[{"type":"tool-result","content":"nestedword"}]}}`),
+		plain(13, "user/message", `{"turn":0,"message":{"role":"user","content":7}}`),
 	}
 	if err := h.Append(f.ctx, evs...); err != nil {
 		t.Fatal(err)
@@ -181,6 +189,7 @@ func TestWhatIsIndexed(t *testing.T) {
 	for w, want := range map[string]string{
 		"systemword": "s:2", "userword": "s:3", "chunkword": "", "grep": "s:5", "patternword": "s:5",
 		"resultword": "s:6", "needleatend": "", "planword": "",
+		"stringword": "s:9", "oldword": "s:10", "textword": "s:11", "nestedword": "s:12", "7": "",
 	} {
 		if got := ids(f.search(search.Query{Text: w, Roles: all})); got != want {
 			t.Errorf("%s: got %q, want %q", w, got, want)

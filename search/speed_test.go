@@ -133,3 +133,73 @@ func TestRankedChunksAndFilters(t *testing.T) {
 		}
 	}
 }
+
+// An index of schema 3 (rows indexed by AFTER INSERT triggers) opens as
+// schema 4 (rows indexed by txn.event, the triggers dropped), keeps what
+// it holds, and indexes each new row once, in both tables.
+func TestSchema3Migrates(t *testing.T) {
+	f := newFixture(t)
+	f.session("a", "", "an old walrus", "nothing")
+	// (A substring query makes the trigram table.)
+	if got := ids(f.search(search.Query{Text: "factor walrus", Substring: true})); got != "" {
+		t.Fatalf("before: %q", got)
+	}
+	if got := ids(f.search(search.Query{Text: "walrus"})); got != "a:0" {
+		t.Fatalf("before: %q", got)
+	}
+	f.ix.Close()
+	// What schema 3 was: the same tables, with the insert triggers.
+	db, err := sql.Open("sqlite", filepath.Join(f.dir, search.DirName, search.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TRIGGER docs_ai AFTER INSERT ON docs BEGIN
+	INSERT INTO fts(rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER tri_ai AFTER INSERT ON docs BEGIN
+	INSERT INTO tri(rowid, text) VALUES (new.rowid, new.text);
+END;
+UPDATE meta SET v = '3' WHERE k = 'schema'`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	f.ix = f.open()
+	f.session("b", "", "a young walrus", "refactoring walruses")
+	if got := ids(f.search(search.Query{Text: "walrus"})); got != "a:0 b:0" && got != "b:0 a:0" {
+		t.Fatalf("words after the migration: %q", got)
+	}
+	if got := ids(f.search(search.Query{Text: "alrus", Substring: true})); got != "b:1,0 a:0" && got != "b:0,1 a:0" && got != "a:0 b:1,0" && got != "a:0 b:0,1" {
+		t.Fatalf("substring after the migration: %q", got)
+	}
+	// Each row once in each table (a trigger left behind would add it
+	// twice: FTS5 takes a rowid again without complaint).
+	db, err = sql.Open("sqlite", filepath.Join(f.dir, search.DirName, search.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`SELECT v FROM meta WHERE k = 'schema'`,
+		`SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_ai'`,
+		`SELECT count(*) FROM docs`,
+		`SELECT count(*) FROM fts('walrus OR walruses OR nothing')`,
+		`SELECT count(*) FROM tri('alrus')`,
+	} {
+		var v string
+		if err := db.QueryRow(q).Scan(&v); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		want := map[string]string{"SELECT v FROM meta WHERE k = 'schema'": "4", "SELECT count(*) FROM docs": "4", `SELECT count(*) FROM fts('walrus OR walruses OR nothing')`: "4", `SELECT count(*) FROM tri('alrus')`: "3"}[q]
+		if want == "" {
+			want = "0"
+		}
+		if v != want {
+			t.Errorf("%s: %s, want %s", q, v, want)
+		}
+	}
+	for _, table := range []string{"fts", "tri"} {
+		if _, err := db.Exec(`INSERT INTO ` + table + `(` + table + `, rank) VALUES ('integrity-check', 1)`); err != nil {
+			t.Errorf("%s integrity-check (against docs): %v", table, err)
+		}
+	}
+}
