@@ -223,19 +223,29 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 
 // searchQueries returns n two-word queries and n phrases (two words that
 // follow each other), words of the corpus's .md files, 5 letters or more
-// (the same draw as bench/peers' S6: seed 7, 7).
+// (the same draw as bench/peers' S6: seed 7, 7); of all its files if it
+// has no .md file (the corpus built into a binary run outside the source
+// tree is its .go files).
 func searchQueries(c *bench.Corpus, n int) (two, phrase []string) {
 	var words []string
-	for _, f := range c.Files {
-		if !strings.HasSuffix(f.Path, ".md") {
-			continue
-		}
-		for _, w := range strings.Fields(f.Text) {
-			w = strings.Trim(strings.ToLower(w), ".,;:()`*\"'[]|")
-			if len(w) >= 5 && strings.IndexFunc(w, func(r rune) bool { return r < 'a' || r > 'z' }) < 0 {
-				words = append(words, w)
+	take := func(md bool) {
+		for _, f := range c.Files {
+			if md && !strings.HasSuffix(f.Path, ".md") {
+				continue
+			}
+			for _, w := range strings.Fields(f.Text) {
+				w = strings.Trim(strings.ToLower(w), ".,;:()`*\"'[]|")
+				if len(w) >= 5 && strings.IndexFunc(w, func(r rune) bool { return r < 'a' || r > 'z' }) < 0 {
+					words = append(words, w)
+				}
 			}
 		}
+	}
+	if take(true); len(words) < 2 {
+		take(false)
+	}
+	if len(words) < 2 {
+		words = []string{"search", "index"} // (a corpus without words: queries that find nothing)
 	}
 	r := rand.New(rand.NewPCG(7, 7))
 	for range n {

@@ -583,3 +583,32 @@ func TestBenchSearchRow(t *testing.T) {
 		t.Errorf("the row's two-word queries found %d hits, the index it built finds %d", s.Hits, hits)
 	}
 }
+
+// The search row's queries come from the corpus's .md files, or from all
+// of its files if it has none (a binary run outside the source tree has
+// the embedded .go files only: it used to panic there).
+func TestSearchQueriesWithoutMarkdown(t *testing.T) {
+	for _, c := range []*bench.Corpus{
+		{Files: []bench.CorpusFile{{Path: "bench/a.go", Text: "package bench // measures durable appends against peers"}}},
+		{Files: []bench.CorpusFile{{Path: "bench/b.go", Text: "x y"}}},
+		{},
+	} {
+		two, phrase := searchQueries(c, 5)
+		if len(two) != 5 || len(phrase) != 5 {
+			t.Fatalf("%d two-word queries and %d phrases, want 5 each", len(two), len(phrase))
+		}
+		for _, q := range two {
+			if len(strings.Fields(q)) != 2 {
+				t.Errorf("query %q is not two words", q)
+			}
+		}
+	}
+	two, _ := searchQueries(&bench.Corpus{Files: []bench.CorpusFile{{Path: "bench/a.go", Text: "measures durable appends"}}}, 3)
+	for _, q := range two {
+		for _, w := range strings.Fields(q) {
+			if w != "measures" && w != "durable" && w != "appends" {
+				t.Errorf("query %q: %q is not a word of the corpus", q, w)
+			}
+		}
+	}
+}
