@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/seglog/seglog/engine"
@@ -285,6 +286,15 @@ func warmUp(ctx context.Context, c Config, corpus *Corpus) error {
 	return errors.Join(err, st.Close())
 }
 
+// cpuTime returns the process's CPU time so far (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func runAgent(ctx context.Context, c Config) (Result, error) {
 	corpus := c.Corpus
 	if corpus == nil {
@@ -343,7 +353,7 @@ func runAgent(ctx context.Context, c Config) (Result, error) {
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	for i, h := range hs {
 		wg.Go(func() {
 			for _, evs := range turns[i] {
@@ -379,7 +389,7 @@ func runAgent(ctx context.Context, c Config) (Result, error) {
 		})
 	}
 	wg.Wait()
-	r.Elapsed = time.Since(start)
+	r.Elapsed, r.CPU = time.Since(start), cpuTime()-cpu0
 	for i := range acked {
 		r.Acked[AgentSessionID(i)] = acked[i]
 	}
@@ -421,6 +431,7 @@ func runAgent(ctx context.Context, c Config) (Result, error) {
 // ReportAgent reports an AgentHost result's figures as benchmark metrics.
 func ReportAgent(b interface{ ReportMetric(float64, string) }, r Result) {
 	b.ReportMetric(r.EventsPerSec(), "events/s")
+	b.ReportMetric(float64(r.CPU.Microseconds())/float64(max(r.Events, 1)), "cpu-µs/event")
 	b.ReportMetric(float64(r.P50)/1e3, "flush-p50-µs")
 	b.ReportMetric(float64(r.P99)/1e3, "flush-p99-µs")
 	b.ReportMetric(r.WrittenPerEvent(), "written-B/event")

@@ -169,9 +169,14 @@ type Result struct {
 	// of such a store does not (a warm-up store made it). The figures are
 	// differences of the whole heap: with few sessions they move by a few
 	// KiB from run to run, and may fall below 0.
-	HeapPerSession     int64  `json:"heap_per_session,omitempty"`
-	HeapPerIdleSession int64  `json:"heap_per_idle_session,omitempty"`
-	Corpus             string `json:"corpus,omitempty"` // Corpus.Source
+	HeapPerSession     int64 `json:"heap_per_session,omitempty"`
+	HeapPerIdleSession int64 `json:"heap_per_idle_session,omitempty"`
+	// CPU is the CPU time (user and system) the whole process spent over
+	// Elapsed: the store's, its background goroutines' and the
+	// sessions' goroutines' (the turns are made before the clock
+	// starts). CPU over Events is the CPU per durable event.
+	CPU    time.Duration `json:"cpu_ns,omitempty"`
+	Corpus string        `json:"corpus,omitempty"` // Corpus.Source
 
 	// Kill is KillWindow's figures.
 	Kill *KillStats `json:"kill_window,omitempty"`

@@ -218,6 +218,7 @@ func TestBenchJSONAndPlot(t *testing.T) {
 		Rest     int64  `json:"rest_bytes"`
 		Heap     int64  `json:"heap_per_session"`
 		IdleHeap int64  `json:"heap_per_idle_session"`
+		CPU      int64  `json:"cpu_ns"`
 		Corpus   string `json:"corpus"`
 	}
 	// The fields above are those docs/CLI.md's "CLI output" documents: a new
@@ -232,6 +233,9 @@ func TestBenchJSONAndPlot(t *testing.T) {
 		names[r.Name] = true
 		if r.Workload == "" || r.Events <= 0 || r.ElapsedNS <= 0 {
 			t.Errorf("row %+v", r)
+		}
+		if r.Workload == string(bench.AgentHost) && r.CPU <= 0 {
+			t.Errorf("agent-host row %q without its CPU time: %+v", r.Name, r)
 		}
 		if r.Workload != string(bench.Bulk) && r.Workload != string(bench.Replay) &&
 			(r.P50 <= 0 || r.P99 < r.P50 || len(r.Latency) != len(bench.DistributionPoints) || r.Latency[len(r.Latency)-1].NS < r.P99) {

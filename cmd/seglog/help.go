@@ -40,7 +40,7 @@ writes the array to FILE. A row is an object: name, workload, sessions, events,
 input_bytes, disk_bytes, elapsed_ns and, where measured, p50_ns, p99_ns, latency (the
 distribution: [{p, ns}] at p 0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9, 100), procs,
 backend, turns, raw_json_bytes, written_bytes, rest_bytes, heap_per_session,
-heap_per_idle_session, corpus, in the kill-window rows kill_window, and in the search row
+heap_per_idle_session, cpu_ns, corpus, in the kill-window rows kill_window, and in the search row
 search (docs/CLI.md, CLI output).
 --plot FILE.png draws the events/s of the rows (bars, log scale) and each row's latency
 distribution (a line per row).
