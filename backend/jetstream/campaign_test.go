@@ -1,10 +1,12 @@
 package jetstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -104,6 +106,20 @@ func TestClusterFaults(t *testing.T) {
 	o.LeaseTTL, o.Timeout = 3*time.Second, 2*time.Second
 	oa, ob, of, oc := *o, *o, *o, *o
 	oa.Host, ob.Host, of.Host, oc.Host = "host-a", "host-b", "follower", "checker"
+	// The follower's warnings (its looks again, reconnects, consumers
+	// made again), shown if the test fails.
+	flog := &lockedBuffer{}
+	of.Logger = slog.New(slog.NewTextHandler(flog, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.String("t", a.Value.Time().Format("15:04:05.000"))
+		}
+		return a
+	}}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the follower's warnings:\n%s", flog.tail(200))
+		}
+	})
 	ncB := connectAll(t, c.url(1), c.url(2), c.url(0))
 	b := openCluster(t, ncB, &ob)
 	a := openCluster(t, ncA, &oa)
@@ -135,7 +151,8 @@ func TestClusterFaults(t *testing.T) {
 			n  uint64
 			at time.Time
 		}{}
-		opens atomic.Int64
+		opens    atomic.Int64
+		waitErrs = map[string]string{} // the follower's last Wait error on each session, and when
 	)
 	stop := make(chan struct{})
 	stopped := func() bool {
@@ -226,6 +243,9 @@ func TestClusterFaults(t *testing.T) {
 						endErrs <- fmt.Errorf("session %s: Wait: %w", id, err)
 						return
 					}
+					mu.Lock()
+					waitErrs[id] = fmt.Sprintf("%v (at %s)", err, time.Now().Format("15:04:05.000"))
+					mu.Unlock()
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}
@@ -337,7 +357,27 @@ func TestClusterFaults(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the follower's Wait on %s did not reach its last acknowledged event %d", behind, last[behind])
+			// What is there to reach: a store that took part in nothing
+			// reads the session.
+			mu.Lock()
+			w, werr := wakes[behind], waitErrs[behind]
+			mu.Unlock()
+			var seen uint64
+			if len(w) > 0 {
+				seen = w[len(w)-1].n
+			}
+			held := "unread"
+			fresh := openCluster(t, connectAll(t, urls...), &oc)
+			if r, err := fresh.Open(ctx, behind, store.Read); err != nil {
+				held = err.Error()
+			} else {
+				held = fmt.Sprint(r.Len(), " events")
+				r.Close()
+			}
+			for _, ft := range faults {
+				t.Logf("fault %s: %s .. %s", ft.kind, ft.start.Format("15:04:05.000"), ft.end.Format("15:04:05.000"))
+			}
+			t.Fatalf("the follower's Wait on %s did not reach its last acknowledged event %d: it woke last at %d; its last error: %q; a fresh store reads %s", behind, last[behind], seen, werr, held)
 		}
 	}
 
@@ -464,6 +504,8 @@ func TestClusterFaults(t *testing.T) {
 	// the leader; a SIGKILL, unlike an embedded server's shutdown, hands
 	// the leadership to no one); lagMax of every other.
 	var lagMax, lagAfter, lagSilent, lagLeader time.Duration
+	var lagMaxAck string    // the acknowledgement of lagMax: its session, events, and when, from the start
+	var lagSilentAck string // and of lagSilent
 	var lags []time.Duration
 	silentAcks := 0
 	for _, k := range acks {
@@ -489,14 +531,18 @@ func TestClusterFaults(t *testing.T) {
 					case strings.HasPrefix(ft.kind, "stream leader") && !strings.Contains(ft.kind, "none found"):
 						lagLeader, leader = max(lagLeader, flag), true
 					case strings.HasPrefix(ft.kind, "follower's server silent ("):
-						lagSilent = max(lagSilent, flag)
+						if flag > lagSilent {
+							lagSilent = flag
+							lagSilentAck = fmt.Sprintf("%s %d..%d by %s acknowledged at %v, woken at %v", k.id, k.from, k.to, k.tag, k.at.Sub(begin).Round(time.Millisecond), w.at.Sub(begin).Round(time.Millisecond))
+						}
 						if k.at.After(ft.start) {
 							silentAcks++
 						}
 					}
 				}
-				if !leader {
-					lagMax = max(lagMax, lag)
+				if !leader && lag > lagMax {
+					lagMax = lag
+					lagMaxAck = fmt.Sprintf("%s %d..%d by %s acknowledged at %v, woken at %v", k.id, k.from, k.to, k.tag, k.at.Sub(begin).Round(time.Millisecond), w.at.Sub(begin).Round(time.Millisecond))
 				}
 				break
 			}
@@ -524,13 +570,13 @@ func TestClusterFaults(t *testing.T) {
 		t.Errorf("a call took %v (Options.Timeout %v)", slowest, o.Timeout)
 	}
 	if lagMax > 2*o.Timeout+5*time.Second {
-		t.Errorf("a Wait woke %v after the acknowledgement", lagMax)
+		t.Errorf("a Wait woke %v after the acknowledgement (%s)", lagMax, lagMaxAck)
 	}
 	// A silent server (issue 44): Options.Timeout plus a heartbeat check
 	// (it used to be as long as the server stayed silent); the stream's
 	// leader: after the election, likewise.
 	if lagSilent > waitBound(o) {
-		t.Errorf("a Wait woke %v after an acknowledgement made while the follower's server was silent (bound %v)", lagSilent, waitBound(o))
+		t.Errorf("a Wait woke %v after an acknowledgement made while the follower's server was silent (bound %v; %s; the test began at %s)", lagSilent, waitBound(o), lagSilentAck, begin.Format("15:04:05.000"))
 	}
 	if lagLeader > raftElection+waitBound(o) {
 		t.Errorf("a Wait woke %v after an acknowledgement made while the stream's leader was silent or killed (bound %v)", lagLeader, raftElection+waitBound(o))
@@ -546,4 +592,25 @@ func laterOf(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// lockedBuffer is an io.Writer safe for concurrent use that keeps what
+// was written.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// tail returns the last n lines written.
+func (l *lockedBuffer) tail(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(l.b.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
