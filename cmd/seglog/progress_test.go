@@ -64,7 +64,7 @@ func TestProgressOffTerminal(t *testing.T) {
 
 	dir := t.TempDir()
 	stdout, stderr, code := runPiped(t, "bench", "-dir", dir, "-keep", "-events", "2000", "-durable", "20", "-sessions", "3", "-procs", "2", "-proc-sessions", "2",
-		"-multi-time", "100ms", "-follow", "20", "-follow-every", "1ms", "-agent-sessions", "2", "-agent-turns", "2", "-kill-rounds", "0")
+		"-multi-time", "100ms", "-follow", "20", "-follow-every", "1ms", "-agent-sessions", "2", "-agent-turns", "2", "-kill-rounds", "0", "-search-sessions", "5")
 	if code != 0 {
 		t.Fatalf("bench: exit %d\n%s", code, stderr)
 	}
@@ -74,8 +74,8 @@ func TestProgressOffTerminal(t *testing.T) {
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
-	if len(lines) != 11 {
-		t.Errorf("bench's stderr: %d lines, want one per row (11):\n%s", len(lines), stderr)
+	if len(lines) != 14 {
+		t.Errorf("bench's stderr: %d lines, want one per row (11) and per step of the search row (3):\n%s", len(lines), stderr)
 	}
 	for _, l := range lines {
 		if !strings.Contains(l, ": done in ") {
