@@ -144,9 +144,15 @@ func (ix *Index) trigrams(ctx context.Context) error {
 	return nil
 }
 
-func (ix *Index) hasTrigrams(ctx context.Context) (bool, error) {
+func (ix *Index) hasTrigrams(ctx context.Context) (bool, error) { return hasTrigrams(ctx, ix.db) }
+
+// hasTrigrams reports whether the index q reads (a connection or a
+// transaction) has the trigram table.
+func hasTrigrams(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (bool, error) {
 	var n int
-	err := ix.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tri'`).Scan(&n)
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tri'`).Scan(&n)
 	return n > 0, err
 }
 
@@ -676,11 +682,11 @@ func (t *txn) begin() error {
 		return err
 	}
 	// (Read in the transaction: another process may have made the table.)
-	var n int
-	if err := tx.QueryRowContext(t.ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tri'`).Scan(&n); err != nil {
+	tri, err := hasTrigrams(t.ctx, tx)
+	if err != nil {
 		return err
 	}
-	if n > 0 {
+	if tri {
 		t.tri, err = tx.PrepareContext(t.ctx, `INSERT INTO tri(rowid, text) VALUES (?, ?)`)
 	}
 	return err
