@@ -286,8 +286,8 @@ func warmUp(ctx context.Context, c Config, corpus *Corpus) error {
 	return errors.Join(err, st.Close())
 }
 
-// cpuTime returns the process's CPU time so far (user and system).
-func cpuTime() time.Duration {
+// CPUTime returns the process's CPU time so far (user and system).
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -353,7 +353,7 @@ func runAgent(ctx context.Context, c Config) (Result, error) {
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0 := time.Now(), CPUTime()
 	for i, h := range hs {
 		wg.Go(func() {
 			for _, evs := range turns[i] {
@@ -389,7 +389,7 @@ func runAgent(ctx context.Context, c Config) (Result, error) {
 		})
 	}
 	wg.Wait()
-	r.Elapsed, r.CPU = time.Since(start), cpuTime()-cpu0
+	r.Elapsed, r.CPU = time.Since(start), CPUTime()-cpu0
 	for i := range acked {
 		r.Acked[AgentSessionID(i)] = acked[i]
 	}

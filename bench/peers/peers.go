@@ -125,13 +125,7 @@ func (r Result) Ceiling(cores int) float64 {
 }
 
 // cpuTime returns the process's CPU time so far (user and system).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+var cpuTime = bench.CPUTime
 
 // MBPerSec is the input throughput in MB/s.
 func (r Result) MBPerSec() float64 { return float64(r.InputBytes) / r.Seconds / 1e6 }
