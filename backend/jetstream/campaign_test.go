@@ -506,6 +506,9 @@ func TestClusterFaults(t *testing.T) {
 	var lagMax, lagAfter, lagSilent, lagLeader time.Duration
 	var lagMaxAck string    // the acknowledgement of lagMax: its session, events, and when, from the start
 	var lagSilentAck string // and of lagSilent
+	ackWoken := func(k campaignAck, at time.Time) string {
+		return fmt.Sprintf("%s %d..%d by %s acknowledged at %v, woken at %v", k.id, k.from, k.to, k.tag, k.at.Sub(begin).Round(time.Millisecond), at.Sub(begin).Round(time.Millisecond))
+	}
 	var lags []time.Duration
 	silentAcks := 0
 	for _, k := range acks {
@@ -533,7 +536,7 @@ func TestClusterFaults(t *testing.T) {
 					case strings.HasPrefix(ft.kind, "follower's server silent ("):
 						if flag > lagSilent {
 							lagSilent = flag
-							lagSilentAck = fmt.Sprintf("%s %d..%d by %s acknowledged at %v, woken at %v", k.id, k.from, k.to, k.tag, k.at.Sub(begin).Round(time.Millisecond), w.at.Sub(begin).Round(time.Millisecond))
+							lagSilentAck = ackWoken(k, w.at)
 						}
 						if k.at.After(ft.start) {
 							silentAcks++
@@ -542,7 +545,7 @@ func TestClusterFaults(t *testing.T) {
 				}
 				if !leader && lag > lagMax {
 					lagMax = lag
-					lagMaxAck = fmt.Sprintf("%s %d..%d by %s acknowledged at %v, woken at %v", k.id, k.from, k.to, k.tag, k.at.Sub(begin).Round(time.Millisecond), w.at.Sub(begin).Round(time.Millisecond))
+					lagMaxAck = ackWoken(k, w.at)
 				}
 				break
 			}
